@@ -1,0 +1,129 @@
+// Prometheus metrics: counters, gauges and histograms with labels, and the text exposition format
+// (https://prometheus.io/docs/instrumenting/exposition_formats/).
+//
+// Usage: a component asks the registry for a family once, then for the child with its label
+// values once (e.g. per model version), and keeps the returned reference; the hot path is then a
+// few relaxed atomic operations, no lock and no map lookup. Children live as long as the registry
+// (references stay valid); Family::Remove drops a child from the exposition (used on unload), the
+// memory is kept until the registry dies so that stale references stay safe.
+//
+// Thread-safety: everything is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+
+namespace dais::metrics {
+
+class Counter {
+ public:
+  void Increment(double v = 1.0);
+  double Value() const;
+
+ private:
+  std::atomic<double> value_{0.0};
+};
+
+class Gauge {
+ public:
+  void Set(double v);
+  void Add(double v);
+  double Value() const;
+
+ private:
+  std::atomic<double> value_{0.0};
+};
+
+class Histogram {
+ public:
+  // `bounds` are the upper bounds of the buckets, strictly increasing; +Inf is implicit.
+  explicit Histogram(std::vector<double> bounds);
+  void Observe(double v);
+  uint64_t Count() const;
+  double Sum() const;
+  // Cumulative counts per bound, then +Inf (size bounds()+1).
+  std::vector<uint64_t> CumulativeCounts() const;
+  const std::vector<double>& bounds() const { return bounds_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // non-cumulative, size bounds_+1
+  std::atomic<double> sum_{0.0};
+  std::atomic<uint64_t> count_{0};
+};
+
+// Buckets for latencies in seconds: 50us .. 10s.
+std::vector<double> LatencyBuckets();
+// 1, 2, 4, ... up to `max` (inclusive if a power of two).
+std::vector<double> PowerOfTwoBuckets(double max);
+
+enum class Type { kCounter, kGauge, kHistogram };
+
+template <typename T>
+class Family;
+
+class FamilyBase {
+ public:
+  FamilyBase(std::string name, std::string help, std::vector<std::string> label_names, Type type)
+      : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)),
+        type_(type) {}
+  virtual ~FamilyBase() = default;
+  const std::string& name() const { return name_; }
+  // Appends "# HELP", "# TYPE" and one line per child (per bucket for histograms).
+  virtual void Expose(std::string* out) const = 0;
+
+ protected:
+  std::string name_, help_;
+  std::vector<std::string> label_names_;
+  Type type_;
+};
+
+template <typename T>
+class Family : public FamilyBase {
+ public:
+  using FamilyBase::FamilyBase;
+  // Returns the child for these label values (one per label name), creating it on first use.
+  // For histograms the family's bucket bounds apply.
+  T& Get(const std::vector<std::string>& label_values);
+  // Drops the child from the exposition.
+  void Remove(const std::vector<std::string>& label_values);
+  void Expose(std::string* out) const override;
+
+ private:
+  friend class Registry;
+  std::vector<double> bounds_;  // histograms only
+  mutable Mutex mu_;
+  std::map<std::vector<std::string>, T*> live_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<T>> all_ GUARDED_BY(mu_);
+};
+
+class Registry {
+ public:
+  // The process-wide registry that /metrics exposes.
+  static Registry& Global();
+
+  // Registering the same name twice returns the same family (type and labels must match, or it
+  // is a programming error and aborts).
+  Family<Counter>& AddCounter(const std::string& name, const std::string& help,
+                              std::vector<std::string> label_names);
+  Family<Gauge>& AddGauge(const std::string& name, const std::string& help,
+                          std::vector<std::string> label_names);
+  Family<Histogram>& AddHistogram(const std::string& name, const std::string& help,
+                                  std::vector<std::string> label_names,
+                                  std::vector<double> bounds);
+
+  // Prometheus text format 0.0.4 of every family, sorted by name.
+  std::string Expose() const;
+
+ private:
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<FamilyBase>> families_ GUARDED_BY(mu_);
+};
+
+}  // namespace dais::metrics

@@ -1,0 +1,53 @@
+// The request and response that travel from a frontend through the batcher to a backend.
+//
+// Ownership: a frontend builds a RequestPtr and hands it to ModelManager::Infer, which moves it
+// into the model version's queue. The ResponseCallback is called exactly once, on some runtime
+// thread (never while a runtime lock is held); the frontend must hop back to its own thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dais/status.h"
+#include "tensor/tensor.h"
+
+namespace dais {
+
+struct RequestedOutput {
+  std::string name;
+  bool binary = false;  // binary tensor data extension: return raw bytes after the JSON header
+};
+
+struct InferenceResponse {
+  std::string model_name;
+  std::string model_version;
+  std::string id;
+  std::vector<Tensor> outputs;      // in the order of RequestedOutput (or the config's order)
+  std::vector<bool> output_binary;  // parallel to outputs
+};
+using ResponsePtr = std::unique_ptr<InferenceResponse>;
+using ResponseCallback = std::function<void(StatusOr<ResponsePtr>)>;
+
+struct InferenceRequest {
+  std::string model_name;
+  int64_t model_version = -1;  // -1: the version chosen by the version policy (the latest)
+  std::string id;
+  std::vector<Tensor> inputs;
+  std::vector<RequestedOutput> outputs;  // empty: every output of the model
+  bool binary_output_default = false;    // parameters.binary_data_output
+  uint64_t timeout_us = 0;               // 0: the queue policy's default
+  uint32_t priority = 0;                 // 0: the model's default priority level
+  std::string body;                      // owns the bytes that `inputs` may borrow
+  ResponseCallback on_complete;
+  // Filled by the runtime.
+  uint64_t arrival_ns = 0;
+  uint64_t enqueue_ns = 0;
+  uint64_t deadline_ns = 0;  // 0: none
+  int64_t batch_size = 1;    // first dimension when the model batches, else 1
+};
+using RequestPtr = std::unique_ptr<InferenceRequest>;
+
+}  // namespace dais

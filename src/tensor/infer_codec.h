@@ -1,0 +1,36 @@
+// KServe v2 / Open Inference Protocol HTTP request and response bodies, with Triton's binary
+// tensor data extension (https://github.com/triton-inference-server/server/blob/main/docs/protocol/
+// extension_binary_data.md).
+//
+// These functions check the body against the protocol only (well-formed JSON, known datatypes,
+// data length matching the shape, binary sizes adding up). Checks against the model's
+// configuration (input names, datatypes, dims) are the runtime's.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "dais/status.h"
+#include "runtime/inference_request.h"
+
+namespace dais {
+
+// Parses an inference request body into `request` (model name/version are set by the caller).
+// `body` is moved into request->body; binary inputs borrow from it (no copy), JSON inputs are
+// converted into owned bytes. `header_length` is the Inference-Header-Content-Length header
+// value, or 0 when absent (the whole body is JSON).
+// Errors are InvalidArgument with a message naming the input and the problem.
+Status ParseInferRequest(std::string body, size_t header_length, InferenceRequest* request);
+
+struct EncodedResponse {
+  std::string body;
+  size_t header_length = 0;  // > 0: set Inference-Header-Content-Length to this
+};
+// Serializes a response. Outputs flagged binary go after the JSON header as raw bytes with
+// parameters.binary_data_size; the others go as JSON "data" (flat, row-major).
+EncodedResponse SerializeInferResponse(const InferenceResponse& response);
+
+// {"error": "<message>"}
+std::string ErrorJson(const std::string& message);
+
+}  // namespace dais
