@@ -15,12 +15,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/mutex.h"
 
 namespace dais::metrics {
 
+// Monotonic: Increment with a negative or NaN value is a bug (logged via DAIS_BUG, ignored).
 class Counter {
  public:
   void Increment(double v = 1.0);
@@ -42,8 +44,10 @@ class Gauge {
 
 class Histogram {
  public:
-  // `bounds` are the upper bounds of the buckets, strictly increasing; +Inf is implicit.
+  // `bounds` are the upper bounds of the buckets, strictly increasing (else fatal); +Inf is
+  // implicit (a trailing +Inf bound is dropped).
   explicit Histogram(std::vector<double> bounds);
+  // A value equal to a bound counts in that bound's bucket (Prometheus "le"); NaN counts in +Inf.
   void Observe(double v);
   uint64_t Count() const;
   double Sum() const;
@@ -71,10 +75,14 @@ class Family;
 class FamilyBase {
  public:
   FamilyBase(std::string name, std::string help, std::vector<std::string> label_names, Type type)
-      : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)),
+      : name_(std::move(name)),
+        help_(std::move(help)),
+        label_names_(std::move(label_names)),
         type_(type) {}
   virtual ~FamilyBase() = default;
   const std::string& name() const { return name_; }
+  Type type() const { return type_; }
+  const std::vector<std::string>& label_names() const { return label_names_; }
   // Appends "# HELP", "# TYPE" and one line per child (per bucket for histograms).
   virtual void Expose(std::string* out) const = 0;
 
@@ -88,10 +96,12 @@ template <typename T>
 class Family : public FamilyBase {
  public:
   using FamilyBase::FamilyBase;
-  // Returns the child for these label values (one per label name), creating it on first use.
-  // For histograms the family's bucket bounds apply.
+  // Returns the child for these label values (one per label name, else fatal), creating it on
+  // first use. For histograms the family's bucket bounds apply. The reference stays valid for
+  // the registry's life.
   T& Get(const std::vector<std::string>& label_values);
-  // Drops the child from the exposition.
+  // Drops the child from the exposition (no-op if absent). Existing references stay valid but
+  // are no longer exposed; a later Get with the same values creates a fresh child.
   void Remove(const std::vector<std::string>& label_values);
   void Expose(std::string* out) const override;
 
@@ -103,25 +113,34 @@ class Family : public FamilyBase {
   std::vector<std::unique_ptr<T>> all_ GUARDED_BY(mu_);
 };
 
+// Defined in registry.cc for these three child types only.
+extern template class Family<Counter>;
+extern template class Family<Gauge>;
+extern template class Family<Histogram>;
+
 class Registry {
  public:
   // The process-wide registry that /metrics exposes.
   static Registry& Global();
 
-  // Registering the same name twice returns the same family (type and labels must match, or it
-  // is a programming error and aborts).
+  // Registering the same name twice returns the same family (type, label names and, for
+  // histograms, bounds must match, or it is a programming error and aborts). Names must be valid
+  // Prometheus metric / label names (else fatal); "le" is reserved for histograms.
   Family<Counter>& AddCounter(const std::string& name, const std::string& help,
                               std::vector<std::string> label_names);
   Family<Gauge>& AddGauge(const std::string& name, const std::string& help,
                           std::vector<std::string> label_names);
   Family<Histogram>& AddHistogram(const std::string& name, const std::string& help,
-                                  std::vector<std::string> label_names,
-                                  std::vector<double> bounds);
+                                  std::vector<std::string> label_names, std::vector<double> bounds);
 
   // Prometheus text format 0.0.4 of every family, sorted by name.
   std::string Expose() const;
 
  private:
+  template <typename T>
+  Family<T>& Add(const std::string& name, const std::string& help,
+                 std::vector<std::string> label_names, Type type, std::vector<double> bounds);
+
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<FamilyBase>> families_ GUARDED_BY(mu_);
 };
