@@ -43,7 +43,8 @@ struct Tensor {
   }
 };
 
-// Product of the dimensions; -1 if any dimension is negative; 1 for a scalar (empty shape).
+// Product of the dimensions; -1 if any dimension is negative or the product overflows int64;
+// 0 if any dimension is 0; 1 for a scalar (empty shape).
 int64_t ElementCount(const std::vector<int64_t>& shape);
 // "[2,3]"
 std::string ShapeToString(const std::vector<int64_t>& shape);

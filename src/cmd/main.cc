@@ -1,0 +1,16 @@
+// dais: one binary, one subcommand per role. main only wires.
+#include <CLI/CLI.hpp>
+
+#include "cmd/serve.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dais: a distributed AI serving system (KServe v2 / Triton-compatible)"};
+  app.require_subcommand(1);
+  dais::cmd::ServeOptions serve;
+  CLI::App* serve_cmd = app.add_subcommand(
+      "serve", "Serve the models of a Triton-style model repository over KServe v2 HTTP");
+  dais::cmd::AddServeFlags(serve_cmd, &serve);
+  CLI11_PARSE(app, argc, argv);
+  if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
+  return 1;
+}

@@ -1,0 +1,165 @@
+#include "cmd/serve.h"
+
+#include <CLI/CLI.hpp>
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/logging.h"
+#include "dais/backend.h"
+#include "frontends/http/http_server.h"
+#include "frontends/http/kserve_http.h"
+#include "runtime/model_manager.h"
+
+namespace dais::cmd {
+
+void AddServeFlags(CLI::App* app, ServeOptions* o) {
+  app->add_option("--model-repository", o->model_repositories,
+                  "Path of a model repository (Triton layout: <repo>/<model>/config.pbtxt and "
+                  "<repo>/<model>/<version>/<file>). Repeatable.")
+      ->required();
+  app->add_option("--http-port", o->http_port,
+                  "Port of the KServe v2 HTTP endpoint. 0 picks a free port; the chosen ports "
+                  "are logged on one line: 'ports: http=N metrics=N grpc=N'.")
+      ->capture_default_str();
+  app->add_option("--http-address", o->http_address, "Address the HTTP endpoint binds.")
+      ->capture_default_str();
+  app->add_option("--http-thread-count", o->http_threads,
+                  "HTTP I/O threads (0: one per core).")
+      ->capture_default_str();
+  app->add_option("--http-max-body-bytes", o->http_max_body_bytes,
+                  "Largest accepted request body; larger ones get HTTP 413.")
+      ->capture_default_str();
+  app->add_option("--grpc-port", o->grpc_port,
+                  "Reserved for the gRPC endpoint, which is not built yet: accepted for "
+                  "tritonserver compatibility and ignored (logged as grpc=0).")
+      ->capture_default_str();
+  app->add_option("--metrics-port", o->metrics_port,
+                  "Port of /metrics (Prometheus). Default (-1) or equal to --http-port: served "
+                  "on the HTTP port. 0 picks a free port.")
+      ->capture_default_str();
+  app->add_option("--model-control-mode", o->model_control_mode,
+                  "none: load every model at start, no changes afterwards; poll: also rescan "
+                  "the repository every --repository-poll-secs and load new, reload changed and "
+                  "unload removed versions without failing requests; explicit: load only "
+                  "--load-model at start, then use the repository API "
+                  "(POST /v2/repository/models/<m>/load|unload).")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}))
+      ->capture_default_str();
+  app->add_option("--repository-poll-secs", o->repository_poll_secs,
+                  "Seconds between repository scans in poll mode.")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--load-model", o->load_models,
+                  "Model to load at start in explicit mode; '*' loads all. Repeatable.");
+  app->add_option("--strict-readiness", o->strict_readiness,
+                  "true: /v2/health/ready only when every model that should be loaded is "
+                  "ready; false: ready once the server is up.")
+      ->capture_default_str();
+  app->add_option("--exit-timeout-secs", o->exit_timeout_secs,
+                  "On SIGTERM/SIGINT: readiness goes false, new inference requests are refused, "
+                  "and in-flight ones get this many seconds to finish before exit.")
+      ->capture_default_str();
+  app->add_option("--log-verbose", o->log_verbose, "Verbose logging level (0: off, 1: more).")
+      ->capture_default_str();
+}
+
+namespace {
+
+ModelControlMode ParseMode(const std::string& m) {
+  if (m == "poll") return ModelControlMode::kPoll;
+  if (m == "explicit") return ModelControlMode::kExplicit;
+  return ModelControlMode::kNone;
+}
+
+}  // namespace
+
+int RunServe(const ServeOptions& o) {
+  log::SetVerbosity(o.log_verbose);
+  // Block the stop signals in every thread; this thread waits for them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  ManagerOptions mo;
+  mo.repositories = o.model_repositories;
+  mo.mode = ParseMode(o.model_control_mode);
+  mo.startup_models = o.load_models;
+  mo.poll_secs = o.repository_poll_secs;
+  mo.strict_readiness = o.strict_readiness;
+  for (const std::string& name : BackendNames()) {
+    if (FindBackend(name)->GpuAvailable()) mo.allow_gpu = true;
+  }
+  std::string backends;
+  for (const auto& b : BackendNames()) backends += (backends.empty() ? "" : ", ") + b;
+  LOG_INFO("dais serve starting: backends [{}], model control mode {}", backends,
+           o.model_control_mode);
+
+  ModelManager manager(mo);
+  http::Server* server_ptr = nullptr;
+  http::KServeHttp kserve(&manager, &server_ptr);
+  http::ServerOptions so;
+  so.address = o.http_address;
+  so.port = o.http_port;
+  so.threads = o.http_threads;
+  so.max_body_bytes = o.http_max_body_bytes;
+  http::Server server(so, [&kserve](http::Request r, http::Responder w) {
+    kserve.Handle(std::move(r), std::move(w));
+  });
+  server_ptr = &server;
+  // Listen first (health endpoints answer "not ready" while models load), then load.
+  if (Status s = server.Start(); !s.ok()) {
+    LOG_ERROR("{}", s.message());
+    return 1;
+  }
+  std::unique_ptr<http::Server> metrics_server;
+  int metrics_port = server.port();
+  if (o.metrics_port >= 0 && o.metrics_port != o.http_port) {
+    http::ServerOptions mso = so;
+    mso.port = o.metrics_port;
+    mso.threads = 1;
+    metrics_server = std::make_unique<http::Server>(
+        mso, [&kserve](http::Request r, http::Responder w) {
+          kserve.HandleMetricsOnly(std::move(r), std::move(w));
+        });
+    if (Status s = metrics_server->Start(); !s.ok()) {
+      LOG_ERROR("{}", s.message());
+      return 1;
+    }
+    metrics_port = metrics_server->port();
+  }
+  LOG_INFO("ports: http={} metrics={} grpc=0", server.port(), metrics_port);
+  if (Status s = manager.Start(); !s.ok()) {
+    LOG_ERROR("cannot start: {}", s.message());
+    return 1;
+  }
+  LOG_INFO("dais serve ready: {}", manager.Ready() ? "all models ready" : "some models are not ready (see /healthz)");
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  LOG_INFO("received {}: draining (readiness false, new requests refused, up to {}s for {} "
+           "in-flight request(s))",
+           sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs, kserve.InFlight());
+  kserve.StartDraining();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.exit_timeout_secs);
+  while (kserve.InFlight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  int exit_code = 0;
+  if (kserve.InFlight() > 0) {
+    LOG_WARNING("exit timeout: {} request(s) still in flight", kserve.InFlight());
+  }
+  // Give the last responses a moment to be written out before the I/O threads stop.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server.Stop();
+  if (metrics_server) metrics_server->Stop();
+  manager.Stop();
+  LOG_INFO("dais serve stopped");
+  return exit_code;
+}
+
+}  // namespace dais::cmd

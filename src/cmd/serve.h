@@ -1,0 +1,32 @@
+// `dais serve`: the standalone inference server (flags named as tritonserver's).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace dais::cmd {
+
+struct ServeOptions {
+  std::vector<std::string> model_repositories;
+  int http_port = 8000;
+  int grpc_port = 8001;
+  int metrics_port = -1;
+  std::string http_address = "0.0.0.0";
+  int http_threads = 0;
+  uint64_t http_max_body_bytes = 64ull << 20;
+  std::string model_control_mode = "none";
+  int repository_poll_secs = 15;
+  std::vector<std::string> load_models;
+  bool strict_readiness = true;
+  int exit_timeout_secs = 30;
+  int log_verbose = 0;
+};
+
+void AddServeFlags(CLI::App* app, ServeOptions* options);
+int RunServe(const ServeOptions& options);
+
+}  // namespace dais::cmd

@@ -1,0 +1,190 @@
+#include "frontends/http/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/logging.h"
+
+namespace dais::http {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = net::ip::tcp;
+
+std::string_view Request::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers)
+    if (k == name) return v;
+  return {};
+}
+
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const Handler& handler, uint64_t max_body)
+      : stream_(std::move(socket)), handler_(handler), max_body_(max_body) {}
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+  }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(max_body_);
+    parser_->header_limit(64 * 1024);
+    stream_.expires_never();
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        self->OnRead(ec);
+                      });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == bhttp::error::end_of_stream || ec == net::error::eof ||
+        ec == net::error::connection_reset || ec == net::error::operation_aborted) {
+      return Close();
+    }
+    if (ec == bhttp::error::body_limit) {
+      keep_alive_ = false;
+      return Write(Response{413, "application/json",
+                            "{\"error\":\"request body exceeds the limit of " +
+                                std::to_string(max_body_) + " bytes\"}",
+                            {}});
+    }
+    if (ec) {
+      keep_alive_ = false;
+      return Write(Response{400, "application/json",
+                            "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}", {}});
+    }
+    bhttp::request<bhttp::string_body> req = parser_->release();
+    keep_alive_ = req.keep_alive();
+    Request r;
+    r.method = std::string(req.method_string().data(), req.method_string().size());
+    std::string_view target(req.target().data(), req.target().size());
+    auto q = target.find('?');
+    r.path = std::string(target.substr(0, q));
+    if (q != std::string_view::npos) r.query = std::string(target.substr(q + 1));
+    for (const auto& f : req) {
+      r.headers.emplace_back(Lower(std::string_view(f.name_string().data(), f.name_string().size())),
+                             std::string(f.value().data(), f.value().size()));
+    }
+    r.body = std::move(req.body());
+    handler_(std::move(r), [self = shared_from_this()](Response resp) {
+      net::post(self->stream_.get_executor(),
+                [self, resp = std::move(resp)]() mutable { self->Write(std::move(resp)); });
+    });
+  }
+
+  void Write(Response r) {
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
+    res->version(11);
+    res->result(static_cast<unsigned>(r.status));
+    res->set(bhttp::field::server, "dais");
+    if (!r.content_type.empty()) res->set(bhttp::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers) res->set(k, v);
+    res->keep_alive(keep_alive_);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    bhttp::async_write(stream_, *res,
+                       [self = shared_from_this(), res](beast::error_code ec, size_t) {
+                         if (ec || !self->keep_alive_) return self->Close();
+                         self->Read();
+                       });
+  }
+
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  const Handler& handler_;
+  const uint64_t max_body_;
+  bool keep_alive_ = true;
+};
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  Handler handler;
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  tcp::acceptor acceptor{ioc};
+  std::vector<std::thread> threads;
+
+  void Accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) {
+        s.set_option(tcp::no_delay(true), ec);
+        std::make_shared<Session>(std::move(s), handler, options.max_body_bytes)->Start();
+      }
+      Accept();
+    });
+  }
+};
+
+Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->handler = std::move(handler);
+}
+
+Server::~Server() { Stop(); }
+
+Status Server::Start() {
+  beast::error_code ec;
+  auto addr = net::ip::make_address(impl_->options.address, ec);
+  if (ec) return InvalidArgument("invalid listen address '" + impl_->options.address + "'");
+  tcp::endpoint ep(addr, static_cast<unsigned short>(impl_->options.port));
+  impl_->acceptor.open(ep.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(ep, ec);
+  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Unavailable("cannot listen on " + impl_->options.address + ":" +
+                       std::to_string(impl_->options.port) + ": " + ec.message());
+  }
+  port_ = impl_->acceptor.local_endpoint().port();
+  impl_->work.emplace(impl_->ioc.get_executor());
+  impl_->Accept();
+  int n = impl_->options.threads > 0 ? impl_->options.threads
+                                     : std::max(1u, std::thread::hardware_concurrency());
+  for (int i = 0; i < n; ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  return OkStatus();
+}
+
+void Server::Post(std::function<void()> fn) { net::post(impl_->ioc, std::move(fn)); }
+
+void Server::StopAccepting() {
+  net::post(impl_->ioc, [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+}
+
+void Server::Stop() {
+  if (!impl_ || impl_->threads.empty()) return;
+  StopAccepting();
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+}  // namespace dais::http

@@ -1,0 +1,73 @@
+// A small HTTP/1.1 server on Boost.Beast: a pool of I/O threads, keep-alive, a body size limit.
+// It knows nothing of inference: each request goes to a Handler, which answers through the
+// Responder, from any thread and at any later time (exactly once). Beast stays inside
+// http_server.cc so that the rest of dais compiles without it.
+//
+// Threading: `threads` threads run one io_context; a connection serves one request at a time
+// (HTTP/1.1 without pipelined concurrency), so a connection's state is touched by one thread
+// at a time. Responder posts the write back to the connection's strand.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "dais/status.h"
+
+namespace dais::http {
+
+struct Request {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // without the query string
+  std::string query;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
+  std::string body;
+  // Value of a header (name lower-case), or empty.
+  std::string_view Header(std::string_view name) const;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using Responder = std::function<void(Response)>;
+using Handler = std::function<void(Request, Responder)>;
+
+struct ServerOptions {
+  std::string address = "0.0.0.0";
+  int port = 0;  // 0: pick a free port
+  int threads = 0;  // 0: one per core
+  uint64_t max_body_bytes = 64ull << 20;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, Handler handler);
+  ~Server();
+  // Binds and starts the I/O threads. InvalidArgument / Unavailable if the port can't be bound.
+  Status Start();
+  // The bound port (after Start).
+  int port() const { return port_; }
+  // Runs `fn` on an I/O thread (used to move response encoding off runtime threads).
+  void Post(std::function<void()> fn);
+  // Stops accepting new connections; open ones keep being served.
+  void StopAccepting();
+  // Stops everything and joins the I/O threads.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace dais::http

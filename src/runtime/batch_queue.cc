@@ -1,0 +1,155 @@
+#include "runtime/batch_queue.h"
+
+#include <algorithm>
+
+#include "tensor/datatype.h"
+
+namespace dais {
+
+std::string BatchShapeKey(const InferenceRequest& request, bool batching) {
+  std::string key;
+  for (const Tensor& t : request.inputs) {
+    key += t.name;
+    key += ':';
+    for (size_t i = batching ? 1 : 0; i < t.shape.size(); ++i) {
+      key += std::to_string(t.shape[i]);
+      key += ',';
+    }
+    key += ';';
+  }
+  return key;
+}
+
+BatchQueue::BatchQueue(BatchingOptions options) : options_(std::move(options)) {}
+
+uint32_t BatchQueue::LevelOf(const InferenceRequest& r) const {
+  if (options_.priority_levels == 0) return 0;
+  if (r.priority == 0 || r.priority > options_.priority_levels) return options_.default_priority;
+  return r.priority;
+}
+
+const QueuePolicy& BatchQueue::PolicyOf(uint32_t level) const {
+  auto it = options_.level_policies.find(level);
+  return it == options_.level_policies.end() ? options_.default_policy : it->second;
+}
+
+Status BatchQueue::Push(RequestPtr& request, uint64_t now_ns) {
+  uint32_t level = LevelOf(*request);
+  const QueuePolicy& policy = PolicyOf(level);
+  std::deque<Entry>& q = levels_[level];
+  if (policy.max_queue_size > 0 && q.size() >= policy.max_queue_size) {
+    return ResourceExhausted("inference request queue of model '" + request->model_name +
+                             "' is full (max_queue_size " +
+                             std::to_string(policy.max_queue_size) + "); retry later");
+  }
+  uint64_t timeout_us = policy.default_timeout_us;
+  if (request->timeout_us > 0 && (policy.allow_timeout_override || timeout_us == 0)) {
+    timeout_us = request->timeout_us;
+  }
+  request->enqueue_ns = now_ns;
+  request->deadline_ns = timeout_us > 0 ? now_ns + timeout_us * 1000 : 0;
+  std::string key = BatchShapeKey(*request, options_.max_batch_size > 0);
+  q.push_back(Entry{std::move(request), std::move(key)});
+  ++size_;
+  return OkStatus();
+}
+
+void BatchQueue::TakeExpired(uint64_t now_ns, std::vector<RequestPtr>* expired) {
+  for (auto& [level, q] : levels_) {
+    if (!PolicyOf(level).reject_on_timeout) continue;
+    for (auto it = q.begin(); it != q.end();) {
+      if (it->request->deadline_ns != 0 && it->request->deadline_ns <= now_ns) {
+        expired->push_back(std::move(it->request));
+        it = q.erase(it);
+        --size_;
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+uint64_t BatchQueue::EarliestDeadline() const {
+  uint64_t earliest = 0;
+  for (const auto& [level, q] : levels_) {
+    if (!PolicyOf(level).reject_on_timeout) continue;
+    for (const Entry& e : q) {
+      uint64_t d = e.request->deadline_ns;
+      if (d != 0 && (earliest == 0 || d < earliest)) earliest = d;
+    }
+  }
+  return earliest;
+}
+
+bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns) {
+  *wake_ns = 0;
+  if (size_ == 0) return false;
+  // The head: oldest request of the best non-empty level.
+  std::deque<Entry>* head_q = nullptr;
+  for (auto& [level, q] : levels_) {
+    if (!q.empty()) {
+      head_q = &q;
+      break;
+    }
+  }
+  if (!options_.dynamic) {
+    batch->push_back(std::move(head_q->front().request));
+    head_q->pop_front();
+    --size_;
+    return true;
+  }
+  const Entry& head = head_q->front();
+  const std::string key = head.shape_key;
+  const uint64_t head_enqueue = head.request->enqueue_ns;
+
+  // Gather compatible requests, in priority then FIFO order, up to max_batch_size.
+  struct Pick {
+    std::deque<Entry>* q;
+    size_t index;
+    int64_t size;
+  };
+  std::vector<Pick> picks;
+  int64_t total = 0;
+  for (auto& [level, q] : levels_) {
+    for (size_t i = 0; i < q.size() && total < options_.max_batch_size; ++i) {
+      if (q[i].shape_key != key) continue;
+      int64_t bs = q[i].request->batch_size;
+      if (total + bs > options_.max_batch_size) continue;
+      picks.push_back(Pick{&q, i, bs});
+      total += bs;
+    }
+  }
+
+  bool dispatch = false;
+  if (total >= options_.max_batch_size) {
+    dispatch = true;
+  } else if (!options_.preferred_batch_sizes.empty()) {
+    int64_t largest = *std::max_element(options_.preferred_batch_sizes.begin(),
+                                        options_.preferred_batch_sizes.end());
+    if (total >= largest) {
+      // Trim to the largest preferred size that request boundaries allow.
+      int64_t sum = 0;
+      size_t keep = 0;
+      while (keep < picks.size() && sum + picks[keep].size <= largest) sum += picks[keep++].size;
+      picks.resize(std::max<size_t>(keep, 1));
+      dispatch = true;
+    }
+  }
+  const uint64_t delay_deadline = head_enqueue + options_.max_queue_delay_us * 1000;
+  if (!dispatch && now_ns >= delay_deadline) dispatch = true;
+  if (!dispatch) {
+    *wake_ns = delay_deadline;
+    return false;
+  }
+  // Move the picks out; erase from the back of each queue so indices stay valid.
+  std::vector<RequestPtr> taken;
+  for (const Pick& p : picks) taken.push_back(std::move((*p.q)[p.index].request));
+  for (auto it = picks.rbegin(); it != picks.rend(); ++it) {
+    it->q->erase(it->q->begin() + static_cast<std::ptrdiff_t>(it->index));
+    --size_;
+  }
+  for (RequestPtr& r : taken) batch->push_back(std::move(r));
+  return true;
+}
+
+}  // namespace dais

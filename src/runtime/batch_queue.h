@@ -1,0 +1,86 @@
+// The dynamic batcher's queue and batch-forming policy, as a pure data structure: no threads,
+// no locks, no clock of its own. The caller passes "now" in, so tests drive it with a fake clock
+// (see batch_queue_test.cc); ModelVersion wraps it with a mutex and instance threads.
+//
+// Policy (Triton's dynamic batcher, simplified where noted in docs/batching.md):
+//  - Requests wait in one FIFO per priority level; level 1 is served first.
+//  - Admission: a level holding max_queue_size requests rejects at once (ResourceExhausted).
+//  - A request's deadline is enqueue time + its timeout (the request's own when the policy allows
+//    overriding, else the level's default). Past its deadline it is dropped before it runs
+//    (timeout_action REJECT) or kept (DELAY).
+//  - A batch starts at the oldest request of the best level and takes every later request with
+//    the same non-batch shapes, while the total batch size stays <= max_batch_size. Requests
+//    with other shapes are never padded into it: they wait for a batch of their own.
+//  - The batch is dispatched when it is full, when it reaches the largest preferred size, or when
+//    its oldest request has waited max_queue_delay. Without dynamic batching every request runs
+//    alone.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dais/status.h"
+#include "runtime/inference_request.h"
+
+namespace dais {
+
+struct QueuePolicy {
+  bool reject_on_timeout = true;  // timeout_action REJECT (else DELAY)
+  uint64_t default_timeout_us = 0;
+  bool allow_timeout_override = false;
+  uint64_t max_queue_size = 0;  // 0: unbounded by config; ModelVersion applies dais's default
+};
+
+struct BatchingOptions {
+  bool dynamic = false;        // dynamic_batching present and max_batch_size > 0
+  int64_t max_batch_size = 0;  // 0: the model does not batch
+  std::vector<int64_t> preferred_batch_sizes;
+  uint64_t max_queue_delay_us = 0;
+  uint32_t priority_levels = 0;  // 0: a single level
+  uint32_t default_priority = 0;
+  QueuePolicy default_policy;
+  std::map<uint32_t, QueuePolicy> level_policies;
+};
+
+class BatchQueue {
+ public:
+  explicit BatchQueue(BatchingOptions options);
+
+  // Admits a request at time `now_ns` or returns it with ResourceExhausted (queue full).
+  // Sets request->enqueue_ns and deadline_ns.
+  Status Push(RequestPtr& request, uint64_t now_ns);
+
+  // Moves requests whose deadline passed (REJECT levels only) into `expired`.
+  void TakeExpired(uint64_t now_ns, std::vector<RequestPtr>* expired);
+
+  // If a batch should run at `now_ns`, moves its requests into `batch` and returns true.
+  // Otherwise returns false and sets `wake_ns` to when the decision may change without a new
+  // push (0: only a push can change it).
+  bool NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns);
+
+  // Earliest deadline among requests that a timeout would drop (0: none).
+  uint64_t EarliestDeadline() const;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  struct Entry {
+    RequestPtr request;
+    std::string shape_key;  // non-batch dims of every input: requests batch only with equals
+  };
+  uint32_t LevelOf(const InferenceRequest& r) const;
+  const QueuePolicy& PolicyOf(uint32_t level) const;
+
+  BatchingOptions options_;
+  std::map<uint32_t, std::deque<Entry>> levels_;  // ascending: level 1 first
+  size_t size_ = 0;
+};
+
+// The key under which requests may share a batch: datatype and non-batch dims of every input.
+std::string BatchShapeKey(const InferenceRequest& request, bool batching);
+
+}  // namespace dais

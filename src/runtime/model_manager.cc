@@ -1,0 +1,350 @@
+#include "runtime/model_manager.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "dais/backend.h"
+#include "dais/clock.h"
+#include "runtime/model_config.h"
+#include "runtime/repository.h"
+
+namespace dais {
+namespace {
+
+// Gives freed pages back to the OS after an unload, so RSS returns near its baseline.
+void ReleaseFreedMemory() { malloc_trim(0); }
+
+}  // namespace
+
+ModelManager::ModelManager(ManagerOptions options) : options_(std::move(options)) {}
+
+ModelManager::~ModelManager() { Stop(); }
+
+Status ModelManager::Start() {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListModels(options_.repositories));
+  std::vector<std::string> to_load;
+  if (options_.mode == ModelControlMode::kExplicit) {
+    for (const auto& m : options_.startup_models) {
+      if (m == "*") {
+        to_load = names;
+        break;
+      }
+      to_load.push_back(m);
+    }
+  } else {
+    to_load = names;
+  }
+  LOG_INFO("model repository: {} model(s) found, {} to load", names.size(), to_load.size());
+  {
+    MutexLock lock(&load_mu_);
+    for (const auto& name : to_load) {
+      Status s = LoadLocked(name);
+      if (!s.ok()) LOG_ERROR("model '{}' failed to load: {}", name, s.message());
+    }
+  }
+  if (options_.mode == ModelControlMode::kPoll) {
+    poll_thread_ = std::thread([this] { PollLoop(); });
+  }
+  return OkStatus();
+}
+
+void ModelManager::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (poll_thread_.joinable()) poll_thread_.join();
+  MutexLock lock(&load_mu_);
+  std::vector<std::string> names;
+  {
+    MutexLock l(&mu_);
+    for (const auto& [name, e] : models_) names.push_back(name);
+  }
+  for (const auto& n : names) (void)UnloadLocked(n);
+}
+
+void ModelManager::PollLoop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(stop_mu_);
+      if (stop_cv_.wait_for(lock, std::chrono::seconds(options_.poll_secs), [this] { return stop_; })) {
+        return;
+      }
+    }
+    Poll();
+  }
+}
+
+void ModelManager::Poll() {
+  auto names = ListModels(options_.repositories);
+  if (!names.ok()) {
+    LOG_ERROR("repository poll: {}", names.status().message());
+    return;
+  }
+  MutexLock lock(&load_mu_);
+  std::vector<std::string> gone;
+  {
+    MutexLock l(&mu_);
+    for (const auto& [name, e] : models_) {
+      if (!std::binary_search(names->begin(), names->end(), name)) gone.push_back(name);
+    }
+  }
+  for (const auto& n : gone) {
+    LOG_INFO("repository poll: model '{}' was removed; unloading", n);
+    (void)UnloadLocked(n);
+    MutexLock l(&mu_);
+    models_.erase(n);
+  }
+  for (const auto& n : *names) {
+    Status s = LoadLocked(n);
+    if (!s.ok()) LOG_VERBOSE(1, "repository poll: model '{}': {}", n, s.message());
+  }
+}
+
+void ModelManager::SetError(const std::string& name, const std::string& error) {
+  MutexLock lock(&mu_);
+  Entry& e = models_[name];
+  e.wanted = true;
+  e.error = error;
+}
+
+Status ModelManager::LoadModel(const std::string& name) {
+  MutexLock lock(&load_mu_);
+  return LoadLocked(name);
+}
+
+Status ModelManager::UnloadModel(const std::string& name) {
+  MutexLock lock(&load_mu_);
+  return UnloadLocked(name);
+}
+
+Status ModelManager::LoadLocked(const std::string& name) {
+  auto src = ScanModel(options_.repositories, name);
+  if (!src.ok()) {
+    if (src.status().code() != StatusCode::kNotFound) SetError(name, src.status().message());
+    return src.status();
+  }
+  auto config = LoadModelConfig(*src, options_.allow_gpu);
+  if (!config.ok()) {
+    std::string previous;
+    {
+      MutexLock l(&mu_);
+      if (models_.count(name)) previous = models_[name].error;
+    }
+    if (previous != config.status().message()) {
+      LOG_ERROR("model '{}': {}", name, config.status().message());
+    }
+    SetError(name, config.status().message());
+    return config.status();
+  }
+  Backend* backend = FindBackend(config->backend());
+  if (backend == nullptr) {
+    std::string available;
+    for (const auto& b : BackendNames()) available += (available.empty() ? "" : ", ") + b;
+    Status s = InvalidArgument("model '" + name + "': backend '" + config->backend() +
+                               "' is not available in this build (available: " + available + ")");
+    SetError(name, s.message());
+    return s;
+  }
+  std::vector<int64_t> available;
+  for (const auto& [v, fp] : src->versions) available.push_back(v);
+  std::vector<int64_t> wanted = SelectVersions(config->version_policy(), available);
+  if (wanted.empty()) {
+    Status s = InvalidArgument("model '" + name + "' has no version directory to serve in '" +
+                               src->dir + "'");
+    SetError(name, s.message());
+    return s;
+  }
+
+  // Load what is new or changed; the old instance of a changed version keeps serving meanwhile.
+  Status first_error;
+  std::vector<std::shared_ptr<ModelVersion>> retired;
+  for (int64_t v : wanted) {
+    const std::string& fp = src->versions.at(v);
+    bool has_old = false;
+    {
+      MutexLock l(&mu_);
+      Entry& e = models_[name];
+      e.wanted = true;
+      e.error.clear();
+      auto it = e.versions.find(v);
+      if (it != e.versions.end() && it->second.fingerprint == fp && it->second.version) continue;
+      has_old = it != e.versions.end() && it->second.version != nullptr;
+      Slot& slot = e.versions[v];
+      if (!has_old) slot.state = "LOADING";
+    }
+    LOG_INFO("loading model '{}' version {}{}", name, v, has_old ? " (changed on disk)" : "");
+    std::string version_dir = src->dir + "/" + std::to_string(v);
+    auto loaded = ModelVersion::Load(name, v, version_dir, *config, backend);
+    MutexLock l(&mu_);
+    Slot& slot = models_[name].versions[v];
+    if (!loaded.ok()) {
+      std::string reason = loaded.status().message();
+      LOG_ERROR("model '{}' version {} failed to load: {}", name, v, reason);
+      slot.reason = reason;
+      slot.fingerprint = fp;  // do not retry an unchanged broken version on every poll
+      if (!slot.version) slot.state = "UNAVAILABLE";
+      if (first_error.ok()) first_error = loaded.status();
+      continue;
+    }
+    if (slot.version) retired.push_back(std::move(slot.version));
+    slot.version = std::move(loaded).value();
+    slot.fingerprint = fp;
+    slot.state = "READY";
+    slot.reason.clear();
+  }
+  // Unload versions the policy no longer serves (only after the new ones are ready).
+  {
+    MutexLock l(&mu_);
+    Entry& e = models_[name];
+    for (auto it = e.versions.begin(); it != e.versions.end();) {
+      if (std::find(wanted.begin(), wanted.end(), it->first) == wanted.end()) {
+        LOG_INFO("unloading model '{}' version {} (no longer served)", name, it->first);
+        if (it->second.version) retired.push_back(std::move(it->second.version));
+        it = e.versions.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  Retire(std::move(retired), /*remove_metrics=*/false);
+  return first_error;
+}
+
+Status ModelManager::UnloadLocked(const std::string& name) {
+  std::vector<std::shared_ptr<ModelVersion>> retired;
+  {
+    MutexLock l(&mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      models_.erase(name);
+      return OkStatus();  // Triton answers success for a model that is not loaded
+    }
+    it->second.wanted = false;
+    it->second.error.clear();
+    for (auto& [v, slot] : it->second.versions) {
+      if (slot.version) retired.push_back(std::move(slot.version));
+    }
+    it->second.versions.clear();
+  }
+  if (!retired.empty()) LOG_INFO("unloading model '{}'", name);
+  Retire(std::move(retired), /*remove_metrics=*/true);
+  return OkStatus();
+}
+
+void ModelManager::Retire(std::vector<std::shared_ptr<ModelVersion>> versions,
+                          bool remove_metrics) {
+  if (versions.empty()) return;
+  for (auto& mv : versions) {
+    mv->Shutdown();  // in-flight and queued requests finish first
+    LOG_INFO("model '{}' version {} unloaded", mv->name(), mv->version());
+    if (remove_metrics) ModelStats::RemoveMetrics(mv->name(), std::to_string(mv->version()));
+  }
+  versions.clear();
+  ReleaseFreedMemory();
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Find(const std::string& name,
+                                                           int64_t version) const {
+  MutexLock l(&mu_);
+  auto it = models_.find(name);
+  if (it == models_.end() || (it->second.versions.empty() && !it->second.wanted)) {
+    return NotFound("unknown model '" + name + "'");
+  }
+  const auto& versions = it->second.versions;
+  if (version < 0) {
+    for (auto v = versions.rbegin(); v != versions.rend(); ++v) {
+      if (v->second.version) return v->second.version;
+    }
+    return Unavailable("model '" + name + "' has no ready version" +
+                       (it->second.error.empty() ? "" : ": " + it->second.error));
+  }
+  auto v = versions.find(version);
+  if (v == versions.end()) {
+    return NotFound("unknown version " + std::to_string(version) + " of model '" + name + "'");
+  }
+  if (!v->second.version) {
+    return Unavailable("model '" + name + "' version " + std::to_string(version) +
+                       " is not ready: " + v->second.state +
+                       (v->second.reason.empty() ? "" : " (" + v->second.reason + ")"));
+  }
+  return v->second.version;
+}
+
+std::vector<int64_t> ModelManager::ReadyVersions(const std::string& name) const {
+  MutexLock l(&mu_);
+  std::vector<int64_t> out;
+  auto it = models_.find(name);
+  if (it == models_.end()) return out;
+  for (const auto& [v, slot] : it->second.versions)
+    if (slot.version) out.push_back(v);
+  return out;
+}
+
+void ModelManager::Infer(RequestPtr request) {
+  if (request->arrival_ns == 0) request->arrival_ns = NowNs();
+  auto mv = Find(request->model_name, request->model_version);
+  if (!mv.ok()) {
+    request->on_complete(mv.status());
+    return;
+  }
+  Status s = (*mv)->Enqueue(request);
+  if (!s.ok()) request->on_complete(s);
+}
+
+std::vector<IndexEntry> ModelManager::Index(bool ready_only) const {
+  std::vector<IndexEntry> out;
+  auto names = ListModels(options_.repositories);
+  MutexLock l(&mu_);
+  std::vector<std::string> all;
+  if (names.ok()) all = *names;
+  for (const auto& [name, e] : models_) all.push_back(name);
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  for (const auto& name : all) {
+    auto it = models_.find(name);
+    if (it == models_.end() || (it->second.versions.empty() && it->second.error.empty())) {
+      if (!ready_only) out.push_back({name, "", "UNAVAILABLE", "unloaded"});
+      continue;
+    }
+    if (!it->second.error.empty() && !ready_only) {
+      out.push_back({name, "", "UNAVAILABLE", it->second.error});
+    }
+    for (const auto& [v, slot] : it->second.versions) {
+      std::string state = slot.version ? "READY" : slot.state;
+      if (ready_only && state != "READY") continue;
+      out.push_back({name, std::to_string(v), state, slot.reason});
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ModelManager::NotReady() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  MutexLock l(&mu_);
+  for (const auto& [name, e] : models_) {
+    if (!e.wanted) continue;
+    if (!e.error.empty()) {
+      out.emplace_back(name, e.error);
+      continue;
+    }
+    for (const auto& [v, slot] : e.versions) {
+      if (!slot.version) {
+        out.emplace_back(name, "version " + std::to_string(v) + " " + slot.state +
+                                   (slot.reason.empty() ? "" : ": " + slot.reason));
+      }
+    }
+  }
+  return out;
+}
+
+bool ModelManager::Ready() const {
+  if (!options_.strict_readiness) return true;
+  return NotReady().empty();
+}
+
+}  // namespace dais

@@ -1,0 +1,110 @@
+// The model manager: which models and versions are loaded, their states, and the routing of an
+// inference request to a loaded version. Implements Triton's model control modes:
+//   none     - load every model in the repositories at start; the API cannot change them;
+//   poll     - like none, and rescan every --repository-poll-secs: load new versions, unload
+//              removed ones, reload changed ones (new instance loaded and warmed before the old
+//              one is drained, so no request fails);
+//   explicit - load only --load-model at start; the repository API loads and unloads.
+//
+// Concurrency: `mu_` guards the table and is held only for lookups and swaps, never while a
+// model loads or drains. `load_mu_` serializes load/unload/poll operations (one at a time).
+// Infer may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "runtime/inference_request.h"
+#include "runtime/model_version.h"
+
+namespace dais {
+
+enum class ModelControlMode { kNone, kPoll, kExplicit };
+
+struct ManagerOptions {
+  std::vector<std::string> repositories;
+  ModelControlMode mode = ModelControlMode::kNone;
+  std::vector<std::string> startup_models;  // explicit mode; "*" = all
+  int poll_secs = 15;
+  bool strict_readiness = true;
+  bool allow_gpu = false;
+};
+
+struct IndexEntry {
+  std::string name;
+  std::string version;  // empty when no version is known
+  std::string state;    // READY, LOADING, UNLOADING, UNAVAILABLE
+  std::string reason;
+};
+
+class ModelManager {
+ public:
+  explicit ModelManager(ManagerOptions options);
+  ~ModelManager();
+
+  // Initial load according to the mode; starts the poll thread in poll mode. A model that fails
+  // to load is reported (log, index, readiness) but does not fail Start; a missing repository does.
+  Status Start();
+  // Stops polling and unloads every model, letting in-flight requests finish.
+  void Stop();
+
+  // Routes the request to `model_version` (or the highest ready version when -1) and queues it.
+  // Always answers through request->on_complete, on some thread, exactly once.
+  void Infer(RequestPtr request);
+
+  // A ready version (-1: the highest ready one).
+  StatusOr<std::shared_ptr<ModelVersion>> Find(const std::string& name, int64_t version) const;
+  // Ready versions of a model, ascending.
+  std::vector<int64_t> ReadyVersions(const std::string& name) const;
+
+  // Repository API (explicit mode; also used by poll). Blocking until done.
+  Status LoadModel(const std::string& name);
+  Status UnloadModel(const std::string& name);
+  std::vector<IndexEntry> Index(bool ready_only) const;
+
+  // Models that should be loaded but are not ready, with the reason.
+  std::vector<std::pair<std::string, std::string>> NotReady() const;
+  // Server readiness as Triton defines it with --strict-readiness.
+  bool Ready() const;
+
+  // Rescans the repositories once (poll mode does this periodically).
+  void Poll();
+
+  ModelControlMode mode() const { return options_.mode; }
+
+ private:
+  struct Slot {
+    std::shared_ptr<ModelVersion> version;
+    std::string fingerprint;
+    std::string state;
+    std::string reason;
+  };
+  struct Entry {
+    bool wanted = false;
+    std::string error;  // why the model as a whole is unavailable
+    std::map<int64_t, Slot> versions;
+  };
+  Status LoadLocked(const std::string& name) REQUIRES(load_mu_);
+  Status UnloadLocked(const std::string& name) REQUIRES(load_mu_);
+  void Retire(std::vector<std::shared_ptr<ModelVersion>> versions, bool remove_metrics);
+  void SetError(const std::string& name, const std::string& error) EXCLUDES(mu_);
+  void PollLoop();
+
+  const ManagerOptions options_;
+  Mutex load_mu_;
+  mutable Mutex mu_;
+  std::map<std::string, Entry> models_ GUARDED_BY(mu_);
+
+  std::thread poll_thread_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+};
+
+}  // namespace dais

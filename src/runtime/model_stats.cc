@@ -1,0 +1,196 @@
+#include "runtime/model_stats.h"
+
+#include <chrono>
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace dais {
+namespace {
+
+using metrics::Registry;
+const std::vector<std::string> kLabels = {"model", "version"};
+
+metrics::Family<metrics::Counter>& FailureFamily() {
+  return Registry::Global().AddCounter("dais_inference_request_failure_total",
+                                       "Failed inference requests, by reason.",
+                                       {"model", "version", "reason"});
+}
+
+metrics::Histogram& Hist(const char* name, const char* help, std::vector<double> bounds,
+                         const std::string& m, const std::string& v) {
+  return Registry::Global().AddHistogram(name, help, kLabels, std::move(bounds)).Get({m, v});
+}
+
+double Seconds(uint64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+uint64_t WallMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+const char* FailReasonLabel(FailReason reason) {
+  switch (reason) {
+    case FailReason::kInvalid: return "invalid_request";
+    case FailReason::kRejected: return "queue_full";
+    case FailReason::kTimeout: return "timeout";
+    case FailReason::kBackend: return "backend_error";
+    case FailReason::kUnavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+ModelStats::ModelStats(const std::string& m, const std::string& v) : model_(m), version_(v) {
+  auto& reg = Registry::Global();
+  success_total_ = &reg.AddCounter("dais_inference_request_success_total",
+                                   "Successful inference requests.", kLabels)
+                        .Get({m, v});
+  inference_total_ = &reg.AddCounter("dais_inference_count_total",
+                                     "Inferences performed (a batch of n counts n).", kLabels)
+                          .Get({m, v});
+  exec_total_ = &reg.AddCounter("dais_inference_exec_count_total",
+                                "Model executions (batches) performed.", kLabels)
+                     .Get({m, v});
+  request_seconds_ = &Hist("dais_request_duration_seconds",
+                           "End-to-end inference request duration inside the server.",
+                           metrics::LatencyBuckets(), m, v);
+  queue_seconds_ = &Hist("dais_queue_duration_seconds", "Time requests waited in the queue.",
+                         metrics::LatencyBuckets(), m, v);
+  input_seconds_ = &Hist("dais_compute_input_duration_seconds",
+                         "Time to assemble a batch's input tensors.", metrics::LatencyBuckets(),
+                         m, v);
+  infer_seconds_ = &Hist("dais_compute_infer_duration_seconds",
+                         "Time the backend spent executing a batch.", metrics::LatencyBuckets(),
+                         m, v);
+  output_seconds_ = &Hist("dais_compute_output_duration_seconds",
+                          "Time to split a batch's outputs into responses.",
+                          metrics::LatencyBuckets(), m, v);
+  batch_size_ = &Hist("dais_batch_size", "Size of executed batches.",
+                      metrics::PowerOfTwoBuckets(1024), m, v);
+  pending_ = &reg.AddGauge("dais_pending_requests",
+                           "Requests queued or executing for the model version.", kLabels)
+                  .Get({m, v});
+  load_seconds_ = &reg.AddGauge("dais_model_load_duration_seconds",
+                                "Time the last load of the model version took (incl. warm-up).",
+                                kLabels)
+                       .Get({m, v});
+  FailureFamily();  // registered up front so that /metrics always lists it
+}
+
+void ModelStats::RecordSuccess(uint64_t request_ns, uint64_t queue_ns) {
+  success.Add(request_ns);
+  queue.Add(queue_ns);
+  success_total_->Increment();
+  request_seconds_->Observe(Seconds(request_ns));
+  queue_seconds_->Observe(Seconds(queue_ns));
+}
+
+void ModelStats::RecordFailure(FailReason reason, uint64_t request_ns) {
+  fail.Add(request_ns);
+  FailureFamily().Get({model_, version_, FailReasonLabel(reason)}).Increment();
+}
+
+void ModelStats::RecordExecution(int64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
+                                 uint64_t output_ns) {
+  compute_input.Add(input_ns);
+  compute_infer.Add(infer_ns);
+  compute_output.Add(output_ns);
+  inference_count.fetch_add(static_cast<uint64_t>(batch_size), std::memory_order_relaxed);
+  execution_count.fetch_add(1, std::memory_order_relaxed);
+  last_inference_ms.store(WallMs(), std::memory_order_relaxed);
+  inference_total_->Increment(static_cast<double>(batch_size));
+  exec_total_->Increment();
+  input_seconds_->Observe(Seconds(input_ns));
+  infer_seconds_->Observe(Seconds(infer_ns));
+  output_seconds_->Observe(Seconds(output_ns));
+  batch_size_->Observe(static_cast<double>(batch_size));
+  MutexLock lock(&mu_);
+  BatchStat& b = batch_stats_[batch_size];
+  ++b.count;
+  b.input_ns += input_ns;
+  b.infer_ns += infer_ns;
+  b.output_ns += output_ns;
+}
+
+void ModelStats::RemoveMetrics(const std::string& m, const std::string& v) {
+  auto& reg = Registry::Global();
+  reg.AddCounter("dais_inference_request_success_total", "", kLabels).Remove({m, v});
+  reg.AddCounter("dais_inference_count_total", "", kLabels).Remove({m, v});
+  reg.AddCounter("dais_inference_exec_count_total", "", kLabels).Remove({m, v});
+  for (const char* h :
+       {"dais_request_duration_seconds", "dais_queue_duration_seconds",
+        "dais_compute_input_duration_seconds", "dais_compute_infer_duration_seconds",
+        "dais_compute_output_duration_seconds"}) {
+    reg.AddHistogram(h, "", kLabels, metrics::LatencyBuckets()).Remove({m, v});
+  }
+  reg.AddHistogram("dais_batch_size", "", kLabels, metrics::PowerOfTwoBuckets(1024)).Remove({m, v});
+  reg.AddGauge("dais_pending_requests", "", kLabels).Remove({m, v});
+  for (FailReason r : {FailReason::kInvalid, FailReason::kRejected, FailReason::kTimeout,
+                       FailReason::kBackend, FailReason::kUnavailable}) {
+    FailureFamily().Remove({m, v, FailReasonLabel(r)});
+  }
+}
+
+std::string ModelStats::ToJson(const std::string& model, const std::string& version) const {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  auto duration = [&w](const char* key, uint64_t count, uint64_t ns) {
+    w.Key(key);
+    w.StartObject();
+    w.Key("count");
+    w.Uint64(count);
+    w.Key("ns");
+    w.Uint64(ns);
+    w.EndObject();
+  };
+  auto stat = [&duration](const char* key, const DurationStat& d) {
+    duration(key, d.count.load(std::memory_order_relaxed), d.ns.load(std::memory_order_relaxed));
+  };
+  w.StartObject();
+  w.Key("name");
+  w.String(model.c_str());
+  w.Key("version");
+  w.String(version.c_str());
+  w.Key("last_inference");
+  w.Uint64(last_inference_ms.load());
+  w.Key("inference_count");
+  w.Uint64(inference_count.load());
+  w.Key("execution_count");
+  w.Uint64(execution_count.load());
+  w.Key("inference_stats");
+  w.StartObject();
+  stat("success", success);
+  stat("fail", fail);
+  stat("queue", queue);
+  stat("compute_input", compute_input);
+  stat("compute_infer", compute_infer);
+  stat("compute_output", compute_output);
+  duration("cache_hit", 0, 0);
+  duration("cache_miss", 0, 0);
+  w.EndObject();
+  w.Key("batch_stats");
+  w.StartArray();
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [size, b] : batch_stats_) {
+      w.StartObject();
+      w.Key("batch_size");
+      w.Int64(size);
+      duration("compute_input", b.count, b.input_ns);
+      duration("compute_infer", b.count, b.infer_ns);
+      duration("compute_output", b.count, b.output_ns);
+      w.EndObject();
+    }
+  }
+  w.EndArray();
+  w.Key("memory_usage");
+  w.StartArray();
+  w.EndArray();
+  w.EndObject();
+  return sb.GetString();
+}
+
+}  // namespace dais

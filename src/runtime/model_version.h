@@ -1,0 +1,88 @@
+// One loaded version of a model: its backend instances, its dynamic-batching queue, one thread
+// per instance, and its statistics.
+//
+// Concurrency model (docs/architecture.md): frontends call Enqueue from I/O threads; it validates
+// the request against the configuration and pushes it into the queue under `mu_`. Every instance
+// thread loops: take expired requests, form a batch (BatchQueue::NextBatch), release the lock,
+// execute it on its own BackendInstance, answer each request. A backend instance is only ever
+// called from its own thread. Responses are delivered on the instance thread.
+//
+// Lifecycle: Load() creates instances and warms each up before returning, so a version that
+// exists is ready. Shutdown() stops admission (new requests get Unavailable), lets the queued
+// and executing requests finish, and joins the threads; it is called by the manager when the
+// version is unloaded, never from an instance thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "dais/backend.h"
+#include "model_config.pb.h"
+#include "runtime/batch_queue.h"
+#include "runtime/model_stats.h"
+
+namespace dais {
+
+// Queue bound applied when the configuration leaves max_queue_size at 0 (Triton: unbounded).
+inline constexpr uint64_t kDefaultMaxQueueSize = 4096;
+
+class ModelVersion {
+ public:
+  // Creates every instance of every instance_group and runs the warm-up (model_warmup, or one
+  // zero-filled batch of 1 when none is configured and the shapes are fixed).
+  static StatusOr<std::shared_ptr<ModelVersion>> Load(const std::string& model_name,
+                                                      int64_t version,
+                                                      const std::string& version_dir,
+                                                      const inference::ModelConfig& config,
+                                                      Backend* backend);
+  ~ModelVersion();
+  ModelVersion(const ModelVersion&) = delete;
+  ModelVersion& operator=(const ModelVersion&) = delete;
+
+  // Validates the request (input names, datatypes, shapes, requested outputs) and queues it.
+  // On success the request is moved away and its callback will be called once. On failure the
+  // request is left with the caller, who answers it with the returned status.
+  Status Enqueue(RequestPtr& request);
+
+  // Stops admission, finishes queued and in-flight requests, joins the instance threads.
+  void Shutdown();
+
+  const std::string& name() const { return name_; }
+  int64_t version() const { return version_; }
+  const inference::ModelConfig& config() const { return config_; }
+  const ModelStats& stats() const { return *stats_; }
+  ModelStats& mutable_stats() { return *stats_; }
+
+ private:
+  ModelVersion(std::string name, int64_t version, inference::ModelConfig config);
+  Status Validate(InferenceRequest& request) const;
+  Status Warmup(BackendInstance& instance);
+  void InstanceLoop(BackendInstance* instance);
+  void ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch);
+  void Fail(RequestPtr request, const Status& status, FailReason reason);
+
+  const std::string name_;
+  const int64_t version_;
+  const std::string version_label_;
+  const inference::ModelConfig config_;
+  std::unique_ptr<ModelStats> stats_;
+  std::vector<std::unique_ptr<BackendInstance>> instances_;
+  std::vector<std::thread> threads_;
+
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  BatchQueue queue_ GUARDED_BY(mu_);
+  bool accepting_ GUARDED_BY(mu_) = true;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  int64_t executing_ GUARDED_BY(mu_) = 0;
+  bool shut_down_ = false;  // only touched by the manager's thread
+};
+
+// BatchingOptions from a configuration's max_batch_size and dynamic_batching.
+BatchingOptions BatchingOptionsFromConfig(const inference::ModelConfig& config);
+
+}  // namespace dais

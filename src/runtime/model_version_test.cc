@@ -1,0 +1,171 @@
+// ModelVersion on a fake backend with a fixed delay: batching, validation, drain on shutdown.
+#include "runtime/model_version.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "runtime/model_config.h"
+
+namespace dais {
+namespace {
+
+// Doubles its FP32 input after sleeping `delay`; records batch sizes.
+class DoublerInstance : public BackendInstance {
+ public:
+  DoublerInstance(std::chrono::milliseconds delay, std::vector<int64_t>* sizes, Mutex* mu)
+      : delay_(delay), sizes_(sizes), mu_(mu) {}
+  Status Execute(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) override {
+    std::this_thread::sleep_for(delay_);
+    const Tensor& in = inputs[0];
+    {
+      MutexLock lock(mu_);
+      sizes_->push_back(in.shape[0]);
+    }
+    Tensor out;
+    out.name = "OUTPUT__0";
+    out.dtype = DataType::kFp32;
+    out.shape = in.shape;
+    float* dst = reinterpret_cast<float*>(out.Allocate(in.data.size()));
+    const float* src = reinterpret_cast<const float*>(in.data.data());
+    for (size_t i = 0; i < in.data.size() / 4; ++i) dst[i] = 2 * src[i];
+    outputs->push_back(std::move(out));
+    return OkStatus();
+  }
+
+ private:
+  std::chrono::milliseconds delay_;
+  std::vector<int64_t>* sizes_;
+  Mutex* mu_;
+};
+
+class FakeBackend : public Backend {
+ public:
+  explicit FakeBackend(std::chrono::milliseconds delay) : delay_(delay) {}
+  std::string_view name() const override { return "fake"; }
+  StatusOr<std::unique_ptr<BackendInstance>> CreateInstance(const std::string&,
+                                                            const inference::ModelConfig&,
+                                                            int) override {
+    return std::unique_ptr<BackendInstance>(new DoublerInstance(delay_, &sizes, &mu));
+  }
+  Mutex mu;
+  std::vector<int64_t> sizes;
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
+inference::ModelConfig Config(const std::string& batching) {
+  std::string text = R"(
+    name: "m" backend: "fake" max_batch_size: 8
+    input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [2] }]
+    output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [2] }]
+  )" + batching;
+  auto c = ParseModelConfig(text, "test");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+RequestPtr Request(float a, float b, std::promise<StatusOr<ResponsePtr>>* done) {
+  auto r = std::make_unique<InferenceRequest>();
+  r->model_name = "m";
+  Tensor t;
+  t.name = "INPUT__0";
+  t.dtype = DataType::kFp32;
+  t.shape = {1, 2};
+  float v[2] = {a, b};
+  std::memcpy(t.Allocate(8), v, 8);
+  r->inputs.push_back(std::move(t));
+  r->on_complete = [done](StatusOr<ResponsePtr> res) { done->set_value(std::move(res)); };
+  return r;
+}
+
+TEST(ModelVersionTest, ConcurrentRequestsAreBatchedAndAnsweredInOrder) {
+  FakeBackend backend(std::chrono::milliseconds(20));
+  auto mv = ModelVersion::Load("m", 1, "/nonexistent", Config("dynamic_batching { max_queue_delay_microseconds: 50000 }"), &backend);
+  ASSERT_TRUE(mv.ok()) << mv.status().ToString();
+  constexpr int kN = 8;
+  std::vector<std::promise<StatusOr<ResponsePtr>>> done(kN);
+  for (int i = 0; i < kN; ++i) {
+    RequestPtr r = Request(static_cast<float>(i), 1.f, &done[i]);
+    ASSERT_TRUE((*mv)->Enqueue(r).ok());
+  }
+  for (int i = 0; i < kN; ++i) {
+    auto res = done[i].get_future().get();
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+    const float* out = reinterpret_cast<const float*>((*res)->outputs[0].data.data());
+    EXPECT_EQ(out[0], 2.f * i);
+    EXPECT_EQ(out[1], 2.f);
+    EXPECT_EQ((*res)->outputs[0].shape, (std::vector<int64_t>{1, 2}));
+  }
+  MutexLock lock(&backend.mu);
+  // The warm-up ran a batch of 1 first; then the 8 requests formed one full batch.
+  ASSERT_EQ(backend.sizes.size(), 2u);
+  EXPECT_EQ(backend.sizes[1], 8);
+  EXPECT_EQ((*mv)->stats().execution_count.load(), 1u);
+  EXPECT_EQ((*mv)->stats().inference_count.load(), 8u);
+}
+
+TEST(ModelVersionTest, ValidationNamesTheProblem) {
+  FakeBackend backend(std::chrono::milliseconds(0));
+  auto mv = ModelVersion::Load("m", 1, "/x", Config(""), &backend);
+  ASSERT_TRUE(mv.ok());
+  std::promise<StatusOr<ResponsePtr>> done;
+  RequestPtr r = Request(1, 2, &done);
+  r->inputs[0].shape = {1, 3};
+  Status s = (*mv)->Enqueue(r);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("shape [1,3] does not match the model's [-1,2]"), std::string::npos)
+      << s.message();
+  r = Request(1, 2, &done);
+  r->inputs[0].name = "nope";
+  s = (*mv)->Enqueue(r);
+  EXPECT_NE(s.message().find("unknown input 'nope'"), std::string::npos) << s.message();
+  r = Request(1, 2, &done);
+  r->inputs[0].dtype = DataType::kInt32;
+  s = (*mv)->Enqueue(r);
+  EXPECT_NE(s.message().find("datatype INT32 does not match the model's FP32"), std::string::npos)
+      << s.message();
+  r = Request(1, 2, &done);
+  r->outputs.push_back({"bad", false});
+  s = (*mv)->Enqueue(r);
+  EXPECT_NE(s.message().find("unknown output 'bad'"), std::string::npos) << s.message();
+}
+
+TEST(ModelVersionTest, ShutdownFinishesQueuedRequestsThenRefuses) {
+  FakeBackend backend(std::chrono::milliseconds(10));
+  auto mv = ModelVersion::Load("m", 1, "/x", Config(""), &backend);
+  ASSERT_TRUE(mv.ok());
+  constexpr int kN = 5;
+  std::vector<std::promise<StatusOr<ResponsePtr>>> done(kN);
+  for (int i = 0; i < kN; ++i) {
+    RequestPtr r = Request(1, 1, &done[i]);
+    ASSERT_TRUE((*mv)->Enqueue(r).ok());
+  }
+  (*mv)->Shutdown();
+  for (int i = 0; i < kN; ++i) EXPECT_TRUE(done[i].get_future().get().ok());
+  std::promise<StatusOr<ResponsePtr>> late;
+  RequestPtr r = Request(1, 1, &late);
+  EXPECT_EQ((*mv)->Enqueue(r).code(), StatusCode::kUnavailable);
+}
+
+TEST(ModelVersionTest, FullQueueRejects) {
+  FakeBackend backend(std::chrono::milliseconds(30));
+  auto mv = ModelVersion::Load(
+      "m", 1, "/x",
+      Config("dynamic_batching { max_queue_delay_microseconds: 100000 "
+             "default_queue_policy { max_queue_size: 2 } }"),
+      &backend);
+  ASSERT_TRUE(mv.ok());
+  std::vector<std::promise<StatusOr<ResponsePtr>>> done(3);
+  RequestPtr a = Request(1, 1, &done[0]), b = Request(1, 1, &done[1]), c = Request(1, 1, &done[2]);
+  ASSERT_TRUE((*mv)->Enqueue(a).ok());
+  ASSERT_TRUE((*mv)->Enqueue(b).ok());
+  EXPECT_EQ((*mv)->Enqueue(c).code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace dais

@@ -1,0 +1,562 @@
+"""Fixtures for dais's integration tests: a generated model repository, a way to start the real
+server binary on it, and small KServe v2 client helpers.
+
+Run: /usr/bin/python3 -m pytest tests/integration -q
+Env: DAIS_BIN (default <repo>/build/release/src/cmd/dais); when the binary is missing the tests
+are skipped, unless DAIS_REQUIRE_BIN=1, in which case they fail.
+"""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+GEN_MODELS = REPO_ROOT / "scripts" / "gen_models.py"
+PORTS_RE = re.compile(r"ports: http=(\d+) metrics=(\d+) grpc=(\d+)")
+START_TIMEOUT_S = 60.0
+HTTP_TIMEOUT_S = 30.0
+MODELS = ("mlp_small", "mlp_heavy", "xgb_binary", "xgb_multiclass")
+
+_LIVE_SERVERS: list["DaisServer"] = []
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes tens of seconds (still runs by default)")
+
+
+# --------------------------------------------------------------------------------------------
+# Printing the server's log when a test fails.
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when in ("setup", "call"):
+        for srv in list(_LIVE_SERVERS):
+            report.sections.append(
+                (f"dais log ({srv.describe()}), last 150 lines", srv.log_tail(150)))
+
+
+# --------------------------------------------------------------------------------------------
+# Generated models.
+
+
+def load_gen_models():
+    """scripts/gen_models.py as a module (builders for new model versions)."""
+    spec = importlib.util.spec_from_file_location("dais_gen_models", GEN_MODELS)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def gen_models():
+    return load_gen_models()
+
+
+@pytest.fixture(scope="session")
+def model_repo(tmp_path_factory) -> Path:
+    """The generated repository, shared by the whole session: do not modify it (use repo_copy)."""
+    out = tmp_path_factory.mktemp("models") / "repo"
+    r = subprocess.run([sys.executable, str(GEN_MODELS), str(out)], capture_output=True,
+                       text=True, timeout=180)
+    if r.returncode != 0:
+        pytest.fail(f"gen_models.py failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    print(r.stdout)
+    return out
+
+
+@pytest.fixture
+def repo_copy(model_repo, tmp_path) -> Path:
+    """A private copy of the repository that the test may change."""
+    dst = tmp_path / "repo"
+    shutil.copytree(model_repo, dst)
+    return dst
+
+
+class References:
+    """Expected outputs, computed with torch / xgboost from the very files the server loads."""
+
+    def __init__(self):
+        self._cache = {}
+
+    def torch(self, model_file: Path, x: np.ndarray) -> np.ndarray:
+        import torch
+        key = ("torch", str(model_file), os.stat(model_file).st_mtime_ns)
+        if key not in self._cache:
+            self._cache[key] = torch.jit.load(str(model_file)).eval()
+        with torch.no_grad():
+            return self._cache[key](torch.from_numpy(np.ascontiguousarray(x, np.float32))).numpy()
+
+    def mlp(self, repo: Path, model: str, x: np.ndarray, version: int = 1) -> np.ndarray:
+        return self.torch(Path(repo) / model / str(version) / "model.pt", x)
+
+    def xgb(self, repo: Path, model: str, x: np.ndarray, version: int = 1) -> np.ndarray:
+        import xgboost
+        path = Path(repo) / model / str(version) / "xgboost.json"
+        key = ("xgb", str(path))
+        if key not in self._cache:
+            self._cache[key] = xgboost.Booster(model_file=str(path))
+        return self._cache[key].predict(xgboost.DMatrix(np.asarray(x, np.float32)))
+
+
+@pytest.fixture(scope="session")
+def refs() -> References:
+    return References()
+
+
+# --------------------------------------------------------------------------------------------
+# The server.
+
+
+def dais_binary() -> Path:
+    env = os.environ.get("DAIS_BIN")
+    path = Path(env) if env else REPO_ROOT / "build" / "release" / "src" / "cmd" / "dais"
+    if not path.is_absolute():
+        path = REPO_ROOT / path
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        msg = f"dais binary not found at {path} (set DAIS_BIN)"
+        if os.environ.get("DAIS_REQUIRE_BIN") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
+
+
+@pytest.fixture(scope="session")
+def dais_bin() -> Path:
+    return dais_binary()
+
+
+class ServerStartError(Exception):
+    pass
+
+
+class DaisServer:
+    """One `dais serve` subprocess. Output (stdout and stderr) goes to a log file."""
+
+    def __init__(self, repo: Path, extra_args=(), log_dir: Path | None = None,
+                 wait_ready: bool = True, env: dict | None = None):
+        self.repo = Path(repo)
+        self.extra_args = [str(a) for a in extra_args]
+        self.log_dir = Path(log_dir or self.repo.parent)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.log_dir / f"dais-{time.monotonic_ns()}.log"
+        self.args = [str(dais_binary()), "serve", "--model-repository", str(self.repo),
+                     "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0",
+                     *self.extra_args]
+        self.http_port = self.metrics_port = self.grpc_port = None
+        self.returncode = None
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, env=env)
+        _LIVE_SERVERS.append(self)
+        try:
+            self._wait_started(wait_ready)
+        except BaseException:
+            self.stop()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        return f"pid {self.proc.pid}, http {self.http_port}, args {' '.join(self.args[2:])}"
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError as e:
+            return f"<cannot read {self.log_path}: {e}>"
+
+    def log_tail(self, n: int = 100) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def _fail(self, why: str):
+        raise ServerStartError(f"{why}\ncommand: {' '.join(self.args)}\n--- server log ---\n"
+                               f"{self.log_tail(200)}")
+
+    def _wait_started(self, wait_ready: bool):
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            m = PORTS_RE.search(self.log_text())
+            if m:
+                self.http_port, self.metrics_port, self.grpc_port = map(int, m.groups())
+                break
+            if self.proc.poll() is not None:
+                self._fail(f"dais exited with {self.proc.returncode} before printing its ports")
+            if time.monotonic() > deadline:
+                self._fail(f"no line matching {PORTS_RE.pattern!r} within {START_TIMEOUT_S} s")
+            time.sleep(0.05)
+        path = "/v2/health/ready" if wait_ready else "/v2/health/live"
+        last = None
+        while True:
+            try:
+                last = requests.get(self.url + path, timeout=5).status_code
+                if last == 200:
+                    return
+            except requests.RequestException as e:
+                last = repr(e)
+            if self.proc.poll() is not None:
+                self._fail(f"dais exited with {self.proc.returncode} while waiting for {path}")
+            if time.monotonic() > deadline:
+                self._fail(f"GET {path} not 200 within {START_TIMEOUT_S} s (last: {last})")
+            time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig=signal.SIGTERM):
+        if self.running():
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        self.returncode = self.proc.wait(timeout=timeout)
+        return self.returncode
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM, wait, SIGKILL if it does not exit. Returns the exit status."""
+        try:
+            if self.running():
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    print(f"dais pid {self.pid} ignored SIGTERM for {timeout} s: SIGKILL")
+                    self.proc.kill()
+                    self.proc.wait(timeout=10)
+            self.returncode = self.proc.returncode
+            return self.returncode
+        finally:
+            self._log.close()
+            if self in _LIVE_SERVERS:
+                _LIVE_SERVERS.remove(self)
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        port = self.metrics_port if self.metrics_port else self.http_port
+        return f"http://127.0.0.1:{port}/metrics"
+
+    def get(self, path: str, **kw) -> requests.Response:
+        kw.setdefault("timeout", HTTP_TIMEOUT_S)
+        return requests.get(self.url + path, **kw)
+
+    def post(self, path: str, **kw) -> requests.Response:
+        kw.setdefault("timeout", HTTP_TIMEOUT_S)
+        return requests.post(self.url + path, **kw)
+
+    def metrics(self) -> str:
+        r = requests.get(self.metrics_url, timeout=HTTP_TIMEOUT_S)
+        assert r.status_code == 200, f"GET {self.metrics_url}: {r.status_code} {r.text[:300]}"
+        return r.text
+
+    def infer(self, model: str, inputs, version=None, **kw) -> requests.Response:
+        """POST a JSON inference request. `inputs`: {name: ndarray} or a list of input objects;
+        extra keyword arguments (outputs=, id=, parameters=) go into the body."""
+        body = infer_body(inputs, **kw)
+        return self.post(model_path(model, version) + "/infer", json=body)
+
+    def index(self, ready: bool | None = None) -> list[dict]:
+        body = {} if ready is None else {"ready": ready}
+        r = self.post("/v2/repository/index", json=body)
+        assert r.status_code == 200, f"repository index: {r.status_code} {r.text}"
+        return r.json()
+
+    def index_entry(self, model: str) -> dict | None:
+        """The index entry for `model` (the READY one if several versions are listed)."""
+        entries = [e for e in self.index() if e.get("name") == model]
+        for e in entries:
+            if e.get("state") == "READY":
+                return e
+        return entries[0] if entries else None
+
+    def model_ready(self, model: str) -> bool:
+        return self.get(f"/v2/models/{model}/ready").status_code == 200
+
+    def stats(self, model: str, version=None) -> dict:
+        r = self.get(model_path(model, version) + "/stats")
+        assert r.status_code == 200, f"stats: {r.status_code} {r.text}"
+        stats = r.json()["model_stats"]
+        assert len(stats) >= 1, stats
+        return stats[0]
+
+    def wait_until(self, pred, timeout: float, what: str, interval: float = 0.1):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = pred()
+                if last:
+                    return last
+            except (requests.RequestException, AssertionError, KeyError, ValueError) as e:
+                last = repr(e)
+            if not self.running():
+                raise AssertionError(f"dais exited ({self.proc.returncode}) waiting for {what}")
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+    def wait_models_settled(self, models, timeout: float = 60.0) -> dict:
+        """Waits until every model in `models` is in the index as READY or UNAVAILABLE (no
+        longer loading); returns {name: entry}."""
+        def settled():
+            by_name = {}
+            for e in self.index():
+                if e.get("name") in models:
+                    prev = by_name.get(e["name"])
+                    if prev is None or e.get("state") == "READY":
+                        by_name[e["name"]] = e
+            ok = all(by_name.get(m, {}).get("state") in ("READY", "UNAVAILABLE") for m in models)
+            return by_name if ok else None
+        return self.wait_until(settled, timeout, f"models {models} to settle")
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """start_server(repo, *extra_args, wait_ready=True) -> DaisServer; stopped at teardown."""
+    started: list[DaisServer] = []
+
+    def start(repo, *extra_args, wait_ready=True, env=None) -> DaisServer:
+        dais_binary()
+        try:
+            srv = DaisServer(repo, extra_args, log_dir=tmp_path / "logs", wait_ready=wait_ready,
+                             env=env)
+        except ServerStartError as e:
+            pytest.fail(str(e), pytrace=False)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        rc = srv.stop()
+        print(f"dais pid {srv.pid} exit status {rc}; log {srv.log_path}:\n{srv.log_tail(60)}")
+
+
+@pytest.fixture(scope="session")
+def server(model_repo, tmp_path_factory) -> DaisServer:
+    """One server on the generated repository shared by the read-mostly tests."""
+    dais_binary()
+    try:
+        srv = DaisServer(model_repo, (), log_dir=tmp_path_factory.mktemp("shared-logs"))
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield srv
+    srv.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# KServe v2 helpers.
+
+
+def model_path(model: str, version=None) -> str:
+    p = f"/v2/models/{model}"
+    if version is not None:
+        p += f"/versions/{version}"
+    return p
+
+
+def tensor_json(name: str, arr: np.ndarray, datatype: str = "FP32", nested=False) -> dict:
+    arr = np.asarray(arr)
+    data = arr.tolist() if nested else arr.reshape(-1).tolist()
+    return {"name": name, "shape": list(arr.shape), "datatype": datatype, "data": data}
+
+
+def infer_body(inputs, **kw) -> dict:
+    if isinstance(inputs, dict):
+        inputs = [tensor_json(n, a) for n, a in inputs.items()]
+    body = {"inputs": inputs}
+    for k, v in kw.items():
+        if v is not None:
+            body[k] = v
+    return body
+
+
+NP_TYPES = {"FP32": np.float32, "FP64": np.float64, "INT32": np.int32, "INT64": np.int64,
+            "UINT8": np.uint8, "INT8": np.int8, "BOOL": np.bool_, "FP16": np.float16}
+
+
+def error_text(r: requests.Response) -> str:
+    """The "error" string of an error response (asserting the JSON shape)."""
+    try:
+        body = r.json()
+    except ValueError:
+        raise AssertionError(f"error response {r.status_code} is not JSON: {r.text[:300]!r}")
+    assert isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"], \
+        f"error response {r.status_code} lacks a non-empty 'error' string: {body!r}"
+    return body["error"]
+
+
+def json_outputs(r: requests.Response) -> dict[str, np.ndarray]:
+    """{name: ndarray} from a JSON inference response (asserting 200)."""
+    assert r.status_code == 200, f"inference failed: {r.status_code} {r.text[:500]}"
+    body = r.json()
+    out = {}
+    for o in body["outputs"]:
+        dt = NP_TYPES[o["datatype"]]
+        out[o["name"]] = np.asarray(o["data"], dtype=dt).reshape(o["shape"])
+    return out
+
+
+def binary_request(inputs: dict[str, np.ndarray], json_extra: dict | None = None,
+                   outputs: list[dict] | None = None, parameters: dict | None = None,
+                   datatype: str = "FP32"):
+    """(body, headers) for a request whose inputs all travel as raw little-endian bytes."""
+    header = {"inputs": []}
+    blobs = []
+    for name, arr in inputs.items():
+        raw = np.ascontiguousarray(arr).astype(np.asarray(arr).dtype.newbyteorder("<")).tobytes()
+        header["inputs"].append({"name": name, "shape": list(np.shape(arr)),
+                                 "datatype": datatype,
+                                 "parameters": {"binary_data_size": len(raw)}})
+        blobs.append(raw)
+    if outputs is not None:
+        header["outputs"] = outputs
+    if parameters is not None:
+        header["parameters"] = parameters
+    if json_extra:
+        header.update(json_extra)
+    hdr = json.dumps(header).encode()
+    body = hdr + b"".join(blobs)
+    return body, {"Inference-Header-Content-Length": str(len(hdr)),
+                  "Content-Type": "application/octet-stream"}
+
+
+def decode_response(r: requests.Response):
+    """(header_json, {name: ndarray}) from a response that may use the binary extension."""
+    assert r.status_code == 200, f"inference failed: {r.status_code} {r.text[:500]!r}"
+    content = r.content
+    hlen = r.headers.get("Inference-Header-Content-Length")
+    if hlen is None:
+        header, rest = json.loads(content), b""
+    else:
+        hlen = int(hlen)
+        assert 0 < hlen <= len(content), (hlen, len(content))
+        header, rest = json.loads(content[:hlen]), content[hlen:]
+    out = {}
+    offset = 0
+    for o in header["outputs"]:
+        dt = np.dtype(NP_TYPES[o["datatype"]]).newbyteorder("<")
+        size = (o.get("parameters") or {}).get("binary_data_size")
+        if size is not None:
+            assert "data" not in o, f"output {o['name']} has both data and binary_data_size"
+            chunk = rest[offset:offset + size]
+            assert len(chunk) == size, f"binary output {o['name']} truncated"
+            offset += size
+            out[o["name"]] = np.frombuffer(chunk, dtype=dt).reshape(o["shape"])
+        else:
+            out[o["name"]] = np.asarray(o["data"], dtype=dt).reshape(o["shape"])
+    assert offset == len(rest), f"{len(rest) - offset} unexplained bytes after the outputs"
+    return header, out
+
+
+def raw_post(port: int, path: str, body: bytes, headers: dict | None = None,
+             timeout: float = HTTP_TIMEOUT_S):
+    """POST with http.client (exact bytes, no retries). Returns (status, headers, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict, float]]:
+    """[(metric name, {label: value}, value)] for every sample line."""
+    samples = []
+    line_re = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$")
+    label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = line_re.match(line)
+        assert m, f"not a Prometheus sample line: {line!r}"
+        labels = dict(label_re.findall(m.group(3) or ""))
+        samples.append((m.group(1), labels, float(m.group(4))))
+    return samples
+
+
+def metric_value(samples, name: str, **labels) -> float | None:
+    """The value of the sample `name` whose labels include `labels`; None if absent."""
+    for n, l, v in samples:
+        if n == name and all(l.get(k) == str(want) for k, want in labels.items()):
+            return v
+    return None
+
+
+def run_concurrently(fn, n: int, timeout: float = 120.0) -> list:
+    """Runs fn(i) on n threads released together; returns results (exceptions as values)."""
+    results = [None] * n
+    barrier = threading.Barrier(n)
+
+    def worker(i):
+        try:
+            results[i] = fn(i, barrier)
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            results[i] = e
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "client threads hung"
+    return results
+
+
+def concurrent_posts(port: int, path: str, bodies: list[bytes], headers=None,
+                     timeout: float = 60.0) -> list:
+    """POSTs every body at once from its own thread over a connection opened beforehand, so that
+    the requests reach the server together. Returns [(status, body bytes) or exception]."""
+    hdrs = {"Content-Type": "application/json", **(headers or {})}
+
+    def one(i, barrier):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        try:
+            conn.connect()
+            barrier.wait()
+            conn.request("POST", path, body=bodies[i], headers=hdrs)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    return run_concurrently(one, len(bodies), timeout=timeout + 30)
+
+
+@pytest.fixture(scope="session")
+def kv():
+    """This module's helpers (json_outputs, error_text, binary_request, ...) for the tests, which
+    use them as kv.<name> rather than importing conftest."""
+    return sys.modules[__name__]
