@@ -63,6 +63,7 @@ inference::ModelConfig Config(const std::string& batching) {
     name: "m" backend: "fake" max_batch_size: 8
     input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [2] }]
     output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [2] }]
+    instance_group [{ count: 1 kind: KIND_CPU }]
   )" + batching;
   auto c = ParseModelConfig(text, "test");
   EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -165,6 +166,8 @@ TEST(ModelVersionTest, FullQueueRejects) {
   ASSERT_TRUE((*mv)->Enqueue(a).ok());
   ASSERT_TRUE((*mv)->Enqueue(b).ok());
   EXPECT_EQ((*mv)->Enqueue(c).code(), StatusCode::kResourceExhausted);
+  (*mv)->Shutdown();  // answers a and b while their promises are alive
+  EXPECT_TRUE(done[0].get_future().get().ok());
 }
 
 }  // namespace
