@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The README's first command: install, build, generate the example models, start `dais serve`
+# on them, send a few example requests (JSON and binary), print the answers, stop.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh release
+scripts/gen_examples.sh
+
+LOG=$(mktemp /tmp/dais-demo.XXXXXX.log)
+build/release/src/cmd/dais serve --model-repository examples/model_repository --http-port 0 \
+  2>"$LOG" &
+PID=$!
+trap 'kill $PID 2>/dev/null || true' EXIT
+PORT=""
+for _ in $(seq 1 300); do
+  PORT=$(sed -n 's/.*ports: http=\([0-9]*\).*/\1/p' "$LOG" | head -1)
+  [[ -n "$PORT" ]] && curl -sf "localhost:$PORT/v2/health/ready" >/dev/null && break
+  sleep 0.2
+done
+[[ -n "$PORT" ]] || { cat "$LOG"; echo "demo: server did not start"; exit 1; }
+URL="localhost:$PORT"
+show() { echo; echo "\$ $*"; "$@"; echo; }
+
+echo "== dais serve is up on port $PORT (log: $LOG)"
+show curl -s "$URL/v2"
+show curl -s "$URL/v2/models/mlp_small"
+show curl -s -X POST "$URL/v2/models/mlp_small/infer" -H 'Content-Type: application/json' -d \
+  '{"id":"demo-1","inputs":[{"name":"INPUT__0","shape":[2,16],"datatype":"FP32","data":[[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15],[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]]}]}'
+show curl -s -X POST "$URL/v2/models/xgb_binary/infer" -d \
+  '{"inputs":[{"name":"input__0","shape":[1,8],"datatype":"FP32","data":[0.5,-1.2,3.3,0.0,2.1,-0.7,1.0,0.25]}]}'
+echo "== binary tensor data extension (what tritonclient uses by default):"
+/usr/bin/python3 examples/binary_client.py "$URL"
+show curl -s "$URL/healthz"
+echo "== a few of the metrics:"
+curl -s "$URL/metrics" | grep -E '^dais_(inference_request_success_total|batch_size_(sum|count))' | head
+kill -TERM $PID
+wait $PID && echo "== dais serve stopped cleanly (SIGTERM, exit 0)"
+trap - EXIT

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything the build, the tests, the demo and the benchmarks need (Debian 12, as root).
+set -euo pipefail
+PACKAGES=(
+  # build
+  cmake ninja-build g++ ccache pkg-config git curl ca-certificates
+  libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
+  # model runtimes
+  libtorch-dev libxgboost-dev
+  # tests, fuzzing, formatting, benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev wrk
+  # Python for model generation and integration tests (run with /usr/bin/python3)
+  python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${#missing[@]} package(s): ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+fi

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite: setup, build, format check, unit tests, integration tests against real
+# `dais serve` processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh release
+echo "== format check"
+scripts/check_format.sh
+echo "== unit tests"
+ctest --test-dir build/release --output-on-failure -j 2
+echo "== integration tests"
+DAIS_BIN="$PWD/build/release/src/cmd/dais" /usr/bin/python3 -m pytest tests/integration -q -x \
+  -p no:cacheprovider "$@"
