@@ -226,7 +226,7 @@ class Validator {
     const std::string& platform = c_.platform();
     const std::string& backend = c_.backend();
     if (platform.empty() && backend.empty()) {
-      return Error("must specify 'platform' or 'backend' (dais does not auto-complete configs)");
+      return Error("must specify 'platform' or 'backend'");
     }
     if (!platform.empty() && platform != "pytorch_libtorch") {
       return Error(fmt::format(
