@@ -29,6 +29,8 @@ using inference::ModelInstanceGroup;
 constexpr uint64_t kMaxMicroseconds = 1'000'000'000'000;
 // Instances of one model across all groups; a guard against a typo creating millions of threads.
 constexpr int64_t kMaxInstances = 1024;
+// The scheduler keeps priority levels in 32 bits.
+constexpr uint64_t kMaxPriorityLevels = std::numeric_limits<uint32_t>::max();
 
 // ---------------------------------------------------------------------------------------------
 // UTF-8
@@ -346,6 +348,9 @@ class Validator {
       if (in.is_shape_tensor()) return Unsupported(field + ".is_shape_tensor");
       if (in.allow_ragged_batch()) return Unsupported(field + ".allow_ragged_batch");
       if (in.is_non_linear_format_io()) return Unsupported(field + ".is_non_linear_format_io");
+      if (in.optional()) {
+        Ignored(field + ".optional", "every request must still carry the input");
+      }
     }
     return OkStatus();
   }
@@ -357,8 +362,11 @@ class Validator {
       const inference::ModelOutput& out = c_.output(i);
       const std::string what = fmt::format("output '{}'", out.name());
       RETURN_IF_ERROR(CheckTensor(out, what, &names));
-      RETURN_IF_ERROR(CheckRelativePath(out.label_filename(), what + " label_filename"));
       const std::string field = fmt::format("output[{}]", i);
+      if (!out.label_filename().empty()) {
+        Ignored(field + ".label_filename",
+                "the classification extension is not supported, so labels are never returned");
+      }
       if (out.is_shape_tensor()) return Unsupported(field + ".is_shape_tensor");
       if (out.is_non_linear_format_io()) return Unsupported(field + ".is_non_linear_format_io");
     }
@@ -415,7 +423,16 @@ class Validator {
                                       "dynamic_batching.max_queue_delay_microseconds"));
     RETURN_IF_ERROR(
         CheckQueuePolicy(db.default_queue_policy(), "dynamic_batching.default_queue_policy"));
+    if (db.preserve_ordering()) {
+      Ignored("dynamic_batching.preserve_ordering",
+              "each response goes back to its own request, so ordering across requests cannot "
+              "change a result");
+    }
     const uint64_t levels = db.priority_levels();
+    if (levels > kMaxPriorityLevels) {
+      return Error(fmt::format("dynamic_batching priority_levels {} exceeds {}", levels,
+                               kMaxPriorityLevels));
+    }
     if (levels > 0) {
       if (db.default_priority_level() < 1 || db.default_priority_level() > levels) {
         return Error(fmt::format(
@@ -541,15 +558,23 @@ class Validator {
   }
 
   Status CheckWarmup() {
+    // Triton skips samples of batch size 0; removing them here makes every consumer agree.
+    auto* samples = c_.mutable_model_warmup();
+    for (int i = 0; i < samples->size();) {
+      if (samples->Get(i).batch_size() != 0) {
+        ++i;
+        continue;
+      }
+      warnings_.push_back(
+          fmt::format("{}: model_warmup[{}] '{}' has batch_size 0 and is removed "
+                      "(Triton skips such samples)",
+                      path_, i, samples->Get(i).name()));
+      samples->erase(samples->begin() + i);
+    }
     for (int i = 0; i < c_.model_warmup_size(); ++i) {
       const inference::ModelWarmup& w = c_.model_warmup(i);
       const std::string what = fmt::format("model_warmup[{}] '{}'", i, w.name());
       if (w.name().empty()) return Error(fmt::format("{} must specify 'name'", what));
-      if (w.batch_size() == 0) {
-        warnings_.push_back(
-            fmt::format("{}: {} has batch_size 0 and is skipped (as Triton does)", path_, what));
-        continue;
-      }
       const uint32_t max_batch = static_cast<uint32_t>(std::max(1, c_.max_batch_size()));
       if (w.batch_size() > max_batch) {
         return Error(fmt::format("{} batch_size {} exceeds {}", what, w.batch_size(), max_batch));
@@ -596,7 +621,7 @@ class Validator {
         }
       }
       for (const auto& in : c_.input()) {
-        if (!in.optional() && w.inputs().count(in.name()) == 0) {
+        if (w.inputs().count(in.name()) == 0) {
           return Error(fmt::format("{} gives no data for input '{}'", what, in.name()));
         }
       }
