@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
       if (!s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 1;
       us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
-    double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double total_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::sort(us.begin(), us.end());
     auto pct = [&](double p) { return us[std::min(us.size() - 1, size_t(p * us.size()))]; };
     std::printf(

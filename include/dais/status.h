@@ -98,10 +98,10 @@ class [[nodiscard]] StatusOr {
 #define DAIS_CONCAT_INNER(a, b) a##b
 #define DAIS_CONCAT(a, b) DAIS_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                      \
-  do {                                             \
-    ::dais::Status dais_status_ = (expr);          \
-    if (!dais_status_.ok()) return dais_status_;   \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::dais::Status dais_status_ = (expr);        \
+    if (!dais_status_.ok()) return dais_status_; \
   } while (0)
 
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

@@ -1,8 +1,8 @@
 #include "cmd/serve.h"
 
-#include <CLI/CLI.hpp>
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <thread>
 
@@ -25,8 +25,7 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
       ->capture_default_str();
   app->add_option("--http-address", o->http_address, "Address the HTTP endpoint binds.")
       ->capture_default_str();
-  app->add_option("--http-thread-count", o->http_threads,
-                  "HTTP I/O threads (0: one per core).")
+  app->add_option("--http-thread-count", o->http_threads, "HTTP I/O threads (0: one per core).")
       ->capture_default_str();
   app->add_option("--http-max-body-bytes", o->http_max_body_bytes,
                   "Largest accepted request body; larger ones get HTTP 413.")
@@ -122,8 +121,8 @@ int RunServe(const ServeOptions& o) {
     http::ServerOptions mso = so;
     mso.port = o.metrics_port;
     mso.threads = 1;
-    metrics_server = std::make_unique<http::Server>(
-        mso, [&kserve](http::Request r, http::Responder w) {
+    metrics_server =
+        std::make_unique<http::Server>(mso, [&kserve](http::Request r, http::Responder w) {
           kserve.HandleMetricsOnly(std::move(r), std::move(w));
         });
     if (Status s = metrics_server->Start(); !s.ok()) {
@@ -137,13 +136,15 @@ int RunServe(const ServeOptions& o) {
     LOG_ERROR("cannot start: {}", s.message());
     return 1;
   }
-  LOG_INFO("dais serve ready: {}", manager.Ready() ? "all models ready" : "some models are not ready (see /healthz)");
+  LOG_INFO("dais serve ready: {}",
+           manager.Ready() ? "all models ready" : "some models are not ready (see /healthz)");
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  LOG_INFO("received {}: draining (readiness false, new requests refused, up to {}s for {} "
-           "in-flight request(s))",
-           sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs, kserve.InFlight());
+  LOG_INFO(
+      "received {}: draining (readiness false, new requests refused, up to {}s for {} "
+      "in-flight request(s))",
+      sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs, kserve.InFlight());
   kserve.StartDraining();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.exit_timeout_secs);
   while (kserve.InFlight() > 0 && std::chrono::steady_clock::now() < deadline) {

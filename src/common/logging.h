@@ -24,18 +24,18 @@ std::atomic<uint64_t>& BugCount();
 #define LOG_INFO(...) DAIS_LOG(kInfo, __VA_ARGS__)
 #define LOG_WARNING(...) DAIS_LOG(kWarning, __VA_ARGS__)
 #define LOG_ERROR(...) DAIS_LOG(kError, __VA_ARGS__)
-#define LOG_VERBOSE(n, ...) \
-  do {                                                     \
+#define LOG_VERBOSE(n, ...)                                     \
+  do {                                                          \
     if (::dais::log::Verbosity() >= (n)) LOG_INFO(__VA_ARGS__); \
   } while (0)
 // A "can't happen" state that we can survive: log loudly, count, continue.
-#define DAIS_BUG(...)                                \
-  do {                                               \
-    ::dais::log::BugCount().fetch_add(1);            \
-    DAIS_LOG(kError, "BUG: " __VA_ARGS__);           \
+#define DAIS_BUG(...)                      \
+  do {                                     \
+    ::dais::log::BugCount().fetch_add(1);  \
+    DAIS_LOG(kError, "BUG: " __VA_ARGS__); \
   } while (0)
 // A "can't happen" state that we cannot survive.
-#define DAIS_CHECK(cond)                                                           \
-  do {                                                                             \
-    if (!(cond)) DAIS_LOG(kFatal, "check failed: {}", #cond);                      \
+#define DAIS_CHECK(cond)                                      \
+  do {                                                        \
+    if (!(cond)) DAIS_LOG(kFatal, "check failed: {}", #cond); \
   } while (0)

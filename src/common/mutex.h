@@ -59,8 +59,8 @@ class CondVar {
   }
   // Returns false on timeout.
   template <typename Clock, typename Duration>
-  bool WaitUntil(std::chrono::time_point<Clock, Duration> deadline) REQUIRES(mu_)
-      NO_THREAD_SAFETY_ANALYSIS {
+  bool WaitUntil(std::chrono::time_point<Clock, Duration> deadline)
+      REQUIRES(mu_) NO_THREAD_SAFETY_ANALYSIS {
     std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
     bool woke = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();

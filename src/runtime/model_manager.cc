@@ -71,7 +71,8 @@ void ModelManager::PollLoop() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(stop_mu_);
-      if (stop_cv_.wait_for(lock, std::chrono::seconds(options_.poll_secs), [this] { return stop_; })) {
+      if (stop_cv_.wait_for(lock, std::chrono::seconds(options_.poll_secs),
+                            [this] { return stop_; })) {
         return;
       }
     }

@@ -1,9 +1,9 @@
 #include "runtime/model_stats.h"
 
-#include <chrono>
-
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <chrono>
 
 namespace dais {
 namespace {
@@ -34,11 +34,16 @@ uint64_t WallMs() {
 
 const char* FailReasonLabel(FailReason reason) {
   switch (reason) {
-    case FailReason::kInvalid: return "invalid_request";
-    case FailReason::kRejected: return "queue_full";
-    case FailReason::kTimeout: return "timeout";
-    case FailReason::kBackend: return "backend_error";
-    case FailReason::kUnavailable: return "unavailable";
+    case FailReason::kInvalid:
+      return "invalid_request";
+    case FailReason::kRejected:
+      return "queue_full";
+    case FailReason::kTimeout:
+      return "timeout";
+    case FailReason::kBackend:
+      return "backend_error";
+    case FailReason::kUnavailable:
+      return "unavailable";
   }
   return "unknown";
 }
@@ -59,24 +64,24 @@ ModelStats::ModelStats(const std::string& m, const std::string& v) : model_(m), 
                            metrics::LatencyBuckets(), m, v);
   queue_seconds_ = &Hist("dais_queue_duration_seconds", "Time requests waited in the queue.",
                          metrics::LatencyBuckets(), m, v);
-  input_seconds_ = &Hist("dais_compute_input_duration_seconds",
-                         "Time to assemble a batch's input tensors.", metrics::LatencyBuckets(),
-                         m, v);
-  infer_seconds_ = &Hist("dais_compute_infer_duration_seconds",
-                         "Time the backend spent executing a batch.", metrics::LatencyBuckets(),
-                         m, v);
-  output_seconds_ = &Hist("dais_compute_output_duration_seconds",
-                          "Time to split a batch's outputs into responses.",
-                          metrics::LatencyBuckets(), m, v);
-  batch_size_ = &Hist("dais_batch_size", "Size of executed batches.",
-                      metrics::PowerOfTwoBuckets(1024), m, v);
+  input_seconds_ =
+      &Hist("dais_compute_input_duration_seconds", "Time to assemble a batch's input tensors.",
+            metrics::LatencyBuckets(), m, v);
+  infer_seconds_ =
+      &Hist("dais_compute_infer_duration_seconds", "Time the backend spent executing a batch.",
+            metrics::LatencyBuckets(), m, v);
+  output_seconds_ =
+      &Hist("dais_compute_output_duration_seconds",
+            "Time to split a batch's outputs into responses.", metrics::LatencyBuckets(), m, v);
+  batch_size_ =
+      &Hist("dais_batch_size", "Size of executed batches.", metrics::PowerOfTwoBuckets(1024), m, v);
   pending_ = &reg.AddGauge("dais_pending_requests",
                            "Requests queued or executing for the model version.", kLabels)
                   .Get({m, v});
-  load_seconds_ = &reg.AddGauge("dais_model_load_duration_seconds",
-                                "Time the last load of the model version took (incl. warm-up).",
-                                kLabels)
-                       .Get({m, v});
+  load_seconds_ =
+      &reg.AddGauge("dais_model_load_duration_seconds",
+                    "Time the last load of the model version took (incl. warm-up).", kLabels)
+           .Get({m, v});
   FailureFamily();  // registered up front so that /metrics always lists it
 }
 

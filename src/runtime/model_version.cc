@@ -93,8 +93,8 @@ void FillWarmupData(const inference::ModelWarmup::Input& spec, const std::string
     }
     if (content.size() < size) {
       *status = InvalidArgument("warm-up data file '" + path + "' holds " +
-                                std::to_string(content.size()) + " bytes, " +
-                                std::to_string(size) + " needed");
+                                std::to_string(content.size()) + " bytes, " + std::to_string(size) +
+                                " needed");
       return;
     }
     std::memcpy(p, content.data(), size);
@@ -236,7 +236,8 @@ Status ModelVersion::Warmup(BackendInstance& instance) {
     int count = std::max(1u, w.count());
     LOG_VERBOSE(1, "model '{}': warm-up '{}' x{} at batch {}", name_, w.name(), count, batch);
     for (int i = 0; i < count; ++i) {
-      RETURN_IF_ERROR(run(batch, &w).WithPrefix("warm-up '" + w.name() + "' of model '" + name_ + "'"));
+      RETURN_IF_ERROR(
+          run(batch, &w).WithPrefix("warm-up '" + w.name() + "' of model '" + name_ + "'"));
     }
   }
   return OkStatus();
@@ -295,8 +296,8 @@ Status ModelVersion::Validate(InferenceRequest& r) const {
       size_t want_bytes = static_cast<size_t>(ElementCount(t.shape)) * DataTypeSize(t.dtype);
       if (t.data.size() != want_bytes) {
         return InvalidArgument("input '" + t.name + "': " + std::to_string(t.data.size()) +
-                               " bytes of data for shape " + ShapeToString(t.shape) + ", expected " +
-                               std::to_string(want_bytes));
+                               " bytes of data for shape " + ShapeToString(t.shape) +
+                               ", expected " + std::to_string(want_bytes));
       }
     }
     ordered.push_back(std::move(t));
@@ -429,15 +430,15 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
   Status status = instance->Execute(inputs, &outputs);
   const uint64_t infer_end = NowNs();
   if (status.ok() && outputs.size() != static_cast<size_t>(config_.output_size())) {
-    status = Internal("model '" + name_ + "' produced " + std::to_string(outputs.size()) +
-                      " outputs, its configuration declares " +
-                      std::to_string(config_.output_size()));
+    status =
+        Internal("model '" + name_ + "' produced " + std::to_string(outputs.size()) +
+                 " outputs, its configuration declares " + std::to_string(config_.output_size()));
   }
   for (size_t i = 0; status.ok() && i < outputs.size(); ++i) {
     if (batching && (outputs[i].shape.empty() || outputs[i].shape[0] != total)) {
-      status = Internal("model '" + name_ + "' output '" + config_.output(i).name() +
-                        "' has shape " + ShapeToString(outputs[i].shape) + " for a batch of " +
-                        std::to_string(total));
+      status =
+          Internal("model '" + name_ + "' output '" + config_.output(i).name() + "' has shape " +
+                   ShapeToString(outputs[i].shape) + " for a batch of " + std::to_string(total));
     }
   }
   if (!status.ok()) {
@@ -480,7 +481,8 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
     };
     Status s;
     if (r->outputs.empty()) {
-      for (int i = 0; s.ok() && i < config_.output_size(); ++i) s = add(i, r->binary_output_default);
+      for (int i = 0; s.ok() && i < config_.output_size(); ++i)
+        s = add(i, r->binary_output_default);
     } else {
       for (const RequestedOutput& o : r->outputs) {
         for (int i = 0; s.ok() && i < config_.output_size(); ++i) {

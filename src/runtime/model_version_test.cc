@@ -86,7 +86,9 @@ RequestPtr Request(float a, float b, std::promise<StatusOr<ResponsePtr>>* done) 
 
 TEST(ModelVersionTest, ConcurrentRequestsAreBatchedAndAnsweredInOrder) {
   FakeBackend backend(std::chrono::milliseconds(20));
-  auto mv = ModelVersion::Load("m", 1, "/nonexistent", Config("dynamic_batching { max_queue_delay_microseconds: 50000 }"), &backend);
+  auto mv = ModelVersion::Load("m", 1, "/nonexistent",
+                               Config("dynamic_batching { max_queue_delay_microseconds: 50000 }"),
+                               &backend);
   ASSERT_TRUE(mv.ok()) << mv.status().ToString();
   constexpr int kN = 8;
   std::vector<std::promise<StatusOr<ResponsePtr>>> done(kN);
@@ -155,11 +157,10 @@ TEST(ModelVersionTest, ShutdownFinishesQueuedRequestsThenRefuses) {
 
 TEST(ModelVersionTest, FullQueueRejects) {
   FakeBackend backend(std::chrono::milliseconds(30));
-  auto mv = ModelVersion::Load(
-      "m", 1, "/x",
-      Config("dynamic_batching { max_queue_delay_microseconds: 100000 "
-             "default_queue_policy { max_queue_size: 2 } }"),
-      &backend);
+  auto mv = ModelVersion::Load("m", 1, "/x",
+                               Config("dynamic_batching { max_queue_delay_microseconds: 100000 "
+                                      "default_queue_policy { max_queue_size: 2 } }"),
+                               &backend);
   ASSERT_TRUE(mv.ok());
   std::vector<std::promise<StatusOr<ResponsePtr>>> done(3);
   RequestPtr a = Request(1, 1, &done[0]), b = Request(1, 1, &done[1]), c = Request(1, 1, &done[2]);

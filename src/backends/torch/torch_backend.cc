@@ -22,16 +22,26 @@ namespace {
 
 StatusOr<torch::ScalarType> TorchType(DataType t) {
   switch (t) {
-    case DataType::kBool: return torch::kBool;
-    case DataType::kUint8: return torch::kUInt8;
-    case DataType::kInt8: return torch::kInt8;
-    case DataType::kInt16: return torch::kInt16;
-    case DataType::kInt32: return torch::kInt32;
-    case DataType::kInt64: return torch::kInt64;
-    case DataType::kFp16: return torch::kHalf;
-    case DataType::kBf16: return torch::kBFloat16;
-    case DataType::kFp32: return torch::kFloat;
-    case DataType::kFp64: return torch::kDouble;
+    case DataType::kBool:
+      return torch::kBool;
+    case DataType::kUint8:
+      return torch::kUInt8;
+    case DataType::kInt8:
+      return torch::kInt8;
+    case DataType::kInt16:
+      return torch::kInt16;
+    case DataType::kInt32:
+      return torch::kInt32;
+    case DataType::kInt64:
+      return torch::kInt64;
+    case DataType::kFp16:
+      return torch::kHalf;
+    case DataType::kBf16:
+      return torch::kBFloat16;
+    case DataType::kFp32:
+      return torch::kFloat;
+    case DataType::kFp64:
+      return torch::kDouble;
     default:
       return InvalidArgument("datatype " + std::string(DataTypeName(t)) +
                              " is not supported by the pytorch backend");
@@ -132,8 +142,9 @@ class TorchBackend : public Backend {
  public:
   std::string_view name() const override { return "pytorch"; }
 
-  StatusOr<std::unique_ptr<BackendInstance>> CreateInstance(
-      const std::string& version_dir, const inference::ModelConfig& config, int index) override {
+  StatusOr<std::unique_ptr<BackendInstance>> CreateInstance(const std::string& version_dir,
+                                                            const inference::ModelConfig& config,
+                                                            int index) override {
     std::string file =
         config.default_model_filename().empty() ? "model.pt" : config.default_model_filename();
     std::string path = version_dir + "/" + file;
@@ -160,7 +171,8 @@ class TorchBackend : public Backend {
       ASSIGN_OR_RETURN(std::vector<int> arg_of_input, BindInputs(module, config, path));
       std::vector<DataType> types;
       std::vector<std::string> names;
-      for (const auto& in : config.input()) RETURN_IF_ERROR(TorchType(ConfigDataType(in.data_type())).status());
+      for (const auto& in : config.input())
+        RETURN_IF_ERROR(TorchType(ConfigDataType(in.data_type())).status());
       for (const auto& out : config.output()) {
         types.push_back(ConfigDataType(out.data_type()));
         names.push_back(out.name());
@@ -200,8 +212,8 @@ class TorchBackend : public Backend {
         auto it = std::find(arg_names.begin(), arg_names.end(), config.input(i).name());
         if (it == arg_names.end()) {
           return InvalidArgument("input '" + config.input(i).name() +
-                                 "' is neither named <name>__<index> nor an argument of " +
-                                 path + "'s forward()");
+                                 "' is neither named <name>__<index> nor an argument of " + path +
+                                 "'s forward()");
         }
         arg_of_input[i] = static_cast<int>(it - arg_names.begin());
       }

@@ -5,9 +5,8 @@
 // class rather than the class index), threshold (binary decision threshold, default 0.5).
 //
 // Threads: one Booster per instance with nthread=1, called from its instance thread only.
-#include <xgboost/c_api.h>
-
 #include <rapidjson/document.h>
+#include <xgboost/c_api.h>
 
 #include <cmath>
 #include <cstring>
@@ -182,14 +181,17 @@ class XgboostBackend : public Backend {
   Status AutoComplete(const std::string& version_dir, inference::ModelConfig* config) override {
     ASSIGN_OR_RETURN(BoosterInfo info, LoadBooster(version_dir, *config));
     XGBoosterFree(info.handle);
-    bool classifier = info.objective.rfind("binary:", 0) == 0 ||
-                      info.objective.rfind("multi:", 0) == 0;
+    bool classifier =
+        info.objective.rfind("binary:", 0) == 0 || info.objective.rfind("multi:", 0) == 0;
     auto& params = *config->mutable_parameters();
-    if (!params.count("output_class")) params["output_class"].set_string_value(classifier ? "true" : "false");
-    if (!params.count("predict_proba")) params["predict_proba"].set_string_value(classifier ? "true" : "false");
+    if (!params.count("output_class"))
+      params["output_class"].set_string_value(classifier ? "true" : "false");
+    if (!params.count("predict_proba"))
+      params["predict_proba"].set_string_value(classifier ? "true" : "false");
     bool output_class = BoolParam(*config, "output_class", false);
     bool proba = BoolParam(*config, "predict_proba", false);
-    int64_t width = output_class ? (proba ? std::max<int64_t>(2, info.num_class) : 1) : info.num_class;
+    int64_t width =
+        output_class ? (proba ? std::max<int64_t>(2, info.num_class) : 1) : info.num_class;
     if (config->max_batch_size() == 0) config->set_max_batch_size(kDefaultMaxBatch);
     auto* in = config->add_input();
     in->set_name("input__0");
@@ -202,8 +204,9 @@ class XgboostBackend : public Backend {
     return OkStatus();
   }
 
-  StatusOr<std::unique_ptr<BackendInstance>> CreateInstance(
-      const std::string& version_dir, const inference::ModelConfig& config, int index) override {
+  StatusOr<std::unique_ptr<BackendInstance>> CreateInstance(const std::string& version_dir,
+                                                            const inference::ModelConfig& config,
+                                                            int index) override {
     if (config.input_size() != 1 || config.output_size() != 1) {
       return InvalidArgument("the fil backend takes exactly one input and one output");
     }

@@ -1,10 +1,9 @@
 #include "frontends/http/http_server.h"
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <algorithm>
 #include <cctype>
 
 #include "common/logging.h"
@@ -46,10 +45,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(max_body_);
     parser_->header_limit(64 * 1024);
     stream_.expires_never();
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        self->OnRead(ec);
-                      });
+    bhttp::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -59,15 +57,18 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec == bhttp::error::body_limit) {
       keep_alive_ = false;
-      return Write(Response{413, "application/json",
+      return Write(Response{413,
+                            "application/json",
                             "{\"error\":\"request body exceeds the limit of " +
                                 std::to_string(max_body_) + " bytes\"}",
                             {}});
     }
     if (ec) {
       keep_alive_ = false;
-      return Write(Response{400, "application/json",
-                            "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}", {}});
+      return Write(Response{400,
+                            "application/json",
+                            "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}",
+                            {}});
     }
     bhttp::request<bhttp::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
@@ -78,8 +79,9 @@ class Session : public std::enable_shared_from_this<Session> {
     r.path = std::string(target.substr(0, q));
     if (q != std::string_view::npos) r.query = std::string(target.substr(q + 1));
     for (const auto& f : req) {
-      r.headers.emplace_back(Lower(std::string_view(f.name_string().data(), f.name_string().size())),
-                             std::string(f.value().data(), f.value().size()));
+      r.headers.emplace_back(
+          Lower(std::string_view(f.name_string().data(), f.name_string().size())),
+          std::string(f.value().data(), f.value().size()));
     }
     r.body = std::move(req.body());
     handler_(std::move(r), [self = shared_from_this()](Response resp) {

@@ -44,7 +44,7 @@ using Handler = std::function<void(Request, Responder)>;
 
 struct ServerOptions {
   std::string address = "0.0.0.0";
-  int port = 0;  // 0: pick a free port
+  int port = 0;     // 0: pick a free port
   int threads = 0;  // 0: one per core
   uint64_t max_body_bytes = 64ull << 20;
 };

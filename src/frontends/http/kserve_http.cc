@@ -21,9 +21,7 @@ constexpr const char* kVersion = "0.1.0";
 Response Json(int status, std::string body) {
   return Response{status, "application/json", std::move(body), {}};
 }
-Response Error(int status, const std::string& message) {
-  return Json(status, ErrorJson(message));
-}
+Response Error(int status, const std::string& message) { return Json(status, ErrorJson(message)); }
 Response FromStatus(const Status& s) { return Error(HttpStatusFor(s.code()), s.message()); }
 
 std::vector<std::string> Split(std::string_view path) {
@@ -65,21 +63,32 @@ void WriteTensorMeta(Writer& w, const std::string& name, inference::DataType typ
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
+    case StatusCode::kOk:
+      return 200;
     case StatusCode::kInvalidArgument:
     case StatusCode::kFailedPrecondition:
     case StatusCode::kOutOfRange:
-    case StatusCode::kAlreadyExists: return 400;
-    case StatusCode::kUnauthenticated: return 401;
-    case StatusCode::kPermissionDenied: return 403;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kAborted: return 409;
-    case StatusCode::kCancelled: return 499;
-    case StatusCode::kUnimplemented: return 501;
+    case StatusCode::kAlreadyExists:
+      return 400;
+    case StatusCode::kUnauthenticated:
+      return 401;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAborted:
+      return 409;
+    case StatusCode::kCancelled:
+      return 499;
+    case StatusCode::kUnimplemented:
+      return 501;
     case StatusCode::kUnavailable:
-    case StatusCode::kResourceExhausted: return 503;
-    case StatusCode::kDeadlineExceeded: return 504;
-    default: return 500;
+    case StatusCode::kResourceExhausted:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
   }
 }
 
@@ -122,8 +131,8 @@ void KServeHttp::Health(Responder& respond) {
 
 void KServeHttp::HandleMetricsOnly(Request req, Responder respond) {
   if (req.path == "/metrics") {
-    return respond(Response{200, "text/plain; version=0.0.4; charset=utf-8",
-                            metrics::Registry::Global().Expose(), {}});
+    return respond(Response{
+        200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(), {}});
   }
   if (req.path == "/healthz") return Health(respond);
   respond(Error(404, "not found: " + req.path + " (this port serves /metrics and /healthz)"));
@@ -151,8 +160,8 @@ void KServeHttp::Handle(Request req, Responder respond) {
     w.String(kVersion);
     w.Key("extensions");
     w.StartArray();
-    for (const char* e : {"binary_tensor_data", "model_repository", "statistics",
-                          "model_configuration"}) {
+    for (const char* e :
+         {"binary_tensor_data", "model_repository", "statistics", "model_configuration"}) {
       w.String(e);
     }
     w.EndArray();
@@ -164,8 +173,9 @@ void KServeHttp::Handle(Request req, Responder respond) {
     if (p[2] == "live") return respond(Json(200, ""));
     if (p[2] == "ready") {
       bool ready = !draining_.load() && manager_->Ready();
-      return respond(ready ? Json(200, "") : Error(400, draining_.load() ? "server is shutting down"
-                                                                          : "server is not ready"));
+      return respond(
+          ready ? Json(200, "")
+                : Error(400, draining_.load() ? "server is shutting down" : "server is not ready"));
     }
   }
   if (p[1] == "repository") {
@@ -202,8 +212,9 @@ void KServeHttp::Handle(Request req, Responder respond) {
     }
     if (p.size() == 5 && p[2] == "models" && (p[4] == "load" || p[4] == "unload")) {
       if (manager_->mode() != ModelControlMode::kExplicit) {
-        return respond(Error(400, "explicit model load / unload is not allowed unless "
-                                  "--model-control-mode=explicit"));
+        return respond(Error(400,
+                             "explicit model load / unload is not allowed unless "
+                             "--model-control-mode=explicit"));
       }
       if (!req.body.empty()) {
         rapidjson::Document d;
@@ -213,8 +224,9 @@ void KServeHttp::Handle(Request req, Responder respond) {
         }
         if (d.HasMember("parameters") && d["parameters"].IsObject() &&
             d["parameters"].MemberCount() > 0 && p[4] == "load") {
-          return respond(Error(400, "load parameters (config / file overrides) are not "
-                                    "supported by dais"));
+          return respond(Error(400,
+                               "load parameters (config / file overrides) are not "
+                               "supported by dais"));
         }
       }
       // Loading can take seconds: do it off the I/O thread.
@@ -223,9 +235,9 @@ void KServeHttp::Handle(Request req, Responder respond) {
       std::thread([this, model, load, respond = std::move(respond)] {
         Status s = load ? manager_->LoadModel(model) : manager_->UnloadModel(model);
         if (s.ok()) return respond(Json(200, ""));
-        respond(Error(s.code() == StatusCode::kNotFound ? 404 : 400,
-                      (load ? "failed to load '" : "failed to unload '") + model +
-                          "': " + s.message()));
+        respond(Error(
+            s.code() == StatusCode::kNotFound ? 404 : 400,
+            (load ? "failed to load '" : "failed to unload '") + model + "': " + s.message()));
       }).detach();
       return;
     }
@@ -304,7 +316,8 @@ void KServeHttp::Metadata(const std::string& model, int64_t version, Responder& 
   w.String(config.platform().empty() ? config.backend().c_str() : config.platform().c_str());
   w.Key("inputs");
   w.StartArray();
-  for (const auto& in : config.input()) WriteTensorMeta(w, in.name(), in.data_type(), in.dims(), batching);
+  for (const auto& in : config.input())
+    WriteTensorMeta(w, in.name(), in.data_type(), in.dims(), batching);
   w.EndArray();
   w.Key("outputs");
   w.StartArray();
@@ -316,8 +329,7 @@ void KServeHttp::Metadata(const std::string& model, int64_t version, Responder& 
   respond(Json(200, sb.GetString()));
 }
 
-void KServeHttp::Infer(Request& req, const std::string& model, int64_t version,
-                       Responder respond) {
+void KServeHttp::Infer(Request& req, const std::string& model, int64_t version, Responder respond) {
   if (draining_.load()) {
     return respond(Error(503, "server is shutting down; not accepting new inference requests"));
   }
@@ -326,7 +338,8 @@ void KServeHttp::Infer(Request& req, const std::string& model, int64_t version,
   if (!hl.empty()) {
     auto r = std::from_chars(hl.data(), hl.data() + hl.size(), header_length);
     if (r.ec != std::errc() || r.ptr != hl.data() + hl.size()) {
-      return respond(Error(400, "invalid Inference-Header-Content-Length '" + std::string(hl) + "'"));
+      return respond(
+          Error(400, "invalid Inference-Header-Content-Length '" + std::string(hl) + "'"));
     }
   }
   auto request = std::make_unique<InferenceRequest>();
@@ -337,7 +350,8 @@ void KServeHttp::Infer(Request& req, const std::string& model, int64_t version,
     return respond(FromStatus(s));
   }
   in_flight_.fetch_add(1);
-  request->on_complete = [this, respond = std::move(respond)](StatusOr<ResponsePtr> result) mutable {
+  request->on_complete = [this,
+                          respond = std::move(respond)](StatusOr<ResponsePtr> result) mutable {
     // Encode on an I/O thread, not on the model's instance thread.
     auto shared = std::make_shared<StatusOr<ResponsePtr>>(std::move(result));
     (*server_)->Post([this, respond = std::move(respond), shared]() mutable {
