@@ -470,8 +470,9 @@ class Validator {
       ModelInstanceGroup& g = *c_.mutable_instance_group(i);
       const std::string field = fmt::format("instance_group[{}]", i);
       if (g.name().empty()) g.set_name(fmt::format("{}_{}", c_.name(), i));
-      if (g.count() < 0)
+      if (g.count() < 0) {
         return Error(fmt::format("{}.count must be >= 1, got {}", field, g.count()));
+      }
       if (g.count() == 0) g.set_count(1);
       for (int32_t gpu : g.gpus()) {
         if (gpu < 0) return Error(fmt::format("{}.gpus has negative GPU id {}", field, gpu));

@@ -233,7 +233,7 @@ Status ModelVersion::Warmup(BackendInstance& instance) {
   }
   for (const auto& w : config_.model_warmup()) {
     int64_t batch = std::max<int64_t>(1, w.batch_size());
-    int count = std::max(1u, w.count());
+    uint32_t count = std::max(1u, w.count());
     LOG_VERBOSE(1, "model '{}': warm-up '{}' x{} at batch {}", name_, w.name(), count, batch);
     for (int i = 0; i < count; ++i) {
       RETURN_IF_ERROR(
