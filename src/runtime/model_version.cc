@@ -235,7 +235,7 @@ Status ModelVersion::Warmup(BackendInstance& instance) {
     int64_t batch = std::max<int64_t>(1, w.batch_size());
     uint32_t count = std::max(1u, w.count());
     LOG_VERBOSE(1, "model '{}': warm-up '{}' x{} at batch {}", name_, w.name(), count, batch);
-    for (int i = 0; i < count; ++i) {
+    for (uint32_t i = 0; i < count; ++i) {
       RETURN_IF_ERROR(
           run(batch, &w).WithPrefix("warm-up '" + w.name() + "' of model '" + name_ + "'"));
     }
