@@ -413,8 +413,8 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
       t.shape = first.shape;
       if (batching) t.shape[0] = total;
     }
-    if (batch.size() == 1) {
-      t.data = first.data;  // borrow: no copy for a batch of one
+    if (batch.size() == 1 && reinterpret_cast<uintptr_t>(first.data.data()) % 16 == 0) {
+      t.data = first.data;  // borrow: no copy for a batch of one whose bytes are aligned
       continue;
     }
     size_t bytes = 0;
