@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -82,11 +83,29 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--build", default=os.path.join(ROOT, "build/release"))
     ap.add_argument("--models", default="mlp_small,mlp_heavy")
+    ap.add_argument("--queue-delay-us", type=int, default=None,
+                    help="serve a copy of the example repository whose models use this "
+                         "max_queue_delay_microseconds (default: the examples' own)")
+    ap.add_argument("--concurrency", default="1,16,64")
     args = ap.parse_args()
     repo = os.path.join(ROOT, "examples/model_repository")
     if not os.path.exists(os.path.join(repo, "mlp_heavy/1/model.pt")):
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/gen_models.py"), repo],
                        check=True)
+    if args.queue_delay_us is not None:
+        copy = tempfile.mkdtemp(prefix="dais-bench-repo-")
+        shutil.copytree(repo, copy, dirs_exist_ok=True)
+        repo = copy
+        for m in os.listdir(repo):
+            cfg = os.path.join(repo, m, "config.pbtxt")
+            if os.path.exists(cfg):
+                with open(cfg) as f:
+                    text = f.read()
+                text = re.sub(r"max_queue_delay_microseconds:\s*\d+",
+                              f"max_queue_delay_microseconds: {args.queue_delay_us}", text)
+                with open(cfg, "w") as f:
+                    f.write(text)
+        print(f"# serving a copy with max_queue_delay_microseconds: {args.queue_delay_us}")
     models = args.models.split(",")
     widths = {"mlp_small": 16, "mlp_heavy": 256}
 
@@ -125,7 +144,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             for m in models:
                 for proto, (body, hlen) in bodies(widths[m]).items():
-                    for conc in (1, 16, 64):
+                    for conc in [int(c) for c in args.concurrency.split(",")]:
                         url = f"{base}/v2/models/{m}/infer"
                         wrk(url, body, hlen, conc, 1, tmp)  # warm-up
                         s0 = get(f"{base}/v2/models/{m}/stats")["model_stats"][0]
