@@ -51,7 +51,9 @@ class [[nodiscard]] Status {
   // Returns a copy whose message is "prefix: message"; OK stays OK.
   Status WithPrefix(std::string_view prefix) const;
 
-  bool operator==(const Status& other) const = default;
+  bool operator==(const Status& other) const {
+    return code_ == other.code_ && message_ == other.message_;
+  }
 
  private:
   StatusCode code_ = StatusCode::kOk;
