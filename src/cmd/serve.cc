@@ -136,8 +136,9 @@ int RunServe(const ServeOptions& o) {
     LOG_ERROR("cannot start: {}", s.message());
     return 1;
   }
-  LOG_INFO("dais serve ready: {}",
-           manager.Ready() ? "all models ready" : "some models are not ready (see /healthz)");
+  LOG_INFO("dais serve ready: {}", manager.NotReady().empty()
+                                       ? "all models ready"
+                                       : "some models are not ready (see /healthz)");
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -151,6 +152,7 @@ int RunServe(const ServeOptions& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   int exit_code = 0;
+  kserve.JoinBackground();  // repository requests (bounded by the model's load time)
   if (kserve.InFlight() > 0) {
     LOG_WARNING("exit timeout: {} request(s) still in flight", kserve.InFlight());
   }

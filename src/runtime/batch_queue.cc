@@ -1,6 +1,7 @@
 #include "runtime/batch_queue.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "tensor/datatype.h"
 
@@ -18,6 +19,24 @@ std::string BatchShapeKey(const InferenceRequest& request, bool batching) {
     key += ';';
   }
   return key;
+}
+
+uint64_t AddMicros(uint64_t ns, uint64_t us) {
+  if (us == 0) return 0;
+  // Beyond any real time (and beyond what a steady_clock time_point holds): no deadline.
+  if (ns >= static_cast<uint64_t>(INT64_MAX) ||
+      us > (static_cast<uint64_t>(INT64_MAX) - ns) / 1000) {
+    return 0;
+  }
+  return ns + us * 1000;
+}
+
+void BatchQueue::TakeAll(std::vector<RequestPtr>* out) {
+  for (auto& [level, q] : levels_) {
+    for (Entry& e : q) out->push_back(std::move(e.request));
+    q.clear();
+  }
+  size_ = 0;
 }
 
 BatchQueue::BatchQueue(BatchingOptions options) : options_(std::move(options)) {}
@@ -47,7 +66,7 @@ Status BatchQueue::Push(RequestPtr& request, uint64_t now_ns) {
     timeout_us = request->timeout_us;
   }
   request->enqueue_ns = now_ns;
-  request->deadline_ns = timeout_us > 0 ? now_ns + timeout_us * 1000 : 0;
+  request->deadline_ns = AddMicros(now_ns, timeout_us);
   std::string key = BatchShapeKey(*request, options_.max_batch_size > 0);
   q.push_back(Entry{std::move(request), std::move(key)});
   ++size_;
@@ -135,10 +154,14 @@ bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint
       dispatch = true;
     }
   }
-  const uint64_t delay_deadline = head_enqueue + options_.max_queue_delay_us * 1000;
+  uint64_t delay_deadline = head_enqueue;
+  if (options_.max_queue_delay_us > 0) {
+    delay_deadline = AddMicros(head_enqueue, options_.max_queue_delay_us);
+    if (delay_deadline == 0) delay_deadline = UINT64_MAX;  // overflow: wait for a full batch
+  }
   if (!dispatch && now_ns >= delay_deadline) dispatch = true;
   if (!dispatch) {
-    *wake_ns = delay_deadline;
+    *wake_ns = delay_deadline == UINT64_MAX ? 0 : delay_deadline;
     return false;
   }
   // Move the picks out; erase from the back of each queue so indices stay valid.

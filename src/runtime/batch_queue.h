@@ -61,6 +61,9 @@ class BatchQueue {
   // push (0: only a push can change it).
   bool NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns);
 
+  // Moves every queued request into `out` (used when shutting down without draining).
+  void TakeAll(std::vector<RequestPtr>* out);
+
   // Earliest deadline among requests that a timeout would drop (0: none).
   uint64_t EarliestDeadline() const;
 
@@ -79,6 +82,9 @@ class BatchQueue {
   std::map<uint32_t, std::deque<Entry>> levels_;  // ascending: level 1 first
   size_t size_ = 0;
 };
+
+// ns + us microseconds; 0 when us is 0 (none) or the sum would overflow (treated as none).
+uint64_t AddMicros(uint64_t ns, uint64_t us);
 
 // The key under which requests may share a batch: datatype and non-batch dims of every input.
 std::string BatchShapeKey(const InferenceRequest& request, bool batching);

@@ -193,3 +193,35 @@ TEST(BatchQueueTest, HigherPriorityLevelIsServedFirst) {
 
 }  // namespace
 }  // namespace dais
+
+namespace dais {
+namespace {
+
+TEST(BatchQueueTest, HugeTimeoutMeansNoDeadlineNotInstantExpiry) {
+  BatchingOptions o = Dynamic(8, 1000);
+  o.default_policy.allow_timeout_override = true;
+  BatchQueue q(o);
+  auto a = MakeRequest(1, 4, 0, /*timeout_us=*/UINT64_MAX);
+  ASSERT_TRUE(q.Push(a, 5000).ok());
+  EXPECT_EQ(q.EarliestDeadline(), 0u);
+  std::vector<RequestPtr> expired;
+  q.TakeExpired(6000, &expired);
+  EXPECT_TRUE(expired.empty());
+}
+
+TEST(BatchQueueTest, TakeAllEmptiesEveryLevel) {
+  BatchingOptions o = Dynamic(8, 1000);
+  o.priority_levels = 2;
+  o.default_priority = 2;
+  BatchQueue q(o);
+  auto a = MakeRequest(1, 4, 1), b = MakeRequest(1, 4, 2);
+  ASSERT_TRUE(q.Push(a, 0).ok());
+  ASSERT_TRUE(q.Push(b, 0).ok());
+  std::vector<RequestPtr> all;
+  q.TakeAll(&all);
+  EXPECT_EQ(all.size(), 2u);
+  EXPECT_TRUE(q.empty());
+}
+
+}  // namespace
+}  // namespace dais

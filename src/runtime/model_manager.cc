@@ -40,7 +40,7 @@ Status ModelManager::Start() {
   {
     MutexLock lock(&load_mu_);
     for (const auto& name : to_load) {
-      Status s = LoadLocked(name);
+      Status s = LoadLocked(name, /*from_poll=*/false);
       if (!s.ok()) LOG_ERROR("model '{}' failed to load: {}", name, s.message());
     }
   }
@@ -64,7 +64,8 @@ void ModelManager::Stop() {
     MutexLock l(&mu_);
     for (const auto& [name, e] : models_) names.push_back(name);
   }
-  for (const auto& n : names) (void)UnloadLocked(n);
+  // Process exit: requests still queued after --exit-timeout-secs are answered, not run.
+  for (const auto& n : names) (void)UnloadLocked(n, /*drain=*/false);
 }
 
 void ModelManager::PollLoop() {
@@ -96,12 +97,12 @@ void ModelManager::Poll() {
   }
   for (const auto& n : gone) {
     LOG_INFO("repository poll: model '{}' was removed; unloading", n);
-    (void)UnloadLocked(n);
+    (void)UnloadLocked(n, /*drain=*/true);
     MutexLock l(&mu_);
     models_.erase(n);
   }
   for (const auto& n : *names) {
-    Status s = LoadLocked(n);
+    Status s = LoadLocked(n, /*from_poll=*/true);
     if (!s.ok()) LOG_VERBOSE(1, "repository poll: model '{}': {}", n, s.message());
   }
 }
@@ -113,17 +114,24 @@ void ModelManager::SetError(const std::string& name, const std::string& error) {
   e.error = error;
 }
 
+bool ModelManager::Stopping() {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  return stop_;
+}
+
 Status ModelManager::LoadModel(const std::string& name) {
   MutexLock lock(&load_mu_);
-  return LoadLocked(name);
+  if (Stopping()) return Unavailable("server is shutting down");
+  return LoadLocked(name, /*from_poll=*/false);
 }
 
 Status ModelManager::UnloadModel(const std::string& name) {
   MutexLock lock(&load_mu_);
-  return UnloadLocked(name);
+  if (Stopping()) return Unavailable("server is shutting down");
+  return UnloadLocked(name, /*drain=*/true);
 }
 
-Status ModelManager::LoadLocked(const std::string& name) {
+Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
   auto src = ScanModel(options_.repositories, name);
   if (!src.ok()) {
     if (src.status().code() != StatusCode::kNotFound) SetError(name, src.status().message());
@@ -173,7 +181,14 @@ Status ModelManager::LoadLocked(const std::string& name) {
       e.wanted = true;
       e.error.clear();
       auto it = e.versions.find(v);
-      if (it != e.versions.end() && it->second.fingerprint == fp && it->second.version) continue;
+      if (it != e.versions.end() && it->second.fingerprint == fp) {
+        if (it->second.version) continue;  // unchanged and serving
+        if (from_poll && !it->second.reason.empty()) {
+          // Unchanged and broken: polling again would only repeat the failure.
+          if (first_error.ok()) first_error = InvalidArgument(it->second.reason);
+          continue;
+        }
+      }
       has_old = it != e.versions.end() && it->second.version != nullptr;
       Slot& slot = e.versions[v];
       if (!has_old) slot.state = "LOADING";
@@ -212,11 +227,11 @@ Status ModelManager::LoadLocked(const std::string& name) {
       }
     }
   }
-  Retire(std::move(retired), /*remove_metrics=*/false);
+  Retire(std::move(retired), /*remove_metrics=*/false, /*drain=*/true);
   return first_error;
 }
 
-Status ModelManager::UnloadLocked(const std::string& name) {
+Status ModelManager::UnloadLocked(const std::string& name, bool drain) {
   std::vector<std::shared_ptr<ModelVersion>> retired;
   {
     MutexLock l(&mu_);
@@ -233,15 +248,15 @@ Status ModelManager::UnloadLocked(const std::string& name) {
     it->second.versions.clear();
   }
   if (!retired.empty()) LOG_INFO("unloading model '{}'", name);
-  Retire(std::move(retired), /*remove_metrics=*/true);
+  Retire(std::move(retired), /*remove_metrics=*/true, drain);
   return OkStatus();
 }
 
-void ModelManager::Retire(std::vector<std::shared_ptr<ModelVersion>> versions,
-                          bool remove_metrics) {
+void ModelManager::Retire(std::vector<std::shared_ptr<ModelVersion>> versions, bool remove_metrics,
+                          bool drain) {
   if (versions.empty()) return;
   for (auto& mv : versions) {
-    mv->Shutdown();  // in-flight and queued requests finish first
+    mv->Shutdown(drain);  // executing (and, when draining, queued) requests finish first
     LOG_INFO("model '{}' version {} unloaded", mv->name(), mv->version());
     if (remove_metrics) ModelStats::RemoveMetrics(mv->name(), std::to_string(mv->version()));
   }
@@ -294,6 +309,12 @@ void ModelManager::Infer(RequestPtr request) {
     return;
   }
   Status s = (*mv)->Enqueue(request);
+  if (s.code() == StatusCode::kUnavailable) {
+    // The version was retired between Find and Enqueue (a reload or a new version took its
+    // place): route once more, to its successor.
+    auto next = Find(request->model_name, request->model_version);
+    if (next.ok() && next->get() != mv->get()) s = (*next)->Enqueue(request);
+  }
   if (!s.ok()) request->on_complete(s);
 }
 
@@ -329,7 +350,9 @@ std::vector<std::pair<std::string, std::string>> ModelManager::NotReady() const 
   MutexLock l(&mu_);
   for (const auto& [name, e] : models_) {
     if (!e.wanted) continue;
-    if (!e.error.empty()) {
+    bool serving = false;
+    for (const auto& [v, slot] : e.versions) serving = serving || slot.version != nullptr;
+    if (!e.error.empty() && !serving) {
       out.emplace_back(name, e.error);
       continue;
     }

@@ -90,9 +90,11 @@ class ModelManager {
     std::string error;  // why the model as a whole is unavailable
     std::map<int64_t, Slot> versions;
   };
-  Status LoadLocked(const std::string& name) REQUIRES(load_mu_);
-  Status UnloadLocked(const std::string& name) REQUIRES(load_mu_);
-  void Retire(std::vector<std::shared_ptr<ModelVersion>> versions, bool remove_metrics);
+  // `from_poll`: an unchanged version that failed before is not retried.
+  Status LoadLocked(const std::string& name, bool from_poll) REQUIRES(load_mu_);
+  Status UnloadLocked(const std::string& name, bool drain) REQUIRES(load_mu_);
+  void Retire(std::vector<std::shared_ptr<ModelVersion>> versions, bool remove_metrics, bool drain);
+  bool Stopping();
   void SetError(const std::string& name, const std::string& error) EXCLUDES(mu_);
   void PollLoop();
 

@@ -133,6 +133,7 @@ void ModelStats::RemoveMetrics(const std::string& m, const std::string& v) {
   }
   reg.AddHistogram("dais_batch_size", "", kLabels, metrics::PowerOfTwoBuckets(1024)).Remove({m, v});
   reg.AddGauge("dais_pending_requests", "", kLabels).Remove({m, v});
+  reg.AddGauge("dais_model_load_duration_seconds", "", kLabels).Remove({m, v});
   for (FailReason r : {FailReason::kInvalid, FailReason::kRejected, FailReason::kTimeout,
                        FailReason::kBackend, FailReason::kUnavailable}) {
     FailureFamily().Remove({m, v, FailReasonLabel(r)});

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -176,7 +177,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const std::string& mo
       LOG_VERBOSE(1, "model '{}' version {}: creating instance {}", model_name, version, index);
       auto inst = backend->CreateInstance(version_dir, config, index);
       if (!inst.ok()) return inst.status();
-      RETURN_IF_ERROR(mv->Warmup(**inst));
+      RETURN_IF_ERROR(mv->Warmup(**inst, version_dir));
       mv->instances_.push_back(std::move(inst).value());
     }
   }
@@ -191,9 +192,10 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const std::string& mo
   return mv;
 }
 
-Status ModelVersion::Warmup(BackendInstance& instance) {
+Status ModelVersion::Warmup(BackendInstance& instance, const std::string& version_dir) {
   std::mt19937 rng(42);
-  std::string model_dir;  // for input_data_file; version_dir's parent is not kept, so use name
+  // input_data_file names a file in <model>/warmup/, as in Triton.
+  const std::string model_dir = std::filesystem::path(version_dir).parent_path().string();
   const bool batching = config_.max_batch_size() > 0;
   auto run = [&](int64_t batch, const inference::ModelWarmup* w) -> Status {
     std::vector<Tensor> inputs;
@@ -323,7 +325,7 @@ Status ModelVersion::Enqueue(RequestPtr& request) {
   }
   MutexLock lock(&mu_);
   if (!accepting_) {
-    stats_->RecordFailure(FailReason::kUnavailable, NowNs() - request->arrival_ns);
+    // Not counted: the version's series may already be gone; the manager retries elsewhere.
     return Unavailable("model '" + name_ + "' version " + version_label_ + " is unloading");
   }
   if (Status s = queue_.Push(request, NowNs()); !s.ok()) {
@@ -335,12 +337,18 @@ Status ModelVersion::Enqueue(RequestPtr& request) {
   return OkStatus();
 }
 
-void ModelVersion::Shutdown() {
+void ModelVersion::Shutdown(bool drain) {
+  std::vector<RequestPtr> dropped;
   {
     MutexLock lock(&mu_);
     accepting_ = false;
     stopping_ = true;
+    if (!drain) queue_.TakeAll(&dropped);
     cv_.SignalAll();
+  }
+  for (RequestPtr& r : dropped) {
+    Fail(std::move(r), Unavailable("server is shutting down; the request was not run"),
+         FailReason::kUnavailable);
   }
   for (std::thread& t : threads_) t.join();
   threads_.clear();

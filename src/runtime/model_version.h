@@ -48,8 +48,10 @@ class ModelVersion {
   // request is left with the caller, who answers it with the returned status.
   Status Enqueue(RequestPtr& request);
 
-  // Stops admission, finishes queued and in-flight requests, joins the instance threads.
-  void Shutdown();
+  // Stops admission and joins the instance threads. With `drain`, queued requests run first;
+  // without, they are answered Unavailable at once (process exit after --exit-timeout-secs).
+  // Executing batches always finish.
+  void Shutdown(bool drain = true);
 
   const std::string& name() const { return name_; }
   int64_t version() const { return version_; }
@@ -60,7 +62,7 @@ class ModelVersion {
  private:
   ModelVersion(std::string name, int64_t version, inference::ModelConfig config);
   Status Validate(InferenceRequest& request) const;
-  Status Warmup(BackendInstance& instance);
+  Status Warmup(BackendInstance& instance, const std::string& version_dir);
   void InstanceLoop(BackendInstance* instance);
   void ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch);
   void Fail(RequestPtr request, const Status& status, FailReason reason);

@@ -69,7 +69,16 @@ class TorchInstance : public BackendInstance {
         device_(device),
         arg_of_input_(std::move(arg_of_input)),
         output_types_(std::move(output_types)),
-        output_names_(std::move(output_names)) {}
+        output_names_(std::move(output_names)) {
+    // Outputs named "<name>__<index>" take that element of forward()'s result (Triton's
+    // convention, whatever their order in the configuration); otherwise the config's order.
+    bool convention = true;
+    for (const auto& n : output_names_) convention = convention && ConventionIndex(n) >= 0;
+    for (size_t i = 0; i < output_names_.size(); ++i) {
+      element_of_output_.push_back(
+          convention ? static_cast<size_t>(ConventionIndex(output_names_[i])) : i);
+    }
+  }
 
   Status Execute(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) override {
     try {
@@ -106,7 +115,13 @@ class TorchInstance : public BackendInstance {
       }
       outputs->clear();
       for (size_t i = 0; i < output_types_.size(); ++i) {
-        at::Tensor t = tensors[i].to(torch::kCPU).contiguous();
+        size_t element = element_of_output_[i];
+        if (element >= tensors.size()) {
+          return Internal("output '" + output_names_[i] + "' is element " +
+                          std::to_string(element) + " of forward()'s result, which has " +
+                          std::to_string(tensors.size()));
+        }
+        at::Tensor t = tensors[element].to(torch::kCPU).contiguous();
         ASSIGN_OR_RETURN(torch::ScalarType want, TorchType(output_types_[i]));
         if (t.scalar_type() != want) {
           return Internal("output '" + output_names_[i] + "' is " +
@@ -136,6 +151,7 @@ class TorchInstance : public BackendInstance {
   std::vector<int> arg_of_input_;  // config input i -> forward() argument position
   std::vector<DataType> output_types_;
   std::vector<std::string> output_names_;
+  std::vector<size_t> element_of_output_;  // config output i -> element of forward()'s result
 };
 
 class TorchBackend : public Backend {
@@ -156,7 +172,8 @@ class TorchBackend : public Backend {
     int seen = 0;
     for (const auto& g : config.instance_group()) {
       int count = std::max(1, g.count());
-      if (index < seen + count && g.kind() == inference::ModelInstanceGroup::KIND_GPU) {
+      if (index >= seen && index < seen + count &&
+          g.kind() == inference::ModelInstanceGroup::KIND_GPU) {
         if (!torch::cuda::is_available()) {
           return InvalidArgument("instance group '" + g.name() +
                                  "' asks for a GPU but this LibTorch has no CUDA device");

@@ -89,6 +89,11 @@ StatusOr<BoosterInfo> LoadBooster(const std::string& version_dir,
       }
     }
   }
+  if (info.objective == "multi:softmax") {
+    // softmax predicts a class index per row; softprob gives the per-class probabilities that
+    // predict_proba and the argmax below need. Same trees, same classes.
+    XGBoosterSetParam(info.handle, "objective", "multi:softprob");
+  }
   return info;
 }
 
@@ -130,6 +135,11 @@ class XgbInstance : public BackendInstance {
     for (bst_ulong i = 0; i < dim; ++i) total *= shape[i];
     const int64_t per_row = rows > 0 ? static_cast<int64_t>(total) / rows : 0;
     const int64_t width = OutputWidth();
+    const int64_t needed = !output_class_ ? width : (info_.num_class <= 1 ? 1 : info_.num_class);
+    if (rows > 0 && per_row < needed) {
+      return Internal("XGBoost returned " + std::to_string(per_row) + " values per row, " +
+                      std::to_string(needed) + " expected");
+    }
     Tensor out;
     out.name = output_name_;
     out.dtype = DataType::kFp32;

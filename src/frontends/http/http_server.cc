@@ -30,6 +30,8 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
+constexpr int kIdleTimeoutSecs = 120;
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const Handler& handler, uint64_t max_body)
@@ -44,14 +46,15 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(max_body_);
     parser_->header_limit(64 * 1024);
-    stream_.expires_never();
+    // An idle keep-alive connection, or a client that stalls mid-request, is closed after this.
+    stream_.expires_after(std::chrono::seconds(kIdleTimeoutSecs));
     bhttp::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
-    if (ec == bhttp::error::end_of_stream || ec == net::error::eof ||
+    if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
         ec == net::error::connection_reset || ec == net::error::operation_aborted) {
       return Close();
     }
@@ -70,6 +73,7 @@ class Session : public std::enable_shared_from_this<Session> {
                             "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}",
                             {}});
     }
+    stream_.expires_never();  // the handler may take as long as the model needs
     bhttp::request<bhttp::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     Request r;

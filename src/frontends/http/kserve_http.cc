@@ -92,6 +92,15 @@ int HttpStatusFor(StatusCode code) {
   }
 }
 
+void KServeHttp::JoinBackground() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(background_mu_);
+    threads.swap(background_);
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 void KServeHttp::Health(Responder& respond) {
   auto not_ready = manager_->NotReady();
   bool draining = draining_.load();
@@ -229,16 +238,23 @@ void KServeHttp::Handle(Request req, Responder respond) {
                                "supported by dais"));
         }
       }
+      if (draining_.load()) return respond(Error(503, "server is shutting down"));
       // Loading can take seconds: do it off the I/O thread.
       std::string model = p[3];
       bool load = p[4] == "load";
-      std::thread([this, model, load, respond = std::move(respond)] {
+      in_flight_.fetch_add(1);
+      std::lock_guard<std::mutex> lock(background_mu_);
+      background_.emplace_back([this, model, load, respond = std::move(respond)] {
         Status s = load ? manager_->LoadModel(model) : manager_->UnloadModel(model);
-        if (s.ok()) return respond(Json(200, ""));
-        respond(Error(
-            s.code() == StatusCode::kNotFound ? 404 : 400,
-            (load ? "failed to load '" : "failed to unload '") + model + "': " + s.message()));
-      }).detach();
+        if (s.ok()) {
+          respond(Json(200, ""));
+        } else {
+          respond(Error(
+              s.code() == StatusCode::kNotFound ? 404 : 400,
+              (load ? "failed to load '" : "failed to unload '") + model + "': " + s.message()));
+        }
+        in_flight_.fetch_sub(1);
+      });
       return;
     }
     return respond(Error(404, "not found: " + req.path));
@@ -281,14 +297,31 @@ void KServeHttp::Handle(Request req, Responder respond) {
     if (action.empty()) return Metadata(model, version, respond);
     auto mv = manager_->Find(model, version);
     if (action == "ready") {
-      return respond(mv.ok() ? Json(200, "") : FromStatus(mv.status()));
+      // Triton answers 400 for a model that is not ready; 404 stays for an unknown one.
+      if (mv.ok()) return respond(Json(200, ""));
+      return respond(
+          Error(mv.status().code() == StatusCode::kNotFound ? 404 : 400, mv.status().message()));
     }
     if (!mv.ok()) return respond(FromStatus(mv.status()));
     if (action == "config") return respond(Json(200, ModelConfigToJson((*mv)->config())));
     if (action == "stats") {
-      return respond(Json(200, "{\"model_stats\":[" +
-                                   (*mv)->stats().ToJson(model, std::to_string((*mv)->version())) +
-                                   "]}"));
+      // Without a version: every ready version of the model, as Triton does.
+      std::vector<std::shared_ptr<ModelVersion>> versions;
+      if (version >= 0) {
+        versions.push_back(*mv);
+      } else {
+        for (int64_t v : manager_->ReadyVersions(model)) {
+          auto one = manager_->Find(model, v);
+          if (one.ok()) versions.push_back(*one);
+        }
+      }
+      std::string body = "{\"model_stats\":[";
+      for (size_t i = 0; i < versions.size(); ++i) {
+        if (i > 0) body += ",";
+        body += versions[i]->stats().ToJson(model, std::to_string(versions[i]->version()));
+      }
+      body += "]}";
+      return respond(Json(200, std::move(body)));
     }
   }
   respond(Error(404, "not found: " + req.path));

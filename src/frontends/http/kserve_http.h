@@ -4,7 +4,10 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "frontends/http/http_server.h"
 #include "runtime/model_manager.h"
@@ -25,8 +28,11 @@ class KServeHttp {
 
   // Shutdown: readiness goes false and new inference requests are refused.
   void StartDraining() { draining_.store(true); }
-  // Inference requests accepted and not yet answered.
+  // Inference and repository requests accepted and not yet answered.
   int64_t InFlight() const { return in_flight_.load(); }
+  // Joins the threads that run repository load/unload requests. Call after StartDraining and
+  // before the Server stops (their responders post to it).
+  void JoinBackground();
 
  private:
   void Infer(Request& request, const std::string& model, int64_t version, Responder respond);
@@ -37,6 +43,8 @@ class KServeHttp {
   Server** server_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
+  std::mutex background_mu_;
+  std::vector<std::thread> background_;  // repository load/unload requests
 };
 
 }  // namespace dais::http
