@@ -38,6 +38,11 @@ Status ModelManager::Start() {
   }
   LOG_INFO("model repository: {} model(s) found, {} to load", names.size(), to_load.size());
   {
+    // Every model to load counts as LOADING (and the server as not ready) from now on.
+    MutexLock l(&mu_);
+    for (const auto& name : to_load) models_[name].wanted = true;
+  }
+  {
     MutexLock lock(&load_mu_);
     for (const auto& name : to_load) {
       Status s = LoadLocked(name, /*from_poll=*/false);
@@ -330,7 +335,10 @@ std::vector<IndexEntry> ModelManager::Index(bool ready_only) const {
   for (const auto& name : all) {
     auto it = models_.find(name);
     if (it == models_.end() || (it->second.versions.empty() && it->second.error.empty())) {
-      if (!ready_only) out.push_back({name, "", "UNAVAILABLE", "unloaded"});
+      bool pending = it != models_.end() && it->second.wanted;
+      if (!ready_only) {
+        out.push_back({name, "", pending ? "LOADING" : "UNAVAILABLE", pending ? "" : "unloaded"});
+      }
       continue;
     }
     if (!it->second.error.empty() && !ready_only) {
@@ -354,6 +362,10 @@ std::vector<std::pair<std::string, std::string>> ModelManager::NotReady() const 
     for (const auto& [v, slot] : e.versions) serving = serving || slot.version != nullptr;
     if (!e.error.empty() && !serving) {
       out.emplace_back(name, e.error);
+      continue;
+    }
+    if (e.versions.empty()) {
+      out.emplace_back(name, "not loaded yet");
       continue;
     }
     for (const auto& [v, slot] : e.versions) {

@@ -40,6 +40,8 @@ def test_sigterm_drains_and_exits_zero(start_server, model_repo, kv):
         t.start()
     srv.wait_until(lambda: sum(1 for _, o in outcomes if o == 200) >= 20, 30,
                    "requests to flow")
+    # Let those 20 fall outside the "just before SIGTERM" margin, however slow the build is.
+    time.sleep(2 * ACCEPTED_MARGIN_S)
 
     ready_after_term = []
 
