@@ -9,6 +9,7 @@ PACKAGES=(
   libtorch-dev libxgboost-dev
   # tests, fuzzing, formatting, benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev wrk
+  prometheus  # promtool: tests/integration/test_alert_rules.py
   # Python for model generation and integration tests (run with /usr/bin/python3)
   python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest
 )

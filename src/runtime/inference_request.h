@@ -5,6 +5,7 @@
 // thread (never while a runtime lock is held); the frontend must hop back to its own thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,6 +43,9 @@ struct InferenceRequest {
   uint32_t priority = 0;                 // 0: the model's default priority level
   std::string body;                      // owns the bytes that `inputs` may borrow
   ResponseCallback on_complete;
+  // Set by the frontend when the client gave up (gRPC cancellation): a request still queued is
+  // then answered Cancelled instead of being executed. May be null.
+  std::shared_ptr<std::atomic<bool>> cancelled;
   // Filled by the runtime.
   uint64_t arrival_ns = 0;
   uint64_t enqueue_ns = 0;

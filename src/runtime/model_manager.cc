@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "dais/backend.h"
 #include "dais/clock.h"
+#include "metrics/registry.h"
 #include "runtime/model_config.h"
 #include "runtime/repository.h"
 
@@ -15,6 +16,16 @@ namespace {
 
 // Gives freed pages back to the OS after an unload, so RSS returns near its baseline.
 void ReleaseFreedMemory() { malloc_trim(0); }
+
+metrics::Family<metrics::Gauge>& ReadyFamily() {
+  return metrics::Registry::Global().AddGauge(
+      "dais_model_ready",
+      "1 when the model version is ready, 0 while loading or after a failed load.",
+      {"model", "version"});
+}
+void SetReady(const std::string& model, int64_t version, bool ready) {
+  ReadyFamily().Get({model, std::to_string(version)}).Set(ready ? 1 : 0);
+}
 
 }  // namespace
 
@@ -196,7 +207,10 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
       }
       has_old = it != e.versions.end() && it->second.version != nullptr;
       Slot& slot = e.versions[v];
-      if (!has_old) slot.state = "LOADING";
+      if (!has_old) {
+        slot.state = "LOADING";
+        SetReady(name, v, false);
+      }
     }
     LOG_INFO("loading model '{}' version {}{}", name, v, has_old ? " (changed on disk)" : "");
     std::string version_dir = src->dir + "/" + std::to_string(v);
@@ -208,7 +222,10 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
       LOG_ERROR("model '{}' version {} failed to load: {}", name, v, reason);
       slot.reason = reason;
       slot.fingerprint = fp;  // do not retry an unchanged broken version on every poll
-      if (!slot.version) slot.state = "UNAVAILABLE";
+      if (!slot.version) {
+        slot.state = "UNAVAILABLE";
+        SetReady(name, v, false);
+      }
       if (first_error.ok()) first_error = loaded.status();
       continue;
     }
@@ -217,6 +234,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
     slot.fingerprint = fp;
     slot.state = "READY";
     slot.reason.clear();
+    SetReady(name, v, true);
   }
   // Unload versions the policy no longer serves (only after the new ones are ready).
   {
@@ -226,6 +244,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
       if (std::find(wanted.begin(), wanted.end(), it->first) == wanted.end()) {
         LOG_INFO("unloading model '{}' version {} (no longer served)", name, it->first);
         if (it->second.version) retired.push_back(std::move(it->second.version));
+        ReadyFamily().Remove({name, std::to_string(it->first)});
         it = e.versions.erase(it);
       } else {
         ++it;
@@ -249,6 +268,7 @@ Status ModelManager::UnloadLocked(const std::string& name, bool drain) {
     it->second.error.clear();
     for (auto& [v, slot] : it->second.versions) {
       if (slot.version) retired.push_back(std::move(slot.version));
+      ReadyFamily().Remove({name, std::to_string(v)});
     }
     it->second.versions.clear();
   }

@@ -44,6 +44,8 @@ const char* FailReasonLabel(FailReason reason) {
       return "backend_error";
     case FailReason::kUnavailable:
       return "unavailable";
+    case FailReason::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -135,9 +137,14 @@ void ModelStats::RemoveMetrics(const std::string& m, const std::string& v) {
   reg.AddGauge("dais_pending_requests", "", kLabels).Remove({m, v});
   reg.AddGauge("dais_model_load_duration_seconds", "", kLabels).Remove({m, v});
   for (FailReason r : {FailReason::kInvalid, FailReason::kRejected, FailReason::kTimeout,
-                       FailReason::kBackend, FailReason::kUnavailable}) {
+                       FailReason::kBackend, FailReason::kUnavailable, FailReason::kCancelled}) {
     FailureFamily().Remove({m, v, FailReasonLabel(r)});
   }
+}
+
+std::map<int64_t, BatchStat> ModelStats::BatchStats() const {
+  MutexLock lock(&mu_);
+  return batch_stats_;
 }
 
 std::string ModelStats::ToJson(const std::string& model, const std::string& version) const {
@@ -179,17 +186,14 @@ std::string ModelStats::ToJson(const std::string& model, const std::string& vers
   w.EndObject();
   w.Key("batch_stats");
   w.StartArray();
-  {
-    MutexLock lock(&mu_);
-    for (const auto& [size, b] : batch_stats_) {
-      w.StartObject();
-      w.Key("batch_size");
-      w.Int64(size);
-      duration("compute_input", b.count, b.input_ns);
-      duration("compute_infer", b.count, b.infer_ns);
-      duration("compute_output", b.count, b.output_ns);
-      w.EndObject();
-    }
+  for (const auto& [size, b] : BatchStats()) {
+    w.StartObject();
+    w.Key("batch_size");
+    w.Int64(size);
+    duration("compute_input", b.count, b.input_ns);
+    duration("compute_infer", b.count, b.infer_ns);
+    duration("compute_output", b.count, b.output_ns);
+    w.EndObject();
   }
   w.EndArray();
   w.Key("memory_usage");

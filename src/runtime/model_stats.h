@@ -27,7 +27,7 @@ struct BatchStat {
 };
 
 // Failure reasons, used as the "reason" label of dais_inference_request_failure_total.
-enum class FailReason { kInvalid, kRejected, kTimeout, kBackend, kUnavailable };
+enum class FailReason { kInvalid, kRejected, kTimeout, kBackend, kUnavailable, kCancelled };
 const char* FailReasonLabel(FailReason reason);
 
 class ModelStats {
@@ -44,6 +44,8 @@ class ModelStats {
 
   // Triton statistics JSON object for this version ({"name", "version", ...}).
   std::string ToJson(const std::string& model, const std::string& version) const;
+  // Copy of the per-batch-size statistics (for the gRPC ModelStatistics answer).
+  std::map<int64_t, BatchStat> BatchStats() const;
 
   // Drops this version's series from /metrics (on final unload).
   static void RemoveMetrics(const std::string& model, const std::string& version);

@@ -401,6 +401,15 @@ void ModelVersion::InstanceLoop(BackendInstance* instance) NO_THREAD_SAFETY_ANAL
 }
 
 void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch) {
+  // Requests whose client went away are answered, not run.
+  for (RequestPtr& r : batch) {
+    if (r->cancelled && r->cancelled->load(std::memory_order_relaxed)) {
+      Fail(std::move(r), Cancelled("the client cancelled the request before it ran"),
+           FailReason::kCancelled);
+    }
+  }
+  batch.erase(std::remove(batch.begin(), batch.end(), nullptr), batch.end());
+  if (batch.empty()) return;
   const uint64_t start = NowNs();
   const bool batching = config_.max_batch_size() > 0;
   int64_t total = 0;

@@ -52,6 +52,12 @@ def check_broken(srv, kv, model_repo, refs):
     xb = np.random.default_rng(43).normal(size=(2, 8)).astype(np.float32)
     kv.json_outputs(srv.infer("xgb_binary", {"input__0": xb}))
 
+    # The readiness gauge the DaisModelNotReady alert reads: 1 for a served version, 0 for one
+    # whose load failed.
+    metrics = srv.get("/metrics").text
+    assert 'dais_model_ready{model="mlp_small",version="1"} 1' in metrics
+    assert 'dais_model_ready{model="bad_model",version="1"} 0' in metrics
+
     r = srv.get("/healthz")
     assert r.status_code == 503, f"/healthz {r.status_code}: {r.text[:300]}"
     body = r.json()
