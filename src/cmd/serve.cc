@@ -10,6 +10,10 @@
 #include "dais/backend.h"
 #include "frontends/http/http_server.h"
 #include "frontends/http/kserve_http.h"
+#include "frontends/server_state.h"
+#ifdef DAIS_HAVE_GRPC
+#include "frontends/grpc/kserve_grpc.h"
+#endif
 #include "runtime/model_manager.h"
 
 namespace dais::cmd {
@@ -31,8 +35,27 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
                   "Largest accepted request body; larger ones get HTTP 413.")
       ->capture_default_str();
   app->add_option("--grpc-port", o->grpc_port,
-                  "Reserved for the gRPC endpoint, which is not built yet: accepted for "
-                  "tritonserver compatibility and ignored (logged as grpc=0).")
+                  "Port of the KServe v2 gRPC endpoint (inference.GRPCInferenceService, as "
+                  "Triton's, plus grpc.health.v1.Health). 0 picks a free port.")
+      ->capture_default_str();
+  app->add_option("--allow-grpc", o->allow_grpc, "Serve the gRPC endpoint.")->capture_default_str();
+  app->add_option("--grpc-address", o->grpc_address, "Address the gRPC endpoint binds.")
+      ->capture_default_str();
+  app->add_option("--grpc-max-message-bytes", o->grpc_max_message_bytes,
+                  "Largest gRPC message received or sent.")
+      ->capture_default_str();
+  app->add_option("--grpc-keepalive-time", o->grpc_keepalive_time_ms,
+                  "Milliseconds between keepalive pings on an idle connection.")
+      ->capture_default_str();
+  app->add_option("--grpc-keepalive-timeout", o->grpc_keepalive_timeout_ms,
+                  "Milliseconds to wait for a keepalive ping's answer before closing.")
+      ->capture_default_str();
+  app->add_option("--grpc-keepalive-permit-without-calls", o->grpc_keepalive_permit_without_calls,
+                  "Allow keepalive pings when no call is in flight.")
+      ->capture_default_str();
+  app->add_option(
+         "--grpc-http2-max-pings-without-data", o->grpc_http2_max_pings_without_data,
+         "Pings allowed without data before the server stops answering them (0: no limit).")
       ->capture_default_str();
   app->add_option("--metrics-port", o->metrics_port,
                   "Port of /metrics (Prometheus). Default (-1) or equal to --http-port: served "
@@ -100,7 +123,8 @@ int RunServe(const ServeOptions& o) {
 
   ModelManager manager(mo);
   http::Server* server_ptr = nullptr;
-  http::KServeHttp kserve(&manager, &server_ptr);
+  ServerState state;
+  http::KServeHttp kserve(&manager, &server_ptr, &state);
   http::ServerOptions so;
   so.address = o.http_address;
   so.port = o.http_port;
@@ -131,7 +155,29 @@ int RunServe(const ServeOptions& o) {
     }
     metrics_port = metrics_server->port();
   }
-  LOG_INFO("ports: http={} metrics={} grpc=0", server.port(), metrics_port);
+#ifdef DAIS_HAVE_GRPC
+  std::unique_ptr<grpcfe::GrpcFrontend> grpc_frontend;
+  if (o.allow_grpc) {
+    grpcfe::GrpcOptions go;
+    go.address = o.grpc_address;
+    go.port = o.grpc_port;
+    go.max_message_bytes = o.grpc_max_message_bytes;
+    go.keepalive_time_ms = o.grpc_keepalive_time_ms;
+    go.keepalive_timeout_ms = o.grpc_keepalive_timeout_ms;
+    go.keepalive_permit_without_calls = o.grpc_keepalive_permit_without_calls;
+    go.http2_max_pings_without_data = o.grpc_http2_max_pings_without_data;
+    grpc_frontend = std::make_unique<grpcfe::GrpcFrontend>(go, &manager, &state);
+    if (Status s = grpc_frontend->Start(); !s.ok()) {
+      LOG_ERROR("{}", s.message());
+      return 1;
+    }
+  }
+  const int grpc_port = grpc_frontend ? grpc_frontend->port() : 0;
+#else
+  const int grpc_port = 0;
+  if (o.allow_grpc) LOG_WARNING("this build has no gRPC frontend; --grpc-port is ignored");
+#endif
+  LOG_INFO("ports: http={} metrics={} grpc={}", server.port(), metrics_port, grpc_port);
   if (Status s = manager.Start(); !s.ok()) {
     LOG_ERROR("cannot start: {}", s.message());
     return 1;
@@ -145,19 +191,25 @@ int RunServe(const ServeOptions& o) {
   LOG_INFO(
       "received {}: draining (readiness false, new requests refused, up to {}s for {} "
       "in-flight request(s))",
-      sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs, kserve.InFlight());
-  kserve.StartDraining();
+      sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs, state.in_flight.load());
+  state.draining.store(true);
+#ifdef DAIS_HAVE_GRPC
+  if (grpc_frontend) grpc_frontend->SetNotServing();
+#endif
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.exit_timeout_secs);
-  while (kserve.InFlight() > 0 && std::chrono::steady_clock::now() < deadline) {
+  while (state.in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   int exit_code = 0;
   kserve.JoinBackground();  // repository requests (bounded by the model's load time)
-  if (kserve.InFlight() > 0) {
-    LOG_WARNING("exit timeout: {} request(s) still in flight", kserve.InFlight());
+  if (state.in_flight.load() > 0) {
+    LOG_WARNING("exit timeout: {} request(s) still in flight", state.in_flight.load());
   }
   // Give the last responses a moment to be written out before the I/O threads stop.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
+#ifdef DAIS_HAVE_GRPC
+  if (grpc_frontend) grpc_frontend->Stop(/*deadline_ms=*/1000);
+#endif
   server.Stop();
   if (metrics_server) metrics_server->Stop();
   manager.Stop();

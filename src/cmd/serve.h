@@ -14,6 +14,13 @@ struct ServeOptions {
   std::vector<std::string> model_repositories;
   int http_port = 8000;
   int grpc_port = 8001;
+  bool allow_grpc = true;
+  std::string grpc_address = "0.0.0.0";
+  int grpc_max_message_bytes = 64 << 20;
+  int grpc_keepalive_time_ms = 7200000;
+  int grpc_keepalive_timeout_ms = 20000;
+  bool grpc_keepalive_permit_without_calls = false;
+  int grpc_http2_max_pings_without_data = 2;
   int metrics_port = -1;
   std::string http_address = "0.0.0.0";
   int http_threads = 0;

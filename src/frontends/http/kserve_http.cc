@@ -16,8 +16,6 @@
 namespace dais::http {
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
-
 Response Json(int status, std::string body) {
   return Response{status, "application/json", std::move(body), {}};
 }
@@ -103,7 +101,7 @@ void KServeHttp::JoinBackground() {
 
 void KServeHttp::Health(Responder& respond) {
   auto not_ready = manager_->NotReady();
-  bool draining = draining_.load();
+  bool draining = state_->draining.load();
   rapidjson::StringBuffer sb;
   Writer w(sb);
   bool ok = not_ready.empty() && !draining;
@@ -164,15 +162,12 @@ void KServeHttp::Handle(Request req, Responder respond) {
     Writer w(sb);
     w.StartObject();
     w.Key("name");
-    w.String("dais");
+    w.String(kServerName);
     w.Key("version");
-    w.String(kVersion);
+    w.String(kServerVersion);
     w.Key("extensions");
     w.StartArray();
-    for (const char* e :
-         {"binary_tensor_data", "model_repository", "statistics", "model_configuration"}) {
-      w.String(e);
-    }
+    for (const char* e : ServerExtensions()) w.String(e);
     w.EndArray();
     w.EndObject();
     return respond(Json(200, sb.GetString()));
@@ -181,10 +176,10 @@ void KServeHttp::Handle(Request req, Responder respond) {
     if (!get) return method_error();
     if (p[2] == "live") return respond(Json(200, ""));
     if (p[2] == "ready") {
-      bool ready = !draining_.load() && manager_->Ready();
-      return respond(
-          ready ? Json(200, "")
-                : Error(400, draining_.load() ? "server is shutting down" : "server is not ready"));
+      bool ready = !state_->draining.load() && manager_->Ready();
+      return respond(ready ? Json(200, "")
+                           : Error(400, state_->draining.load() ? "server is shutting down"
+                                                                : "server is not ready"));
     }
   }
   if (p[1] == "repository") {
@@ -238,11 +233,11 @@ void KServeHttp::Handle(Request req, Responder respond) {
                                "supported by dais"));
         }
       }
-      if (draining_.load()) return respond(Error(503, "server is shutting down"));
+      if (state_->draining.load()) return respond(Error(503, "server is shutting down"));
       // Loading can take seconds: do it off the I/O thread.
       std::string model = p[3];
       bool load = p[4] == "load";
-      in_flight_.fetch_add(1);
+      state_->in_flight.fetch_add(1);
       std::lock_guard<std::mutex> lock(background_mu_);
       background_.emplace_back([this, model, load, respond = std::move(respond)] {
         Status s = load ? manager_->LoadModel(model) : manager_->UnloadModel(model);
@@ -253,7 +248,7 @@ void KServeHttp::Handle(Request req, Responder respond) {
               s.code() == StatusCode::kNotFound ? 404 : 400,
               (load ? "failed to load '" : "failed to unload '") + model + "': " + s.message()));
         }
-        in_flight_.fetch_sub(1);
+        state_->in_flight.fetch_sub(1);
       });
       return;
     }
@@ -363,7 +358,7 @@ void KServeHttp::Metadata(const std::string& model, int64_t version, Responder& 
 }
 
 void KServeHttp::Infer(Request& req, const std::string& model, int64_t version, Responder respond) {
-  if (draining_.load()) {
+  if (state_->draining.load()) {
     return respond(Error(503, "server is shutting down; not accepting new inference requests"));
   }
   size_t header_length = 0;
@@ -382,7 +377,7 @@ void KServeHttp::Infer(Request& req, const std::string& model, int64_t version, 
   if (Status s = ParseInferRequest(std::move(req.body), header_length, request.get()); !s.ok()) {
     return respond(FromStatus(s));
   }
-  in_flight_.fetch_add(1);
+  state_->in_flight.fetch_add(1);
   request->on_complete = [this,
                           respond = std::move(respond)](StatusOr<ResponsePtr> result) mutable {
     // Encode on an I/O thread, not on the model's instance thread.
@@ -401,7 +396,7 @@ void KServeHttp::Infer(Request& req, const std::string& model, int64_t version, 
         }
         respond(std::move(r));
       }
-      in_flight_.fetch_sub(1);
+      state_->in_flight.fetch_sub(1);
     });
   };
   manager_->Infer(std::move(request));

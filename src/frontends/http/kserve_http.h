@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frontends/http/http_server.h"
+#include "frontends/server_state.h"
 #include "runtime/model_manager.h"
 
 namespace dais::http {
@@ -18,18 +19,15 @@ int HttpStatusFor(StatusCode code);
 
 class KServeHttp {
  public:
-  // `server` is used to run response encoding on I/O threads. Both must outlive this object.
-  KServeHttp(ModelManager* manager, Server** server) : manager_(manager), server_(server) {}
+  // `server` is used to run response encoding on I/O threads. All must outlive this object.
+  KServeHttp(ModelManager* manager, Server** server, ServerState* state)
+      : manager_(manager), server_(server), state_(state) {}
 
   // The Handler to give the Server.
   void Handle(Request request, Responder respond);
   // Serves only /metrics, /healthz and health (for a separate --metrics-port).
   void HandleMetricsOnly(Request request, Responder respond);
 
-  // Shutdown: readiness goes false and new inference requests are refused.
-  void StartDraining() { draining_.store(true); }
-  // Inference and repository requests accepted and not yet answered.
-  int64_t InFlight() const { return in_flight_.load(); }
   // Joins the threads that run repository load/unload requests. Call after StartDraining and
   // before the Server stops (their responders post to it).
   void JoinBackground();
@@ -41,8 +39,7 @@ class KServeHttp {
 
   ModelManager* manager_;
   Server** server_;
-  std::atomic<bool> draining_{false};
-  std::atomic<int64_t> in_flight_{0};
+  ServerState* state_;
   std::mutex background_mu_;
   std::vector<std::thread> background_;  // repository load/unload requests
 };

@@ -1,0 +1,57 @@
+// KServe v2 gRPC frontend (inference.GRPCInferenceService, wire-compatible with Triton's) and the
+// standard grpc.health.v1.Health service, on gRPC's callback API: no thread is held per
+// outstanding request; an inference completes from the model's instance thread by finishing
+// its reactor.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dais/status.h"
+#include "frontends/server_state.h"
+#include "runtime/model_manager.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace dais::grpcfe {
+
+struct GrpcOptions {
+  std::string address = "0.0.0.0";
+  int port = 8001;  // 0: pick a free port
+  int max_message_bytes = 64 << 20;
+  int keepalive_time_ms = 7200000;  // gRPC's default: 2 hours
+  int keepalive_timeout_ms = 20000;
+  bool keepalive_permit_without_calls = false;
+  int http2_max_pings_without_data = 2;
+};
+
+class GrpcFrontend {
+ public:
+  GrpcFrontend(GrpcOptions options, ModelManager* manager, ServerState* state);
+  ~GrpcFrontend();
+  // Binds and starts serving. Unavailable if the port cannot be bound.
+  Status Start();
+  int port() const { return port_; }
+  // Health service says NOT_SERVING (on SIGTERM).
+  void SetNotServing();
+  // Joins repository load/unload threads, then shuts the server down (calls still running after
+  // `deadline_ms` are cancelled).
+  void Stop(int deadline_ms);
+
+  class Service;
+
+ private:
+  GrpcOptions options_;
+  ModelManager* manager_;
+  ServerState* state_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace dais::grpcfe
