@@ -5,6 +5,7 @@ PACKAGES=(
   # build
   cmake ninja-build g++ ccache pkg-config git curl ca-certificates
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
+  libgrpc++-dev protobuf-compiler-grpc
   # model runtimes
   libtorch-dev libxgboost-dev
   # tests, fuzzing, formatting, benchmarks
@@ -12,6 +13,9 @@ PACKAGES=(
   prometheus  # promtool: tests/integration/test_alert_rules.py
   # Python for model generation and integration tests (run with /usr/bin/python3)
   python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest
+  python3-grpcio python3-protobuf
+  # baselines for bench/ (FastAPI and Flask servers)
+  python3-fastapi python3-uvicorn python3-flask
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
