@@ -1,6 +1,7 @@
 // dais: one binary, one subcommand per role. main only wires.
 #include <CLI/CLI.hpp>
 
+#include "cmd/perf.h"
 #include "cmd/serve.h"
 
 int main(int argc, char** argv) {
@@ -10,7 +11,12 @@ int main(int argc, char** argv) {
   CLI::App* serve_cmd = app.add_subcommand(
       "serve", "Serve the models of a Triton-style model repository over KServe v2 HTTP");
   dais::cmd::AddServeFlags(serve_cmd, &serve);
+  dais::perf::PerfOptions perf;
+  CLI::App* perf_cmd = app.add_subcommand(
+      "perf", "Measure a model's throughput and latency on a KServe v2 server (perf_analyzer)");
+  dais::cmd::AddPerfFlags(perf_cmd, &perf);
   CLI11_PARSE(app, argc, argv);
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
+  if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);
   return 1;
 }

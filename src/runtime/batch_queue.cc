@@ -31,6 +31,21 @@ uint64_t AddMicros(uint64_t ns, uint64_t us) {
   return ns + us * 1000;
 }
 
+void BatchQueue::TakeCancelled(std::vector<RequestPtr>* cancelled) {
+  for (auto& [level, q] : levels_) {
+    for (auto it = q.begin(); it != q.end();) {
+      const auto& flag = it->request->cancelled;
+      if (flag && flag->load(std::memory_order_relaxed)) {
+        cancelled->push_back(std::move(it->request));
+        it = q.erase(it);
+        --size_;
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
 void BatchQueue::TakeAll(std::vector<RequestPtr>* out) {
   for (auto& [level, q] : levels_) {
     for (Entry& e : q) out->push_back(std::move(e.request));

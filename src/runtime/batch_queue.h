@@ -61,6 +61,10 @@ class BatchQueue {
   // push (0: only a push can change it).
   bool NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns);
 
+  // Moves requests whose client cancelled into `cancelled`, so they neither run nor count
+  // towards a batch.
+  void TakeCancelled(std::vector<RequestPtr>* cancelled);
+
   // Moves every queued request into `out` (used when shutting down without draining).
   void TakeAll(std::vector<RequestPtr>* out);
 

@@ -225,3 +225,26 @@ TEST(BatchQueueTest, TakeAllEmptiesEveryLevel) {
 
 }  // namespace
 }  // namespace dais
+
+namespace dais {
+namespace {
+
+TEST(BatchQueueTest, CancelledRequestsLeaveTheQueueAndDoNotFillBatches) {
+  BatchQueue q(Dynamic(8, 1000, {2}));
+  auto a = MakeRequest(1), b = MakeRequest(1);
+  a->cancelled = std::make_shared<std::atomic<bool>>(false);
+  auto flag = a->cancelled;
+  ASSERT_TRUE(q.Push(a, 0).ok());
+  ASSERT_TRUE(q.Push(b, 0).ok());
+  flag->store(true);
+  std::vector<RequestPtr> cancelled;
+  q.TakeCancelled(&cancelled);
+  ASSERT_EQ(cancelled.size(), 1u);
+  std::vector<RequestPtr> batch;
+  uint64_t wake = 0;
+  EXPECT_FALSE(q.NextBatch(1, &batch, &wake));  // one left: the preferred size 2 is not reached
+  EXPECT_EQ(q.size(), 1u);
+}
+
+}  // namespace
+}  // namespace dais

@@ -363,9 +363,10 @@ void ModelVersion::Fail(RequestPtr request, const Status& status, FailReason rea
 void ModelVersion::InstanceLoop(BackendInstance* instance) NO_THREAD_SAFETY_ANALYSIS {
   mu_.Lock();
   while (true) {
-    std::vector<RequestPtr> expired;
+    std::vector<RequestPtr> expired, cancelled;
     queue_.TakeExpired(NowNs(), &expired);
-    if (!expired.empty()) {
+    queue_.TakeCancelled(&cancelled);
+    if (!expired.empty() || !cancelled.empty()) {
       stats_->SetPending(static_cast<int64_t>(queue_.size()) + executing_);
       mu_.Unlock();
       for (RequestPtr& r : expired) {
@@ -373,6 +374,10 @@ void ModelVersion::InstanceLoop(BackendInstance* instance) NO_THREAD_SAFETY_ANAL
              DeadlineExceeded("request timeout expired after waiting in the queue of model '" +
                               name_ + "'"),
              FailReason::kTimeout);
+      }
+      for (RequestPtr& r : cancelled) {
+        Fail(std::move(r), Cancelled("the client cancelled the request before it ran"),
+             FailReason::kCancelled);
       }
       mu_.Lock();
       continue;

@@ -181,6 +181,10 @@ Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceReques
   }
   for (int i = 0; i < msg.inputs_size(); ++i) {
     const auto& in = msg.inputs(i);
+    for (int j = 0; j < i; ++j) {
+      if (msg.inputs(j).name() == in.name())
+        return InvalidArgument("duplicate input " + Quote(in.name()));
+    }
     Tensor t;
     t.name = in.name();
     t.dtype = DataTypeFromName(in.datatype());
@@ -213,6 +217,11 @@ Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceReques
     r->inputs.push_back(std::move(t));
   }
   for (const auto& out : msg.outputs()) {
+    for (const RequestedOutput& seen : r->outputs) {
+      if (seen.name == out.name()) {
+        return InvalidArgument("duplicate requested output " + Quote(out.name()));
+      }
+    }
     if (out.parameters().count("classification")) {
       return Unimplemented("the classification extension is not supported by dais");
     }

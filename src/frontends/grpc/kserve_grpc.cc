@@ -71,8 +71,10 @@ class InferReactor : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
   std::shared_ptr<std::atomic<bool>> cancelled() const { return cancelled_; }
   void Complete(const grpc::Status& status) {
+    // After Finish the reactor may be deleted at any moment (OnDone on another thread).
+    ServerState* state = state_;
     Finish(status);
-    state_->in_flight.fetch_sub(1);
+    state->in_flight.fetch_sub(1);
   }
 
  private:
@@ -389,6 +391,12 @@ class StreamReactor : public grpc::ServerBidiReactor<inference::ModelInferReques
       return;
     }
     std::shared_ptr<inference::ModelInferRequest> msg = std::move(reading_);
+    {
+      // Counted before the next read: the client's half-close must not finish the stream
+      // while this request is still unanswered.
+      std::lock_guard<std::mutex> lock(mu_);
+      ++pending_;
+    }
     ReadNext();
     Submit(std::move(msg));
   }
@@ -410,11 +418,8 @@ class StreamReactor : public grpc::ServerBidiReactor<inference::ModelInferReques
     StartRead(reading_.get());
   }
 
+  // `pending_` already counts this request.
   void Submit(std::shared_ptr<inference::ModelInferRequest> msg) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++pending_;
-    }
     state_->in_flight.fetch_add(1);
     auto request = std::make_unique<InferenceRequest>();
     request->arrival_ns = NowNs();

@@ -1,0 +1,21 @@
+#include "perf/client.h"
+
+#include "perf/http_client.h"
+#if DAIS_PERF_WITH_GRPC
+#include "perf/grpc_client.h"
+#endif
+
+namespace dais::perf {
+
+StatusOr<std::unique_ptr<Client>> MakeClient(const ClientOptions& options) {
+  if (options.protocol == "grpc") {
+#if DAIS_PERF_WITH_GRPC
+    return MakeGrpcClient(options);
+#else
+    return Unimplemented("this dais was built without gRPC (DAIS_WITH_GRPC=OFF): use -i http");
+#endif
+  }
+  return MakeHttpClient(options);
+}
+
+}  // namespace dais::perf

@@ -1,0 +1,214 @@
+#include "perf/runner.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "perf/client.h"
+#include "perf/input_data.h"
+#include "perf/load.h"
+#include "perf/report.h"
+#include "tensor/tensor.h"
+
+namespace dais::perf {
+namespace {
+
+void Error(const std::string& message) { fmt::print(stderr, "dais perf: {}\n", message); }
+
+Status WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << content;
+  f.close();
+  if (!f) return Internal(fmt::format("cannot write '{}'", path));
+  return OkStatus();
+}
+
+std::string ModelLabel(const PerfOptions& o) {
+  return o.model_version.empty() ? fmt::format("'{}'", o.model_name)
+                                 : fmt::format("'{}' version {}", o.model_name, o.model_version);
+}
+
+// What went wrong when asking for the model, said for a person.
+std::string DescribeModelError(const PerfOptions& o, const std::string& address, const Status& s) {
+  if (s.code() == StatusCode::kNotFound) {
+    return fmt::format("model {} not found on {}: {}", ModelLabel(o), address, s.message());
+  }
+  if (s.code() == StatusCode::kUnavailable) {
+    return fmt::format("cannot reach the server at {}: {}", address, s.message());
+  }
+  return fmt::format("cannot get the metadata of model {} from {}: {}", ModelLabel(o), address,
+                     s.message());
+}
+
+void WriteOutputs(const PerfOptions& o, const std::vector<LevelResult>& rows, int* exit_code) {
+  if (!o.csv_file.empty()) {
+    if (Status s = WriteFile(o.csv_file, ToCsv(rows)); !s.ok()) {
+      Error(s.message());
+      if (*exit_code == kExitOk) *exit_code = kExitSetup;
+    }
+  }
+  if (!o.json_file.empty()) {
+    if (Status s = WriteFile(o.json_file, ToJson(rows)); !s.ok()) {
+      Error(s.message());
+      if (*exit_code == kExitOk) *exit_code = kExitSetup;
+    }
+  }
+}
+
+}  // namespace
+
+int RunPerf(const PerfOptions& o) {
+  signal(SIGPIPE, SIG_IGN);  // a server closing a connection must not kill us
+  if (Status s = ValidateOptions(o); !s.ok()) {
+    Error(s.message());
+    return kExitSetup;
+  }
+  const bool rate_mode = !o.request_rate_range.empty();
+  std::vector<Level> levels;
+  if (rate_mode) {
+    auto rates = ParseRateRange("--request-rate-range", o.request_rate_range);
+    for (double r : *rates) levels.push_back(Level{0, r});
+  } else {
+    auto cs = ParseConcurrencyRange("--concurrency-range",
+                                    o.concurrency_range.empty() ? "1:1" : o.concurrency_range);
+    for (int64_t c : *cs) levels.push_back(Level{c, 0});
+  }
+
+  auto hp = ParseUrl(o.url.empty() ? "localhost" : o.url, o.protocol == "grpc" ? 8001 : 8000);
+  if (!hp.ok()) {
+    Error(hp.status().message());
+    return kExitSetup;
+  }
+  ClientOptions co;
+  co.protocol = o.protocol;
+  co.host = hp->host;
+  co.port = hp->port;
+  co.model_name = o.model_name;
+  co.model_version = o.model_version;
+  co.http_binary = o.http_binary;
+  const std::string address = hp->host + ":" + hp->port;
+  auto client_or = MakeClient(co);
+  if (!client_or.ok()) {
+    Error(client_or.status().message());
+    return kExitSetup;
+  }
+  std::unique_ptr<Client> client = std::move(client_or).value();
+
+  auto model = client->GetModelInfo();
+  if (!model.ok()) {
+    Error(DescribeModelError(o, address, model.status()));
+    return kExitSetup;
+  }
+  auto inputs_or = ResolveInputs(*model, o.batch_size);
+  if (!inputs_or.ok()) {
+    Error(inputs_or.status().message());
+    return kExitSetup;
+  }
+  const std::vector<ResolvedInput> inputs = std::move(inputs_or).value();
+
+  // Requests: from the file (shared by every session, each starting at its own entry), or
+  // generated per session from the seed and the session's index.
+  std::vector<RequestInputs> file_requests;
+  DataMode mode = DataMode::kRandom;
+  if (o.input_data == "zero") {
+    mode = DataMode::kZero;
+  } else if (o.input_data != "random") {
+    auto loaded = LoadInputDataFile(o.input_data, inputs);
+    if (!loaded.ok()) {
+      Error(loaded.status().message());
+      return kExitSetup;
+    }
+    file_requests = std::move(loaded).value();
+  }
+  Client* c = client.get();
+  SessionFactory make_session = [&](int index) {
+    std::vector<RequestInputs> requests;
+    if (!file_requests.empty()) {
+      for (size_t i = 0; i < file_requests.size(); ++i) {
+        requests.push_back(file_requests[(static_cast<size_t>(index) + i) % file_requests.size()]);
+      }
+    } else {
+      const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(index);
+      requests.push_back(GenerateInputs(inputs, mode, seed, o.string_length));
+    }
+    return c->NewSession(requests);
+  };
+
+  bool have_stats = true;
+  if (auto probe = client->GetStats(); !probe.ok()) {
+    have_stats = false;
+    fmt::print(stderr, "server statistics unavailable ({})\n", probe.status().message());
+  }
+  StatsSource stats = [c, have_stats]() -> std::optional<ServerStats> {
+    if (!have_stats) return std::nullopt;
+    auto s = c->GetStats();
+    if (!s.ok()) return std::nullopt;
+    return *s;
+  };
+
+  std::string shapes;
+  for (const ResolvedInput& in : inputs) {
+    shapes += fmt::format("{}{} {} {}", shapes.empty() ? "" : ", ", in.spec.name, in.spec.datatype,
+                          ShapeToString(in.shape));
+  }
+  fmt::print("dais perf: model {} on {}, batch size {}, inputs: {}\n", ModelLabel(o),
+             client->Describe(), o.batch_size, shapes);
+  fmt::print(
+      "measurement: {} ms windows until 3 agree within {:g}% (at most {}), warm-up {:g} s\n\n",
+      o.measurement_interval_ms, o.stability_percentage, o.max_trials, o.warmup_secs);
+  fmt::print("{}", TableHeader(rate_mode, have_stats));
+  std::fflush(stdout);
+
+  LoadOptions lo;
+  lo.batch_size = o.batch_size;
+  lo.warmup_secs = o.warmup_secs;
+  lo.measurement_interval_ms = o.measurement_interval_ms;
+  lo.stability_percentage = o.stability_percentage;
+  lo.max_trials = o.max_trials;
+  lo.progress = !o.no_progress && isatty(STDERR_FILENO);
+  lo.poisson = o.request_distribution == "poisson";
+  lo.seed = o.seed;
+  lo.max_threads = o.max_threads;
+  LoadRunner runner(lo, make_session, stats);
+
+  std::vector<LevelResult> rows;
+  int exit_code = kExitOk;
+  for (const Level& level : levels) {
+    auto m = runner.Run(level);
+    if (!m.ok()) {
+      Error(m.status().message());
+      exit_code = kExitSetup;
+      break;
+    }
+    LevelResult r = MakeResult(&*m, o.batch_size);
+    rows.push_back(r);
+    fmt::print("{}", TableRow(r, rate_mode, have_stats));
+    std::fflush(stdout);
+    if (rate_mode && r.delayed * 10 > r.requests + r.errors) {
+      fmt::print(stderr,
+                 "warning: {}: {} of {} requests were sent over 1 ms late: the server or the "
+                 "client cannot keep up (try --max-threads above {})\n",
+                 LevelLabel(level), r.delayed, r.requests + r.errors, o.max_threads);
+    }
+    if (r.requests == 0 && r.errors > 0) {
+      Status e = runner.first_error();
+      Error(fmt::format("every request failed at {} ({} errors){}", LevelLabel(level), r.errors,
+                        e.ok() ? "" : ": " + e.message()));
+      exit_code = kExitAllFailed;
+      break;
+    }
+    if (r.requests == 0) {
+      Error(
+          fmt::format("no request completed at {} within the measurement windows; raise "
+                      "--measurement-interval-ms",
+                      LevelLabel(level)));
+    }
+  }
+  WriteOutputs(o, rows, &exit_code);
+  return exit_code;
+}
+
+}  // namespace dais::perf
