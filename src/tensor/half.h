@@ -1,5 +1,5 @@
-// IEEE binary16 (FP16) and bfloat16 (BF16) <-> double, round-to-nearest-even, private to
-// src/tensor/. Converting straight from double avoids the double rounding of double->float->half.
+// IEEE binary16 (FP16) and bfloat16 (BF16) <-> double, round-to-nearest-even. Used by the tensor
+// codec and by dais perf. Converting straight from double avoids double rounding via float.
 #pragma once
 
 #include <cmath>
