@@ -52,8 +52,9 @@ void FillStats(const std::string& name, const ModelVersion& mv, inference::Model
   for (const auto& [size, b] : s.BatchStats()) {
     auto* bs = out->add_batch_stats();
     bs->set_batch_size(static_cast<uint64_t>(size));
-    auto set = [&b](inference::StatisticDuration* d, uint64_t ns) {
-      d->set_count(b.count);
+    const uint64_t count = b.count;  // (clang 14 cannot capture structured bindings)
+    auto set = [count](inference::StatisticDuration* d, uint64_t ns) {
+      d->set_count(count);
       d->set_ns(ns);
     };
     set(bs->mutable_compute_input(), b.input_ns);
