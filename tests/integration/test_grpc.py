@@ -737,7 +737,7 @@ def test_client_half_closes_stream_with_request_in_flight(slow, refs):
                                rtol=1e-4, atol=1e-5)
 
 
-def test_many_short_streams(g, stubs, start_server, model_repo, refs):
+def test_many_short_streams(g, stubs, start_server, model_repo, refs, kv):
     """Streams that send one request and half-close at once, 48 at a time, ten rounds, on a
     private server: every stream gets exactly its one answer and then ends OK (the end of the
     reads must not race with the submission of the last request)."""
@@ -757,7 +757,7 @@ def test_many_short_streams(g, stubs, start_server, model_repo, refs):
 
     try:
         for rnd in range(10):
-            results = run_threads(one, 48)
+            results = kv.run_concurrently(one, 48, timeout=60.0)
             assert srv.running(), f"dais died in round {rnd} (exit status {srv.proc.returncode})"
             for i, res in enumerate(results):
                 assert not isinstance(res, BaseException), f"round {rnd} stream {i}: {res!r}"
@@ -771,23 +771,6 @@ def test_many_short_streams(g, stubs, start_server, model_repo, refs):
         c.close()
 
 
-def run_threads(fn, n, timeout=60.0):
-    results = [None] * n
-    barrier = threading.Barrier(n)
-
-    def worker(i):
-        try:
-            results[i] = fn(i, barrier)
-        except BaseException as e:  # noqa: BLE001 - reported by the caller
-            results[i] = e
-
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-    assert not any(t.is_alive() for t in threads), "client threads hung"
-    return results
 
 
 def test_sigterm_with_grpc_calls_open(g, stubs, start_server, model_repo, tmp_path, refs):
