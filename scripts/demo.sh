@@ -9,7 +9,7 @@ scripts/gen_examples.sh
 
 LOG=$(mktemp /tmp/dais-demo.XXXXXX.log)
 build/release/src/cmd/dais serve --model-repository examples/model_repository --http-port 0 \
-  2>"$LOG" &
+  --grpc-port 0 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
 PORT=""
@@ -31,6 +31,10 @@ show curl -s -X POST "$URL/v2/models/xgb_binary/infer" -d \
   '{"inputs":[{"name":"input__0","shape":[1,8],"datatype":"FP32","data":[0.5,-1.2,3.3,0.0,2.1,-0.7,1.0,0.25]}]}'
 echo "== binary tensor data extension (what tritonclient uses by default):"
 /usr/bin/python3 examples/binary_client.py "$URL"
+GRPC_PORT=$(sed -n 's/.*ports: .* grpc=\([0-9]*\).*/\1/p' "$LOG" | head -1)
+echo "== a short load test over gRPC (port $GRPC_PORT) with dais perf:"
+build/release/src/cmd/dais perf -m mlp_small -i grpc -u "localhost:$GRPC_PORT" \
+  --concurrency-range 1:8:x8 --measurement-interval-ms 500 --max-trials 3 --no-progress
 show curl -s "$URL/healthz"
 echo "== a few of the metrics:"
 curl -s "$URL/metrics" | grep -E '^dais_(inference_request_success_total|batch_size_(sum|count))' | head
