@@ -203,8 +203,12 @@ int RunServe(const ServeOptions& o) {
   int exit_code = 0;
   kserve.JoinBackground();  // repository requests (bounded by the model's load time)
   if (state.in_flight.load() > 0) {
-    LOG_WARNING("exit timeout: {} request(s) still in flight", state.in_flight.load());
+    LOG_WARNING("exit timeout: {} request(s) still in flight; answering the queued ones",
+                state.in_flight.load());
   }
+  // Models first: every request still queued is answered (Unavailable) while the frontends can
+  // still deliver the answer; the gRPC server's shutdown waits for every call to be finished.
+  manager.Stop();
   // Give the last responses a moment to be written out before the I/O threads stop.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
 #ifdef DAIS_HAVE_GRPC
@@ -212,7 +216,6 @@ int RunServe(const ServeOptions& o) {
 #endif
   server.Stop();
   if (metrics_server) metrics_server->Stop();
-  manager.Stop();
   LOG_INFO("dais serve stopped");
   return exit_code;
 }
