@@ -1,5 +1,6 @@
 """Graceful shutdown: SIGTERM while requests are in flight."""
 
+import re
 import signal
 import threading
 import time
@@ -103,3 +104,36 @@ def test_sigterm_idle_exits_promptly(start_server, model_repo):
     elapsed = time.monotonic() - t0
     assert rc == 0, rc
     assert elapsed < 5, f"an idle server took {elapsed:.1f} s to exit"
+
+
+def test_requests_queued_past_the_exit_timeout_are_answered(start_server, repo_copy, kv):
+    """Regression: requests still queued when --exit-timeout-secs runs out are answered 503
+    (not dropped, not run) and the process exits; before, the frontends stopped first."""
+    cfg = repo_copy / "mlp_small" / "config.pbtxt"
+    text = cfg.read_text()
+    cfg.write_text(re.sub(r"max_queue_delay_microseconds:\s*\d+",
+                          "max_queue_delay_microseconds: 30000000", text))
+    srv = start_server(repo_copy, "--exit-timeout-secs", "1")
+    x = np.zeros((1, 16), np.float32)
+    result = {}
+
+    def client():
+        try:
+            r = requests.post(srv.url + "/v2/models/mlp_small/infer",
+                              json=kv.infer_body({"INPUT__0": x}), timeout=30)
+            result["status"], result["text"] = r.status_code, r.text
+        except requests.RequestException as e:
+            result["error"] = repr(e)
+
+    t = threading.Thread(target=client, daemon=True)
+    t.start()
+    time.sleep(0.5)  # the request now waits out the model's 30 s queue delay
+    t_term = time.monotonic()
+    srv.signal(signal.SIGTERM)
+    rc = srv.wait(timeout=15)
+    t.join(15)
+    elapsed = time.monotonic() - t_term
+    assert rc == 0, f"exit status {rc}"
+    assert elapsed < 10, f"took {elapsed:.1f} s to exit with --exit-timeout-secs 1"
+    assert result.get("status") == 503, result
+    assert "shutting down" in result.get("text", ""), result
