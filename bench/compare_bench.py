@@ -53,6 +53,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -73,16 +76,6 @@ def log(msg: str) -> None:
 
 
 # ---------------------------------------------------------------- processes and CPU accounting
-
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of one process (all its threads); 0 if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
 
 def process_tree(root: int) -> list[int]:
     """root and all its live descendants (from /proc/*/stat's ppid)."""
@@ -112,7 +105,7 @@ def machine_busy_seconds() -> float:
 
 
 def tree_cpu_seconds(root: int) -> float:
-    return sum(proc_cpu_seconds(p) for p in process_tree(root))
+    return sum(benchlib.cpu_seconds(p) for p in process_tree(root))
 
 
 def free_port() -> int:
@@ -273,54 +266,15 @@ def perf_can_drive(args, model: str, host_port: str, tmp: str) -> tuple[bool, st
         f"rc {r.returncode}"
 
 
-def wrk_bodies(width: int) -> dict:
-    import struct
-    row = [((i * 37) % 17) / 17.0 for i in range(width)]
-    js = json.dumps({"inputs": [{"name": "INPUT__0", "shape": [1, width], "datatype": "FP32",
-                                 "data": row}]}).encode()
-    raw = struct.pack(f"<{width}f", *row)
-    header = json.dumps({"inputs": [{"name": "INPUT__0", "shape": [1, width],
-                                     "datatype": "FP32",
-                                     "parameters": {"binary_data_size": len(raw)}}],
-                         "parameters": {"binary_data_output": True}}).encode()
-    return {"http-json": (js, 0), "http-binary": (header + raw, len(header))}
-
-
 def run_wrk(args, model: str, host_port: str, protocol: str, conc: int, tmp: str) -> dict:
     """Fallback for the HTTP cases when dais perf is not there (wrk cannot speak gRPC)."""
-    body, hlen = wrk_bodies(WIDTHS[model])[protocol]
-    path = os.path.join(tmp, "body.bin")
-    with open(path, "wb") as f:
-        f.write(body)
-    lua = os.path.join(tmp, "req.lua")
-    with open(lua, "w") as f:
-        f.write('local f = io.open("%s", "rb")\nwrk.body = f:read("*all")\nf:close()\n' % path)
-        f.write('wrk.method = "POST"\n')
-        if hlen:
-            f.write('wrk.headers["Content-Type"] = "application/octet-stream"\n')
-            f.write('wrk.headers["Inference-Header-Content-Length"] = "%d"\n' % hlen)
-        else:
-            f.write('wrk.headers["Content-Type"] = "application/json"\n')
+    body, hlen = benchlib.request_bodies(WIDTHS[model])[protocol.removeprefix("http-")]
     url = f"http://{host_port}/v2/models/{model}/infer"
     seconds = max(1, round(args.max_trials * args.measurement_interval_ms / 1e3))
-    threads = "1" if conc == 1 else "2"
-    subprocess.run(["wrk", "-t", threads, "-c", str(conc), "-d", f"{max(1, round(args.warmup_secs))}s",
-                    "-s", lua, url], capture_output=True, check=True)
-    out = subprocess.run(["wrk", "-t", threads, "-c", str(conc), "-d", f"{seconds}s",
-                          "--latency", "-s", lua, url], capture_output=True, text=True,
-                         check=True).stdout
-
-    def lat(p):
-        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
-
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    sock_err = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
-                         out)
-    n_err = (int(errors.group(1)) if errors else 0) + \
-        (sum(int(g) for g in sock_err.groups()) if sock_err else 0)
-    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-            "p50_us": lat(50), "p99_us": lat(99), "errors": n_err, "stable": None}
+    benchlib.run_wrk(url, body, hlen, conc, max(1, round(args.warmup_secs)), tmp)  # warm-up
+    r = benchlib.run_wrk(url, body, hlen, conc, seconds, tmp)
+    r["stable"] = None
+    return r
 
 
 # ---------------------------------------------------------------- the run
@@ -333,16 +287,8 @@ def prepare_repository(args) -> tuple[str, str | None]:
         subprocess.run([PYTHON, os.path.join(ROOT, "scripts/gen_models.py"), repo], check=True)
     if args.queue_delay_us is None:
         return repo, None
-    copy = tempfile.mkdtemp(prefix="dais-compare-repo-")
-    for m in args.models:  # only the measured models: fewer to load
-        shutil.copytree(os.path.join(repo, m), os.path.join(copy, m))
-        cfg = os.path.join(copy, m, "config.pbtxt")
-        with open(cfg) as f:
-            text = f.read()
-        text = re.sub(r"max_queue_delay_microseconds:\s*\d+",
-                      f"max_queue_delay_microseconds: {args.queue_delay_us}", text)
-        with open(cfg, "w") as f:
-            f.write(text)
+    copy = benchlib.repo_with_queue_delay(repo, args.models, args.queue_delay_us,
+                                          "dais-compare-repo-")  # only the measured models
     return copy, copy
 
 

@@ -15,13 +15,14 @@ import argparse
 import json
 import os
 import re
-import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,53 +30,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def get(url):
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.loads(r.read() or b"null")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def bodies(width):
-    row = [((i * 37) % 17) / 17.0 for i in range(width)]
-    js = json.dumps({"inputs": [{"name": "INPUT__0", "shape": [1, width], "datatype": "FP32",
-                                 "data": row}]}).encode()
-    raw = struct.pack(f"<{width}f", *row)
-    header = json.dumps({"inputs": [{"name": "INPUT__0", "shape": [1, width], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": len(raw)}}],
-                         "outputs": [{"name": "OUTPUT__0",
-                                      "parameters": {"binary_data": True}}]}).encode()
-    return {"json": (js, None), "binary": (header + raw, len(header))}
-
-
-def wrk(url, body, header_len, conc, seconds, tmp):
-    path = os.path.join(tmp, "body.bin")
-    with open(path, "wb") as f:
-        f.write(body)
-    lua = os.path.join(tmp, "req.lua")
-    with open(lua, "w") as f:
-        f.write('local f = io.open("%s", "rb")\nwrk.body = f:read("*all")\nf:close()\n' % path)
-        f.write('wrk.method = "POST"\n')
-        if header_len:
-            f.write('wrk.headers["Content-Type"] = "application/octet-stream"\n')
-            f.write('wrk.headers["Inference-Header-Content-Length"] = "%d"\n' % header_len)
-        else:
-            f.write('wrk.headers["Content-Type"] = "application/json"\n')
-    threads = 1 if conc == 1 else 2
-    out = subprocess.run(["wrk", "-t", str(threads), "-c", str(conc), "-d", f"{seconds}s",
-                          "--latency", "-s", lua, url], capture_output=True, text=True,
-                         check=True).stdout
-
-    def lat(p):
-        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        v, unit = float(m.group(1)), m.group(2)
-        return v * {"us": 1, "ms": 1e3, "s": 1e6}[unit]
-
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"rps": rps, "p50_us": lat(50), "p99_us": lat(99),
-            "errors": int(errors.group(1)) if errors else 0}
 
 
 def main():
@@ -93,18 +47,8 @@ def main():
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/gen_models.py"), repo],
                        check=True)
     if args.queue_delay_us is not None:
-        copy = tempfile.mkdtemp(prefix="dais-bench-repo-")
-        shutil.copytree(repo, copy, dirs_exist_ok=True)
-        repo = copy
-        for m in os.listdir(repo):
-            cfg = os.path.join(repo, m, "config.pbtxt")
-            if os.path.exists(cfg):
-                with open(cfg) as f:
-                    text = f.read()
-                text = re.sub(r"max_queue_delay_microseconds:\s*\d+",
-                              f"max_queue_delay_microseconds: {args.queue_delay_us}", text)
-                with open(cfg, "w") as f:
-                    f.write(text)
+        repo = benchlib.repo_with_queue_delay(repo, os.listdir(repo), args.queue_delay_us,
+                                              "dais-bench-repo-")
         print(f"# serving a copy with max_queue_delay_microseconds: {args.queue_delay_us}")
     models = args.models.split(",")
     widths = {"mlp_small": 16, "mlp_heavy": 256}
@@ -143,14 +87,14 @@ def main():
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for m in models:
-                for proto, (body, hlen) in bodies(widths[m]).items():
+                for proto, (body, hlen) in benchlib.request_bodies(widths[m]).items():
                     for conc in [int(c) for c in args.concurrency.split(",")]:
                         url = f"{base}/v2/models/{m}/infer"
-                        wrk(url, body, hlen, conc, 1, tmp)  # warm-up
+                        benchlib.run_wrk(url, body, hlen, conc, 1, tmp)  # warm-up
                         s0 = get(f"{base}/v2/models/{m}/stats")["model_stats"][0]
-                        c0 = cpu_seconds(server.pid)
-                        r = wrk(url, body, hlen, conc, args.seconds, tmp)
-                        c1 = cpu_seconds(server.pid)
+                        c0 = benchlib.cpu_seconds(server.pid)
+                        r = benchlib.run_wrk(url, body, hlen, conc, args.seconds, tmp)
+                        c1 = benchlib.cpu_seconds(server.pid)
                         s1 = get(f"{base}/v2/models/{m}/stats")["model_stats"][0]
                         n = s1["inference_stats"]["success"]["count"] - \
                             s0["inference_stats"]["success"]["count"]

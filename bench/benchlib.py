@@ -1,0 +1,84 @@
+"""Pieces shared by bench/serve_bench.py and bench/compare_bench.py: batch-1 request bodies,
+a wrk run with its output parsed, per-process CPU time, and a copy of the example repository
+with another max_queue_delay_microseconds."""
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def request_bodies(width):
+    """{"json": (body, 0), "binary": (body, header length)}: one FP32 row of `width` values for
+    INPUT__0, as KServe v2 JSON and with the binary tensor data extension."""
+    row = [((i * 37) % 17) / 17.0 for i in range(width)]
+    js = json.dumps({"inputs": [{"name": "INPUT__0", "shape": [1, width], "datatype": "FP32",
+                                 "data": row}]}).encode()
+    raw = struct.pack(f"<{width}f", *row)
+    header = json.dumps({"inputs": [{"name": "INPUT__0", "shape": [1, width], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": len(raw)}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    return {"json": (js, 0), "binary": (header + raw, len(header))}
+
+
+def run_wrk(url, body, header_len, conc, seconds, tmp):
+    """POSTs `body` with wrk at `conc` connections for `seconds`; returns rps, p50_us, p99_us,
+    errors (non-2xx responses plus socket errors)."""
+    path = os.path.join(tmp, "body.bin")
+    with open(path, "wb") as f:
+        f.write(body)
+    lua = os.path.join(tmp, "req.lua")
+    with open(lua, "w") as f:
+        f.write('local f = io.open("%s", "rb")\nwrk.body = f:read("*all")\nf:close()\n' % path)
+        f.write('wrk.method = "POST"\n')
+        if header_len:
+            f.write('wrk.headers["Content-Type"] = "application/octet-stream"\n')
+            f.write('wrk.headers["Inference-Header-Content-Length"] = "%d"\n' % header_len)
+        else:
+            f.write('wrk.headers["Content-Type"] = "application/json"\n')
+    threads = "1" if conc == 1 else "2"
+    out = subprocess.run(["wrk", "-t", threads, "-c", str(conc), "-d", f"{max(1, seconds)}s",
+                          "--latency", "-s", lua, url], capture_output=True, text=True,
+                         check=True).stdout
+
+    def lat(p):
+        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
+
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    n_err = (int(errors.group(1)) if errors else 0) + \
+        (sum(int(g) for g in sock.groups()) if sock else 0)
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+            "p50_us": lat(50), "p99_us": lat(99), "errors": n_err}
+
+
+def cpu_seconds(pid):
+    """utime + stime of one process (all its threads); 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def repo_with_queue_delay(repo, models, delay_us, prefix):
+    """A temporary copy of `models` from `repo` whose configs use max_queue_delay_microseconds
+    `delay_us`; the caller deletes it."""
+    copy = tempfile.mkdtemp(prefix=prefix)
+    for m in models:
+        shutil.copytree(os.path.join(repo, m), os.path.join(copy, m))
+        cfg = os.path.join(copy, m, "config.pbtxt")
+        if not os.path.exists(cfg):
+            continue
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(re.sub(r"max_queue_delay_microseconds:\s*\d+",
+                           f"max_queue_delay_microseconds: {delay_us}", text))
+    return copy
