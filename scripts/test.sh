@@ -10,5 +10,5 @@ scripts/check_format.sh
 echo "== unit tests"
 ctest --test-dir build/release --output-on-failure -j 2
 echo "== integration tests"
-DAIS_REQUIRE_PROMTOOL=1 DAIS_REQUIRE_BIN=1 DAIS_BIN="$PWD/build/release/src/cmd/dais" /usr/bin/python3 -m pytest tests/integration -q -x \
+DAIS_REQUIRE_PROMTOOL=1 DAIS_REQUIRE_BIN=1 DAIS_REQUIRE_GRPC=1 DAIS_BIN="$PWD/build/release/src/cmd/dais" /usr/bin/python3 -m pytest tests/integration -q -x \
   -p no:cacheprovider "$@"

@@ -47,7 +47,5 @@ class Backend {
 Backend* FindBackend(std::string_view backend_name);
 // Names of compiled-in backends, for messages.
 std::vector<std::string> BackendNames();
-// Lets tests register a fake backend. Not thread-safe: call before serving.
-void RegisterBackend(std::unique_ptr<Backend> backend);
 
 }  // namespace dais

@@ -42,6 +42,4 @@ std::vector<std::string> BackendNames() {
   return names;
 }
 
-void RegisterBackend(std::unique_ptr<Backend> backend) { Backends().push_back(std::move(backend)); }
-
 }  // namespace dais

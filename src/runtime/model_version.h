@@ -57,7 +57,6 @@ class ModelVersion {
   int64_t version() const { return version_; }
   const inference::ModelConfig& config() const { return config_; }
   const ModelStats& stats() const { return *stats_; }
-  ModelStats& mutable_stats() { return *stats_; }
 
  private:
   ModelVersion(std::string name, int64_t version, inference::ModelConfig config);

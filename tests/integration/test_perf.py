@@ -5,6 +5,8 @@ positive numbers, no errors), never the speed.
 
 from __future__ import annotations
 
+import os
+
 import csv
 import json
 import socket
@@ -81,11 +83,18 @@ def free_port() -> int:
 # Concurrency mode over each protocol.
 
 
+def require_grpc(srv):
+    """As in test_grpc.py: skip without gRPC, fail when DAIS_REQUIRE_GRPC is set."""
+    if not srv.grpc_port:
+        if os.environ.get("DAIS_REQUIRE_GRPC", "0") != "0":
+            pytest.fail("the server logged grpc=0: the gRPC frontend was not built")
+        pytest.skip("gRPC frontend not built")
+
+
 @pytest.mark.parametrize("variant", ["http-json", "http-binary", "grpc"])
 def test_concurrency_levels(server, dais_bin, tmp_path, variant):
     if variant == "grpc":
-        if not server.grpc_port:
-            pytest.xfail("gRPC frontend not built yet")
+        require_grpc(server)
         extra = ["-i", "grpc", "-u", f"127.0.0.1:{server.grpc_port}"]
     else:
         extra = ["-u", f"127.0.0.1:{server.http_port}"]
@@ -147,8 +156,7 @@ def test_unknown_model_fails_naming_it(server, dais_bin):
 
 
 def test_unknown_model_over_grpc(server, dais_bin):
-    if not server.grpc_port:
-        pytest.xfail("gRPC frontend not built yet")
+    require_grpc(server)
     r = run_perf(dais_bin, "-m", "no_such_model_xyz", "-i", "grpc",
                  "-u", f"127.0.0.1:{server.grpc_port}", "--no-progress", timeout=30)
     assert r.returncode != 0, explain(r)
