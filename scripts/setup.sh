@@ -5,7 +5,9 @@ PACKAGES=(
   # build
   cmake ninja-build g++ ccache pkg-config git curl ca-certificates
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
-  libgrpc++-dev protobuf-compiler-grpc
+  libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev libssl-dev
+  # feature store: tests start real Redis servers and Redis Clusters on loopback
+  redis-server redis-tools
   # model runtimes
   libtorch-dev libxgboost-dev
   # tests, fuzzing, formatting, benchmarks
@@ -13,7 +15,7 @@ PACKAGES=(
   prometheus  # promtool: tests/integration/test_alert_rules.py
   # Python for model generation and integration tests (run with /usr/bin/python3)
   python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest
-  python3-grpcio python3-protobuf
+  python3-grpcio python3-protobuf python3-yaml
   # baselines for bench/ (FastAPI and Flask servers)
   python3-fastapi python3-uvicorn python3-flask
 )
