@@ -1,0 +1,114 @@
+// The feature store's read and write path: L1 (in-process cache) in front of an online tier
+// (Redis, or the in-process memory tier in standalone mode).
+//
+// Lookup of (rows × feature groups):
+//   1. L1: a record younger than --feature-l1-ttl is served from memory;
+//   2. misses are single-flighted per record key (concurrent lookups of one key make one tier
+//      read) and sent to the tier in ONE batch (the Redis tier pipelines it per shard);
+//   3. the tier's answer fills L1 (not-found answers too, briefly: negative caching);
+//   4. if the tier fails or the lookup's deadline passes, a record still in L1 and still within
+//      its max age is used; otherwise the feature's declared default, with status DEFAULTED.
+// Each (row, group) comes back with a status — PRESENT, STALE (older than max age; its value is
+// reported but enrichment uses the default), NOT_FOUND (default), DEFAULTED (tier unavailable) —
+// and its event time.
+//
+// Thread-safe. Lookup's callback runs exactly once: on the caller's thread when L1 answers
+// everything, otherwise on the tier's thread (Redis I/O thread); it must not block.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "features/feature_spec.h"
+#include "features/heavy_hitters.h"
+#include "features/l1_cache.h"
+#include "features/online_tier.h"
+#include "features/single_flight.h"
+
+namespace dais::features {
+
+enum class FeatureStatus { kPresent, kStale, kNotFound, kDefaulted };
+std::string_view FeatureStatusName(FeatureStatus status);  // "PRESENT", "STALE", ...
+
+struct StoreOptions {
+  L1Options l1;
+  std::chrono::microseconds l1_ttl{2'000'000};        // re-read the tier after this
+  std::chrono::microseconds negative_ttl{500'000};    // remember "not found" this long
+  std::chrono::milliseconds lookup_timeout{50};       // deadline of a lookup's tier read
+  size_t access_capacity = 100'000;                   // heavy-hitters sketch size (0: off)
+};
+
+struct LookupRequest {
+  FeatureSpecPtr spec;
+  // Entity id columns by entity name (canonical ids, CanonicalEntityId); all the same length.
+  std::map<std::string, std::vector<std::string>> entities;
+  std::vector<size_t> groups;  // indices into spec->groups; each group's entity must be present
+  std::chrono::steady_clock::time_point deadline{};  // default: now + lookup_timeout
+};
+
+struct LookupResult {
+  FeatureSpecPtr spec;
+  std::vector<size_t> groups;
+  size_t rows = 0;
+  // Indexed [row * groups.size() + g]; a record is null when DEFAULTED.
+  std::vector<RecordPtr> records;
+  std::vector<FeatureStatus> statuses;
+
+  size_t Index(size_t row, size_t g) const { return row * groups.size() + g; }
+  // The bytes of feature `f` of group slot `g` for `row`: the stored value when PRESENT (or
+  // STALE and `stale_ok`), the declared default otherwise.
+  std::string_view Value(size_t row, size_t g, size_t f, bool stale_ok) const;
+  int64_t EventTimeUs(size_t row, size_t g) const;
+};
+
+struct PushRow {
+  size_t group = 0;  // index into spec->groups
+  std::string entity_id;
+  int64_t event_time_us = 0;
+  std::string payload;  // record_bytes
+};
+
+class FeatureStore {
+ public:
+  FeatureStore(StoreOptions options, std::unique_ptr<OnlineTier> tier);
+  ~FeatureStore();
+
+  void Lookup(LookupRequest request, std::function<void(LookupResult)> done);
+  LookupResult LookupSync(LookupRequest request);  // not on the tier's thread
+
+  // Writes rows (older event times than stored are not applied: result false) and drops the
+  // rows' keys from this process's L1. Other processes' L1 copies age out within l1_ttl.
+  void Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
+            std::function<void(std::vector<StatusOr<bool>>)> done);
+  std::vector<StatusOr<bool>> PushSync(FeatureSpecPtr spec, std::vector<PushRow> rows);
+
+  bool Healthy() const { return tier_->Healthy(); }
+  OnlineTier* tier() { return tier_.get(); }
+  L1Cache& l1() { return l1_; }
+  // Per-entity access counts ("<domain>:<entity>=<id>"), for pre-warm. Null when off.
+  HeavyHitters* access() { return access_.get(); }
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  struct Pending;
+  void Resolve(const std::shared_ptr<Pending>& p, size_t slot, const StatusOr<RecordPtr>& r,
+               const RecordPtr& fallback);
+  void Finish(const std::shared_ptr<Pending>& p);
+  void FillL1(const std::string& key, const GroupSpec& group, const RecordPtr& record);
+
+  const StoreOptions options_;
+  std::unique_ptr<OnlineTier> tier_;
+  L1Cache l1_;
+  SingleFlight<StatusOr<RecordPtr>> flights_;
+  std::unique_ptr<HeavyHitters> access_;
+};
+
+// Current wall-clock time in unix microseconds (event times are wall-clock).
+int64_t UnixNowUs();
+
+}  // namespace dais::features
