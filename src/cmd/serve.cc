@@ -85,6 +85,7 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
       ->capture_default_str();
   app->add_option("--log-verbose", o->log_verbose, "Verbose logging level (0: off, 1: more).")
       ->capture_default_str();
+  AddFeatureFlags(app, &o->features);
 }
 
 namespace {
@@ -122,9 +123,18 @@ int RunServe(const ServeOptions& o) {
            o.model_control_mode);
 
   ModelManager manager(mo);
+  auto features = FeatureRuntime::Create(o.features, &manager);
+  if (!features.ok()) {
+    LOG_ERROR("cannot start the feature store: {}", features.status().message());
+    return 1;
+  }
+  manager.SetEnricher((*features)->enricher());
   http::Server* server_ptr = nullptr;
   ServerState state;
   http::KServeHttp kserve(&manager, &server_ptr, &state);
+  features::FeatureStore* store = (*features)->store();
+  kserve.SetFeatures((*features)->api(), [store] { return store->Healthy(); },
+                     (*features)->tier_name());
   http::ServerOptions so;
   so.address = o.http_address;
   so.port = o.http_port;
@@ -182,6 +192,7 @@ int RunServe(const ServeOptions& o) {
     LOG_ERROR("cannot start: {}", s.message());
     return 1;
   }
+  (*features)->LoadOffline();
   LOG_INFO("dais serve ready: {}", manager.NotReady().empty()
                                        ? "all models ready"
                                        : "some models are not ready (see /healthz)");
@@ -216,6 +227,7 @@ int RunServe(const ServeOptions& o) {
 #endif
   server.Stop();
   if (metrics_server) metrics_server->Stop();
+  features->reset();  // after the frontends: no lookup is in flight any more
   LOG_INFO("dais serve stopped");
   return exit_code;
 }

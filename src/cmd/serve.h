@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "cmd/serve_features.h"
+
 namespace CLI {
 class App;
 }
@@ -31,6 +33,7 @@ struct ServeOptions {
   bool strict_readiness = true;
   int exit_timeout_secs = 30;
   int log_verbose = 0;
+  FeatureFlags features;
 };
 
 void AddServeFlags(CLI::App* app, ServeOptions* options);

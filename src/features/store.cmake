@@ -1,10 +1,15 @@
 # The feature store proper: tiers and the lookup/push path.
 set(DAIS_FEATURE_STORE_SRCS ${CMAKE_CURRENT_LIST_DIR}/online_tier.cc
                             ${CMAKE_CURRENT_LIST_DIR}/memory_tier.cc
-                            ${CMAKE_CURRENT_LIST_DIR}/feature_store.cc)
-set(DAIS_FEATURE_STORE_DEPS dais_feature_spec dais_feature_cache dais_metrics)
+                            ${CMAKE_CURRENT_LIST_DIR}/feature_store.cc
+                            ${CMAKE_CURRENT_LIST_DIR}/feast_api.cc
+                            ${CMAKE_CURRENT_LIST_DIR}/offline_import.cc)
+set(DAIS_FEATURE_STORE_DEPS dais_feature_spec dais_feature_cache dais_feature_offline dais_metrics)
 if(TARGET dais_redis)
   list(APPEND DAIS_FEATURE_STORE_SRCS ${CMAKE_CURRENT_LIST_DIR}/redis_tier.cc)
   list(APPEND DAIS_FEATURE_STORE_DEPS dais_redis)
 endif()
 dais_cc_library(NAME dais_features SRCS ${DAIS_FEATURE_STORE_SRCS} DEPS ${DAIS_FEATURE_STORE_DEPS})
+# Feature-enriched inference: glue between the store and the runtime's RequestEnricher seam.
+dais_cc_library(NAME dais_feature_enricher SRCS ${CMAKE_CURRENT_LIST_DIR}/enricher.cc
+                DEPS dais_features dais_runtime)

@@ -28,6 +28,8 @@ struct InferenceResponse {
   std::string id;
   std::vector<Tensor> outputs;      // in the order of RequestedOutput (or the config's order)
   std::vector<bool> output_binary;  // parallel to outputs
+  // Response "parameters" (string values), e.g. feature_status from feature enrichment.
+  std::vector<std::pair<std::string, std::string>> parameters;
 };
 using ResponsePtr = std::unique_ptr<InferenceResponse>;
 using ResponseCallback = std::function<void(StatusOr<ResponsePtr>)>;
@@ -37,6 +39,10 @@ struct InferenceRequest {
   int64_t model_version = -1;  // -1: the version chosen by the version policy (the latest)
   std::string id;
   std::vector<Tensor> inputs;
+  // Entity ids for a model that declares features (parameters.entity_ids); see features.yaml.
+  std::vector<std::string> entity_ids;
+  // Copied into the response's parameters.
+  std::vector<std::pair<std::string, std::string>> response_parameters;
   std::vector<RequestedOutput> outputs;  // empty: every output of the model
   bool binary_output_default = false;    // parameters.binary_data_output
   uint64_t timeout_us = 0;               // 0: the queue policy's default

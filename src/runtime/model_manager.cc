@@ -1,3 +1,4 @@
+#include "runtime/model_features.h"
 #include "runtime/model_manager.h"
 
 #include <malloc.h>
@@ -166,6 +167,12 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
     SetError(name, config.status().message());
     return config.status();
   }
+  auto features = LoadModelFeatures(*src, *config);
+  if (!features.ok()) {
+    LOG_ERROR("model '{}': {}", name, features.status().message());
+    SetError(name, features.status().message());
+    return features.status();
+  }
   Backend* backend = FindBackend(config->backend());
   if (backend == nullptr) {
     std::string available;
@@ -230,6 +237,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
       continue;
     }
     if (slot.version) retired.push_back(std::move(slot.version));
+    (*loaded)->set_features(*features);
     slot.version = std::move(loaded).value();
     slot.fingerprint = fp;
     slot.state = "READY";
@@ -333,12 +341,24 @@ void ModelManager::Infer(RequestPtr request) {
     request->on_complete(mv.status());
     return;
   }
-  Status s = (*mv)->Enqueue(request);
+  if (enricher_ != nullptr && NeedsFeatures(*request, **mv)) {
+    enricher_->Enrich(std::move(request), *mv, [this](RequestPtr r) {
+      auto found = Find(r->model_name, r->model_version);
+      if (!found.ok()) return r->on_complete(found.status());
+      Enqueue(std::move(r), std::move(found).value());
+    });
+    return;
+  }
+  Enqueue(std::move(request), std::move(mv).value());
+}
+
+void ModelManager::Enqueue(RequestPtr request, std::shared_ptr<ModelVersion> mv) {
+  Status s = mv->Enqueue(request);
   if (s.code() == StatusCode::kUnavailable) {
     // The version was retired between Find and Enqueue (a reload or a new version took its
     // place): route once more, to its successor.
     auto next = Find(request->model_name, request->model_version);
-    if (next.ok() && next->get() != mv->get()) s = (*next)->Enqueue(request);
+    if (next.ok() && next->get() != mv.get()) s = (*next)->Enqueue(request);
   }
   if (!s.ok()) request->on_complete(s);
 }

@@ -22,6 +22,7 @@
 #include "common/mutex.h"
 #include "runtime/inference_request.h"
 #include "runtime/model_version.h"
+#include "runtime/request_enricher.h"
 
 namespace dais {
 
@@ -78,6 +79,10 @@ class ModelManager {
 
   ModelControlMode mode() const { return options_.mode; }
 
+  // Requests to models with features go through `enricher` (borrowed; set before Start). Without
+  // one, such requests must carry the feature inputs themselves.
+  void SetEnricher(RequestEnricher* enricher) { enricher_ = enricher; }
+
  private:
   struct Slot {
     std::shared_ptr<ModelVersion> version;
@@ -96,9 +101,11 @@ class ModelManager {
   void Retire(std::vector<std::shared_ptr<ModelVersion>> versions, bool remove_metrics, bool drain);
   bool Stopping();
   void SetError(const std::string& name, const std::string& error) EXCLUDES(mu_);
+  void Enqueue(RequestPtr request, std::shared_ptr<ModelVersion> version);
   void PollLoop();
 
   const ManagerOptions options_;
+  RequestEnricher* enricher_ = nullptr;
   Mutex load_mu_;
   mutable Mutex mu_;
   std::map<std::string, Entry> models_ GUARDED_BY(mu_);

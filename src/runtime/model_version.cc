@@ -476,6 +476,7 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
     resp->model_name = name_;
     resp->model_version = version_label_;
     resp->id = r->id;
+    resp->parameters = std::move(r->response_parameters);
     auto add = [&](int index, bool binary) -> Status {
       const auto& cfg = config_.output(index);
       Tensor& full = outputs[index];

@@ -22,6 +22,7 @@
 #include "common/mutex.h"
 #include "dais/backend.h"
 #include "model_config.pb.h"
+#include "features/feature_spec.h"
 #include "runtime/batch_queue.h"
 #include "runtime/model_stats.h"
 
@@ -57,6 +58,10 @@ class ModelVersion {
   int64_t version() const { return version_; }
   const inference::ModelConfig& config() const { return config_; }
   const ModelStats& stats() const { return *stats_; }
+  // The model's features.yaml (null when it declares no features). Set once, before the version
+  // is published to other threads.
+  const features::FeatureSpecPtr& features() const { return features_; }
+  void set_features(features::FeatureSpecPtr spec) { features_ = std::move(spec); }
 
  private:
   ModelVersion(std::string name, int64_t version, inference::ModelConfig config);
@@ -71,6 +76,7 @@ class ModelVersion {
   const std::string version_label_;
   const inference::ModelConfig config_;
   std::unique_ptr<ModelStats> stats_;
+  features::FeatureSpecPtr features_;
   std::vector<std::unique_ptr<BackendInstance>> instances_;
   std::vector<std::thread> threads_;
 

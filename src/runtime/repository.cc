@@ -90,10 +90,19 @@ StatusOr<ModelSource> ScanModel(const std::vector<std::string>& repositories,
     src.has_config = true;
     src.config_text = ss.str();
   }
+  fs::path features_path = fs::path(src.dir) / "features.yaml";
+  if (fs::exists(features_path)) {
+    std::ifstream f(features_path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    src.features_text = ss.str();
+  }
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(src.dir, ec)) {
     int64_t v;
-    if (IsVersionDir(e, &v)) src.versions[v] = Fingerprint(e.path(), src.config_text);
+    if (IsVersionDir(e, &v)) {
+      src.versions[v] = Fingerprint(e.path(), src.config_text + "\n" + src.features_text);
+    }
   }
   return src;
 }

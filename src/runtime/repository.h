@@ -17,6 +17,8 @@ struct ModelSource {
   std::string dir;  // <repo>/<model>
   bool has_config = false;
   std::string config_text;
+  // features.yaml beside config.pbtxt (empty when there is none): the model's feature spec.
+  std::string features_text;
   // version -> fingerprint of its files (names, sizes, modification times) and of the config;
   // a change means the version must be reloaded.
   std::map<int64_t, std::string> versions;

@@ -138,6 +138,22 @@ Status ParseRequestParameters(const Value& parameters, InferenceRequest* request
                                ValueText(value));
       }
       request->priority = static_cast<uint32_t>(value.GetUint64());
+    } else if (key == "entity_ids") {
+      if (!value.IsArray()) {
+        return InvalidArgument("parameter 'entity_ids' must be an array of ids, got " +
+                               ValueText(value));
+      }
+      for (const Value& id : value.GetArray()) {
+        if (id.IsString()) {
+          request->entity_ids.emplace_back(StringOf(id));
+        } else if (id.IsInt64()) {
+          request->entity_ids.push_back(std::to_string(id.GetInt64()));
+        } else {
+          return InvalidArgument("parameter 'entity_ids': every id must be a string or an "
+                                 "integer, got " +
+                                 ValueText(id));
+        }
+      }
     } else if (key == "sequence_id" || key == "sequence_start" || key == "sequence_end") {
       return InvalidArgument("parameter " + Quoted(key) +
                              ": sequence batching is not supported by dais");
@@ -705,6 +721,15 @@ EncodedResponse SerializeInferResponse(const InferenceResponse& response) {
   if (!response.id.empty()) {
     writer.Key("id");
     WriteString(response.id, &writer);
+  }
+  if (!response.parameters.empty()) {
+    writer.Key("parameters");
+    writer.StartObject();
+    for (const auto& [k, v] : response.parameters) {
+      writer.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
+      WriteString(v, &writer);
+    }
+    writer.EndObject();
   }
   writer.Key("outputs");
   writer.StartArray();

@@ -169,6 +169,17 @@ Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceReques
       if (key == "timeout") r->timeout_us = static_cast<uint64_t>(value);
       if (key == "priority")
         r->priority = static_cast<uint32_t>(std::min<int64_t>(value, UINT32_MAX));
+    } else if (key == "entity_ids") {
+      if (p.parameter_choice_case() != inference::InferParameter::kStringParam) {
+        return InvalidArgument("parameter 'entity_ids' must be a string of comma-separated ids");
+      }
+      std::string_view s = p.string_param();
+      while (!s.empty()) {
+        size_t c = s.find(',');
+        r->entity_ids.emplace_back(s.substr(0, c));
+        if (c == std::string_view::npos) break;
+        s.remove_prefix(c + 1);
+      }
     } else if (key == "sequence_id" || key == "sequence_start" || key == "sequence_end") {
       return InvalidArgument("sequence batching is not supported by dais");
     }
@@ -234,6 +245,7 @@ void ToInferResponse(const InferenceResponse& response, inference::ModelInferRes
   msg->set_model_name(response.model_name);
   msg->set_model_version(response.model_version);
   msg->set_id(response.id);
+  for (const auto& [k, v] : response.parameters) (*msg->mutable_parameters())[k].set_string_param(v);
   for (const Tensor& t : response.outputs) {
     auto* out = msg->add_outputs();
     out->set_name(t.name);

@@ -104,7 +104,8 @@ void KServeHttp::Health(Responder& respond) {
   bool draining = state_->draining.load();
   rapidjson::StringBuffer sb;
   Writer w(sb);
-  bool ok = not_ready.empty() && !draining;
+  bool tier_ok = !tier_healthy_ || tier_healthy_();
+  bool ok = not_ready.empty() && !draining && tier_ok;
   w.StartObject();
   w.Key("status");
   w.String(ok ? "ok" : "unhealthy");
@@ -122,6 +123,19 @@ void KServeHttp::Health(Responder& respond) {
   }
   w.EndObject();
   w.EndObject();
+  if (tier_healthy_) {
+    w.Key("feature_store");
+    w.StartObject();
+    w.Key("ok");
+    w.Bool(tier_ok);
+    w.Key("tier");
+    w.String(tier_name_.c_str());
+    if (!tier_ok) {
+      w.Key("reason");
+      w.String((tier_name_ + " is not reachable; features are served from L1 or defaults").c_str());
+    }
+    w.EndObject();
+  }
   w.Key("server");
   w.StartObject();
   w.Key("ok");
@@ -154,6 +168,18 @@ void KServeHttp::Handle(Request req, Responder respond) {
   if (req.path == "/metrics" || req.path == "/healthz") {
     if (!get) return method_error();
     return HandleMetricsOnly(std::move(req), std::move(respond));
+  }
+  if (req.path == "/get-online-features" || req.path == "/push") {
+    if (feast_ == nullptr) {
+      return respond(Error(404, req.path + ": this server has no feature store (give "
+                                           "--feature-spec, --redis or models with features.yaml)"));
+    }
+    if (!post) return method_error();
+    auto reply = [respond](int status, std::string body) {
+      respond(Json(status, std::move(body)));
+    };
+    if (req.path == "/push") return feast_->Push(req.body, std::move(reply));
+    return feast_->GetOnlineFeatures(req.body, std::move(reply));
   }
   if (p.empty() || p[0] != "v2") return respond(Error(404, "not found: " + req.path));
   if (p.size() == 1) {

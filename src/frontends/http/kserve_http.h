@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frontends/http/http_server.h"
+#include "features/feast_api.h"
 #include "frontends/server_state.h"
 #include "runtime/model_manager.h"
 
@@ -28,6 +29,15 @@ class KServeHttp {
   // Serves only /metrics, /healthz and health (for a separate --metrics-port).
   void HandleMetricsOnly(Request request, Responder respond);
 
+  // Serves Feast's /get-online-features and /push through `api` and reports the online tier's
+  // reachability in /healthz (`tier_healthy`). Both borrowed; call before the server starts.
+  void SetFeatures(features::FeastApi* api, std::function<bool()> tier_healthy,
+                   std::string tier_name) {
+    feast_ = api;
+    tier_healthy_ = std::move(tier_healthy);
+    tier_name_ = std::move(tier_name);
+  }
+
   // Joins the threads that run repository load/unload requests. Call after StartDraining and
   // before the Server stops (their responders post to it).
   void JoinBackground();
@@ -40,6 +50,9 @@ class KServeHttp {
   ModelManager* manager_;
   Server** server_;
   ServerState* state_;
+  features::FeastApi* feast_ = nullptr;
+  std::function<bool()> tier_healthy_;
+  std::string tier_name_;
   std::mutex background_mu_;
   std::vector<std::thread> background_;  // repository load/unload requests
 };

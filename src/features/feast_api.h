@@ -1,0 +1,47 @@
+// Feast-compatible feature server endpoints, transport-agnostic (JSON in, HTTP status + JSON
+// out), so Feast users can point their clients at dais:
+//   POST /get-online-features  {"features": ["group:feature", ...] | "feature_service": "<model>",
+//                               "entities": {"<entity>": [ids...]}, "full_feature_names": bool,
+//                               "project": "<domain>" (optional)}
+//     -> {"metadata": {"feature_names": [...]}, "results": [{"values", "statuses",
+//         "event_timestamps"}, ...]}  (entity columns first, as Feast does)
+//   POST /push  {"push_source_name": "<group>", "df": {"<entity>": [...], "event_timestamp":
+//               [...], "<feature>": [...]}, "to": "online", "project": "<domain>" (optional)}
+// Status mapping: PRESENT; STALE -> OUTSIDE_MAX_AGE (value shown); NOT_FOUND (null);
+// DEFAULTED (the declared default: the online tier did not answer in time).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "features/feature_store.h"
+
+namespace dais::features {
+
+class FeastApi {
+ public:
+  // Every spec the server knows (standalone --feature-spec files and models' features.yaml).
+  using SpecList = std::function<std::vector<FeatureSpecPtr>()>;
+  // A model's spec by name (feature_service), or null.
+  using ServiceSpec = std::function<FeatureSpecPtr(const std::string&)>;
+  using Done = std::function<void(int http_status, std::string json)>;
+
+  FeastApi(FeatureStore* store, SpecList specs, ServiceSpec services)
+      : store_(store), specs_(std::move(specs)), services_(std::move(services)) {}
+
+  // Both answer through `done` exactly once, on any thread. Bad input: 400 with {"error": ...}.
+  void GetOnlineFeatures(std::string_view body, Done done);
+  void Push(std::string_view body, Done done);
+
+ private:
+  FeatureStore* store_;
+  SpecList specs_;
+  ServiceSpec services_;
+};
+
+// "2026-11-30T12:00:00Z" (seconds; fractions dropped, as Feast prints them).
+std::string IsoTimestamp(int64_t unix_us);
+
+}  // namespace dais::features

@@ -1,0 +1,73 @@
+// SingleFlight<V>: collapses concurrent asynchronous loads of the same key into one (after Go's
+// golang.org/x/sync/singleflight, callback style). The first caller of Join for a key becomes
+// the leader and must start the load and later call Complete(key, value); callers that Join while
+// the load is in flight only register their callback. Complete invokes every registered callback
+// (the leader's included) exactly once with the value, then forgets the key, so the next Join
+// starts a new flight.
+//
+// Thread-safety: all methods are thread-safe. Callbacks run on the thread that calls Complete,
+// after the lock is released, in Join order; a callback may call Join (it starts a new flight).
+// A leader that never calls Complete strands its joiners: the caller must complete on every path
+// (errors included: make V carry a Status).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/mutex.h"
+
+namespace dais::features {
+
+template <typename V>
+class SingleFlight {
+ public:
+  using Callback = std::function<void(const V&)>;
+
+  SingleFlight() = default;
+  SingleFlight(const SingleFlight&) = delete;
+  SingleFlight& operator=(const SingleFlight&) = delete;
+
+  // Returns true if the caller is the leader (it must later call Complete(key, value)); false if
+  // it joined a flight in progress. Either way `cb` (may be empty) is invoked by Complete.
+  bool Join(const std::string& key, Callback cb) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    auto [it, inserted] = flights_.try_emplace(key);
+    if (cb) it->second.push_back(std::move(cb));
+    return inserted;
+  }
+
+  // Ends the flight of `key`: invokes its callbacks with `value`. Completing a key with no
+  // flight in progress is a caller bug (logged and counted, otherwise ignored).
+  void Complete(const std::string& key, const V& value) EXCLUDES(mu_) {
+    std::vector<Callback> callbacks;
+    {
+      MutexLock lock(&mu_);
+      auto it = flights_.find(key);
+      if (it == flights_.end()) {
+        DAIS_BUG("SingleFlight::Complete for key with no flight in progress ({} bytes)",
+                 key.size());
+        return;
+      }
+      callbacks = std::move(it->second);
+      flights_.erase(it);
+    }
+    for (Callback& cb : callbacks) cb(value);
+  }
+
+  // Keys with a flight in progress.
+  size_t in_flight() const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    return flights_.size();
+  }
+
+ private:
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::vector<Callback>> flights_ GUARDED_BY(mu_);
+};
+
+}  // namespace dais::features
