@@ -1,6 +1,7 @@
 // dais: one binary, one subcommand per role. main only wires.
 #include <CLI/CLI.hpp>
 
+#include "cmd/features.h"
 #include "cmd/perf.h"
 #include "cmd/serve.h"
 
@@ -15,8 +16,11 @@ int main(int argc, char** argv) {
   CLI::App* perf_cmd = app.add_subcommand(
       "perf", "Measure a model's throughput and latency on a KServe v2 server (perf_analyzer)");
   dais::cmd::AddPerfFlags(perf_cmd, &perf);
+  dais::cmd::FeaturesCliOptions features;
+  CLI::App* features_cmd = dais::cmd::AddFeaturesCommand(&app, &features);
   CLI11_PARSE(app, argc, argv);
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);
+  if (features_cmd->parsed()) return dais::cmd::RunFeatures(features_cmd, features);
   return 1;
 }

@@ -1,0 +1,932 @@
+#include "features/offline_files.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "features/feature_codec.h"
+#include "fmt/format.h"
+
+namespace dais::features {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kChunkBytes = 64 << 10;
+constexpr std::string_view kTimestampColumn = "event_timestamp";
+constexpr std::string_view kBom = "\xEF\xBB\xBF";
+// Most fields a CSV header may have (bounds memory on a line of commas).
+constexpr size_t kMaxHeaderFields = 1 << 16;
+// Reals that are exact integers: an integral real id beyond this has lost digits.
+constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53
+constexpr int64_t kMaxExactIntI = int64_t{1} << 53;
+// Deepest nesting of arrays in a JSON feature value.
+constexpr int kMaxJsonDepth = 32;
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool EqualsNoCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && EqualsNoCase(s.substr(s.size() - suffix.size()), suffix);
+}
+
+// Text shown in a message: at most 40 bytes of it.
+std::string Quote(std::string_view s) {
+  if (s.size() > 40) return fmt::format("\"{}...\"", s.substr(0, 40));
+  return fmt::format("\"{}\"", s);
+}
+
+// ---- Calendar (Howard Hinnant's days_from_civil / civil_from_days) ----
+
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  *d = doy - (153 * mp + 2) / 5 + 1;
+  *m = mp < 10 ? mp + 3 : mp - 9;
+  *y = yoe + era * 400 + (*m <= 2);
+}
+
+int64_t DaysInMonth(int64_t y, int64_t m) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : kDays[m - 1];
+}
+
+// `n` decimal digits at s[pos]; false when s is too short or holds a non-digit there.
+bool Digits(std::string_view s, size_t pos, size_t n, int64_t* out) {
+  if (pos + n > s.size()) return false;
+  int64_t v = 0;
+  for (size_t k = pos; k < pos + n; ++k) {
+    if (s[k] < '0' || s[k] > '9') return false;
+    v = v * 10 + (s[k] - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// "YYYY-MM-DD" at the start of s, a real date: its day number.
+bool ParseDate(std::string_view s, int64_t* days) {
+  int64_t y, m, d;
+  if (!Digits(s, 0, 4, &y) || s.size() < 10 || s[4] != '-' || !Digits(s, 5, 2, &m) || s[7] != '-' ||
+      !Digits(s, 8, 2, &d)) {
+    return false;
+  }
+  if (m < 1 || m > 12 || d < 1 || d > DaysInMonth(y, m)) return false;
+  *days = DaysFromCivil(y, m, d);
+  return true;
+}
+
+bool IsDate(std::string_view s) {
+  int64_t days;
+  return s.size() == 10 && ParseDate(s, &days);
+}
+
+// ISO-8601 date-time (see TIMESTAMPS in the header); s is trimmed.
+bool ParseIsoUs(std::string_view s, int64_t* us) {
+  int64_t days;
+  if (!ParseDate(s, &days)) return false;
+  int64_t h = 0, mi = 0, sec = 0, frac_us = 0, offset_s = 0;
+  size_t p = 10;
+  if (p < s.size()) {
+    if (s[p] != 'T' && s[p] != 't' && s[p] != ' ') return false;
+    if (!Digits(s, p + 1, 2, &h) || p + 3 >= s.size() || s[p + 3] != ':' ||
+        !Digits(s, p + 4, 2, &mi)) {
+      return false;
+    }
+    p += 6;
+    if (p < s.size() && s[p] == ':') {
+      if (!Digits(s, p + 1, 2, &sec)) return false;
+      p += 3;
+      if (p < s.size() && (s[p] == '.' || s[p] == ',')) {
+        ++p;
+        size_t n = 0;
+        for (; p < s.size() && s[p] >= '0' && s[p] <= '9'; ++p, ++n) {
+          if (n < 6) frac_us = frac_us * 10 + (s[p] - '0');
+        }
+        if (n == 0) return false;
+        for (; n < 6; ++n) frac_us *= 10;
+      }
+    }
+    if (h > 23 || mi > 59 || sec > 59) return false;
+    if (p < s.size()) {
+      if (s[p] == 'Z' || s[p] == 'z') {
+        ++p;
+      } else if (s[p] == '+' || s[p] == '-') {
+        const int64_t sign = s[p] == '+' ? 1 : -1;
+        int64_t oh = 0, om = 0;
+        if (!Digits(s, p + 1, 2, &oh)) return false;
+        p += 3;
+        if (p < s.size() && s[p] == ':') ++p;
+        if (p < s.size()) {
+          if (!Digits(s, p, 2, &om)) return false;
+          p += 2;
+        }
+        if (oh > 23 || om > 59) return false;
+        offset_s = sign * (oh * 3600 + om * 60);
+      }
+    }
+    if (p != s.size()) return false;
+  }
+  *us = ((days * 86400 + h * 3600 + mi * 60 + sec) - offset_s) * 1000000 + frac_us;
+  return true;
+}
+
+// A whole-text number: an int64 when it is one, else a double (from_chars takes "nan", "inf").
+bool ParseNumber(std::string_view s, Scalar* out) {
+  if (s.empty()) return false;
+  if (s.front() == '+') s.remove_prefix(1);
+  const char* end = s.data() + s.size();
+  int64_t i;
+  auto [pi, ei] = std::from_chars(s.data(), end, i);
+  if (ei == std::errc() && pi == end) {
+    *out = Scalar::Int(i);
+    return true;
+  }
+  double d;
+  auto [pd, ed] = std::from_chars(s.data(), end, d);
+  if (ed == std::errc() && pd == end) {
+    *out = Scalar::Real(d);
+    return true;
+  }
+  return false;
+}
+
+StatusOr<int64_t> NumberToUs(const Scalar& v) {
+  if (v.is_int) {
+    const int64_t i = v.i;
+    if (i > -100000000000LL && i < 100000000000LL) return i * 1000000;     // seconds
+    if (i > -100000000000000LL && i < 100000000000000LL) return i * 1000;  // milliseconds
+    if (i > -100000000000000000LL && i < 100000000000000000LL) return i;   // microseconds
+    return i / 1000;                                                       // nanoseconds
+  }
+  const double d = v.d;
+  const double a = std::fabs(d);
+  if (!std::isfinite(d) || a >= 9.2e18) {
+    return InvalidArgument(fmt::format("{} is not a timestamp", d));
+  }
+  if (a < 1e11) return static_cast<int64_t>(std::llround(d * 1e6));
+  if (a < 1e14) return static_cast<int64_t>(std::llround(d * 1e3));
+  if (a < 1e17) return static_cast<int64_t>(std::llround(d));
+  return static_cast<int64_t>(std::llround(d / 1e3));
+}
+
+// ---- Values ----
+
+// One element written as text: a number or true/false (any case).
+Status AppendToken(DataType type, std::string_view tok, std::string* out) {
+  Scalar v;
+  if (EqualsNoCase(tok, "true")) {
+    v = Scalar::Int(1);
+  } else if (EqualsNoCase(tok, "false")) {
+    v = Scalar::Int(0);
+  } else if (!ParseNumber(tok, &v)) {
+    return InvalidArgument(fmt::format("{} is not a number", Quote(tok)));
+  }
+  return AppendElement(type, v, out);
+}
+
+Status CountMismatch(const FeatureDef& f, int64_t got) {
+  return InvalidArgument(fmt::format("expected {} values, got {}", f.elements, got));
+}
+
+// A feature written as text: empty (default), a scalar, or an array (see CSV in the header).
+Status AppendFeatureText(const FeatureDef& f, std::string_view text, std::string* out) {
+  text = Trim(text);
+  if (text.empty()) {
+    out->append(f.default_bytes);
+    return OkStatus();
+  }
+  if (text.front() != '[') {
+    if (f.elements != 1) {
+      return InvalidArgument(
+          fmt::format("expected an array of {} values, got {}", f.elements, Quote(text)));
+    }
+    return AppendToken(f.dtype, text, out);
+  }
+  // Iterative: '[' and ']' nest, ',' and spaces separate, anything else is an element.
+  const size_t start = out->size();
+  int64_t count = 0;
+  int depth = 0;
+  bool closed = false;                          // the outermost array has ended
+  enum { kOpen, kValue, kComma } last = kOpen;  // what came before
+  size_t p = 0;
+  while (p < text.size()) {
+    const char c = text[p];
+    if (closed) {
+      return InvalidArgument(fmt::format("text after the array: {}", Quote(text.substr(p))));
+    }
+    if (IsSpace(c)) {
+      ++p;
+    } else if (c == '[') {
+      ++depth;
+      last = kOpen;
+      ++p;
+    } else if (c == ']') {
+      if (last == kComma) return InvalidArgument("an array element is missing before ']'");
+      closed = --depth == 0;
+      last = kValue;
+      ++p;
+    } else if (c == ',') {
+      if (last != kValue) return InvalidArgument("an array element is missing before ','");
+      last = kComma;
+      ++p;
+    } else {
+      size_t e = p;
+      while (e < text.size() && !IsSpace(text[e]) && text[e] != ',' && text[e] != '[' &&
+             text[e] != ']') {
+        ++e;
+      }
+      if (depth == 0) return InvalidArgument("array element outside the brackets");
+      if (count < f.elements) {
+        Status st = AppendToken(f.dtype, text.substr(p, e - p), out);
+        if (!st.ok()) return st.WithPrefix(fmt::format("element {}", count));
+      }
+      ++count;
+      last = kValue;
+      p = e;
+    }
+  }
+  if (!closed) return InvalidArgument("the array has no closing ']'");
+  if (count != f.elements) {
+    out->resize(start);
+    return CountMismatch(f, count);
+  }
+  return OkStatus();
+}
+
+Status JsonScalar(const rapidjson::Value& v, Scalar* out) {
+  if (v.IsBool()) {
+    *out = Scalar::Int(v.GetBool() ? 1 : 0);
+  } else if (v.IsInt64()) {
+    *out = Scalar::Int(v.GetInt64());
+  } else if (v.IsNumber()) {
+    *out = Scalar::Real(v.GetDouble());
+  } else {
+    return InvalidArgument("expected a number");
+  }
+  return OkStatus();
+}
+
+Status AppendJsonArray(const FeatureDef& f, const rapidjson::Value& a, int depth, int64_t* count,
+                       std::string* out) {
+  if (depth > kMaxJsonDepth) return InvalidArgument("arrays nested too deep");
+  for (const rapidjson::Value& e : a.GetArray()) {
+    if (e.IsArray()) {
+      RETURN_IF_ERROR(AppendJsonArray(f, e, depth + 1, count, out));
+      continue;
+    }
+    Scalar v;
+    Status st = JsonScalar(e, &v);
+    if (st.ok() && *count < f.elements) st = AppendElement(f.dtype, v, out);
+    if (!st.ok()) return st.WithPrefix(fmt::format("element {}", *count));
+    ++*count;
+  }
+  return OkStatus();
+}
+
+Status AppendFeatureJson(const FeatureDef& f, const rapidjson::Value& v, std::string* out) {
+  if (v.IsNull()) {
+    out->append(f.default_bytes);
+    return OkStatus();
+  }
+  if (v.IsString()) {
+    return AppendFeatureText(f, std::string_view(v.GetString(), v.GetStringLength()), out);
+  }
+  if (v.IsArray()) {
+    const size_t start = out->size();
+    int64_t count = 0;
+    RETURN_IF_ERROR(AppendJsonArray(f, v, 1, &count, out));
+    if (count != f.elements) {
+      out->resize(start);
+      return CountMismatch(f, count);
+    }
+    return OkStatus();
+  }
+  if (f.elements != 1) {
+    return InvalidArgument(fmt::format("expected an array of {} values", f.elements));
+  }
+  Scalar s;
+  RETURN_IF_ERROR(JsonScalar(v, &s));
+  return AppendElement(f.dtype, s, out);
+}
+
+// An entity id written as text. An int64 id may be written as an exact real ("42.0").
+StatusOr<std::string> EntityFromText(KeyType type, std::string_view text) {
+  if (type == KeyType::kInt64) {
+    text = Trim(text);
+    const size_t dot = text.find('.');
+    if (dot != std::string_view::npos && dot > 0 && dot + 1 < text.size() &&
+        text.find_first_not_of('0', dot + 1) == std::string_view::npos) {
+      auto id = CanonicalEntityId(type, text.substr(0, dot));
+      if (id.ok()) {
+        int64_t v = 0;
+        std::from_chars(id->data(), id->data() + id->size(), v);
+        if (v >= -kMaxExactIntI && v <= kMaxExactIntI) return id;
+      }
+    }
+  }
+  return CanonicalEntityId(type, text);
+}
+
+StatusOr<std::string> EntityFromJson(KeyType type, const rapidjson::Value& v) {
+  if (v.IsString())
+    return EntityFromText(type, std::string_view(v.GetString(), v.GetStringLength()));
+  if (v.IsInt64()) return CanonicalEntityId(type, std::to_string(v.GetInt64()));
+  if (v.IsUint64()) return CanonicalEntityId(type, std::to_string(v.GetUint64()));
+  if (type == KeyType::kInt64 && v.IsNumber()) {
+    const double d = v.GetDouble();
+    if (std::trunc(d) == d && std::fabs(d) <= kMaxExactInt) {
+      return std::to_string(static_cast<int64_t>(d));
+    }
+    return InvalidArgument(fmt::format("entity id {} is not an int64", d));
+  }
+  return InvalidArgument(type == KeyType::kInt64 ? "entity id must be an integer"
+                                                 : "entity id must be a string or an integer");
+}
+
+// ---- Parsers ----
+
+// The shared part: BOM, stop and failure handling, stats, reporting.
+class ParserBase : public OfflineParser {
+ public:
+  ParserBase(std::string name, const GroupSpec& group, KeyType key_type, OfflineRowFn on_row,
+             OfflineErrorFn on_error, size_t max_record_bytes)
+      : name_(std::move(name)),
+        group_(group),
+        key_type_(key_type),
+        max_record_bytes_(std::max<size_t>(max_record_bytes, 1)),
+        on_row_(std::move(on_row)),
+        on_error_(std::move(on_error)) {}
+
+  Status Feed(std::string_view data) final {
+    if (!status_.ok() || stopped_) return status_;
+    stats_.bytes += static_cast<int64_t>(data.size());
+    if (!bom_done_) {
+      const size_t take = std::min(data.size(), kBom.size() - prefix_.size());
+      prefix_.append(data.substr(0, take));
+      data.remove_prefix(take);
+      if (prefix_.size() < kBom.size()) return OkStatus();
+      bom_done_ = true;
+      if (prefix_ != kBom) Consume(prefix_);
+    }
+    if (!data.empty()) Consume(data);
+    return status_;
+  }
+
+  Status Finish() final {
+    if (!status_.ok() || stopped_) return status_;
+    if (!bom_done_) {
+      bom_done_ = true;
+      Consume(prefix_);
+    }
+    if (!stopped_ && status_.ok()) End();
+    return status_;
+  }
+
+  bool stopped() const final { return stopped_; }
+  const ReadStats& stats() const final { return stats_; }
+
+ protected:
+  // Processes bytes; stops early when stopped_ or status_ is set.
+  virtual void Consume(std::string_view data) = 0;
+  // Input ended: the last record.
+  virtual void End() = 0;
+
+  bool done() const { return stopped_ || !status_.ok(); }
+
+  void Bad(int64_t line, std::string_view message) {
+    ++stats_.bad_rows;
+    if (on_error_) on_error_(line, InvalidArgument(fmt::format("{}:{}: {}", name_, line, message)));
+  }
+  void Fail(std::string_view message) {
+    status_ = InvalidArgument(fmt::format("{}: {}", name_, message));
+  }
+  void Deliver(OfflineRow&& row) {
+    ++stats_.rows;
+    if (!on_row_(std::move(row))) stopped_ = true;
+  }
+
+  const std::string name_;
+  const GroupSpec& group_;
+  const KeyType key_type_;
+  const size_t max_record_bytes_;
+
+ private:
+  OfflineRowFn on_row_;
+  OfflineErrorFn on_error_;
+  ReadStats stats_;
+  Status status_;
+  bool stopped_ = false;
+  bool bom_done_ = false;
+  std::string prefix_;  // the first bytes, until we know whether they are a BOM
+};
+
+class CsvParser final : public ParserBase {
+ public:
+  using ParserBase::ParserBase;
+
+ private:
+  enum class State { kFieldStart, kUnquoted, kQuoted, kQuoteInQuoted, kAfterQuote, kSkipLine };
+
+  void Consume(std::string_view data) override {
+    for (const char c : data) {
+      if (done()) return;
+      switch (state_) {
+        case State::kFieldStart:
+          in_record_ = true;
+          if (c == '"') {
+            state_ = State::kQuoted;
+            last_quoted_ = true;
+          } else if (c == ',') {
+            NewField();
+          } else if (c == '\n') {
+            EndLine();
+          } else {
+            state_ = State::kUnquoted;
+            Put(c);
+          }
+          break;
+        case State::kUnquoted:
+          if (c == ',') {
+            NewField();
+          } else if (c == '\n') {
+            EndLine();
+          } else {
+            Put(c);
+          }
+          break;
+        case State::kQuoted:
+          if (c == '"') {
+            state_ = State::kQuoteInQuoted;
+          } else {
+            if (c == '\n') ++line_;
+            Put(c);
+          }
+          break;
+        case State::kQuoteInQuoted:
+          if (c == '"') {  // a doubled quote
+            state_ = State::kQuoted;
+            Put(c);
+            break;
+          }
+          state_ = State::kAfterQuote;
+          [[fallthrough]];
+        case State::kAfterQuote:
+          if (c == ',') {
+            NewField();
+          } else if (c == '\n') {
+            EndLine();
+          } else if (c != '\r') {
+            if (error_.empty()) {
+              error_ = fmt::format("column {}: text after a closing quote", starts_.size());
+            }
+            state_ = State::kUnquoted;
+            Put(c);
+          }
+          break;
+        case State::kSkipLine:
+          if (c == '\n') EndLine();
+          break;
+      }
+    }
+  }
+
+  void End() override {
+    if (state_ == State::kQuoted && error_.empty()) {
+      error_ = fmt::format("column {}: a quoted field has no closing quote", starts_.size());
+    }
+    if (in_record_) EndRecord();
+  }
+
+  void Put(char c) {
+    if (rec_.size() >= max_record_bytes_) {
+      TooLong();
+      return;
+    }
+    rec_.push_back(c);
+  }
+
+  void NewField() {
+    const size_t limit = header_done_ ? columns_ : kMaxHeaderFields;
+    if (starts_.size() >= limit) {
+      if (error_.empty()) {
+        error_ = header_done_ ? fmt::format("more fields than the header's {}", columns_)
+                              : fmt::format("more than {} columns", kMaxHeaderFields);
+      }
+      state_ = State::kSkipLine;
+      return;
+    }
+    starts_.push_back(rec_.size());
+    state_ = State::kFieldStart;
+    last_quoted_ = false;
+  }
+
+  void TooLong() {
+    if (error_.empty()) error_ = fmt::format("record longer than {} bytes", max_record_bytes_);
+    state_ = State::kSkipLine;
+  }
+
+  // A line break outside quotes.
+  void EndLine() {
+    EndRecord();
+    ++line_;
+    record_line_ = line_;
+  }
+
+  std::string_view Field(size_t k) const {
+    const size_t b = starts_[k];
+    const size_t e = k + 1 < starts_.size() ? starts_[k + 1] : rec_.size();
+    return std::string_view(rec_).substr(b, e - b);
+  }
+
+  void EndRecord() {
+    // A CR before the LF ends an unquoted field; a quoted one drops it in kAfterQuote.
+    if (!last_quoted_ && starts_.back() < rec_.size() && rec_.back() == '\r') {
+      rec_.pop_back();
+    }
+    const bool blank = starts_.size() == 1 && rec_.empty() && !last_quoted_ && error_.empty();
+    if (!blank) {
+      if (!header_done_) {
+        Header();
+      } else if (!error_.empty()) {
+        Bad(record_line_, error_);
+      } else {
+        Row();
+      }
+    }
+    rec_.clear();
+    starts_.assign(1, 0);
+    error_.clear();
+    last_quoted_ = false;
+    in_record_ = false;
+    state_ = State::kFieldStart;
+  }
+
+  void Header() {
+    if (!error_.empty()) {
+      Fail(fmt::format("bad header line: {}", error_));
+      return;
+    }
+    header_done_ = true;
+    columns_ = starts_.size();
+    std::unordered_map<std::string_view, size_t> index;
+    std::unordered_set<std::string_view> dups;
+    for (size_t k = 0; k < columns_; ++k) {
+      if (!index.emplace(Trim(Field(k)), k).second) dups.insert(Trim(Field(k)));
+    }
+    auto find = [&](std::string_view column, std::string_view what, size_t* out) {
+      auto it = index.find(column);
+      if (it == index.end()) {
+        Fail(fmt::format("missing column \"{}\" ({} of group {})", column, what, group_.name));
+        return false;
+      }
+      if (dups.count(column) != 0) {
+        Fail(fmt::format("column \"{}\" appears more than once", column));
+        return false;
+      }
+      *out = it->second;
+      return true;
+    };
+    if (!find(group_.entity, "the entity", &entity_col_)) return;
+    if (!find(kTimestampColumn, "the event time", &time_col_)) return;
+    feature_cols_.resize(group_.features.size());
+    for (size_t k = 0; k < group_.features.size(); ++k) {
+      const std::string what = fmt::format("feature {}", group_.features[k].name);
+      if (!find(group_.features[k].name, what, &feature_cols_[k])) return;
+    }
+  }
+
+  void Row() {
+    if (starts_.size() != columns_) {
+      Bad(record_line_,
+          fmt::format("expected {} fields as in the header, got {}", columns_, starts_.size()));
+      return;
+    }
+    OfflineRow row;
+    auto id = EntityFromText(key_type_, Field(entity_col_));
+    if (!id.ok()) {
+      Bad(record_line_, fmt::format("column {}: {}", group_.entity, id.status().message()));
+      return;
+    }
+    row.entity_id = std::move(id).value();
+    auto ts = ParseTimestampUs(Field(time_col_));
+    if (!ts.ok()) {
+      Bad(record_line_, fmt::format("column {}: {}", kTimestampColumn, ts.status().message()));
+      return;
+    }
+    row.event_time_us = *ts;
+    row.payload.reserve(group_.record_bytes);
+    for (size_t k = 0; k < group_.features.size(); ++k) {
+      Status st = AppendFeatureText(group_.features[k], Field(feature_cols_[k]), &row.payload);
+      if (!st.ok()) {
+        Bad(record_line_, fmt::format("feature {}: {}", group_.features[k].name, st.message()));
+        return;
+      }
+    }
+    Deliver(std::move(row));
+  }
+
+  State state_ = State::kFieldStart;
+  std::string rec_;                // the fields of the current record, back to back
+  std::vector<size_t> starts_{0};  // where each field starts in rec_
+  bool last_quoted_ = false;       // the current field was quoted
+  bool in_record_ = false;         // bytes of a record not yet ended
+  std::string error_;              // why the current record is bad
+  int64_t line_ = 1;               // current physical line
+  int64_t record_line_ = 1;        // first line of the current record
+  bool header_done_ = false;
+  size_t columns_ = 0;
+  size_t entity_col_ = 0;
+  size_t time_col_ = 0;
+  std::vector<size_t> feature_cols_;  // column of each feature, in GroupSpec order
+};
+
+class JsonLinesParser final : public ParserBase {
+ public:
+  using ParserBase::ParserBase;
+
+ private:
+  void Consume(std::string_view data) override {
+    while (!data.empty() && !done()) {
+      const size_t nl = data.find('\n');
+      const std::string_view part = data.substr(0, nl);
+      if (!too_long_) {
+        if (line_buf_.size() + part.size() > max_record_bytes_) {
+          too_long_ = true;
+          line_buf_.clear();
+        } else {
+          line_buf_.append(part);
+        }
+      }
+      if (nl == std::string_view::npos) return;
+      EndLine();
+      data.remove_prefix(nl + 1);
+    }
+  }
+
+  void End() override {
+    if (too_long_ || !line_buf_.empty()) EndLine();
+  }
+
+  void EndLine() {
+    if (too_long_) {
+      Bad(line_, fmt::format("line longer than {} bytes", max_record_bytes_));
+    } else {
+      Line(Trim(line_buf_));
+    }
+    too_long_ = false;
+    line_buf_.clear();
+    ++line_;
+  }
+
+  void Line(std::string_view text) {
+    if (text.empty()) return;
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseNanAndInfFlag | rapidjson::kParseFullPrecisionFlag |
+              rapidjson::kParseIterativeFlag>(text.data(), text.size());
+    if (doc.HasParseError()) {
+      Bad(line_, fmt::format("invalid JSON at offset {}: {}", doc.GetErrorOffset(),
+                             rapidjson::GetParseError_En(doc.GetParseError())));
+      return;
+    }
+    if (!doc.IsObject()) {
+      Bad(line_, "expected a JSON object");
+      return;
+    }
+    auto member = [&](std::string_view key) -> const rapidjson::Value* {
+      const rapidjson::Value name(
+          rapidjson::StringRef(key.data(), static_cast<rapidjson::SizeType>(key.size())));
+      const rapidjson::Value& object = doc;  // const iterators: no C++20 reversed-== ambiguity
+      auto it = object.FindMember(name);
+      return it == object.MemberEnd() ? nullptr : &it->value;
+    };
+    OfflineRow row;
+    const rapidjson::Value* id = member(group_.entity);
+    if (id == nullptr || id->IsNull()) {
+      Bad(line_, fmt::format("key {}: missing", group_.entity));
+      return;
+    }
+    auto canonical = EntityFromJson(key_type_, *id);
+    if (!canonical.ok()) {
+      Bad(line_, fmt::format("key {}: {}", group_.entity, canonical.status().message()));
+      return;
+    }
+    row.entity_id = std::move(canonical).value();
+    const rapidjson::Value* ts = member(kTimestampColumn);
+    StatusOr<int64_t> us = InvalidArgument("missing");
+    if (ts != nullptr && ts->IsString()) {
+      us = ParseTimestampUs(std::string_view(ts->GetString(), ts->GetStringLength()));
+    } else if (ts != nullptr && ts->IsNumber()) {
+      us = NumberToUs(ts->IsInt64() ? Scalar::Int(ts->GetInt64()) : Scalar::Real(ts->GetDouble()));
+    } else if (ts != nullptr && !ts->IsNull()) {
+      us = InvalidArgument("expected a string or a number");
+    }
+    if (!us.ok()) {
+      Bad(line_, fmt::format("key {}: {}", kTimestampColumn, us.status().message()));
+      return;
+    }
+    row.event_time_us = *us;
+    row.payload.reserve(group_.record_bytes);
+    for (const FeatureDef& f : group_.features) {
+      const rapidjson::Value* v = member(f.name);
+      Status st = OkStatus();
+      if (v == nullptr) {
+        row.payload.append(f.default_bytes);
+      } else {
+        st = AppendFeatureJson(f, *v, &row.payload);
+      }
+      if (!st.ok()) {
+        Bad(line_, fmt::format("feature {}: {}", f.name, st.message()));
+        return;
+      }
+    }
+    Deliver(std::move(row));
+  }
+
+  std::string line_buf_;
+  bool too_long_ = false;
+  int64_t line_ = 1;
+};
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+}  // namespace
+
+StatusOr<OfflineFormat> OfflineFormatOf(std::string_view path) {
+  if (EndsWithNoCase(path, ".csv")) return OfflineFormat::kCsv;
+  if (EndsWithNoCase(path, ".jsonl") || EndsWithNoCase(path, ".json")) {
+    return OfflineFormat::kJsonLines;
+  }
+  return InvalidArgument(
+      fmt::format("{}: not an offline feature file (expected .csv, .jsonl or .json)", path));
+}
+
+StatusOr<std::unique_ptr<OfflineParser>> OfflineParser::Create(
+    OfflineFormat format, std::string name, const FeatureSpec& spec, const GroupSpec& group,
+    OfflineRowFn on_row, OfflineErrorFn on_error, size_t max_record_bytes) {
+  const EntitySpec* entity = spec.FindEntity(group.entity);
+  if (entity == nullptr) {
+    return InvalidArgument(
+        fmt::format("group {}: entity {} is not in the spec", group.name, group.entity));
+  }
+  if (!on_row) return InvalidArgument("OfflineParser needs an on_row callback");
+  if (format == OfflineFormat::kCsv) {
+    return std::unique_ptr<OfflineParser>(new CsvParser(std::move(name), group, entity->key_type,
+                                                        std::move(on_row), std::move(on_error),
+                                                        max_record_bytes));
+  }
+  return std::unique_ptr<OfflineParser>(new JsonLinesParser(std::move(name), group,
+                                                            entity->key_type, std::move(on_row),
+                                                            std::move(on_error), max_record_bytes));
+}
+
+StatusOr<std::vector<std::string>> ListPartitions(const std::string& root,
+                                                  const std::string& group) {
+  const fs::path dir = fs::path(root) / group;
+  std::error_code ec;
+  if (group.empty() || !fs::is_directory(dir, ec)) {
+    return NotFound(
+        fmt::format("{}: no such directory (no offline data for group {})", dir.string(), group));
+  }
+  std::vector<std::string> dates;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() == 13 && name.starts_with("dt=") && IsDate(name.substr(3)) &&
+        it->is_directory(ec)) {
+      dates.push_back(name.substr(3));
+    }
+  }
+  if (ec) return InvalidArgument(fmt::format("{}: cannot list: {}", dir.string(), ec.message()));
+  std::sort(dates.begin(), dates.end());
+  return dates;
+}
+
+StatusOr<std::vector<std::string>> PartitionFiles(const std::string& root, const std::string& group,
+                                                  const std::string& date) {
+  if (!IsDate(date)) {
+    return InvalidArgument(fmt::format("partition date {} is not YYYY-MM-DD", Quote(date)));
+  }
+  const fs::path dir = fs::path(root) / group / ("dt=" + date);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return NotFound(fmt::format("{}: no such partition", dir.string()));
+  }
+  static constexpr std::string_view kCompressed[] = {".gz",   ".bz2", ".snappy",  ".zst",
+                                                     ".zstd", ".lz4", ".deflate", ".xz"};
+  std::vector<std::string> files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '_' || name[0] == '.') continue;
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
+    if (OfflineFormatOf(name).ok()) {
+      files.push_back(it->path().string());
+      continue;
+    }
+    for (std::string_view z : kCompressed) {
+      if (EndsWithNoCase(name, z) &&
+          OfflineFormatOf(std::string_view(name).substr(0, name.size() - z.size())).ok()) {
+        return InvalidArgument(fmt::format(
+            "{}: compressed offline files are not supported (write with compression none)",
+            it->path().string()));
+      }
+    }
+  }
+  if (ec) return InvalidArgument(fmt::format("{}: cannot list: {}", dir.string(), ec.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+StatusOr<ReadStats> ReadOfflineFile(const std::string& path, const FeatureSpec& spec,
+                                    const GroupSpec& group, const OfflineRowFn& on_row,
+                                    const OfflineErrorFn& on_error) {
+  ASSIGN_OR_RETURN(OfflineFormat format, OfflineFormatOf(path));
+  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (file == nullptr) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return NotFound(fmt::format("{}: no such file", path));
+    return InvalidArgument(fmt::format("{}: cannot open: {}", path, std::strerror(err)));
+  }
+  struct stat st;
+  if (fstat(fileno(file.get()), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return InvalidArgument(fmt::format("{}: is a directory", path));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<OfflineParser> parser,
+                   OfflineParser::Create(format, path, spec, group, on_row, on_error));
+  std::vector<char> buf(kChunkBytes);
+  while (!parser->stopped()) {
+    const size_t n = std::fread(buf.data(), 1, buf.size(), file.get());
+    if (n > 0) RETURN_IF_ERROR(parser->Feed(std::string_view(buf.data(), n)));
+    if (n < buf.size()) {
+      if (std::ferror(file.get())) {
+        return Unavailable(fmt::format("{}: read error: {}", path, std::strerror(errno)));
+      }
+      break;
+    }
+  }
+  RETURN_IF_ERROR(parser->Finish());
+  return parser->stats();
+}
+
+std::string UtcDate(int64_t unix_seconds) {
+  int64_t days = unix_seconds / 86400;
+  if (unix_seconds % 86400 < 0) --days;
+  int64_t y, m, d;
+  CivilFromDays(days, &y, &m, &d);
+  return fmt::format("{:04}-{:02}-{:02}", y, m, d);
+}
+
+StatusOr<int64_t> ParseTimestampUs(std::string_view text) {
+  const std::string_view t = Trim(text);
+  if (t.empty()) return InvalidArgument("the timestamp is empty");
+  if (t.size() >= 10 && t[4] == '-' && t[7] == '-') {
+    int64_t us;
+    if (ParseIsoUs(t, &us)) return us;
+  } else {
+    Scalar v;
+    if (ParseNumber(t, &v)) return NumberToUs(v);
+  }
+  return InvalidArgument(fmt::format(
+      "{} is not a timestamp (ISO-8601 UTC, or epoch seconds, milliseconds or microseconds)",
+      Quote(t)));
+}
+
+}  // namespace dais::features
