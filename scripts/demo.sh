@@ -8,8 +8,8 @@ scripts/build.sh release
 scripts/gen_examples.sh
 
 LOG=$(mktemp /tmp/dais-demo.XXXXXX.log)
-build/release/src/cmd/dais serve --model-repository examples/model_repository --http-port 0 \
-  --grpc-port 0 2>"$LOG" &
+build/release/src/cmd/dais serve --model-repository examples/model_repository \
+  --model-repository examples/feature_repository --http-port 0 --grpc-port 0 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
 PORT=""
@@ -35,9 +35,17 @@ GRPC_PORT=$(sed -n 's/.*ports: .* grpc=\([0-9]*\).*/\1/p' "$LOG" | head -1)
 echo "== a short load test over gRPC (port $GRPC_PORT) with dais perf:"
 build/release/src/cmd/dais perf -m mlp_small -i grpc -u "localhost:$GRPC_PORT" \
   --concurrency-range 1:8:x8 --measurement-interval-ms 500 --max-trials 3 --no-progress
+echo "== the feature store (in process here; --redis HOST:PORT for Redis or a Redis Cluster):"
+echo "   push two users' profiles (Feast's /push), read them back (Feast's /get-online-features),"
+echo "   then infer with user ids only: dais fetches the features and fills INPUT__0"
+NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+show curl -s -X POST "$URL/push" -d '{"push_source_name":"user_profile","df":{"user_id":[7,8],"event_timestamp":["'"$NOW"'","'"$NOW"'"],"age":[31,52],"clicks_15d":[[0,1,0,2,0,0,3,1,0,0,1,0,4,0,1],null]}}'
+show curl -s -X POST "$URL/get-online-features" -d '{"features":["user_profile:age","user_profile:clicks_15d"],"entities":{"user_id":[7,8,9]}}'
+show curl -s -X POST "$URL/v2/models/mlp_features/infer" -d \
+  '{"inputs":[{"name":"USER_ID","shape":[3],"datatype":"INT64","data":[7,8,9]}]}'
 show curl -s "$URL/healthz"
 echo "== a few of the metrics:"
-curl -s "$URL/metrics" | grep -E '^dais_(inference_request_success_total|batch_size_(sum|count))' | head
+curl -s "$URL/metrics" | grep -E '^dais_(inference_request_success_total|batch_size_(sum|count)|feature_values_total)' | head -12
 kill -TERM $PID
 wait $PID && echo "== dais serve stopped cleanly (SIGTERM, exit 0)"
 trap - EXIT
