@@ -191,7 +191,8 @@ int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
       }
     }
     if (!o.root.empty()) {
-      std::string date = o.date.empty() ? features::UtcDate(features::UnixNowUs() / 1000000) : o.date;
+      std::string date =
+          o.date.empty() ? features::UtcDate(features::UnixNowUs() / 1000000) : o.date;
       auto items = ReadAccess(o.root, date);
       if (!items.ok()) return Fail(items.status());
       fmt::print("top accessed entities on {} ({} tracked):\n", date, items->size());
@@ -216,7 +217,8 @@ int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
       if (eq == std::string::npos) return Fail(InvalidArgument("--entity must be NAME=ID,ID,..."));
       std::string name = e.substr(0, eq), ids;
       std::stringstream ss(e.substr(eq + 1));
-      for (std::string id; std::getline(ss, id, ',');) ids += (ids.empty() ? "\"" : ",\"") + id + "\"";
+      for (std::string id; std::getline(ss, id, ',');)
+        ids += (ids.empty() ? "\"" : ",\"") + id + "\"";
       entities += (entities.empty() ? "" : ",") + fmt::format("\"{}\":[{}]", name, ids);
       if (o.features.empty()) {
         for (const auto& g : spec->groups) {
@@ -253,9 +255,8 @@ int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
   std::unordered_set<std::string> only;
   std::vector<size_t> groups;
   if (sub == "prewarm") {
-    std::string date = o.date.empty()
-                           ? features::UtcDate(features::UnixNowUs() / 1000000 - 86400)
-                           : o.date;
+    std::string date =
+        o.date.empty() ? features::UtcDate(features::UnixNowUs() / 1000000 - 86400) : o.date;
     auto items = ReadAccess(o.root, date);
     if (!items.ok()) return Fail(items.status());
     std::set<std::string> entities;
@@ -299,8 +300,10 @@ int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
           last_check = now;
         }
         if (ratio > o.hard_limit) {
-          fmt::print(stderr, "\nprewarm: redis memory at {:.0f}% of maxmemory (hard limit {:.0f}%): paused\n",
-                     100 * ratio, 100 * o.hard_limit);
+          fmt::print(
+              stderr,
+              "\nprewarm: redis memory at {:.0f}% of maxmemory (hard limit {:.0f}%): paused\n",
+              100 * ratio, 100 * o.hard_limit);
           while (ratio > o.soft_limit) {
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
             paused_ms += 200;
@@ -318,23 +321,24 @@ int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
     }
     io.progress = [&](const features::ImportProgress& p) {
       std::string line = fmt::format(
-          "{} {} dt={}: {} rows, {} written, {} older kept, {} bad, {} errors, {:.0f} rows/s",
-          sub, p.group, p.date, p.rows, p.written, p.skipped_older, p.bad_rows, p.errors,
+          "{} {} dt={}: {} rows, {} written, {} older kept, {} bad, {} errors, {:.0f} rows/s", sub,
+          p.group, p.date, p.rows, p.written, p.skipped_older, p.bad_rows, p.errors,
           p.seconds > 0 ? static_cast<double>(p.rows) / p.seconds : 0.0);
       fmt::print(stderr, "{}{}", line, tty ? "\r" : "\n");
     };
-    auto r = features::ImportPartition(op->store->tier(), *spec, g, o.root, o.date.empty() || sub == "prewarm" ? "" : o.date, io);
+    auto r = features::ImportPartition(op->store->tier(), *spec, g, o.root,
+                                       o.date.empty() || sub == "prewarm" ? "" : o.date, io);
     if (tty) fmt::print(stderr, "\n");
     if (!r.ok()) {
       fmt::print(stderr, "{} {}: {}\n", sub, spec->groups[g].name, r.status().message());
       rc = 1;
       continue;
     }
-    fmt::print("{} {} dt={}: files={} rows={} written={} skipped_older={} bad_rows={} errors={} "
-               "seconds={:.2f} rows_per_sec={:.0f}\n",
-               sub, r->group, r->date, r->files, r->rows, r->written, r->skipped_older,
-               r->bad_rows, r->errors, r->seconds,
-               r->seconds > 0 ? static_cast<double>(r->rows) / r->seconds : 0.0);
+    fmt::print(
+        "{} {} dt={}: files={} rows={} written={} skipped_older={} bad_rows={} errors={} "
+        "seconds={:.2f} rows_per_sec={:.0f}\n",
+        sub, r->group, r->date, r->files, r->rows, r->written, r->skipped_older, r->bad_rows,
+        r->errors, r->seconds, r->seconds > 0 ? static_cast<double>(r->rows) / r->seconds : 0.0);
     if (r->errors > 0) {
       fmt::print(stderr, "first error: {}\n", r->first_error);
       rc = 1;

@@ -89,7 +89,7 @@ std::string AccessFile(const std::string& root, const std::string& date, const s
 }
 
 StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFlags& flags,
-                                                                  ModelManager* manager) {
+                                                                 ModelManager* manager) {
   std::unique_ptr<FeatureRuntime> rt(new FeatureRuntime());
   rt->flags_ = flags;
   rt->manager_ = manager;
@@ -108,9 +108,10 @@ StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFl
   if (!flags.redis.empty()) {
     ASSIGN_OR_RETURN(rt->redis_, ConnectRedis(flags));
     if (!rt->redis_->WaitUntilReachable(std::chrono::seconds(2))) {
-      LOG_WARNING("redis {} is not reachable yet; features fall back to defaults until it is "
-                  "(see /healthz)",
-                  flags.redis);
+      LOG_WARNING(
+          "redis {} is not reachable yet; features fall back to defaults until it is "
+          "(see /healthz)",
+          flags.redis);
     } else {
       LOG_INFO("feature store: redis {} ({})", flags.redis,
                rt->redis_->cluster_mode() ? "cluster" : "standalone");
@@ -118,9 +119,10 @@ StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFl
     tier = std::make_unique<features::RedisTier>(rt->redis_.get());
   } else {
     tier = std::make_unique<features::MemoryTier>(flags.memory_bytes);
-    LOG_INFO("feature store: in-process tier ({} MiB); give --redis to share features between "
-             "nodes",
-             flags.memory_bytes >> 20);
+    LOG_INFO(
+        "feature store: in-process tier ({} MiB); give --redis to share features between "
+        "nodes",
+        flags.memory_bytes >> 20);
   }
   rt->store_ = std::make_unique<features::FeatureStore>(so, std::move(tier));
   FeatureRuntime* self = rt.get();
@@ -199,8 +201,8 @@ void FeatureRuntime::LoadOffline() {
     for (size_t g = 0; g < spec->groups.size(); ++g) {
       features::ImportOptions io;
       io.progress = [](const features::ImportProgress& p) {
-        LOG_INFO("features: loading {} dt={}: {} rows ({} bad) in {:.1f}s", p.group, p.date,
-                 p.rows, p.bad_rows, p.seconds);
+        LOG_INFO("features: loading {} dt={}: {} rows ({} bad) in {:.1f}s", p.group, p.date, p.rows,
+                 p.bad_rows, p.seconds);
       };
       auto r = features::ImportPartition(store_->tier(), *spec, g, flags_.offline_root, "", io);
       if (!r.ok()) {

@@ -22,7 +22,8 @@ StatusOr<std::vector<std::string>> IdsFromTensor(const Tensor& t) {
     if (static_cast<int64_t>(t.data.size()) != n * static_cast<int64_t>(DataTypeSize(t.dtype))) {
       return InvalidArgument(fmt::format("entity id input '{}' has the wrong byte size", t.name));
     }
-    for (int64_t i = 0; i < n; ++i) ids.push_back(std::to_string(ElementAsInt(t.dtype, t.data.data(), i)));
+    for (int64_t i = 0; i < n; ++i)
+      ids.push_back(std::to_string(ElementAsInt(t.dtype, t.data.data(), i)));
     return ids;
   }
   if (t.dtype == DataType::kBytes) {
@@ -36,7 +37,8 @@ StatusOr<std::vector<std::string>> IdsFromTensor(const Tensor& t) {
       d.remove_prefix(4 + len);
     }
     if (!d.empty() || static_cast<int64_t>(ids.size()) != n) {
-      return InvalidArgument(fmt::format("entity id input '{}' is not {} BYTES elements", t.name, n));
+      return InvalidArgument(
+          fmt::format("entity id input '{}' is not {} BYTES elements", t.name, n));
     }
     return ids;
   }
@@ -73,9 +75,9 @@ void Enricher::Enrich(RequestPtr request, std::shared_ptr<ModelVersion> version,
         spec->entity_input.empty() ? "" : "input '" + spec->entity_input + "' or ")));
   }
   if (config.max_batch_size() > 0 && static_cast<int64_t>(raw.size()) > config.max_batch_size()) {
-    return request->on_complete(InvalidArgument(
-        fmt::format("{} entity ids exceed the model's max_batch_size {}", raw.size(),
-                    config.max_batch_size())));
+    return request->on_complete(
+        InvalidArgument(fmt::format("{} entity ids exceed the model's max_batch_size {}",
+                                    raw.size(), config.max_batch_size())));
   }
   const EntitySpec* entity = spec->FindEntity(spec->entity);
   LookupRequest lr;
@@ -119,7 +121,8 @@ void Enricher::Enrich(RequestPtr request, std::shared_ptr<ModelVersion> version,
       char* dst = t.Allocate(res.rows * static_cast<size_t>(m.elements) * width);
       for (size_t row = 0; row < res.rows; ++row) {
         for (const auto& ref : m.refs) {
-          size_t g = std::find(res.groups.begin(), res.groups.end(), ref.group) - res.groups.begin();
+          size_t g =
+              std::find(res.groups.begin(), res.groups.end(), ref.group) - res.groups.begin();
           const FeatureDef& f = spec.groups[ref.group].features[ref.feature];
           std::string_view v = res.Value(row, g, ref.feature, /*stale_ok=*/false);
           Status s = ConvertElements(f.dtype, v.data(), t.dtype, dst, f.elements);
@@ -129,7 +132,8 @@ void Enricher::Enrich(RequestPtr request, std::shared_ptr<ModelVersion> version,
       }
       req->inputs.push_back(std::move(t));
     }
-    // One status per row: the worst over the row's groups (PRESENT < STALE < NOT_FOUND < DEFAULTED).
+    // One status per row: the worst over the row's groups (PRESENT < STALE < NOT_FOUND <
+    // DEFAULTED).
     std::string statuses;
     for (size_t row = 0; row < res.rows; ++row) {
       FeatureStatus worst = FeatureStatus::kPresent;

@@ -66,7 +66,8 @@ StatusOr<FeatureSpecPtr> ChooseSpec(const std::vector<FeatureSpecPtr>& specs,
   if (!chosen) {
     std::string known;
     for (const auto& s : specs) {
-      for (const auto& g : s->groups) known += (known.empty() ? "" : ", ") + s->domain + "/" + g.name;
+      for (const auto& g : s->groups)
+        known += (known.empty() ? "" : ", ") + s->domain + "/" + g.name;
     }
     std::string wanted;
     for (const auto& g : groups) wanted += (wanted.empty() ? "" : ", ") + g;
@@ -116,7 +117,8 @@ void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
   }
   std::string project;
   if (d.HasMember("project")) {
-    if (!d["project"].IsString()) return Fail(done, InvalidArgument("\"project\" must be a string"));
+    if (!d["project"].IsString())
+      return Fail(done, InvalidArgument("\"project\" must be a string"));
     project = d["project"].GetString();
   }
   bool full_names = d.HasMember("full_feature_names") && d["full_feature_names"].IsBool() &&
@@ -142,8 +144,8 @@ void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
       std::string_view s(f.GetString(), f.GetStringLength());
       size_t c = s.find(':');
       if (c == std::string_view::npos) {
-        return Fail(done, InvalidArgument(fmt::format(
-                              "feature reference \"{}\" must be group:feature", s)));
+        return Fail(done, InvalidArgument(
+                              fmt::format("feature reference \"{}\" must be group:feature", s)));
       }
       groups.emplace(s.substr(0, c));
     }
@@ -156,15 +158,12 @@ void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
       refs.push_back(*ref);
     }
   } else {
-    return Fail(done, InvalidArgument(
-                          "give \"features\" (a non-empty list of group:feature) or "
-                          "\"feature_service\""));
+    return Fail(done, InvalidArgument("give \"features\" (a non-empty list of group:feature) or "
+                                      "\"feature_service\""));
   }
-  if (!d.HasMember("entities") || !d["entities"].IsObject() ||
-      d["entities"].MemberCount() == 0) {
-    return Fail(done, InvalidArgument(
-                          "\"entities\" must be an object of entity columns, e.g. "
-                          "{\"user_id\": [1, 2]}"));
+  if (!d.HasMember("entities") || !d["entities"].IsObject() || d["entities"].MemberCount() == 0) {
+    return Fail(done, InvalidArgument("\"entities\" must be an object of entity columns, e.g. "
+                                      "{\"user_id\": [1, 2]}"));
   }
   LookupRequest req;
   req.spec = spec;
@@ -177,8 +176,8 @@ void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
       return Fail(done, InvalidArgument(fmt::format("entities: unknown entity \"{}\"", name)));
     }
     if (!it->value.IsArray() || it->value.Empty()) {
-      return Fail(done, InvalidArgument(
-                            fmt::format("entities.{} must be a non-empty list of ids", name)));
+      return Fail(
+          done, InvalidArgument(fmt::format("entities.{} must be a non-empty list of ids", name)));
     }
     if (rows != 0 && it->value.Size() != rows) {
       return Fail(done, InvalidArgument("every entity column must have the same length"));
@@ -212,76 +211,76 @@ void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
   }
   // The raw request columns are echoed back as Feast does (entity values first).
   auto echo = std::make_shared<rapidjson::Document>(std::move(d));
-  store_->Lookup(std::move(req), [echo, entity_order, refs, slot, full_names,
-                                  done](LookupResult res) {
-    const FeatureSpec& spec = *res.spec;
-    rapidjson::StringBuffer sb;
-    Writer w(sb);
-    w.StartObject();
-    w.Key("metadata");
-    w.StartObject();
-    w.Key("feature_names");
-    w.StartArray();
-    for (const auto& e : entity_order) w.String(e.c_str());
-    for (const auto& r : refs) {
-      const GroupSpec& g = spec.groups[r.group];
-      std::string n = full_names ? g.name + "__" + g.features[r.feature].name
-                                 : g.features[r.feature].name;
-      w.String(n.c_str());
-    }
-    w.EndArray();
-    w.EndObject();
-    w.Key("results");
-    w.StartArray();
-    const Value& ents = (*echo)["entities"];
-    for (const auto& e : entity_order) {
-      w.StartObject();
-      w.Key("values");
-      ents[e.c_str()].Accept(w);
-      w.Key("statuses");
-      w.StartArray();
-      for (size_t i = 0; i < res.rows; ++i) w.String("PRESENT");
-      w.EndArray();
-      w.Key("event_timestamps");
-      w.StartArray();
-      for (size_t i = 0; i < res.rows; ++i) w.String("1970-01-01T00:00:00Z");
-      w.EndArray();
-      w.EndObject();
-    }
-    for (size_t k = 0; k < refs.size(); ++k) {
-      const FeatureDef& f = spec.groups[refs[k].group].features[refs[k].feature];
-      w.StartObject();
-      w.Key("values");
-      w.StartArray();
-      for (size_t row = 0; row < res.rows; ++row) {
-        FeatureStatus st = res.statuses[res.Index(row, slot[k])];
-        if (st == FeatureStatus::kNotFound) {
-          w.Null();
-        } else {
-          WriteValue(w, f, res.Value(row, slot[k], refs[k].feature, /*stale_ok=*/true));
+  store_->Lookup(
+      std::move(req), [echo, entity_order, refs, slot, full_names, done](LookupResult res) {
+        const FeatureSpec& spec = *res.spec;
+        rapidjson::StringBuffer sb;
+        Writer w(sb);
+        w.StartObject();
+        w.Key("metadata");
+        w.StartObject();
+        w.Key("feature_names");
+        w.StartArray();
+        for (const auto& e : entity_order) w.String(e.c_str());
+        for (const auto& r : refs) {
+          const GroupSpec& g = spec.groups[r.group];
+          std::string n =
+              full_names ? g.name + "__" + g.features[r.feature].name : g.features[r.feature].name;
+          w.String(n.c_str());
         }
-      }
-      w.EndArray();
-      w.Key("statuses");
-      w.StartArray();
-      for (size_t row = 0; row < res.rows; ++row) {
-        FeatureStatus st = res.statuses[res.Index(row, slot[k])];
-        w.String(st == FeatureStatus::kStale ? "OUTSIDE_MAX_AGE"
-                                              : std::string(FeatureStatusName(st)).c_str());
-      }
-      w.EndArray();
-      w.Key("event_timestamps");
-      w.StartArray();
-      for (size_t row = 0; row < res.rows; ++row) {
-        w.String(IsoTimestamp(res.EventTimeUs(row, slot[k])).c_str());
-      }
-      w.EndArray();
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-    done(200, sb.GetString());
-  });
+        w.EndArray();
+        w.EndObject();
+        w.Key("results");
+        w.StartArray();
+        const Value& ents = (*echo)["entities"];
+        for (const auto& e : entity_order) {
+          w.StartObject();
+          w.Key("values");
+          ents[e.c_str()].Accept(w);
+          w.Key("statuses");
+          w.StartArray();
+          for (size_t i = 0; i < res.rows; ++i) w.String("PRESENT");
+          w.EndArray();
+          w.Key("event_timestamps");
+          w.StartArray();
+          for (size_t i = 0; i < res.rows; ++i) w.String("1970-01-01T00:00:00Z");
+          w.EndArray();
+          w.EndObject();
+        }
+        for (size_t k = 0; k < refs.size(); ++k) {
+          const FeatureDef& f = spec.groups[refs[k].group].features[refs[k].feature];
+          w.StartObject();
+          w.Key("values");
+          w.StartArray();
+          for (size_t row = 0; row < res.rows; ++row) {
+            FeatureStatus st = res.statuses[res.Index(row, slot[k])];
+            if (st == FeatureStatus::kNotFound) {
+              w.Null();
+            } else {
+              WriteValue(w, f, res.Value(row, slot[k], refs[k].feature, /*stale_ok=*/true));
+            }
+          }
+          w.EndArray();
+          w.Key("statuses");
+          w.StartArray();
+          for (size_t row = 0; row < res.rows; ++row) {
+            FeatureStatus st = res.statuses[res.Index(row, slot[k])];
+            w.String(st == FeatureStatus::kStale ? "OUTSIDE_MAX_AGE"
+                                                 : std::string(FeatureStatusName(st)).c_str());
+          }
+          w.EndArray();
+          w.Key("event_timestamps");
+          w.StartArray();
+          for (size_t row = 0; row < res.rows; ++row) {
+            w.String(IsoTimestamp(res.EventTimeUs(row, slot[k])).c_str());
+          }
+          w.EndArray();
+          w.EndObject();
+        }
+        w.EndArray();
+        w.EndObject();
+        done(200, sb.GetString());
+      });
 }
 
 void FeastApi::Push(std::string_view body, Done done) {
@@ -296,7 +295,8 @@ void FeastApi::Push(std::string_view body, Done done) {
   std::string group_name = d["push_source_name"].GetString();
   std::string project;
   if (d.HasMember("project") && d["project"].IsString()) project = d["project"].GetString();
-  if (d.HasMember("to") && d["to"].IsString() && std::string_view(d["to"].GetString()) == "offline") {
+  if (d.HasMember("to") && d["to"].IsString() &&
+      std::string_view(d["to"].GetString()) == "offline") {
     return Fail(done, InvalidArgument("dais writes pushes to the online store only (\"to\": "
                                       "\"online\"); offline files are written by your batch jobs"));
   }
@@ -316,7 +316,8 @@ void FeastApi::Push(std::string_view body, Done done) {
   };
   const Value* ids = column(g.entity);
   const Value* ts = column("event_timestamp");
-  if (!ids) return Fail(done, InvalidArgument(fmt::format("df.{} (entity ids) is required", g.entity)));
+  if (!ids)
+    return Fail(done, InvalidArgument(fmt::format("df.{} (entity ids) is required", g.entity)));
   if (!ts) return Fail(done, InvalidArgument("df.event_timestamp is required"));
   size_t rows = ids->Size();
   if (ts->Size() != rows) {
@@ -346,12 +347,12 @@ void FeastApi::Push(std::string_view body, Done done) {
     if (!id.ok()) return Fail(done, InvalidArgument(where + ": " + id.status().message()));
     row.entity_id = std::move(id).value();
     const Value& t = (*ts)[r];
-    StatusOr<int64_t> us = t.IsString() ? ParseTimestampUs(t.GetString())
+    StatusOr<int64_t> us = t.IsString()   ? ParseTimestampUs(t.GetString())
                            : t.IsNumber() ? ParseTimestampUs(fmt::format("{}", t.GetDouble()))
                                           : StatusOr<int64_t>(InvalidArgument("not a timestamp"));
     if (!us.ok()) {
-      return Fail(done, InvalidArgument(fmt::format("df.event_timestamp[{}]: {}", r,
-                                                    us.status().message())));
+      return Fail(done, InvalidArgument(
+                            fmt::format("df.event_timestamp[{}]: {}", r, us.status().message())));
     }
     row.event_time_us = *us;
     for (size_t k = 0; k < g.features.size(); ++k) {
@@ -363,10 +364,10 @@ void FeastApi::Push(std::string_view body, Done done) {
         continue;
       }
       if (f.shape.empty() ? v.IsArray() : (!v.IsArray() || v.Size() != f.elements)) {
-        return Fail(done, InvalidArgument(
-                              f.shape.empty()
-                                  ? fmt::format("{}: expected a number", fw)
-                                  : fmt::format("{}: expected a list of {} numbers", fw, f.elements)));
+        return Fail(
+            done, InvalidArgument(f.shape.empty() ? fmt::format("{}: expected a number", fw)
+                                                  : fmt::format("{}: expected a list of {} numbers",
+                                                                fw, f.elements)));
       }
       auto append = [&](const Value& x) -> Status {
         ASSIGN_OR_RETURN(Scalar s, ScalarOf(x, fw));

@@ -169,8 +169,7 @@ Status ConvertElements(DataType from, const char* src, DataType to, char* dst, i
       ConvertTo(from, src, reinterpret_cast<double*>(dst), n);
       break;
     default:
-      return Unimplemented(
-          fmt::format("features cannot fill a {} input", DataTypeName(to)));
+      return Unimplemented(fmt::format("features cannot fill a {} input", DataTypeName(to)));
   }
   return OkStatus();
 }

@@ -67,8 +67,7 @@ StatusOr<Scalar> ScalarOf(const YAML::Node& n) {
   return InvalidArgument(fmt::format("\"{}\" is not a number", s));
 }
 
-Status ParseFeature(const Ctx& ctx, const YAML::Node& n, const std::string& where,
-                    FeatureDef* f) {
+Status ParseFeature(const Ctx& ctx, const YAML::Node& n, const std::string& where, FeatureDef* f) {
   ASSIGN_OR_RETURN(f->name, NameField(ctx, n, where));
   std::string fw = fmt::format("{} feature {}", where, f->name);
   if (!n["dtype"]) return ctx.Error(n, fw, "`dtype` is required");
@@ -109,9 +108,9 @@ Status ParseFeature(const Ctx& ctx, const YAML::Node& n, const std::string& wher
     values.push_back(def);
   } else if (def.IsSequence()) {
     if (static_cast<int64_t>(def.size()) != f->elements) {
-      return ctx.Error(def, fw,
-                       fmt::format("`default` has {} values but the shape holds {}", def.size(),
-                                   f->elements));
+      return ctx.Error(
+          def, fw,
+          fmt::format("`default` has {} values but the shape holds {}", def.size(), f->elements));
     }
     for (const auto& v : def) values.push_back(v);
   } else {
@@ -176,9 +175,10 @@ Status ParseGroup(const Ctx& ctx, const YAML::Node& n, const FeatureSpec& spec, 
     FeatureDef f;
     RETURN_IF_ERROR(ParseFeature(ctx, fn, where, &f));
     if (f.name.starts_with("_")) {
-      return ctx.Error(fn, where, fmt::format("feature \"{}\": names starting with _ are "
-                                              "reserved",
-                                              f.name));
+      return ctx.Error(fn, where,
+                       fmt::format("feature \"{}\": names starting with _ are "
+                                   "reserved",
+                                   f.name));
     }
     if (!seen.insert(f.name).second) {
       return ctx.Error(fn, where, fmt::format("feature \"{}\" is declared twice", f.name));
@@ -319,8 +319,8 @@ StatusOr<FeatureRef> FeatureSpec::Resolve(std::string_view reference) const {
   std::string_view group = reference.substr(0, colon), feature = reference.substr(colon + 1);
   int g = GroupIndex(group);
   if (g < 0) {
-    return InvalidArgument(fmt::format("feature reference \"{}\": no feature group \"{}\"",
-                                       reference, group));
+    return InvalidArgument(
+        fmt::format("feature reference \"{}\": no feature group \"{}\"", reference, group));
   }
   int f = groups[static_cast<size_t>(g)].FeatureIndex(feature);
   if (f < 0) {
@@ -342,8 +342,8 @@ StatusOr<FeatureSpecPtr> ParseFeatureSpec(std::string_view text, const std::stri
     YAML::Node root = YAML::Load(std::string(text));
     RETURN_IF_ERROR(ParseSpec(ctx, root, spec.get()));
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1,
-                                       e.msg));
+    return InvalidArgument(
+        fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   return FeatureSpecPtr(std::move(spec));
 }

@@ -54,7 +54,7 @@ struct GroupSpec {
   int64_t ttl_ms = 0;       // 0: no storage TTL
   double ttl_jitter = 0.1;  // TTL is stretched by a uniform factor in [1, 1 + jitter)
   std::vector<FeatureDef> features;
-  size_t record_bytes = 0;  // sum of the features' byte_size
+  size_t record_bytes = 0;      // sum of the features' byte_size
   std::vector<size_t> offsets;  // byte offset of each feature in a record payload
 
   // Index of the feature, or -1.
@@ -73,7 +73,7 @@ struct InputMapping {
   std::string input;
   std::vector<std::string> names;  // "group:feature", as written
   std::vector<FeatureRef> refs;
-  int64_t elements = 0;            // per entity
+  int64_t elements = 0;  // per entity
 };
 
 struct FeatureSpec {

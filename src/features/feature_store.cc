@@ -193,11 +193,10 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
         if (results[i].ok()) {
           FillL1(reads[i].key, *reads[i].group, *results[i]);
         } else {
-          const char* code = results[i].status().code() == StatusCode::kDeadlineExceeded
-                                 ? "deadline_exceeded"
-                             : results[i].status().code() == StatusCode::kUnavailable
-                                 ? "unavailable"
-                                 : "internal";
+          const char* code =
+              results[i].status().code() == StatusCode::kDeadlineExceeded ? "deadline_exceeded"
+              : results[i].status().code() == StatusCode::kUnavailable    ? "unavailable"
+                                                                          : "internal";
           StoreMetrics::Get().tier_errors.Get({tier_->name(), code}).Increment();
           LOG_VERBOSE(1, "feature read {}: {}", reads[i].key, results[i].status().message());
         }
@@ -215,9 +214,9 @@ void FeatureStore::Resolve(const std::shared_ptr<Pending>& p, size_t k,
   FeatureStatus status;
   if (r.ok()) {
     rec = *r;
-    status = !rec->found                         ? FeatureStatus::kNotFound
+    status = !rec->found                     ? FeatureStatus::kNotFound
              : Fresh(*rec, group, p->now_us) ? FeatureStatus::kPresent
-                                                 : FeatureStatus::kStale;
+                                             : FeatureStatus::kStale;
   } else if (fallback && fallback->found && Fresh(*fallback, group, p->now_us)) {
     rec = fallback;
     status = FeatureStatus::kPresent;
@@ -260,8 +259,7 @@ void FeatureStore::Finish(const std::shared_ptr<Pending>& p) {
   done(std::move(p->result));
 }
 
-void FeatureStore::FillL1(const std::string& key, const GroupSpec& group,
-                          const RecordPtr& record) {
+void FeatureStore::FillL1(const std::string& key, const GroupSpec& group, const RecordPtr& record) {
   uint64_t now = NowNs();
   auto copy = std::make_shared<CachedRecord>(*record);
   uint64_t deadline;
@@ -303,15 +301,14 @@ void FeatureStore::Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   tier_->Write(std::move(writes), deadline,
-               [this, spec, keys = std::move(keys), done = std::move(done)](
-                   std::vector<StatusOr<bool>> results) {
+               [this, spec, keys = std::move(keys),
+                done = std::move(done)](std::vector<StatusOr<bool>> results) {
                  for (const auto& k : keys) l1_.Erase(k);
                  done(std::move(results));
                });
 }
 
-std::vector<StatusOr<bool>> FeatureStore::PushSync(FeatureSpecPtr spec,
-                                                   std::vector<PushRow> rows) {
+std::vector<StatusOr<bool>> FeatureStore::PushSync(FeatureSpecPtr spec, std::vector<PushRow> rows) {
   std::promise<std::vector<StatusOr<bool>>> pr;
   auto f = pr.get_future();
   Push(std::move(spec), std::move(rows),

@@ -37,10 +37,10 @@ std::string_view FeatureStatusName(FeatureStatus status);  // "PRESENT", "STALE"
 
 struct StoreOptions {
   L1Options l1;
-  std::chrono::microseconds l1_ttl{2'000'000};        // re-read the tier after this
-  std::chrono::microseconds negative_ttl{500'000};    // remember "not found" this long
-  std::chrono::milliseconds lookup_timeout{50};       // deadline of a lookup's tier read
-  size_t access_capacity = 100'000;                   // heavy-hitters sketch size (0: off)
+  std::chrono::microseconds l1_ttl{2'000'000};      // re-read the tier after this
+  std::chrono::microseconds negative_ttl{500'000};  // remember "not found" this long
+  std::chrono::milliseconds lookup_timeout{50};     // deadline of a lookup's tier read
+  size_t access_capacity = 100'000;                 // heavy-hitters sketch size (0: off)
 };
 
 struct LookupRequest {

@@ -61,10 +61,10 @@ void MemoryTier::Write(std::vector<TierWrite> writes, Deadline, WriteCallback cb
     }
     size_t old = it == s.map.end() ? 0 : Charge(it->first, *it->second.record);
     if (bytes_.load(std::memory_order_relaxed) - old + charge > capacity_bytes_) {
-      out.emplace_back(ResourceExhausted(
-          fmt::format("the in-process feature tier is full ({} bytes; raise "
-                      "--feature-memory-bytes or use --redis)",
-                      capacity_bytes_)));
+      out.emplace_back(
+          ResourceExhausted(fmt::format("the in-process feature tier is full ({} bytes; raise "
+                                        "--feature-memory-bytes or use --redis)",
+                                        capacity_bytes_)));
       continue;
     }
     uint64_t expires = 0;

@@ -54,8 +54,7 @@ class Window {
 
 StatusOr<ImportProgress> ImportPartition(OnlineTier* tier, const FeatureSpec& spec,
                                          size_t group_index, const std::string& root,
-                                         const std::string& date_in,
-                                         const ImportOptions& options) {
+                                         const std::string& date_in, const ImportOptions& options) {
   const GroupSpec& group = spec.groups[group_index];
   std::string date = date_in;
   if (date.empty()) {

@@ -32,8 +32,8 @@ struct ImportProgress {
 };
 
 // Imports one day's partition of `group` (date "" = the latest). NotFound when there is none.
-StatusOr<ImportProgress> ImportPartition(OnlineTier* tier, const FeatureSpec& spec,
-                                         size_t group, const std::string& root,
-                                         const std::string& date, const ImportOptions& options);
+StatusOr<ImportProgress> ImportPartition(OnlineTier* tier, const FeatureSpec& spec, size_t group,
+                                         const std::string& root, const std::string& date,
+                                         const ImportOptions& options);
 
 }  // namespace dais::features

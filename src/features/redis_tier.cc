@@ -10,7 +10,8 @@ namespace dais::features {
 
 namespace {
 
-constexpr const char* kWriteLua = R"(-- dais feature write: KEYS[1] record key; ARGV[1] event time (8-byte LE int64 us);
+constexpr const char* kWriteLua =
+    R"(-- dais feature write: KEYS[1] record key; ARGV[1] event time (8-byte LE int64 us);
 -- ARGV[2] TTL in ms (0: none); ARGV[3..] field, value pairs. Returns 1 applied, 0 older.
 local cur = redis.call('HGET', KEYS[1], '_ts')
 if cur and string.len(cur) == 8 and struct.unpack('<i8', cur) > struct.unpack('<i8', ARGV[1]) then
@@ -91,10 +92,10 @@ StatusOr<RecordPtr> RedisTier::DecodeRecord(const TierRead& read, const redis::R
       continue;
     }
     if (v.type != Reply::Type::kBulk || v.str.size() != g.features[i].byte_size) {
-      return Internal(fmt::format("{}: feature {} holds {} bytes, the spec says {} (written "
-                                  "under another layout without a version change?)",
-                                  read.key, g.features[i].name, v.str.size(),
-                                  g.features[i].byte_size));
+      return Internal(
+          fmt::format("{}: feature {} holds {} bytes, the spec says {} (written "
+                      "under another layout without a version change?)",
+                      read.key, g.features[i].name, v.str.size(), g.features[i].byte_size));
     }
     rec->payload += v.str;
   }

@@ -13,3 +13,5 @@ dais_cc_library(NAME dais_features SRCS ${DAIS_FEATURE_STORE_SRCS} DEPS ${DAIS_F
 # Feature-enriched inference: glue between the store and the runtime's RequestEnricher seam.
 dais_cc_library(NAME dais_feature_enricher SRCS ${CMAKE_CURRENT_LIST_DIR}/enricher.cc
                 DEPS dais_features dais_runtime)
+dais_cc_test(NAME feature_store_test SRCS ${CMAKE_CURRENT_LIST_DIR}/feature_store_test.cc
+             DEPS dais_features)

@@ -23,8 +23,8 @@ StatusOr<features::FeatureSpecPtr> LoadModelFeatures(const ModelSource& source,
     }
     DataType dt = ConfigDataType(in->data_type());
     if (!features::IsFeatureType(dt) && dt != DataType::kInt16) {
-      return InvalidArgument(fmt::format("{}: features cannot fill a {} input", where,
-                                         DataTypeName(dt)));
+      return InvalidArgument(
+          fmt::format("{}: features cannot fill a {} input", where, DataTypeName(dt)));
     }
     if (config.max_batch_size() <= 0) {
       return InvalidArgument(fmt::format(
@@ -40,9 +40,9 @@ StatusOr<features::FeatureSpecPtr> LoadModelFeatures(const ModelSource& source,
       elements *= d;
     }
     if (elements != m.elements) {
-      return InvalidArgument(fmt::format(
-          "{}: the input holds {} elements per row but its features add up to {}", where,
-          elements, m.elements));
+      return InvalidArgument(
+          fmt::format("{}: the input holds {} elements per row but its features add up to {}",
+                      where, elements, m.elements));
     }
   }
   return spec;
