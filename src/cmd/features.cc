@@ -285,17 +285,21 @@ int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
   }
   int64_t paused_ms = 0, slowed = 0;
   int rc = 0;
+  // Pre-warm's view of Redis memory, refreshed at most every 100 ms (outlives the callbacks).
+  auto last_check = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  double ratio = 0;
   for (size_t g : groups) {
     features::ImportOptions io;
     io.batch_rows = o.batch_rows;
     if (sub == "prewarm") {
       io.only = &only;
       io.window = 2;
-      auto last_check = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-      double ratio = 0;
       io.before_batch = [&](int64_t) {
         auto now = std::chrono::steady_clock::now();
-        if (now - last_check > std::chrono::milliseconds(100)) {
+        // Every batch near the limits, every 100 ms otherwise.
+        auto every = ratio > o.soft_limit - 0.1 ? std::chrono::milliseconds(0)
+                                                : std::chrono::milliseconds(100);
+        if (now - last_check >= every) {
           ratio = MemoryRatio(*op->client);
           last_check = now;
         }
