@@ -15,3 +15,7 @@ dais_cc_library(NAME dais_feature_enricher SRCS ${CMAKE_CURRENT_LIST_DIR}/enrich
                 DEPS dais_features dais_runtime)
 dais_cc_test(NAME feature_store_test SRCS ${CMAKE_CURRENT_LIST_DIR}/feature_store_test.cc
              DEPS dais_features)
+if(TARGET dais_redis_testing)
+  dais_cc_test(NAME redis_tier_test SRCS ${CMAKE_CURRENT_LIST_DIR}/redis_tier_test.cc
+               DEPS dais_features dais_redis_testing)
+endif()
