@@ -1,4 +1,3 @@
-#include "runtime/model_features.h"
 #include "runtime/model_manager.h"
 
 #include <malloc.h>
@@ -10,6 +9,7 @@
 #include "dais/clock.h"
 #include "metrics/registry.h"
 #include "runtime/model_config.h"
+#include "runtime/model_features.h"
 #include "runtime/repository.h"
 
 namespace dais {

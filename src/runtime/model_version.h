@@ -21,8 +21,8 @@
 
 #include "common/mutex.h"
 #include "dais/backend.h"
-#include "model_config.pb.h"
 #include "features/feature_spec.h"
+#include "model_config.pb.h"
 #include "runtime/batch_queue.h"
 #include "runtime/model_stats.h"
 

@@ -149,9 +149,10 @@ Status ParseRequestParameters(const Value& parameters, InferenceRequest* request
         } else if (id.IsInt64()) {
           request->entity_ids.push_back(std::to_string(id.GetInt64()));
         } else {
-          return InvalidArgument("parameter 'entity_ids': every id must be a string or an "
-                                 "integer, got " +
-                                 ValueText(id));
+          return InvalidArgument(
+              "parameter 'entity_ids': every id must be a string or an "
+              "integer, got " +
+              ValueText(id));
         }
       }
     } else if (key == "sequence_id" || key == "sequence_start" || key == "sequence_end") {

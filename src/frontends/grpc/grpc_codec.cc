@@ -245,7 +245,8 @@ void ToInferResponse(const InferenceResponse& response, inference::ModelInferRes
   msg->set_model_name(response.model_name);
   msg->set_model_version(response.model_version);
   msg->set_id(response.id);
-  for (const auto& [k, v] : response.parameters) (*msg->mutable_parameters())[k].set_string_param(v);
+  for (const auto& [k, v] : response.parameters)
+    (*msg->mutable_parameters())[k].set_string_param(v);
   for (const Tensor& t : response.outputs) {
     auto* out = msg->add_outputs();
     out->set_name(t.name);

@@ -171,8 +171,9 @@ void KServeHttp::Handle(Request req, Responder respond) {
   }
   if (req.path == "/get-online-features" || req.path == "/push") {
     if (feast_ == nullptr) {
-      return respond(Error(404, req.path + ": this server has no feature store (give "
-                                           "--feature-spec, --redis or models with features.yaml)"));
+      return respond(Error(404, req.path +
+                                    ": this server has no feature store (give "
+                                    "--feature-spec, --redis or models with features.yaml)"));
     }
     if (!post) return method_error();
     auto reply = [respond](int status, std::string body) {

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "frontends/http/http_server.h"
 #include "features/feast_api.h"
+#include "frontends/http/http_server.h"
 #include "frontends/server_state.h"
 #include "runtime/model_manager.h"
 

@@ -1,0 +1,296 @@
+#include "redis/connection.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <utility>
+
+#include "common/logging.h"
+#include "redis/redis_metrics.h"
+
+namespace dais::redis {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool IsAuthError(std::string_view error) {
+  return error.starts_with("WRONGPASS") || error.starts_with("NOAUTH") ||
+         error.starts_with("NOPERM") || error.find("AUTH") != std::string_view::npos;
+}
+
+}  // namespace
+
+std::shared_ptr<Connection> Connection::Create(asio::io_context* io, std::string address,
+                                               const ClientOptions& options,
+                                               StateCallback on_state) {
+  return std::make_shared<Connection>(io, std::move(address), options, std::move(on_state));
+}
+
+Connection::Connection(asio::io_context* io, std::string address, const ClientOptions& options,
+                       StateCallback on_state)
+    : io_(io),
+      address_(std::move(address)),
+      options_(options),
+      on_state_(std::move(on_state)),
+      connect_timer_(*io),
+      backoff_timer_(*io),
+      backoff_(options.reconnect_backoff_min),
+      rng_(static_cast<unsigned>(std::hash<std::string>()(address_) ^
+                                 Clock::now().time_since_epoch().count())) {
+  uint16_t port = 0;
+  if (Status s = SplitHostPort(address_, &host_, &port); !s.ok()) {
+    DAIS_BUG("redis connection to a malformed address: {}", s.ToString());
+  }
+  port_ = std::to_string(port);
+}
+
+void Connection::Start() {
+  if (state_ == State::kIdle) Connect();
+}
+
+void Connection::Connect() {
+  if (attempts_++ > 0) RedisMetrics::Get().reconnects.Increment();
+  state_ = State::kConnecting;
+  parser_ = RespParser();
+  auto link = std::make_shared<Link>(io_);
+  link_ = link;
+  auto self = shared_from_this();
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait([this, self, link](error_code ec) {
+    if (ec || link != link_ || state_ == State::kReady) return;
+    RedisMetrics::Get().connect_errors.Increment();
+    Fail(Unavailable("redis " + address_ + ": connect timed out after " +
+                     std::to_string(options_.connect_timeout.count()) + " ms"));
+  });
+  link->resolver.async_resolve(
+      host_, port_,
+      [this, self, link](error_code ec, asio::ip::tcp::resolver::results_type results) {
+        if (link != link_) return;
+        if (ec) {
+          RedisMetrics::Get().connect_errors.Increment();
+          return Fail(Unavailable("redis " + address_ + ": resolve: " + ec.message()));
+        }
+        asio::async_connect(
+            link->socket, results,
+            [this, self, link](error_code ec, const asio::ip::tcp::endpoint&) {
+              if (link != link_) return;
+              if (ec) {
+                RedisMetrics::Get().connect_errors.Increment();
+                return Fail(Unavailable("redis " + address_ + ": connect: " + ec.message()));
+              }
+              OnTcpConnected(link);
+            });
+      });
+}
+
+void Connection::OnTcpConnected(const std::shared_ptr<Link>& link) {
+  error_code ignored;
+  link->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  state_ = State::kHandshake;
+  StartRead(link);
+  const Deadline deadline = Clock::now() + options_.connect_timeout;
+  auto self = shared_from_this();
+  // A refused AUTH or a NOAUTH answer to PING: wrong or missing credentials.
+  auto auth_failed = [this](const std::string& error) {
+    RedisMetrics::Get().connect_errors.Increment();
+    Fail(Status(StatusCode::kUnauthenticated,
+                "redis " + address_ + ": authentication failed: " + error));
+  };
+  if (!options_.password.empty()) {
+    Command auth = {"AUTH"};
+    if (!options_.username.empty()) auth.push_back(options_.username);
+    auth.push_back(options_.password);
+    Enqueue(EncodeCommand(auth), deadline, [this, self, link, auth_failed](StatusOr<Reply> r) {
+      if (link != link_ || !r.ok() || !r->is_error()) return;
+      auth_failed(r->str);
+    });
+  }
+  Enqueue(EncodeCommand({"PING"}), deadline, [this, self, link, auth_failed](StatusOr<Reply> r) {
+    if (link != link_ || !r.ok()) return;
+    if (r->is_error()) {
+      if (IsAuthError(r->str)) return auth_failed(r->str);
+      RedisMetrics::Get().connect_errors.Increment();
+      return Fail(Unavailable("redis " + address_ + ": handshake PING: " + r->str));
+    }
+    connect_timer_.cancel();
+    state_ = State::kReady;
+    healthy_ = true;
+    ping_outstanding_ = false;
+    backoff_ = options_.reconnect_backoff_min;
+    if (!last_error_.ok()) LOG_INFO("redis {}: connected", address_);
+    last_error_ = OkStatus();
+    Notify();
+  });
+}
+
+void Connection::StartRead(const std::shared_ptr<Link>& link) {
+  auto self = shared_from_this();
+  link->socket.async_read_some(
+      asio::buffer(link->read_buf), [this, self, link](error_code ec, size_t n) {
+        if (link != link_) return;
+        if (ec) {
+          return Fail(Unavailable("redis " + address_ + ": connection lost: " +
+                                  (ec == asio::error::eof ? "closed by server" : ec.message())));
+        }
+        OnRead(link, n);
+      });
+}
+
+void Connection::OnRead(const std::shared_ptr<Link>& link, size_t n) {
+  replies_.clear();
+  Status parsed = parser_.Feed(std::string_view(link->read_buf.data(), n), &replies_);
+  std::vector<Reply> replies = std::move(replies_);
+  for (Reply& reply : replies) {
+    if (pending_.empty()) {
+      RedisMetrics::Get().protocol_errors.Increment();
+      return Fail(Unavailable("redis " + address_ + ": reply without a request"));
+    }
+    ReplyCallback cb = std::move(pending_.front().cb);
+    pending_.pop_front();
+    cb(std::move(reply));
+    if (link != link_) return;  // the callback failed or shut down this connection
+  }
+  if (!parsed.ok()) {
+    RedisMetrics::Get().protocol_errors.Increment();
+    return Fail(Unavailable("redis " + address_ + ": " + parsed.message()));
+  }
+  StartRead(link);
+}
+
+void Connection::Send(std::string_view payload, Deadline deadline, ReplyCallback cb) {
+  if (state_ != State::kReady) {
+    Status why =
+        last_error_.ok() ? Unavailable("redis " + address_ + ": not connected") : last_error_;
+    asio::post(*io_, [cb = std::move(cb), why = std::move(why)] { cb(why); });
+    return;
+  }
+  Enqueue(payload, deadline, std::move(cb));
+}
+
+void Connection::Enqueue(std::string_view payload, Deadline deadline, ReplyCallback cb) {
+  queued_.append(payload);
+  pending_.push_back(Pending{std::move(cb), deadline});
+  ScheduleFlush();
+}
+
+void Connection::ScheduleFlush() {
+  if (flush_scheduled_ || writing_) return;
+  flush_scheduled_ = true;
+  asio::post(*io_, [this, self = shared_from_this()] {
+    flush_scheduled_ = false;
+    Flush();
+  });
+}
+
+void Connection::Flush() {
+  if (writing_ || queued_.empty() || !link_ ||
+      (state_ != State::kHandshake && state_ != State::kReady)) {
+    return;
+  }
+  writing_ = true;
+  std::shared_ptr<Link> link = link_;
+  link->writing.swap(queued_);
+  queued_.clear();
+  asio::async_write(link->socket, asio::buffer(link->writing),
+                    [this, self = shared_from_this(), link](error_code ec, size_t) {
+                      if (link != link_) return;
+                      writing_ = false;
+                      link->writing.clear();
+                      if (ec) {
+                        return Fail(Unavailable("redis " + address_ + ": write: " + ec.message()));
+                      }
+                      Flush();
+                    });
+}
+
+void Connection::Fail(Status why) {
+  if (state_ == State::kShutdown) return;
+  const bool was_ready = state_ == State::kReady;
+  if (was_ready || last_error_.ok() || last_error_.message() != why.message()) {
+    LOG_WARNING("{}", why.message());
+  }
+  last_error_ = why;
+  if (link_) {
+    error_code ignored;
+    link_->socket.close(ignored);
+    link_.reset();
+  }
+  connect_timer_.cancel();
+  queued_.clear();
+  writing_ = false;
+  healthy_ = false;
+  ping_outstanding_ = false;
+  state_ = State::kBackoff;
+
+  // Jittered capped exponential backoff.
+  const double jitter = std::uniform_real_distribution<double>(0.8, 1.2)(rng_);
+  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(backoff_.count() * jitter));
+  backoff_ = std::min(backoff_ * 2, options_.reconnect_backoff_max);
+  backoff_timer_.expires_after(wait);
+  backoff_timer_.async_wait([this, self = shared_from_this()](error_code ec) {
+    if (ec || state_ != State::kBackoff) return;
+    Connect();
+  });
+
+  std::deque<Pending> pending = std::move(pending_);
+  pending_.clear();
+  const Status lost = why.code() == StatusCode::kUnavailable ? why : Unavailable(why.message());
+  for (Pending& p : pending) p.cb(lost);
+  if (was_ready) Notify();
+}
+
+void Connection::Shutdown(const Status& why) {
+  if (state_ == State::kShutdown) return;
+  state_ = State::kShutdown;
+  on_state_ = nullptr;
+  if (link_) {
+    error_code ignored;
+    link_->socket.close(ignored);
+    link_->resolver.cancel();
+    link_.reset();
+  }
+  connect_timer_.cancel();
+  backoff_timer_.cancel();
+  queued_.clear();
+  writing_ = false;
+  healthy_ = false;
+  std::deque<Pending> pending = std::move(pending_);
+  pending_.clear();
+  for (Pending& p : pending) p.cb(why);
+}
+
+void Connection::HealthTick(Clock::time_point now, std::chrono::milliseconds interval) {
+  if (state_ != State::kReady) return;
+  if (!pending_.empty() && now - options_.stuck_connection_timeout > pending_.front().deadline) {
+    RedisMetrics::Get().timeout_errors.Increment();
+    return Fail(Unavailable("redis " + address_ + ": no reply " +
+                            std::to_string(options_.stuck_connection_timeout.count()) +
+                            " ms past a deadline; reconnecting"));
+  }
+  if (ping_outstanding_) {
+    SetHealthy(false);
+    return;
+  }
+  ping_outstanding_ = true;
+  Enqueue(EncodeCommand({"PING"}), now + interval,
+          [this, self = shared_from_this(), link = link_](StatusOr<Reply> r) {
+            if (link != link_) return;
+            ping_outstanding_ = false;
+            SetHealthy(r.ok() && !r->is_error());
+          });
+}
+
+void Connection::SetHealthy(bool healthy) {
+  if (healthy_ == healthy) return;
+  healthy_ = healthy;
+  Notify();
+}
+
+void Connection::Notify() {
+  if (on_state_) on_state_();
+}
+
+}  // namespace dais::redis
