@@ -148,13 +148,8 @@ FeatureRuntime::~FeatureRuntime() {
 
 std::vector<features::FeatureSpecPtr> FeatureRuntime::AllSpecs() const {
   std::vector<features::FeatureSpecPtr> all = specs_;
-  for (const auto& e : manager_->Index(/*ready_only=*/true)) {
-    auto mv = manager_->Find(e.name, -1);
-    if (mv.ok() && (*mv)->features()) {
-      bool dup = false;
-      for (const auto& s : all) dup = dup || s == (*mv)->features();
-      if (!dup) all.push_back((*mv)->features());
-    }
+  for (const auto& mv : manager_->LatestReady()) {
+    if (mv->features()) all.push_back(mv->features());
   }
   return all;
 }

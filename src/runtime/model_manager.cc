@@ -363,6 +363,20 @@ void ModelManager::Enqueue(RequestPtr request, std::shared_ptr<ModelVersion> mv)
   if (!s.ok()) request->on_complete(s);
 }
 
+std::vector<std::shared_ptr<ModelVersion>> ModelManager::LatestReady() const {
+  std::vector<std::shared_ptr<ModelVersion>> out;
+  MutexLock l(&mu_);
+  for (const auto& [name, e] : models_) {
+    for (auto it = e.versions.rbegin(); it != e.versions.rend(); ++it) {
+      if (it->second.version) {
+        out.push_back(it->second.version);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<IndexEntry> ModelManager::Index(bool ready_only) const {
   std::vector<IndexEntry> out;
   auto names = ListModels(options_.repositories);

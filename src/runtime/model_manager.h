@@ -61,6 +61,8 @@ class ModelManager {
 
   // A ready version (-1: the highest ready one).
   StatusOr<std::shared_ptr<ModelVersion>> Find(const std::string& name, int64_t version) const;
+  // The highest ready version of every model (no repository scan: cheap enough per request).
+  std::vector<std::shared_ptr<ModelVersion>> LatestReady() const;
   // Ready versions of a model, ascending.
   std::vector<int64_t> ReadyVersions(const std::string& name) const;
 
