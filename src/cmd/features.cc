@@ -155,7 +155,7 @@ StatusOr<std::vector<features::HeavyHitters::Item>> ReadAccess(const std::string
     std::stringstream ss;
     ss << in.rdbuf();
     auto items = features::HeavyHitters::Parse(ss.str());
-    if (!items.ok()) return items.status().WithPrefix(e.path().string() + ": ");
+    if (!items.ok()) return items.status().WithPrefix(e.path().string());
     merged.Merge(*items);
     ++files;
   }
@@ -217,8 +217,13 @@ int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
       if (eq == std::string::npos) return Fail(InvalidArgument("--entity must be NAME=ID,ID,..."));
       std::string name = e.substr(0, eq), ids;
       std::stringstream ss(e.substr(eq + 1));
-      for (std::string id; std::getline(ss, id, ',');)
-        ids += (ids.empty() ? "\"" : ",\"") + id + "\"";
+      const features::EntitySpec* es = spec->FindEntity(name);
+      for (std::string id; std::getline(ss, id, ',');) {
+        // int64 ids go as JSON numbers when they look like one (echoed back as numbers).
+        bool number = es && es->key_type == features::KeyType::kInt64 && !id.empty() &&
+                      id.find_first_not_of("-0123456789") == std::string::npos;
+        ids += (ids.empty() ? "" : ",") + (number ? id : "\"" + id + "\"");
+      }
       entities += (entities.empty() ? "" : ",") + fmt::format("\"{}\":[{}]", name, ids);
       if (o.features.empty()) {
         for (const auto& g : spec->groups) {

@@ -49,7 +49,9 @@ StatusOr<Scalar> ScalarOf(const Value& v, const std::string& where) {
   return InvalidArgument(fmt::format("{}: expected a number", where));
 }
 
-// The spec that holds every group in `groups`, honouring an optional project (domain).
+// The spec that holds every group in `groups`, honouring an optional project (domain). When
+// several specs of one domain declare the groups (two models during a schema migration), the
+// one with the highest schema versions wins: the Feast API reads the newest layout.
 StatusOr<FeatureSpecPtr> ChooseSpec(const std::vector<FeatureSpecPtr>& specs,
                                     const std::set<std::string>& groups,
                                     const std::string& project) {
@@ -60,7 +62,12 @@ StatusOr<FeatureSpecPtr> ChooseSpec(const std::vector<FeatureSpecPtr>& specs,
     bool all = true;
     for (const auto& g : groups) all = all && s->GroupIndex(g) >= 0;
     if (!all) continue;
-    if (!chosen) chosen = s;
+    auto versions = [&](const FeatureSpecPtr& x) {
+      int64_t sum = 0;
+      for (const auto& g : groups) sum += x->groups[static_cast<size_t>(x->GroupIndex(g))].version;
+      return sum;
+    };
+    if (!chosen || versions(s) > versions(chosen)) chosen = s;
     domains.insert(s->domain);
   }
   if (!chosen) {
@@ -179,6 +186,9 @@ void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
       return Fail(
           done, InvalidArgument(fmt::format("entities.{} must be a non-empty list of ids", name)));
     }
+    if (req.entities.count(name)) {
+      return Fail(done, InvalidArgument(fmt::format("entities: \"{}\" is given twice", name)));
+    }
     if (rows != 0 && it->value.Size() != rows) {
       return Fail(done, InvalidArgument("every entity column must have the same length"));
     }
@@ -294,7 +304,11 @@ void FeastApi::Push(std::string_view body, Done done) {
   }
   std::string group_name = d["push_source_name"].GetString();
   std::string project;
-  if (d.HasMember("project") && d["project"].IsString()) project = d["project"].GetString();
+  if (d.HasMember("project")) {
+    if (!d["project"].IsString())
+      return Fail(done, InvalidArgument("\"project\" must be a string"));
+    project = d["project"].GetString();
+  }
   if (d.HasMember("to") && d["to"].IsString() &&
       std::string_view(d["to"].GetString()) == "offline") {
     return Fail(done, InvalidArgument("dais writes pushes to the online store only (\"to\": "

@@ -39,7 +39,9 @@ struct StoreMetrics {
         r.AddHistogram("dais_feature_lookup_duration_us",
                        "Feature lookup latency in microseconds, by the deepest tier it needed "
                        "(l1, redis, memory)",
-                       {"tier"}, metrics::LatencyBuckets()),
+                       {"tier"},
+                       {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000,
+                        100000, 200000, 500000, 1000000}),
         r.AddGauge("dais_feature_l1_bytes", "Bytes charged to the L1 feature cache", {}).Get({}),
         r.AddGauge("dais_feature_l1_entries", "Entries in the L1 feature cache", {}).Get({}),
         r.AddCounter("dais_feature_l1_evictions_total", "Entries evicted from the L1 cache", {})

@@ -127,7 +127,7 @@ StatusOr<ImportProgress> ImportPartition(OnlineTier* tier, const FeatureSpec& sp
         },
         [&](int64_t line, const Status& s) {
           ++p.bad_rows;
-          if (p.bad_rows <= 10) LOG_WARNING("{}:{}: {}", file, line, s.message());
+          if (p.bad_rows <= 10) LOG_WARNING("{}", s.message());  // names file and line
         });
     if (!stats.ok()) {
       window.Drain();

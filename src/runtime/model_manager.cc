@@ -341,6 +341,15 @@ void ModelManager::Infer(RequestPtr request) {
     request->on_complete(mv.status());
     return;
   }
+  if (!request->entity_ids.empty() && !NeedsFeatures(*request, **mv)) {
+    request->on_complete(InvalidArgument(
+        (*mv)->features()
+            ? "model '" + request->model_name +
+                  "': give either its feature inputs or parameters.entity_ids, not both"
+            : "model '" + request->model_name +
+                  "' declares no features (features.yaml): parameters.entity_ids does not apply"));
+    return;
+  }
   if (enricher_ != nullptr && NeedsFeatures(*request, **mv)) {
     enricher_->Enrich(std::move(request), *mv, [this](RequestPtr r) {
       auto found = Find(r->model_name, r->model_version);

@@ -14,7 +14,10 @@ import json
 import os
 import re
 import shutil
+import random
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -33,6 +36,7 @@ HTTP_TIMEOUT_S = 30.0
 MODELS = ("mlp_small", "mlp_heavy", "xgb_binary", "xgb_multiclass")
 
 _LIVE_SERVERS: list["DaisServer"] = []
+_LIVE_REDIS: list["RedisServer"] = []
 
 
 def pytest_configure(config):
@@ -51,6 +55,9 @@ def pytest_runtest_makereport(item, call):
         for srv in list(_LIVE_SERVERS):
             report.sections.append(
                 (f"dais log ({srv.describe()}), last 150 lines", srv.log_tail(150)))
+        for rs in list(_LIVE_REDIS):
+            report.sections.append((f"redis-server log (port {rs.port}), last 30 lines",
+                                    rs.log_tail(30)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -372,6 +379,432 @@ def server(model_repo, tmp_path_factory) -> DaisServer:
         pytest.fail(str(e), pytrace=False)
     yield srv
     srv.stop()
+
+
+@pytest.fixture(scope="module")
+def start_module_server(tmp_path_factory):
+    """start_server for module-scoped fixtures: the servers live until the module ends."""
+    started: list[DaisServer] = []
+    log_dir = tmp_path_factory.mktemp("module-logs")
+
+    def start(repo, *extra_args, wait_ready=True, env=None) -> DaisServer:
+        dais_binary()
+        try:
+            srv = DaisServer(repo, extra_args, log_dir=log_dir, wait_ready=wait_ready, env=env)
+        except ServerStartError as e:
+            pytest.fail(str(e), pytrace=False)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        rc = srv.stop()
+        print(f"dais pid {srv.pid} exit status {rc}; log {srv.log_path}:\n{srv.log_tail(60)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Redis: real redis-server processes on free loopback ports (no mocks), a 3-master Redis Cluster
+# made with `redis-cli --cluster create`, and a small RESP2 client (python3-redis is not
+# installed). redis-server / redis-cli missing is a failure, not a skip.
+
+REDIS_START_TIMEOUT_S = 15.0
+
+
+def redis_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} not found: the feature store tests need real Redis "
+                    "(apt-get install redis-server redis-tools)", pytrace=False)
+    return path
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(cluster_bus: bool = False) -> int:
+    """A loopback TCP port that is free now (for a cluster node, port + 10000 too, its bus)."""
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(500):
+        port = rng.randrange(20000, 45000)
+        if _bindable(port) and (not cluster_bus or _bindable(port + 10000)):
+            return port
+    raise RuntimeError("no free loopback port")
+
+
+class RespError(Exception):
+    """A Redis error reply (-ERR ..., -MOVED ..., -ASK ...)."""
+
+
+class Resp:
+    """One RESP2 connection: call(*args) sends a command and returns the decoded reply (bytes
+    for bulk strings, str for simple strings, int, list, None), raising RespError for errors."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @staticmethod
+    def encode(args) -> bytes:
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if isinstance(a, str):
+                a = a.encode()
+            elif isinstance(a, int):
+                a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n: int) -> bytes:
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            return RespError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise ValueError(f"bad RESP line {line!r}")
+
+    def call(self, *args):
+        self.sock.sendall(self.encode(args))
+        reply = self.read()
+        if isinstance(reply, RespError):
+            raise reply
+        return reply
+
+
+def redis_call(port: int, *args, timeout: float = 5.0):
+    """One command on a fresh connection."""
+    with Resp(port, timeout=timeout) as c:
+        return c.call(*args)
+
+
+class RedisServer:
+    """One redis-server process, no persistence, on 127.0.0.1:port (a free port if None)."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, cluster: bool = False):
+        self.cluster = cluster
+        self.port = port or free_port(cluster_bus=cluster)
+        self.dir = Path(data_dir) / f"redis-{self.port}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.dir / "redis.log"
+        self.proc = None
+        self.start()
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def args(self) -> list[str]:
+        a = [redis_tool("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+             "--logfile", str(self.log_path)]
+        if self.cluster:
+            a += ["--cluster-enabled", "yes",
+                  "--cluster-config-file", str(self.dir / f"nodes-{self.port}.conf"),
+                  "--cluster-node-timeout", "5000"]
+        return a
+
+    def start(self):
+        """Starts (or restarts, on the same port) and waits for PING."""
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        if self not in _LIVE_REDIS:
+            _LIVE_REDIS.append(self)
+        deadline = time.monotonic() + REDIS_START_TIMEOUT_S
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server on port {self.port} exited with "
+                                   f"{self.proc.returncode}:\n{self.log_tail(30)}")
+            try:
+                if redis_call(self.port, "PING", timeout=1) == "PONG":
+                    return
+            except (OSError, RespError, ConnectionError) as e:
+                last = e
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"redis-server on port {self.port} did not answer PING within "
+                           f"{REDIS_START_TIMEOUT_S} s ({last!r}):\n{self.log_tail(30)}")
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        """SIGKILL (a crash: nothing is saved, clients see the connection drop)."""
+        if self.running():
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.wait(timeout=10)
+
+    def stop(self):
+        if self.running():
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self in _LIVE_REDIS:
+            _LIVE_REDIS.remove(self)
+
+    def call(self, *args):
+        return redis_call(self.port, *args)
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError as e:
+            return f"<cannot read {self.log_path}: {e}>"
+
+
+class RedisCluster:
+    """Three masters (no replicas) joined by `redis-cli --cluster create`."""
+
+    def __init__(self, data_dir: Path, masters: int = 3):
+        self.nodes: list[RedisServer] = []
+        try:
+            for _ in range(masters):
+                self.nodes.append(RedisServer(data_dir, cluster=True))
+            r = subprocess.run([redis_tool("redis-cli"), "--cluster", "create",
+                                *[n.addr for n in self.nodes], "--cluster-yes"],
+                               capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                raise RuntimeError(f"redis-cli --cluster create failed ({r.returncode}):\n"
+                                   f"{r.stdout}\n{r.stderr}")
+            self.wait_ok()
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_ok(self, timeout: float = 30.0):
+        """Until every node says cluster_state:ok and they all agree on who owns which slot."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                states = [n.call("CLUSTER", "INFO").decode() for n in self.nodes]
+                ok = all("cluster_state:ok" in s for s in states)
+                views = {tuple(sorted((s[0], s[1], s[2][1]) for s in n.call("CLUSTER", "SLOTS")))
+                         for n in self.nodes}
+                if ok and len(views) == 1:
+                    return
+                last = (states, len(views))
+            except (OSError, RespError, ConnectionError) as e:
+                last = e
+            time.sleep(0.1)
+        raise RuntimeError(f"cluster not ok within {timeout} s: {last!r}")
+
+    @property
+    def seeds(self) -> str:
+        return ",".join(n.addr for n in self.nodes)
+
+    def node_id(self, node: RedisServer) -> str:
+        return node.call("CLUSTER", "MYID").decode()
+
+    def keyslot(self, key) -> int:
+        return self.nodes[0].call("CLUSTER", "KEYSLOT", key)
+
+    def owner(self, slot: int) -> RedisServer:
+        for start, end, master, *_ in self.nodes[0].call("CLUSTER", "SLOTS"):
+            if start <= slot <= end:
+                port = master[1]
+                return next(n for n in self.nodes if n.port == port)
+        raise AssertionError(f"no node owns slot {slot}")
+
+    def owner_of_key(self, key) -> RedisServer:
+        return self.owner(self.keyslot(key))
+
+    def call_key(self, key, *args):
+        """A command on the node that owns `key` (no redirections)."""
+        return self.owner_of_key(key).call(*args)
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop()
+
+
+@pytest.fixture
+def start_redis(tmp_path):
+    """start_redis(port=None) -> RedisServer; stopped at teardown."""
+    started: list[RedisServer] = []
+
+    def start(port=None) -> RedisServer:
+        try:
+            rs = RedisServer(tmp_path / "redis", port=port)
+        except RuntimeError as e:
+            pytest.fail(str(e), pytrace=False)
+        started.append(rs)
+        return rs
+
+    yield start
+    for rs in started:
+        rs.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """One standalone redis-server shared by a module."""
+    try:
+        rs = RedisServer(tmp_path_factory.mktemp("redis"))
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield rs
+    rs.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory):
+    """A 3-master Redis Cluster shared by a module."""
+    try:
+        cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield cluster
+    cluster.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# Feature store helpers.
+
+# The example spec: mlp_small's INPUT__0 [16] = user_profile age (1) + clicks (15).
+SHOP_SPEC = """\
+domain: shop
+entities: [{{name: user_id, key_type: int64}}]
+feature_groups:
+  - name: user_profile
+    entity: user_id
+    version: {version}
+    max_age: 1h
+    ttl: {ttl}
+    features:
+      - {{name: age, dtype: FP32, default: {age_default}}}
+      - {{name: clicks, dtype: FP32, shape: [15], default: 0}}
+{extra}"""
+SHOP_MODEL_INPUTS = """\
+inputs: [{name: INPUT__0, features: [user_profile:age, user_profile:clicks]}]
+"""
+
+
+def shop_spec(version: int = 1, ttl: str = "7d", age_default: float = 0, model: bool = False,
+              entity_input: str | None = "USER_ID") -> str:
+    extra = ""
+    if model:
+        extra = SHOP_MODEL_INPUTS
+        if entity_input:
+            extra += f"entity_input: {entity_input}\n"
+    return SHOP_SPEC.format(version=version, ttl=ttl, age_default=age_default, extra=extra)
+
+
+def add_feature_model(model_repo: Path, repo: Path, name: str, spec_text: str,
+                      source: str = "mlp_small") -> Path:
+    """Copies `source` from the generated repository into `repo` as `name` (renamed in its
+    config.pbtxt) with `spec_text` as its features.yaml. Returns the model directory."""
+    d = Path(repo) / name
+    shutil.copytree(Path(model_repo) / source, d)
+    cfg = d / "config.pbtxt"
+    cfg.write_text(cfg.read_text().replace(f'name: "{source}"', f'name: "{name}"'))
+    (d / "features.yaml").write_text(spec_text)
+    return d
+
+
+def iso(unix_s: float) -> str:
+    """ISO-8601 UTC with seconds, as the Feast API prints event timestamps."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(unix_s)))
+
+
+def push(srv, group: str, df: dict, project: str | None = None, expect: int = 200) -> dict:
+    """POST /push; asserts the status and returns the JSON body."""
+    body = {"push_source_name": group, "df": df, "to": "online"}
+    if project is not None:
+        body["project"] = project
+    r = srv.post("/push", json=body, timeout=10)
+    assert r.status_code == expect, f"/push {r.status_code}: {r.text[:500]}"
+    return r.json()
+
+
+def get_online(srv, features=None, entities=None, project=None, service=None,
+               full_names=None, expect: int = 200, timeout: float = 10):
+    """POST /get-online-features; asserts the status and returns the JSON body."""
+    body = {"entities": entities}
+    if features is not None:
+        body["features"] = features
+    if service is not None:
+        body["feature_service"] = service
+    if project is not None:
+        body["project"] = project
+    if full_names is not None:
+        body["full_feature_names"] = full_names
+    r = srv.post("/get-online-features", json=body, timeout=timeout)
+    assert r.status_code == expect, f"/get-online-features {r.status_code}: {r.text[:500]}"
+    return r.json()
+
+
+def feast_columns(body: dict) -> dict[str, dict]:
+    """{column name: {"values", "statuses", "event_timestamps"}} of a Feast response, checking
+    its shape (one result per name, every column as long as the first)."""
+    names = body["metadata"]["feature_names"]
+    results = body["results"]
+    assert len(names) == len(results), body
+    n = len(results[0]["values"])
+    cols = {}
+    for name, res in zip(names, results):
+        for k in ("values", "statuses", "event_timestamps"):
+            assert len(res[k]) == n, f"column {name}: {k} has {len(res[k])} rows, not {n}"
+        cols[name] = res
+    return cols
+
+
+def record_ts(raw: bytes) -> int:
+    """The _ts field of a Redis feature record: 8 bytes little-endian int64 unix microseconds."""
+    assert isinstance(raw, bytes) and len(raw) == 8, raw
+    return struct.unpack("<q", raw)[0]
+
+
+def shop_key(entity_id, version: int = 1, domain: str = "shop", group: str = "user_profile",
+             entity: str = "user_id") -> str:
+    """The Redis key of a record: dais:<domain>:{<entity>=<id>}:<group>:v<version>."""
+    return f"dais:{domain}:{{{entity}={entity_id}}}:{group}:v{version}"
 
 
 # --------------------------------------------------------------------------------------------
