@@ -16,6 +16,7 @@ following ASK and MOVED redirections.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import subprocess
 import threading
@@ -462,6 +463,60 @@ def test_features_cli(dais_bin, rsrv, redis_server, start_server, shop_repo, tmp
                      "--entity", "user_id=1", expect=1)
     assert time.monotonic() - t0 < 30
     assert "not reachable" in r.stdout + r.stderr
+
+
+def test_prewarm_pauses_at_the_memory_limit_and_resumes(dais_bin, start_redis, tmp_path, kv):
+    """Pre-warm against a Redis with a small maxmemory: above the hard limit it pauses (no key
+    is evicted by pre-warm's writes racing the limit), and it resumes once memory falls (here:
+    maxmemory raised), loading every top entity in the end."""
+    rs = start_redis()
+    rs.call("CONFIG", "SET", "maxmemory", str(4 << 20))
+    rs.call("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
+    spec = tmp_path / "shop.yaml"
+    spec.write_text(kv.shop_spec(ttl="1h"))
+    now = int(time.time())
+    date = time.strftime("%Y-%m-%d", time.gmtime(now - 86400))
+    root = tmp_path / "offline"
+    part = root / "user_profile" / f"dt={date}"
+    part.mkdir(parents=True)
+    n = 40000
+    with open(part / "part-0.csv", "w") as f:
+        f.write("user_id,event_timestamp,age,clicks\n")
+        for i in range(n):
+            f.write(f"{i},{now - 60},{i % 90},\"[{','.join(['1'] * 15)}]\"\n")
+    access = root / "_access" / f"dt={date}"
+    access.mkdir(parents=True)
+    (access / "node-a.tsv").write_text("# dais heavy hitters v1\n" + "".join(
+        f"{n - i}\t0\tshop:user_id={i}\n" for i in range(n)))
+    proc = subprocess.Popen([str(dais_bin), "features", "prewarm", "--redis", rs.addr,
+                             "--spec", str(spec), "--root", str(root), "--top", str(n),
+                             "--batch-rows", "256"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait until pre-warm has filled Redis to its limit and stopped writing.
+        deadline = time.monotonic() + 30
+        paused_at = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            keys = rs.call("DBSIZE")
+            time.sleep(0.5)
+            if keys > 0 and rs.call("DBSIZE") == keys:
+                paused_at = keys
+                break
+        assert proc.poll() is None, "pre-warm finished although Redis was full: " + proc.stderr.read()
+        assert paused_at is not None and 0 < paused_at < n, paused_at
+        time.sleep(1.0)
+        assert rs.call("DBSIZE") == paused_at, "pre-warm kept writing while paused"
+        rs.call("CONFIG", "SET", "maxmemory", str(512 << 20))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert "paused" in err and "resumed" in err, err
+    assert f"rows={n}" in out and f"written={n}" in out, out
+    assert rs.call("DBSIZE") == n
+    m = re.search(r"paused ([0-9.]+)s", out)
+    assert m and float(m.group(1)) >= 1.0, out
 
 
 # --------------------------------------------------------------------------------------------
