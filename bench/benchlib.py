@@ -25,9 +25,10 @@ def request_bodies(width):
     return {"json": (js, 0), "binary": (header + raw, len(header))}
 
 
-def run_wrk(url, body, header_len, conc, seconds, tmp):
+def run_wrk(url, body, header_len, conc, seconds, tmp, lua_extra=""):
     """POSTs `body` with wrk at `conc` connections for `seconds`; returns rps, p50_us, p99_us,
-    errors (non-2xx responses plus socket errors)."""
+    errors (non-2xx responses plus socket errors). `lua_extra` is appended to the wrk script
+    (e.g. a `request` function that varies the body)."""
     path = os.path.join(tmp, "body.bin")
     with open(path, "wb") as f:
         f.write(body)
@@ -40,6 +41,7 @@ def run_wrk(url, body, header_len, conc, seconds, tmp):
             f.write('wrk.headers["Inference-Header-Content-Length"] = "%d"\n' % header_len)
         else:
             f.write('wrk.headers["Content-Type"] = "application/json"\n')
+        f.write(lua_extra)
     threads = "1" if conc == 1 else "2"
     out = subprocess.run(["wrk", "-t", threads, "-c", str(conc), "-d", f"{max(1, seconds)}s",
                           "--latency", "-s", lua, url], capture_output=True, text=True,
