@@ -1,6 +1,8 @@
 #include "features/feature_store.h"
 
+#include <array>
 #include <future>
+#include <unordered_map>
 
 #include "common/logging.h"
 #include "dais/clock.h"
@@ -10,44 +12,77 @@ namespace dais::features {
 
 namespace {
 
+constexpr int kStatuses = 4;
+constexpr const char* kStatusLabels[kStatuses] = {"present", "stale", "not_found", "defaulted"};
+
+// Metric handles resolved once: a lookup touches no registry lock and builds no label vectors.
 struct StoreMetrics {
   metrics::Family<metrics::Counter>& values;
-  metrics::Family<metrics::Counter>& l1;
+  metrics::Counter& l1_hit;
+  metrics::Counter& l1_miss;
   metrics::Family<metrics::Counter>& tier_errors;
   metrics::Family<metrics::Counter>& fallbacks;
   metrics::Family<metrics::Histogram>& latency;
+  metrics::Histogram& latency_l1;
   metrics::Gauge& l1_bytes;
   metrics::Gauge& l1_entries;
   metrics::Counter& l1_evictions;
   std::atomic<uint64_t> evictions_seen{0};
+  std::atomic<uint64_t> gauges_at_ns{0};
 
   static StoreMetrics& Get() {
     auto& r = metrics::Registry::Global();
-    static StoreMetrics m{
-        r.AddCounter("dais_feature_values_total",
-                     "Feature records returned, by group and status (present, stale, "
-                     "not_found, defaulted)",
-                     {"domain", "group", "status"}),
-        r.AddCounter("dais_feature_l1_requests_total",
-                     "L1 (in-process) cache lookups by result (hit, miss)", {"result"}),
-        r.AddCounter("dais_feature_tier_errors_total",
-                     "Online tier reads that failed (unavailable, deadline, bad record)",
-                     {"tier", "code"}),
-        r.AddCounter("dais_feature_fallbacks_total",
-                     "Records served from L1 past their refresh time because the tier failed",
-                     {"tier"}),
-        r.AddHistogram("dais_feature_lookup_duration_us",
-                       "Feature lookup latency in microseconds, by the deepest tier it needed "
-                       "(l1, redis, memory)",
-                       {"tier"},
-                       {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000,
-                        100000, 200000, 500000, 1000000}),
-        r.AddGauge("dais_feature_l1_bytes", "Bytes charged to the L1 feature cache", {}).Get({}),
-        r.AddGauge("dais_feature_l1_entries", "Entries in the L1 feature cache", {}).Get({}),
-        r.AddCounter("dais_feature_l1_evictions_total", "Entries evicted from the L1 cache", {})
-            .Get({}),
-    };
+    static StoreMetrics m = [&r]() -> StoreMetrics {
+      auto& l1 = r.AddCounter("dais_feature_l1_requests_total",
+                              "L1 (in-process) cache lookups by result (hit, miss)", {"result"});
+      auto& latency = r.AddHistogram(
+          "dais_feature_lookup_duration_us",
+          "Feature lookup latency in microseconds, by the deepest tier it needed (l1, redis, "
+          "memory)",
+          {"tier"},
+          {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000,
+           200000, 500000, 1000000});
+      return StoreMetrics{
+          r.AddCounter("dais_feature_values_total",
+                       "Feature records returned, by group and status (present, stale, "
+                       "not_found, defaulted)",
+                       {"domain", "group", "status"}),
+          l1.Get({"hit"}),
+          l1.Get({"miss"}),
+          r.AddCounter("dais_feature_tier_errors_total",
+                       "Online tier reads that failed (unavailable, deadline, bad record)",
+                       {"tier", "code"}),
+          r.AddCounter("dais_feature_fallbacks_total",
+                       "Records served from L1 past their refresh time because the tier failed",
+                       {"tier"}),
+          latency,
+          latency.Get({"l1"}),
+          r.AddGauge("dais_feature_l1_bytes", "Bytes charged to the L1 feature cache", {}).Get({}),
+          r.AddGauge("dais_feature_l1_entries", "Entries in the L1 feature cache", {}).Get({}),
+          r.AddCounter("dais_feature_l1_evictions_total", "Entries evicted from the L1 cache", {})
+              .Get({}),
+      };
+    }();
     return m;
+  }
+
+  // The four status counters of a group, cached per thread by the group's address (and checked
+  // by name, so a spec freed and another allocated at the same address is not confused).
+  std::array<metrics::Counter*, kStatuses>& ValueCounters(const std::string& domain,
+                                                          const GroupSpec& g) {
+    struct Entry {
+      std::string domain, group;
+      std::array<metrics::Counter*, kStatuses> counters;
+    };
+    thread_local std::unordered_map<const GroupSpec*, Entry> cache;
+    Entry& e = cache[&g];
+    if (e.group != g.name || e.domain != domain || e.counters[0] == nullptr) {
+      e.domain = domain;
+      e.group = g.name;
+      for (int s = 0; s < kStatuses; ++s)
+        e.counters[s] = &values.Get({domain, g.name, kStatusLabels[s]});
+    }
+    return e.counters;
   }
 };
 
@@ -96,7 +131,9 @@ int64_t LookupResult::EventTimeUs(size_t row, size_t g) const {
 
 struct FeatureStore::Pending {
   LookupResult result;
-  std::vector<std::vector<size_t>> slots;  // unique key -> result indices
+  // Result indices of unique key k: slot_list[slot_begin[k] .. slot_begin[k + 1]).
+  std::vector<uint32_t> slot_begin;
+  std::vector<uint32_t> slot_list;
   std::vector<const GroupSpec*> key_group;
   std::atomic<size_t> remaining{0};
   std::function<void(LookupResult)> done;
@@ -125,50 +162,81 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
   res.groups = req.groups;
   const FeatureSpec& spec = *req.spec;
   // Row count: every entity column the groups need has the same length (the caller checks).
+  std::vector<const std::vector<std::string>*> columns;  // per group slot
   res.rows = 0;
   for (size_t g : req.groups) {
     auto it = req.entities.find(spec.groups[g].entity);
     if (it == req.entities.end()) {
       DAIS_BUG("feature lookup without the entity column {}", spec.groups[g].entity);
-      req.groups.clear();
       res.groups.clear();
+      columns.clear();
       break;
     }
+    columns.push_back(&it->second);
     res.rows = std::max(res.rows, it->second.size());
   }
   const size_t n = res.rows * res.groups.size();
   res.records.assign(n, nullptr);
   res.statuses.assign(n, FeatureStatus::kDefaulted);
   if (access_) {
+    thread_local std::string name;
     for (const auto& [entity, ids] : req.entities) {
-      for (const auto& id : ids) access_->Offer(spec.domain + ":" + entity + "=" + id);
+      for (const auto& id : ids) {
+        name.assign(spec.domain).append(":").append(entity).append("=").append(id);
+        access_->Offer(name);
+      }
     }
   }
 
-  std::unordered_map<std::string, size_t> unique;
+  // Unique record keys; key_of[i] is the key of result slot i (ragged columns: DEFAULTED).
   std::vector<std::string> keys;
+  std::vector<uint32_t> key_of(n, UINT32_MAX);
+  std::unordered_map<std::string_view, uint32_t> unique;
+  const bool small = n <= 8;  // a linear scan beats hashing for a handful of keys
   for (size_t row = 0; row < res.rows; ++row) {
     for (size_t g = 0; g < res.groups.size(); ++g) {
+      if (row >= columns[g]->size()) continue;
       const GroupSpec& group = spec.groups[res.groups[g]];
-      const auto& ids = req.entities[group.entity];
-      if (row >= ids.size()) continue;  // ragged columns: DEFAULTED (the caller checks)
-      std::string key = RecordKey(spec, group, ids[row]);
-      auto [it, inserted] = unique.try_emplace(key, keys.size());
-      if (inserted) {
-        keys.push_back(std::move(key));
-        p->slots.emplace_back();
-        p->key_group.push_back(&group);
+      std::string key = RecordKey(spec, group, (*columns[g])[row]);
+      uint32_t k = UINT32_MAX;
+      if (small) {
+        for (uint32_t j = 0; j < keys.size(); ++j) {
+          if (keys[j] == key) k = j;
+        }
+      } else if (auto it = unique.find(key); it != unique.end()) {
+        k = it->second;
       }
-      p->slots[it->second].push_back(res.Index(row, g));
+      if (k == UINT32_MAX) {
+        k = static_cast<uint32_t>(keys.size());
+        keys.push_back(std::move(key));
+        p->key_group.push_back(&group);
+        if (!small) unique.emplace(keys.back(), k);
+      }
+      key_of[res.Index(row, g)] = k;
+    }
+  }
+  if (!small) {
+    // `unique` holds views into `keys`, which must not move any more.
+    unique.clear();
+  }
+  p->slot_begin.assign(keys.size() + 1, 0);
+  for (uint32_t k : key_of) {
+    if (k != UINT32_MAX) ++p->slot_begin[k + 1];
+  }
+  for (size_t k = 0; k < keys.size(); ++k) p->slot_begin[k + 1] += p->slot_begin[k];
+  p->slot_list.resize(p->slot_begin.back());
+  {
+    std::vector<uint32_t> fill(p->slot_begin.begin(), p->slot_begin.end() - 1);
+    for (size_t i = 0; i < n; ++i) {
+      if (key_of[i] != UINT32_MAX) p->slot_list[fill[key_of[i]]++] = static_cast<uint32_t>(i);
     }
   }
   p->remaining = keys.size() + 1;
-  auto deadline = req.deadline == std::chrono::steady_clock::time_point{}
-                      ? std::chrono::steady_clock::now() + options_.lookup_timeout
-                      : req.deadline;
   StoreMetrics& m = StoreMetrics::Get();
   std::vector<TierRead> reads;
-  uint64_t now_ns = p->start_ns;
+  std::vector<uint32_t> led;            // keys this lookup reads itself (parallel to reads)
+  std::vector<RecordPtr> led_fallback;  // their L1 copies past refresh time, if any
+  const uint64_t now_ns = p->start_ns;
   uint64_t hits = 0, misses = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
     RecordPtr rec = l1_.Get(keys[k], now_ns);
@@ -178,35 +246,50 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
       continue;
     }
     ++misses;
-    RecordPtr fallback = rec;
-    bool leader = flights_.Join(keys[k], [this, p, k, fallback](const StatusOr<RecordPtr>& r) {
-      Resolve(p, k, r, fallback);
+    bool leader = flights_.Lead(keys[k], [&] {
+      return [this, p, k, fallback = rec](const StatusOr<RecordPtr>& r) {
+        Resolve(p, k, r, fallback);
+      };
     });
-    if (leader) reads.push_back(TierRead{keys[k], p->key_group[k]});
+    if (leader) {
+      reads.push_back(TierRead{std::move(keys[k]), p->key_group[k]});
+      led.push_back(static_cast<uint32_t>(k));
+      led_fallback.push_back(std::move(rec));
+    }
   }
-  if (hits) m.l1.Get({"hit"}).Increment(static_cast<double>(hits));
+  if (hits) m.l1_hit.Increment(static_cast<double>(hits));
   if (misses) {
-    m.l1.Get({"miss"}).Increment(static_cast<double>(misses));
+    m.l1_miss.Increment(static_cast<double>(misses));
     p->used_tier = true;
   }
   if (!reads.empty()) {
-    tier_->Read(reads, deadline, [this, reads](std::vector<StatusOr<RecordPtr>> results) {
-      for (size_t i = 0; i < reads.size(); ++i) {
-        if (results[i].ok()) {
-          FillL1(reads[i].key, *reads[i].group, *results[i]);
-        } else {
-          const char* code =
-              results[i].status().code() == StatusCode::kDeadlineExceeded ? "deadline_exceeded"
-              : results[i].status().code() == StatusCode::kUnavailable    ? "unavailable"
-                                                                          : "internal";
-          StoreMetrics::Get().tier_errors.Get({tier_->name(), code}).Increment();
-          LOG_VERBOSE(1, "feature read {}: {}", reads[i].key, results[i].status().message());
-        }
-        flights_.Complete(reads[i].key, results[i]);
-      }
-    });
+    auto deadline = req.deadline == std::chrono::steady_clock::time_point{}
+                        ? std::chrono::steady_clock::now() + options_.lookup_timeout
+                        : req.deadline;
+    tier_->Read(std::move(reads), deadline,
+                [this, p, led = std::move(led), led_fallback = std::move(led_fallback)](
+                    std::vector<TierRead> reads, std::vector<StatusOr<TierRecordPtr>> results) {
+                  for (size_t i = 0; i < reads.size(); ++i) {
+                    StatusOr<RecordPtr> r = results[i].status();
+                    if (results[i].ok()) {
+                      r = FillL1(reads[i].key, *reads[i].group, std::move(results[i]).value());
+                    } else {
+                      CountTierError(results[i].status(), reads[i].key);
+                    }
+                    flights_.Complete(reads[i].key, r);  // followers from other lookups
+                    Resolve(p, led[i], r, led_fallback[i]);
+                  }
+                });
   }
   if (p->remaining.fetch_sub(1) == 1) Finish(p);
+}
+
+void FeatureStore::CountTierError(const Status& s, const std::string& key) {
+  const char* code = s.code() == StatusCode::kDeadlineExceeded ? "deadline_exceeded"
+                     : s.code() == StatusCode::kUnavailable    ? "unavailable"
+                                                               : "internal";
+  StoreMetrics::Get().tier_errors.Get({tier_->name(), code}).Increment();
+  LOG_VERBOSE(1, "feature read {}: {}", key, s.message());
 }
 
 void FeatureStore::Resolve(const std::shared_ptr<Pending>& p, size_t k,
@@ -226,7 +309,8 @@ void FeatureStore::Resolve(const std::shared_ptr<Pending>& p, size_t k,
   } else {
     status = FeatureStatus::kDefaulted;
   }
-  for (size_t slot : p->slots[k]) {
+  for (uint32_t i = p->slot_begin[k]; i < p->slot_begin[k + 1]; ++i) {
+    uint32_t slot = p->slot_list[i];
     p->result.records[slot] = rec;
     p->result.statuses[slot] = status;
   }
@@ -238,45 +322,50 @@ void FeatureStore::Finish(const std::shared_ptr<Pending>& p) {
   LookupResult& res = p->result;
   const FeatureSpec& spec = *res.spec;
   for (size_t g = 0; g < res.groups.size(); ++g) {
-    uint64_t counts[4] = {0, 0, 0, 0};
+    uint64_t counts[kStatuses] = {0, 0, 0, 0};
     for (size_t row = 0; row < res.rows; ++row) {
       ++counts[static_cast<int>(res.statuses[res.Index(row, g)])];
     }
-    static const char* kNames[4] = {"present", "stale", "not_found", "defaulted"};
-    for (int s = 0; s < 4; ++s) {
-      if (counts[s]) {
-        m.values.Get({spec.domain, spec.groups[res.groups[g]].name, kNames[s]})
-            .Increment(static_cast<double>(counts[s]));
-      }
+    auto& counters = m.ValueCounters(spec.domain, spec.groups[res.groups[g]]);
+    for (int s = 0; s < kStatuses; ++s) {
+      if (counts[s]) counters[s]->Increment(static_cast<double>(counts[s]));
     }
   }
-  m.latency.Get({p->used_tier ? tier_->name() : "l1"})
-      .Observe(static_cast<double>(NowNs() - p->start_ns) / 1e3);
-  m.l1_bytes.Set(static_cast<double>(l1_.bytes()));
-  m.l1_entries.Set(static_cast<double>(l1_.entries()));
-  uint64_t ev = l1_.evictions();
-  uint64_t seen = m.evictions_seen.exchange(ev);
-  if (ev > seen) m.l1_evictions.Increment(static_cast<double>(ev - seen));
+  uint64_t now = NowNs();
+  metrics::Histogram& latency = p->used_tier ? m.latency.Get({tier_->name()}) : m.latency_l1;
+  latency.Observe(static_cast<double>(now - p->start_ns) / 1e3);
+  // The L1 gauges sum over every shard: refreshed at most every 100 ms, not per lookup.
+  uint64_t at = m.gauges_at_ns.load(std::memory_order_relaxed);
+  if (now - at > 100'000'000 &&
+      m.gauges_at_ns.compare_exchange_strong(at, now, std::memory_order_relaxed)) {
+    m.l1_bytes.Set(static_cast<double>(l1_.bytes()));
+    m.l1_entries.Set(static_cast<double>(l1_.entries()));
+    uint64_t ev = l1_.evictions();
+    uint64_t seen = m.evictions_seen.exchange(ev);
+    if (ev > seen) m.l1_evictions.Increment(static_cast<double>(ev - seen));
+  }
   auto done = std::move(p->done);
   done(std::move(p->result));
 }
 
-void FeatureStore::FillL1(const std::string& key, const GroupSpec& group, const RecordPtr& record) {
+RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group,
+                               TierRecordPtr record) {
   uint64_t now = NowNs();
-  auto copy = std::make_shared<CachedRecord>(*record);
   uint64_t deadline;
   if (!record->found) {
-    copy->refresh_after_ns = now + static_cast<uint64_t>(options_.negative_ttl.count()) * 1000;
-    deadline = copy->refresh_after_ns;
+    record->refresh_after_ns = now + static_cast<uint64_t>(options_.negative_ttl.count()) * 1000;
+    deadline = record->refresh_after_ns;
   } else {
-    copy->refresh_after_ns = now + static_cast<uint64_t>(options_.l1_ttl.count()) * 1000;
+    record->refresh_after_ns = now + static_cast<uint64_t>(options_.l1_ttl.count()) * 1000;
     int64_t left_us = group.max_age_us == 0
                           ? int64_t{3600} * 1000000
                           : record->event_time_us + group.max_age_us - UnixNowUs();
     deadline = left_us > options_.l1_ttl.count() ? now + static_cast<uint64_t>(left_us) * 1000
-                                                 : copy->refresh_after_ns;
+                                                 : record->refresh_after_ns;
   }
-  l1_.Put(key, std::move(copy), deadline, now);
+  RecordPtr shared = std::move(record);
+  l1_.Put(key, shared, deadline, now);
+  return shared;
 }
 
 LookupResult FeatureStore::LookupSync(LookupRequest request) {

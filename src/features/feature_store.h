@@ -99,7 +99,9 @@ class FeatureStore {
   void Resolve(const std::shared_ptr<Pending>& p, size_t slot, const StatusOr<RecordPtr>& r,
                const RecordPtr& fallback);
   void Finish(const std::shared_ptr<Pending>& p);
-  void FillL1(const std::string& key, const GroupSpec& group, const RecordPtr& record);
+  // Sets the record's refresh time, puts it into L1 and returns it (shared, now immutable).
+  RecordPtr FillL1(const std::string& key, const GroupSpec& group, TierRecordPtr record);
+  void CountTierError(const Status& status, const std::string& key);
 
   const StoreOptions options_;
   std::unique_ptr<OnlineTier> tier_;

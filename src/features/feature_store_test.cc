@@ -71,7 +71,7 @@ class ScriptedTier : public OnlineTier {
   const char* name() const override { return "scripted"; }
 
   void Answer(const std::vector<TierRead>& reads, const ReadCallback& cb) {
-    std::vector<StatusOr<RecordPtr>> out;
+    std::vector<StatusOr<TierRecordPtr>> out;
     for (const auto& r : reads) {
       if (fail_) {
         out.emplace_back(Unavailable("down"));
@@ -80,9 +80,9 @@ class ScriptedTier : public OnlineTier {
       auto rec = std::make_shared<CachedRecord>();
       auto it = data_.find(r.key);
       if (it != data_.end()) *rec = it->second;
-      out.emplace_back(RecordPtr(rec));
+      out.emplace_back(rec);
     }
-    cb(std::move(out));
+    cb(reads, std::move(out));
   }
   void Release() {
     std::vector<std::pair<std::vector<TierRead>, ReadCallback>> held;
@@ -224,8 +224,8 @@ feature_groups:
   EXPECT_GT(full, 0) << "the byte bound rejects writes";
   EXPECT_LE(tier.bytes(), 1000u);
   std::this_thread::sleep_for(std::chrono::milliseconds(80));
-  std::vector<StatusOr<RecordPtr>> got;
-  tier.Read({{"k0", &(*spec)->groups[0]}}, {}, [&](auto r) { got = std::move(r); });
+  std::vector<StatusOr<TierRecordPtr>> got;
+  tier.Read({{"k0", &(*spec)->groups[0]}}, {}, [&](auto, auto r) { got = std::move(r); });
   ASSERT_TRUE(got[0].ok());
   EXPECT_FALSE((*got[0])->found) << "expired by the storage TTL";
 }

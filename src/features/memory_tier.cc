@@ -23,21 +23,20 @@ MemoryTier::Shard& MemoryTier::ShardFor(const std::string& key) {
 }
 
 void MemoryTier::Read(std::vector<TierRead> reads, Deadline, ReadCallback cb) {
-  std::vector<StatusOr<RecordPtr>> out;
+  std::vector<StatusOr<TierRecordPtr>> out;
   out.reserve(reads.size());
   uint64_t now = NowNs();
-  static const RecordPtr kNotFound = std::make_shared<CachedRecord>();
   for (const auto& r : reads) {
     Shard& s = ShardFor(r.key);
     MutexLock l(&s.mu);
     auto it = s.map.find(r.key);
     if (it == s.map.end() || (it->second.expires_ns != 0 && it->second.expires_ns <= now)) {
-      out.emplace_back(kNotFound);
+      out.emplace_back(std::make_shared<CachedRecord>());
     } else {
-      out.emplace_back(it->second.record);
+      out.emplace_back(std::make_shared<CachedRecord>(*it->second.record));
     }
   }
-  cb(std::move(out));
+  cb(std::move(reads), std::move(out));
 }
 
 void MemoryTier::Write(std::vector<TierWrite> writes, Deadline, WriteCallback cb) {

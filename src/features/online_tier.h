@@ -32,9 +32,14 @@ struct TierWrite {
   std::string payload;  // group->record_bytes bytes
 };
 
-// Per read: the record (found=false when there is none), or a Status when the tier could not
-// answer (Unavailable, DeadlineExceeded, Internal for a malformed stored record).
-using ReadCallback = std::function<void(std::vector<StatusOr<RecordPtr>>)>;
+// A record fresh from a tier, owned by the caller until it publishes it (the store sets
+// refresh_after_ns and puts the same object into L1: no copy).
+using TierRecordPtr = std::shared_ptr<CachedRecord>;
+// Gets the reads back (ownership returns to the caller, no copy) and per read the record
+// (found=false when there is none), or a Status when the tier could not answer (Unavailable,
+// DeadlineExceeded, Internal for a malformed stored record).
+using ReadCallback =
+    std::function<void(std::vector<TierRead> reads, std::vector<StatusOr<TierRecordPtr>>)>;
 // Per write: true when applied, false when the stored value is newer (not overwritten).
 using WriteCallback = std::function<void(std::vector<StatusOr<bool>>)>;
 

@@ -66,7 +66,7 @@ std::vector<std::string> RedisTier::WriteArgs(const TierWrite& w, uint64_t rando
   return args;
 }
 
-StatusOr<RecordPtr> RedisTier::DecodeRecord(const TierRead& read, const redis::Reply& reply) {
+StatusOr<TierRecordPtr> RedisTier::DecodeRecord(const TierRead& read, const redis::Reply& reply) {
   using redis::Reply;
   if (reply.type == Reply::Type::kError) {
     return Internal(fmt::format("redis error for {}: {}", read.key, reply.str));
@@ -77,7 +77,7 @@ StatusOr<RecordPtr> RedisTier::DecodeRecord(const TierRead& read, const redis::R
   }
   auto rec = std::make_shared<CachedRecord>();
   const Reply& ts = reply.elements[0];
-  if (ts.type == Reply::Type::kNil) return RecordPtr(std::move(rec));  // not found
+  if (ts.type == Reply::Type::kNil) return rec;  // not found
   if (ts.type != Reply::Type::kBulk || ts.str.size() != 8) {
     return Internal(fmt::format("{}: field _ts is not an 8-byte event time", read.key));
   }
@@ -99,27 +99,27 @@ StatusOr<RecordPtr> RedisTier::DecodeRecord(const TierRead& read, const redis::R
     }
     rec->payload += v.str;
   }
-  return RecordPtr(std::move(rec));
+  return rec;
 }
 
 void RedisTier::Read(std::vector<TierRead> reads, Deadline deadline, ReadCallback cb) {
   std::vector<redis::KeyedCommand> cmds;
   cmds.reserve(reads.size());
   for (const auto& r : reads) cmds.push_back(ReadCommand(r));
-  client_->ExecuteBatch(
-      std::move(cmds), deadline,
-      [reads = std::move(reads), cb = std::move(cb)](std::vector<StatusOr<redis::Reply>> replies) {
-        std::vector<StatusOr<RecordPtr>> out;
-        out.reserve(reads.size());
-        for (size_t i = 0; i < reads.size(); ++i) {
-          if (!replies[i].ok()) {
-            out.emplace_back(replies[i].status());
-          } else {
-            out.push_back(DecodeRecord(reads[i], *replies[i]));
-          }
-        }
-        cb(std::move(out));
-      });
+  client_->ExecuteBatch(std::move(cmds), deadline,
+                        [reads = std::move(reads),
+                         cb = std::move(cb)](std::vector<StatusOr<redis::Reply>> replies) mutable {
+                          std::vector<StatusOr<TierRecordPtr>> out;
+                          out.reserve(reads.size());
+                          for (size_t i = 0; i < reads.size(); ++i) {
+                            if (!replies[i].ok()) {
+                              out.emplace_back(replies[i].status());
+                            } else {
+                              out.push_back(DecodeRecord(reads[i], *replies[i]));
+                            }
+                          }
+                          cb(std::move(reads), std::move(out));
+                        });
 }
 
 void RedisTier::Write(std::vector<TierWrite> writes, Deadline deadline, WriteCallback cb) {

@@ -28,7 +28,7 @@ class RedisTier : public OnlineTier {
   static redis::KeyedCommand ReadCommand(const TierRead& read);
   static std::vector<std::string> WriteArgs(const TierWrite& write, uint64_t random);
   // Decodes an HMGET reply into a record (found=false when the hash does not exist).
-  static StatusOr<RecordPtr> DecodeRecord(const TierRead& read, const redis::Reply& reply);
+  static StatusOr<TierRecordPtr> DecodeRecord(const TierRead& read, const redis::Reply& reply);
 
  private:
   redis::Client* client_;

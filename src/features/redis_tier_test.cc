@@ -47,10 +47,10 @@ std::vector<StatusOr<bool>> Write(OnlineTier& tier, std::vector<TierWrite> w) {
   return pr.get_future().get();
 }
 
-std::vector<StatusOr<RecordPtr>> Read(OnlineTier& tier, std::vector<TierRead> r) {
-  std::promise<std::vector<StatusOr<RecordPtr>>> pr;
+std::vector<StatusOr<TierRecordPtr>> Read(OnlineTier& tier, std::vector<TierRead> r) {
+  std::promise<std::vector<StatusOr<TierRecordPtr>>> pr;
   tier.Read(std::move(r), std::chrono::steady_clock::now() + std::chrono::seconds(2),
-            [&](auto x) { pr.set_value(std::move(x)); });
+            [&](auto, auto x) { pr.set_value(std::move(x)); });
   return pr.get_future().get();
 }
 

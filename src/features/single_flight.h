@@ -32,6 +32,16 @@ class SingleFlight {
   SingleFlight(const SingleFlight&) = delete;
   SingleFlight& operator=(const SingleFlight&) = delete;
 
+  // Like Join, but `make_follower_cb` is called (under the lock) only when the caller follows a
+  // flight in progress: a leader, which handles the value itself, pays for no callback.
+  template <typename MakeCallback>
+  bool Lead(const std::string& key, MakeCallback&& make_follower_cb) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    auto [it, inserted] = flights_.try_emplace(key);
+    if (!inserted) it->second.push_back(make_follower_cb());
+    return inserted;
+  }
+
   // Returns true if the caller is the leader (it must later call Complete(key, value)); false if
   // it joined a flight in progress. Either way `cb` (may be empty) is invoked by Complete.
   bool Join(const std::string& key, Callback cb) EXCLUDES(mu_) {
