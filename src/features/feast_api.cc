@@ -176,7 +176,8 @@ void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
   req.spec = spec;
   std::vector<std::string> entity_order;
   size_t rows = 0;
-  for (auto it = d["entities"].MemberBegin(); it != d["entities"].MemberEnd(); ++it) {
+  const Value& entity_columns = d["entities"];
+  for (auto it = entity_columns.MemberBegin(); it != entity_columns.MemberEnd(); ++it) {
     std::string name(it->name.GetString(), it->name.GetStringLength());
     const EntitySpec* e = spec->FindEntity(name);
     if (e == nullptr) {

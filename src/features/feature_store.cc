@@ -270,12 +270,11 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
                 [this, p, led = std::move(led), led_fallback = std::move(led_fallback)](
                     std::vector<TierRead> reads, std::vector<StatusOr<TierRecordPtr>> results) {
                   for (size_t i = 0; i < reads.size(); ++i) {
-                    StatusOr<RecordPtr> r = results[i].status();
-                    if (results[i].ok()) {
-                      r = FillL1(reads[i].key, *reads[i].group, std::move(results[i]).value());
-                    } else {
-                      CountTierError(results[i].status(), reads[i].key);
-                    }
+                    if (!results[i].ok()) CountTierError(results[i].status(), reads[i].key);
+                    StatusOr<RecordPtr> r =
+                        results[i].ok() ? StatusOr<RecordPtr>(FillL1(reads[i].key, *reads[i].group,
+                                                                     std::move(results[i]).value()))
+                                        : StatusOr<RecordPtr>(results[i].status());
                     flights_.Complete(reads[i].key, r);  // followers from other lookups
                     Resolve(p, led[i], r, led_fallback[i]);
                   }
