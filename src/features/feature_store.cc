@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "dais/clock.h"
 #include "metrics/registry.h"
 
@@ -368,10 +369,22 @@ RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group,
 }
 
 LookupResult FeatureStore::LookupSync(LookupRequest request) {
-  std::promise<LookupResult> pr;
-  auto f = pr.get_future();
-  Lookup(std::move(request), [&pr](LookupResult r) { pr.set_value(std::move(r)); });
-  return f.get();
+  // No promise/future: an L1 hit answers on this thread, before Lookup returns.
+  struct Waiter {
+    Mutex mu;
+    CondVar cv{&mu};
+    bool done GUARDED_BY(mu) = false;
+    LookupResult result;
+  } w;
+  Lookup(std::move(request), [&w](LookupResult r) {
+    MutexLock l(&w.mu);
+    w.result = std::move(r);
+    w.done = true;
+    w.cv.Signal();
+  });
+  MutexLock l(&w.mu);
+  while (!w.done) w.cv.Wait();
+  return std::move(w.result);
 }
 
 void FeatureStore::Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
