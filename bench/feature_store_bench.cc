@@ -69,19 +69,32 @@ Args Parse(int argc, char** argv) {
     std::string k = argv[i];
     if (i + 1 >= argc) Die("missing value for " + k);
     std::string v = argv[++i];
-    if (k == "--redis") a.redis = v;
-    else if (k == "--spec") a.spec = v;
-    else if (k == "--phase") a.phase = v;
-    else if (k == "--entities") a.entities = std::stoi(v);
-    else if (k == "--batch") a.batch = std::stoi(v);
-    else if (k == "--samples") a.samples = std::stoi(v);
-    else if (k == "--rows") a.rows = std::stoi(v);
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--seconds") a.seconds = std::stod(v);
-    else if (k == "--hot") a.hot = std::stoi(v);
-    else if (k == "--redis-pid") a.redis_pid = std::stoi(v);
-    else if (k == "--pool") a.pool = std::stoi(v);
-    else Die("unknown flag " + k);
+    if (k == "--redis")
+      a.redis = v;
+    else if (k == "--spec")
+      a.spec = v;
+    else if (k == "--phase")
+      a.phase = v;
+    else if (k == "--entities")
+      a.entities = std::stoi(v);
+    else if (k == "--batch")
+      a.batch = std::stoi(v);
+    else if (k == "--samples")
+      a.samples = std::stoi(v);
+    else if (k == "--rows")
+      a.rows = std::stoi(v);
+    else if (k == "--threads")
+      a.threads = std::stoi(v);
+    else if (k == "--seconds")
+      a.seconds = std::stod(v);
+    else if (k == "--hot")
+      a.hot = std::stoi(v);
+    else if (k == "--redis-pid")
+      a.redis_pid = std::stoi(v);
+    else if (k == "--pool")
+      a.pool = std::stoi(v);
+    else
+      Die("unknown flag " + k);
   }
   if (a.redis.empty() || a.spec.empty() || a.phase.empty()) {
     Die("usage: feature_store_bench --redis host:port --spec features.yaml "
@@ -201,15 +214,17 @@ void PhaseLoad(Bench& b) {
       rows.push_back(f::PushRow{b.group, std::to_string(id), now, Payload(g, id)});
     }
     for (const auto& r : store->PushSync(b.spec, std::move(rows))) {
-      if (!r.ok()) ++failed;
-      else applied += *r;
+      if (!r.ok())
+        ++failed;
+      else
+        applied += *r;
     }
   }
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::printf("{\"phase\":\"load\",\"entities\":%d,\"batch\":%d,\"seconds\":%.3f,"
-              "\"rows_per_s\":%.0f,\"applied\":%zu,\"failed\":%zu,\"record_bytes\":%zu}\n",
-              b.args.entities, b.args.batch, s, b.args.entities / s, applied, failed,
-              g.record_bytes);
+  std::printf(
+      "{\"phase\":\"load\",\"entities\":%d,\"batch\":%d,\"seconds\":%.3f,"
+      "\"rows_per_s\":%.0f,\"applied\":%zu,\"failed\":%zu,\"record_bytes\":%zu}\n",
+      b.args.entities, b.args.batch, s, b.args.entities / s, applied, failed, g.record_bytes);
 }
 
 void PhaseLatency(Bench& b, int rows, int samples) {
@@ -242,13 +257,13 @@ void PhaseLatency(Bench& b, int rows, int samples) {
   }
   double wall = std::chrono::duration<double>(Clock::now() - w0).count();
   double rcpu = ProcCpuSeconds(b.args.redis_pid) - r0, ccpu = SelfCpuSeconds() - c0;
-  std::printf("{\"phase\":\"%s\",\"rows\":%d,\"samples\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,"
-              "\"p999_us\":%.1f,\"max_us\":%.1f,\"lookups_per_s\":%.0f,\"records_per_s\":%.0f,"
-              "\"tier_reads\":%llu,\"bad\":%zu,\"redis_cores\":%.2f,\"bench_cores\":%.2f}\n",
-              rows == 1 ? "redis1" : "redis100", rows, samples, Pct(ns, 0.50) / 1e3,
-              Pct(ns, 0.99) / 1e3, Pct(ns, 0.999) / 1e3, Pct(ns, 1.0) / 1e3, samples / wall,
-              samples * rows / wall, static_cast<unsigned long long>(tier->reads() - reads0), bad,
-              rcpu / wall, ccpu / wall);
+  std::printf(
+      "{\"phase\":\"%s\",\"rows\":%d,\"samples\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+      "\"p999_us\":%.1f,\"max_us\":%.1f,\"lookups_per_s\":%.0f,\"records_per_s\":%.0f,"
+      "\"tier_reads\":%llu,\"bad\":%zu,\"redis_cores\":%.2f,\"bench_cores\":%.2f}\n",
+      rows == 1 ? "redis1" : "redis100", rows, samples, Pct(ns, 0.50) / 1e3, Pct(ns, 0.99) / 1e3,
+      Pct(ns, 0.999) / 1e3, Pct(ns, 1.0) / 1e3, samples / wall, samples * rows / wall,
+      static_cast<unsigned long long>(tier->reads() - reads0), bad, rcpu / wall, ccpu / wall);
 }
 
 void PhaseThroughput(Bench& b) {
@@ -299,11 +314,12 @@ void PhaseThroughput(Bench& b) {
     bad += bads[t];
     all.insert(all.end(), lat[t].begin(), lat[t].end());
   }
-  std::printf("{\"phase\":\"tput\",\"threads\":%d,\"rows\":%d,\"seconds\":%.2f,"
-              "\"records_per_s\":%.0f,\"lookups\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f,"
-              "\"bad\":%zu,\"redis_cores\":%.2f,\"bench_cores\":%.2f}\n",
-              b.args.threads, rows, wall, total / wall, all.size(), Pct(all, 0.5) / 1e3,
-              Pct(all, 0.99) / 1e3, bad, rcpu / wall, ccpu / wall);
+  std::printf(
+      "{\"phase\":\"tput\",\"threads\":%d,\"rows\":%d,\"seconds\":%.2f,"
+      "\"records_per_s\":%.0f,\"lookups\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+      "\"bad\":%zu,\"redis_cores\":%.2f,\"bench_cores\":%.2f}\n",
+      b.args.threads, rows, wall, total / wall, all.size(), Pct(all, 0.5) / 1e3,
+      Pct(all, 0.99) / 1e3, bad, rcpu / wall, ccpu / wall);
 }
 
 void PhaseL1(Bench& b, int samples) {
@@ -365,19 +381,20 @@ void PhaseL1(Bench& b, int samples) {
     auto t1 = Clock::now();
     empty.push_back(static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count()));
   }
-  std::printf("{\"phase\":\"l1\",\"hot\":%d,\"samples\":%d,\"p50_ns\":%llu,\"p99_ns\":%llu,"
-              "\"p999_ns\":%llu,\"max_ns\":%llu,\"lookups_per_s\":%.0f,\"tier_reads\":%llu,"
-              "\"bad\":%zu,\"raw_get_p50_ns\":%llu,\"raw_get_p99_ns\":%llu,"
-              "\"raw_get_p999_ns\":%llu,\"raw_get_misses\":%zu,\"clock_p50_ns\":%llu}\n",
-              hot, samples, static_cast<unsigned long long>(Pct(ns, 0.5)),
-              static_cast<unsigned long long>(Pct(ns, 0.99)),
-              static_cast<unsigned long long>(Pct(ns, 0.999)),
-              static_cast<unsigned long long>(Pct(ns, 1.0)), samples / wall,
-              static_cast<unsigned long long>(tier_reads), bad,
-              static_cast<unsigned long long>(Pct(raw, 0.5)),
-              static_cast<unsigned long long>(Pct(raw, 0.99)),
-              static_cast<unsigned long long>(Pct(raw, 0.999)), misses,
-              static_cast<unsigned long long>(Pct(empty, 0.5)));
+  std::printf(
+      "{\"phase\":\"l1\",\"hot\":%d,\"samples\":%d,\"p50_ns\":%llu,\"p99_ns\":%llu,"
+      "\"p999_ns\":%llu,\"max_ns\":%llu,\"lookups_per_s\":%.0f,\"tier_reads\":%llu,"
+      "\"bad\":%zu,\"raw_get_p50_ns\":%llu,\"raw_get_p99_ns\":%llu,"
+      "\"raw_get_p999_ns\":%llu,\"raw_get_misses\":%zu,\"clock_p50_ns\":%llu}\n",
+      hot, samples, static_cast<unsigned long long>(Pct(ns, 0.5)),
+      static_cast<unsigned long long>(Pct(ns, 0.99)),
+      static_cast<unsigned long long>(Pct(ns, 0.999)),
+      static_cast<unsigned long long>(Pct(ns, 1.0)), samples / wall,
+      static_cast<unsigned long long>(tier_reads), bad,
+      static_cast<unsigned long long>(Pct(raw, 0.5)),
+      static_cast<unsigned long long>(Pct(raw, 0.99)),
+      static_cast<unsigned long long>(Pct(raw, 0.999)), misses,
+      static_cast<unsigned long long>(Pct(empty, 0.5)));
 }
 
 }  // namespace
@@ -399,12 +416,18 @@ int main(int argc, char** argv) {
   if (!b.client->WaitUntilReachable(std::chrono::seconds(5))) Die("redis not reachable");
 
   const std::string& p = b.args.phase;
-  if (p == "load") PhaseLoad(b);
-  else if (p == "redis1") PhaseLatency(b, 1, b.args.samples ? b.args.samples : 20000);
-  else if (p == "redis100") PhaseLatency(b, b.args.rows, b.args.samples ? b.args.samples : 2000);
-  else if (p == "tput") PhaseThroughput(b);
-  else if (p == "l1") PhaseL1(b, b.args.samples ? b.args.samples : 200000);
-  else Die("unknown phase " + p);
+  if (p == "load")
+    PhaseLoad(b);
+  else if (p == "redis1")
+    PhaseLatency(b, 1, b.args.samples ? b.args.samples : 20000);
+  else if (p == "redis100")
+    PhaseLatency(b, b.args.rows, b.args.samples ? b.args.samples : 2000);
+  else if (p == "tput")
+    PhaseThroughput(b);
+  else if (p == "l1")
+    PhaseL1(b, b.args.samples ? b.args.samples : 200000);
+  else
+    Die("unknown phase " + p);
   std::fflush(stdout);
   return 0;
 }
