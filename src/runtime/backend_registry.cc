@@ -12,6 +12,9 @@ std::unique_ptr<Backend> MakeTorchBackend();
 #ifdef DAIS_HAVE_XGBOOST
 std::unique_ptr<Backend> MakeXgboostBackend();
 #endif
+#ifdef DAIS_HAVE_IDENTITY
+std::unique_ptr<Backend> MakeIdentityBackend();
+#endif
 
 namespace {
 std::vector<std::unique_ptr<Backend>>& Backends() {
@@ -22,6 +25,9 @@ std::vector<std::unique_ptr<Backend>>& Backends() {
 #endif
 #ifdef DAIS_HAVE_XGBOOST
     v->push_back(MakeXgboostBackend());
+#endif
+#ifdef DAIS_HAVE_IDENTITY
+    v->push_back(MakeIdentityBackend());
 #endif
     return v;
   }();

@@ -233,12 +233,13 @@ class Validator {
     if (!platform.empty() && platform != "pytorch_libtorch") {
       return Error(fmt::format(
           "platform '{}' is not supported by dais (supported: platform 'pytorch_libtorch', "
-          "backend 'pytorch' or 'fil')",
+          "backend 'pytorch', 'fil' or 'identity')",
           platform));
     }
-    if (!backend.empty() && backend != "pytorch" && backend != "fil") {
+    if (!backend.empty() && backend != "pytorch" && backend != "fil" && backend != "identity") {
       return Error(fmt::format(
-          "backend '{}' is not supported by dais (supported: 'pytorch', 'fil')", backend));
+          "backend '{}' is not supported by dais (supported: 'pytorch', 'fil', 'identity')",
+          backend));
     }
     if (platform == "pytorch_libtorch" && !backend.empty() && backend != "pytorch") {
       return Error(
