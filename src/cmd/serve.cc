@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cmd/serve_coord.h"
 #include "common/logging.h"
 #include "dais/backend.h"
 #include "frontends/http/http_server.h"
@@ -85,6 +86,23 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
       ->capture_default_str();
   app->add_option("--log-verbose", o->log_verbose, "Verbose logging level (0: off, 1: more).")
       ->capture_default_str();
+  app->add_option("--model-load-thread-count", o->model_load_threads,
+                  "Models loaded in parallel at start and by a repository poll.")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--coordination", o->coordination,
+                  "How loads of new versions are coordinated between the nodes that share a "
+                  "repository (needs --redis): hierarchy (per-model, per-version and per-node "
+                  "locks with fencing: nodes and models load in parallel), global (one lock for "
+                  "every load in the fleet: the baseline), none; auto = hierarchy with --redis "
+                  "in poll mode, else none.")
+      ->check(CLI::IsMember({"auto", "hierarchy", "global", "none"}))
+      ->capture_default_str();
+  app->add_option("--lock-lease-ms", o->lock_lease_ms,
+                  "Lease of the load locks; renewed every third of it while a load runs. A node "
+                  "that dies holds nobody up for longer than this.")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   AddFeatureFlags(app, &o->features);
 }
 
@@ -114,6 +132,7 @@ int RunServe(const ServeOptions& o) {
   mo.startup_models = o.load_models;
   mo.poll_secs = o.repository_poll_secs;
   mo.strict_readiness = o.strict_readiness;
+  mo.load_threads = o.model_load_threads;
   for (const std::string& name : BackendNames()) {
     if (FindBackend(name)->GpuAvailable()) mo.allow_gpu = true;
   }
@@ -123,7 +142,14 @@ int RunServe(const ServeOptions& o) {
            o.model_control_mode);
 
   ModelManager manager(mo);
-  auto features = FeatureRuntime::Create(o.features, &manager);
+  FeatureFlags feature_flags = o.features;
+  if (feature_flags.node_id.empty()) feature_flags.node_id = DefaultNodeId();
+  auto coordination = CoordinationRuntime::Create(o, feature_flags.node_id, &manager);
+  if (!coordination.ok()) {
+    LOG_ERROR("cannot start the load coordination: {}", coordination.status().message());
+    return 1;
+  }
+  auto features = FeatureRuntime::Create(feature_flags, &manager);
   if (!features.ok()) {
     LOG_ERROR("cannot start the feature store: {}", features.status().message());
     return 1;
@@ -219,7 +245,9 @@ int RunServe(const ServeOptions& o) {
   }
   // Models first: every request still queued is answered (Unavailable) while the frontends can
   // still deliver the answer; the gRPC server's shutdown waits for every call to be finished.
+  if (*coordination) (*coordination)->Cancel();  // no new waits for load locks
   manager.Stop();
+  coordination->reset();  // releases the locks still held
   // Give the last responses a moment to be written out before the I/O threads stop.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
 #ifdef DAIS_HAVE_GRPC

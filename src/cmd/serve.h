@@ -33,6 +33,9 @@ struct ServeOptions {
   bool strict_readiness = true;
   int exit_timeout_secs = 30;
   int log_verbose = 0;
+  int model_load_threads = 4;
+  std::string coordination = "auto";
+  int lock_lease_ms = 30000;
   FeatureFlags features;
 };
 

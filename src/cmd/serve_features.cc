@@ -60,7 +60,9 @@ void AddFeatureFlags(CLI::App* app, FeatureFlags* f) {
                   "Access counts for pre-warm are kept under <root>/_access/; without --redis "
                   "the latest partitions are loaded at start.");
   app->add_option("--node-id", f->node_id,
-                  "Name of this node (access-count file name). Default: hostname-pid.");
+                  "Name of this node: its lock owner and NODE lock name when loads are "
+                  "coordinated (--coordination), and its access-count file name. Default: "
+                  "hostname-pid.");
   app->add_option("--feature-access-flush-secs", f->access_flush_secs,
                   "Seconds between writes of the access counts.")
       ->capture_default_str();
@@ -84,6 +86,12 @@ StatusOr<std::vector<features::FeatureSpecPtr>> LoadSpecs(const std::vector<std:
   return out;
 }
 
+std::string DefaultNodeId() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return fmt::format("{}-{}", host, getpid());
+}
+
 std::string AccessFile(const std::string& root, const std::string& date, const std::string& node) {
   return fmt::format("{}/_access/dt={}/{}.tsv", root, date, node);
 }
@@ -93,11 +101,7 @@ StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFl
   std::unique_ptr<FeatureRuntime> rt(new FeatureRuntime());
   rt->flags_ = flags;
   rt->manager_ = manager;
-  if (rt->flags_.node_id.empty()) {
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
-    rt->flags_.node_id = fmt::format("{}-{}", host, getpid());
-  }
+  if (rt->flags_.node_id.empty()) rt->flags_.node_id = DefaultNodeId();
   ASSIGN_OR_RETURN(rt->specs_, LoadSpecs(flags.specs));
   features::StoreOptions so;
   so.l1.capacity_bytes = flags.l1_bytes;

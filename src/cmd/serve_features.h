@@ -79,6 +79,9 @@ class FeatureRuntime {
   std::atomic<bool> stop_{false};
 };
 
+// hostname-pid.
+std::string DefaultNodeId();
+
 // Where access counts of `date` from `node` are kept: <root>/_access/dt=<date>/<node>.tsv
 std::string AccessFile(const std::string& root, const std::string& date, const std::string& node);
 

@@ -7,12 +7,32 @@
 #include "common/logging.h"
 #include "dais/backend.h"
 #include "dais/clock.h"
+#include "fmt/format.h"
 #include "metrics/registry.h"
 #include "runtime/model_config.h"
 #include "runtime/model_features.h"
 #include "runtime/repository.h"
 
 namespace dais {
+
+namespace {
+
+metrics::Family<metrics::Counter>& LoadFailures() {
+  static auto& f = metrics::Registry::Global().AddCounter(
+      "dais_model_load_failures_total", "Model version loads that failed on this node", {"model"});
+  return f;
+}
+
+metrics::Family<metrics::Counter>& SwitchRejections() {
+  static auto& f = metrics::Registry::Global().AddCounter(
+      "dais_model_switch_rejections_total",
+      "Version switches refused by fencing (lease lost or an older token than already applied)",
+      {"model"});
+  return f;
+}
+
+}  // namespace
+
 namespace {
 
 // Gives freed pages back to the OS after an unload, so RSS returns near its baseline.
@@ -56,10 +76,7 @@ Status ModelManager::Start() {
   }
   {
     MutexLock lock(&load_mu_);
-    for (const auto& name : to_load) {
-      Status s = LoadLocked(name, /*from_poll=*/false);
-      if (!s.ok()) LOG_ERROR("model '{}' failed to load: {}", name, s.message());
-    }
+    LoadAllLocked(to_load, /*from_poll=*/false);
   }
   if (options_.mode == ModelControlMode::kPoll) {
     poll_thread_ = std::thread([this] { PollLoop(); });
@@ -118,10 +135,32 @@ void ModelManager::Poll() {
     MutexLock l(&mu_);
     models_.erase(n);
   }
-  for (const auto& n : *names) {
-    Status s = LoadLocked(n, /*from_poll=*/true);
-    if (!s.ok()) LOG_VERBOSE(1, "repository poll: model '{}': {}", n, s.message());
+  LoadAllLocked(*names, /*from_poll=*/true);
+}
+
+void ModelManager::LoadAllLocked(const std::vector<std::string>& names, bool from_poll) {
+  auto load = [this, from_poll](const std::string& name) NO_THREAD_SAFETY_ANALYSIS {
+    Status s = LoadLocked(name, from_poll);  // under the caller's load_mu_
+    if (s.ok()) return;
+    if (from_poll) {
+      LOG_VERBOSE(1, "repository poll: model '{}': {}", name, s.message());
+    } else {
+      LOG_ERROR("model '{}' failed to load: {}", name, s.message());
+    }
+  };
+  size_t threads = std::min<size_t>(std::max(1, options_.load_threads), names.size());
+  if (threads <= 1) {
+    for (const auto& n : names) load(n);
+    return;
   }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < names.size(); i = next++) load(names[i]);
+    });
+  }
+  for (auto& w : workers) w.join();
 }
 
 void ModelManager::SetError(const std::string& name, const std::string& error) {
@@ -219,12 +258,54 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
         SetReady(name, v, false);
       }
     }
-    LOG_INFO("loading model '{}' version {}{}", name, v, has_old ? " (changed on disk)" : "");
+    std::unique_ptr<LoadPermit> permit;
+    if (coordinator_ != nullptr) {
+      auto granted = coordinator_->BeginLoad(name, v);
+      if (!granted.ok()) {
+        // Not loaded now; the next poll (or load request) tries again.
+        std::string reason = "waiting for the load lock: " + granted.status().message();
+        LOG_WARNING("model '{}' version {}: {}", name, v, reason);
+        MutexLock l(&mu_);
+        Slot& slot = models_[name].versions[v];
+        if (!slot.version) slot.state = "UNAVAILABLE";
+        slot.reason = reason;
+        slot.fingerprint.clear();
+        if (first_error.ok()) first_error = granted.status();
+        continue;
+      }
+      permit = std::move(granted).value();
+    }
+    LOG_INFO("loading model '{}' version {}{}{}", name, v, has_old ? " (changed on disk)" : "",
+             permit ? fmt::format(" (fencing token {})", permit->token()) : "");
     std::string version_dir = src->dir + "/" + std::to_string(v);
     auto loaded = ModelVersion::Load(name, v, version_dir, *config, backend);
     MutexLock l(&mu_);
     Slot& slot = models_[name].versions[v];
+    if (loaded.ok() && permit) {
+      // The switch of traffic to the new version is the fenced effect: refused when the lease
+      // was lost meanwhile (the node was paused past it, Redis lost it) or when an operation
+      // with a newer token has already been applied to this model here.
+      Status fenced = permit->Check();
+      int64_t& applied = applied_token_[name];
+      if (fenced.ok() && permit->token() < applied) {
+        fenced = FailedPrecondition(fmt::format("fencing token {} is older than {} already applied",
+                                                permit->token(), applied));
+      }
+      if (!fenced.ok()) {
+        std::string reason = "switch rejected: " + fenced.message();
+        LOG_WARNING("model '{}' version {}: {}; it will be loaded again", name, v, reason);
+        SwitchRejections().Get({name}).Increment();
+        retired.push_back(std::move(loaded).value());
+        slot.reason = reason;
+        slot.fingerprint.clear();
+        if (!slot.version) slot.state = "UNAVAILABLE";
+        if (first_error.ok()) first_error = fenced;
+        continue;
+      }
+      applied = permit->token();
+    }
     if (!loaded.ok()) {
+      LoadFailures().Get({name}).Increment();
       std::string reason = loaded.status().message();
       LOG_ERROR("model '{}' version {} failed to load: {}", name, v, reason);
       slot.reason = reason;

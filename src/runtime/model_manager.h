@@ -21,6 +21,7 @@
 
 #include "common/mutex.h"
 #include "runtime/inference_request.h"
+#include "runtime/load_coordinator.h"
 #include "runtime/model_version.h"
 #include "runtime/request_enricher.h"
 
@@ -35,6 +36,8 @@ struct ManagerOptions {
   int poll_secs = 15;
   bool strict_readiness = true;
   bool allow_gpu = false;
+  // Models loaded in parallel at start and by a poll (Triton's --model-load-thread-count).
+  int load_threads = 4;
 };
 
 struct IndexEntry {
@@ -84,6 +87,9 @@ class ModelManager {
   // Requests to models with features go through `enricher` (borrowed; set before Start). Without
   // one, such requests must carry the feature inputs themselves.
   void SetEnricher(RequestEnricher* enricher) { enricher_ = enricher; }
+  // Loads of new or changed versions take a permit from `coordinator` (borrowed; set before
+  // Start) and switch traffic only under its fencing token.
+  void SetCoordinator(LoadCoordinator* coordinator) { coordinator_ = coordinator; }
 
  private:
   struct Slot {
@@ -105,9 +111,15 @@ class ModelManager {
   void SetError(const std::string& name, const std::string& error) EXCLUDES(mu_);
   void Enqueue(RequestPtr request, std::shared_ptr<ModelVersion> version);
   void PollLoop();
+  // LoadLocked for several models at once, on up to options_.load_threads threads. The caller
+  // holds load_mu_ for all of them; each worker touches only its own model's entry.
+  void LoadAllLocked(const std::vector<std::string>& names, bool from_poll) REQUIRES(load_mu_);
 
   const ManagerOptions options_;
   RequestEnricher* enricher_ = nullptr;
+  LoadCoordinator* coordinator_ = nullptr;
+  // Per model: the highest fencing token a version switch was applied with.
+  std::map<std::string, int64_t> applied_token_ GUARDED_BY(mu_);
   Mutex load_mu_;
   mutable Mutex mu_;
   std::map<std::string, Entry> models_ GUARDED_BY(mu_);
