@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cmd/features.h"
+#include "cmd/locks.h"
 #include "cmd/perf.h"
 #include "cmd/serve.h"
 
@@ -18,9 +19,12 @@ int main(int argc, char** argv) {
   dais::cmd::AddPerfFlags(perf_cmd, &perf);
   dais::cmd::FeaturesCliOptions features;
   CLI::App* features_cmd = dais::cmd::AddFeaturesCommand(&app, &features);
+  dais::cmd::LocksCliOptions locks;
+  CLI::App* locks_cmd = dais::cmd::AddLocksCommand(&app, &locks);
   CLI11_PARSE(app, argc, argv);
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);
   if (features_cmd->parsed()) return dais::cmd::RunFeatures(features_cmd, features);
+  if (locks_cmd->parsed()) return dais::cmd::RunLocks(locks_cmd, locks);
   return 1;
 }
