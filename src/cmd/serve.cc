@@ -98,6 +98,10 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
                   "in poll mode, else none.")
       ->check(CLI::IsMember({"auto", "hierarchy", "global", "none"}))
       ->capture_default_str();
+  app->add_option("--lock-redis", o->lock_redis,
+                  "Redis (or Cluster seeds) for the load locks, when they must not share the "
+                  "feature store's: locks need maxmemory-policy noeviction, the feature store "
+                  "wants allkeys-lfu (deploy/redis/). Default: --redis.");
   app->add_option("--lock-lease-ms", o->lock_lease_ms,
                   "Lease of the load locks; renewed every third of it while a load runs. A node "
                   "that dies holds nobody up for longer than this.")

@@ -36,6 +36,7 @@ struct ServeOptions {
   int model_load_threads = 4;
   std::string coordination = "auto";
   int lock_lease_ms = 30000;
+  std::string lock_redis;  // empty: --redis
   FeatureFlags features;
 };
 

@@ -18,15 +18,19 @@ StatusOr<std::unique_ptr<CoordinationRuntime>> CoordinationRuntime::Create(
     const ServeOptions& o, const std::string& node_id, ModelManager* manager) {
   std::string policy = o.coordination;
   if (policy == "auto") {
-    policy = !o.features.redis.empty() && o.model_control_mode == "poll" ? "hierarchy" : "none";
+    bool redis = !o.features.redis.empty() || !o.lock_redis.empty();
+    policy = redis && o.model_control_mode == "poll" ? "hierarchy" : "none";
   }
   if (policy == "none") return std::unique_ptr<CoordinationRuntime>();
-  if (o.features.redis.empty()) {
-    return InvalidArgument("--coordination " + policy + " needs --redis (the locks live there)");
+  FeatureFlags redis_flags = o.features;
+  if (!o.lock_redis.empty()) redis_flags.redis = o.lock_redis;
+  if (redis_flags.redis.empty()) {
+    return InvalidArgument("--coordination " + policy +
+                           " needs --redis or --lock-redis (the locks live there)");
   }
   std::unique_ptr<CoordinationRuntime> rt(new CoordinationRuntime());
   rt->impl_ = std::make_unique<Impl>();
-  ASSIGN_OR_RETURN(rt->impl_->client, ConnectRedis(o.features));
+  ASSIGN_OR_RETURN(rt->impl_->client, ConnectRedis(redis_flags));
   coord::LockServiceOptions lo;
   lo.node_id = node_id;
   lo.lease = std::chrono::milliseconds(o.lock_lease_ms);
@@ -38,7 +42,7 @@ StatusOr<std::unique_ptr<CoordinationRuntime>> CoordinationRuntime::Create(
       node_id, std::chrono::minutes(10));
   manager->SetCoordinator(rt->impl_->coordinator.get());
   LOG_INFO("coordination: {} locks on redis {} as node '{}' (lease {} ms)", policy,
-           o.features.redis, node_id, o.lock_lease_ms);
+           redis_flags.redis, node_id, o.lock_lease_ms);
   return rt;
 }
 
