@@ -102,6 +102,12 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
                   "Redis (or Cluster seeds) for the load locks, when they must not share the "
                   "feature store's: locks need maxmemory-policy noeviction, the feature store "
                   "wants allkeys-lfu (deploy/redis/). Default: --redis.");
+  app->add_option("--lock-wait-replicas", o->lock_wait_replicas,
+                  "After each lock grant, WAIT until this many replicas have it; if they do not "
+                  "acknowledge in time the grant is undone and the load waits (0: off). See "
+                  "deploy/redis/replication.md for what this does and does not guarantee.")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app->add_option("--lock-lease-ms", o->lock_lease_ms,
                   "Lease of the load locks; renewed every third of it while a load runs. A node "
                   "that dies holds nobody up for longer than this.")

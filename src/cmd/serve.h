@@ -37,6 +37,7 @@ struct ServeOptions {
   std::string coordination = "auto";
   int lock_lease_ms = 30000;
   std::string lock_redis;  // empty: --redis
+  int lock_wait_replicas = 0;
   FeatureFlags features;
 };
 

@@ -34,6 +34,7 @@ StatusOr<std::unique_ptr<CoordinationRuntime>> CoordinationRuntime::Create(
   coord::LockServiceOptions lo;
   lo.node_id = node_id;
   lo.lease = std::chrono::milliseconds(o.lock_lease_ms);
+  lo.wait_replicas = o.lock_wait_replicas;
   ASSIGN_OR_RETURN(rt->impl_->locks, coord::LockService::Create(rt->impl_->client.get(), lo));
   rt->impl_->coordinator = std::make_unique<control::LockLoadCoordinator>(
       rt->impl_->locks.get(),
