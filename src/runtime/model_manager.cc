@@ -233,6 +233,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
 
   // Load what is new or changed; the old instance of a changed version keeps serving meanwhile.
   Status first_error;
+  bool attempted = false;  // a load was tried in this call (logs once, not on every poll)
   std::vector<std::shared_ptr<ModelVersion>> retired;
   for (int64_t v : wanted) {
     const std::string& fp = src->versions.at(v);
@@ -278,6 +279,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
     LOG_INFO("loading model '{}' version {}{}{}", name, v, has_old ? " (changed on disk)" : "",
              permit ? fmt::format(" (fencing token {})", permit->token()) : "");
     std::string version_dir = src->dir + "/" + std::to_string(v);
+    attempted = true;
     auto loaded = ModelVersion::Load(name, v, version_dir, *config, backend);
     MutexLock l(&mu_);
     Slot& slot = models_[name].versions[v];
@@ -325,12 +327,28 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
     slot.reason.clear();
     SetReady(name, v, true);
   }
-  // Unload versions the policy no longer serves (only after the new ones are ready).
+  // Unload versions the policy no longer serves — only once one it does serve is ready: when
+  // the new version failed to load or its switch was refused, the old one keeps serving.
   {
     MutexLock l(&mu_);
     Entry& e = models_[name];
+    bool wanted_ready = false;
+    for (int64_t v : wanted) {
+      auto it = e.versions.find(v);
+      wanted_ready = wanted_ready || (it != e.versions.end() && it->second.version != nullptr);
+    }
     for (auto it = e.versions.begin(); it != e.versions.end();) {
-      if (std::find(wanted.begin(), wanted.end(), it->first) == wanted.end()) {
+      bool unwanted = std::find(wanted.begin(), wanted.end(), it->first) == wanted.end();
+      if (unwanted && !wanted_ready && it->second.version) {
+        if (attempted)
+          LOG_WARNING(
+              "model '{}': keeping version {} serving until a version the policy selects "
+              "is ready",
+              name, it->first);
+        ++it;
+        continue;
+      }
+      if (unwanted) {
         LOG_INFO("unloading model '{}' version {} (no longer served)", name, it->first);
         if (it->second.version) retired.push_back(std::move(it->second.version));
         ReadyFamily().Remove({name, std::to_string(it->first)});

@@ -993,3 +993,81 @@ def kv():
     """This module's helpers (json_outputs, error_text, binary_request, ...) for the tests, which
     use them as kv.<name> rather than importing conftest."""
     return sys.modules[__name__]
+
+
+# --------------------------------------------------------------------------------------------
+# Coordinated updates (issue 5): identity models whose load takes a set time, and the load
+# events of a server's log.
+
+IDENTITY_CONFIG = """\
+name: "{name}"
+backend: "identity"
+max_batch_size: 8
+input [ {{ name: "INPUT0" data_type: TYPE_INT32 dims: [ 2 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] }} ]
+parameters [
+  {{ key: "creation_delay_sec" value: {{ string_value: "{delay}" }} }},
+  {{ key: "execute_delay_ms" value: {{ string_value: "{exec_ms}" }} }}
+]
+"""
+IDENTITY_BODY = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 2],
+                             "data": [1, 2]}]}
+
+
+def write_identity_model(repo: Path, name: str, creation_delay_sec: float,
+                         versions=(1,), execute_delay_ms: float = 0) -> Path:
+    """An identity-backend model (OUTPUT0 = INPUT0, INT32 [2]) whose every instance takes
+    `creation_delay_sec` to load; its version directories are empty. Returns the model dir."""
+    d = Path(repo) / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.pbtxt").write_text(IDENTITY_CONFIG.format(name=name, delay=creation_delay_sec,
+                                                           exec_ms=execute_delay_ms))
+    for v in versions:
+        (d / str(v)).mkdir(exist_ok=True)
+    return d
+
+
+LOG_LINE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z (\w) (\S+)\] (.*)$")
+LOAD_START_RE = re.compile(r"loading model '([^']+)' version (\d+)(?:.*fencing token (\d+))?")
+LOAD_END_RE = re.compile(r"model '([^']+)' version (\d+) (ready:|failed to load)")
+SWITCH_REJECTED_RE = re.compile(r"model '([^']+)' version (\d+): switch rejected")
+
+
+def log_time(stamp: str) -> float:
+    """Unix seconds of a log line's UTC timestamp (2026-11-30T21:56:04.284)."""
+    import calendar
+    base, _, frac = stamp.partition(".")
+    return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
+
+
+def load_events(log_text: str) -> list[dict]:
+    """The model loads in a dais log: [{model, version, start, end, token, outcome}] (unix
+    seconds; end None while loading; outcome "ready", "failed", "rejected" or None), in start
+    order; a load whose switch was rejected after it finished is "rejected". Only a log says when
+    a load began, so the window and overlap checks read it."""
+    events, open_, done = [], {}, {}
+    for line in log_text.splitlines():
+        m = LOG_LINE_RE.match(line)
+        if not m:
+            continue
+        t, msg = log_time(m.group(1)), m.group(4)
+        s = LOAD_START_RE.match(msg)
+        if s:
+            ev = {"model": s.group(1), "version": int(s.group(2)), "start": t, "end": None,
+                  "token": int(s.group(3)) if s.group(3) else None, "outcome": None}
+            events.append(ev)
+            open_.setdefault((ev["model"], ev["version"]), []).append(ev)
+            continue
+        e = LOAD_END_RE.match(msg)
+        if e:
+            pending = open_.get((e.group(1), int(e.group(2))))
+            if pending:
+                ev = pending.pop(0)
+                ev["end"] = t
+                ev["outcome"] = "ready" if e.group(3) == "ready:" else "failed"
+                done[(ev["model"], ev["version"])] = ev
+            continue
+        r = SWITCH_REJECTED_RE.match(msg)
+        if r and (r.group(1), int(r.group(2))) in done:
+            done[(r.group(1), int(r.group(2)))]["outcome"] = "rejected"
+    return events

@@ -127,3 +127,36 @@ def test_poll_mode_version_changes_under_load(start_server, repo_copy, tmp_path,
     assert counts.get("v1", 0) > 0 and counts.get("v2a", 0) > 0 and counts.get("v2b", 0) > 0, \
         counts
     assert srv.running()
+
+
+def test_issue5_failed_new_version_keeps_the_old_one_serving(start_server, repo_copy, kv):
+    """Regression (issue 5): a new version that fails to load must not take the serving one
+    down with it: the old version keeps answering and the index shows why the new one is not
+    served."""
+    srv = start_server(repo_copy, "--model-control-mode", "poll", "--repository-poll-secs", "1")
+    x = np.zeros((1, 16), np.float32)
+    url = srv.url + "/v2/models/mlp_small/infer"
+    body = kv.infer_body({"INPUT__0": x})
+    assert requests.post(url, json=body, timeout=10).json()["model_version"] == "1"
+    bad = repo_copy / "mlp_small" / "2"
+    bad.mkdir()
+    (bad / "model.pt").write_bytes(b"not a TorchScript archive")
+    deadline = time.monotonic() + 20
+    state = None
+    while time.monotonic() < deadline:
+        r = requests.post(url, json=body, timeout=10)
+        assert r.status_code == 200, r.text
+        assert r.json()["model_version"] == "1"
+        index = requests.post(srv.url + "/v2/repository/index", json={}, timeout=10).json()
+        state = {(e["name"], e.get("version")): e for e in index}
+        v2 = state.get(("mlp_small", "2"))
+        if v2 is not None and v2.get("state") == "UNAVAILABLE":
+            break
+        time.sleep(0.2)
+    assert state[("mlp_small", "2")]["state"] == "UNAVAILABLE", state
+    assert state[("mlp_small", "2")]["reason"], state
+    assert state[("mlp_small", "1")]["state"] == "READY", state
+    for _ in range(3):  # still serving after more polls
+        time.sleep(1.0)
+        r = requests.post(url, json=body, timeout=10)
+        assert r.status_code == 200 and r.json()["model_version"] == "1", r.text
