@@ -248,6 +248,7 @@ int RunServe(const ServeOptions& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   int exit_code = 0;
+  if (*coordination) (*coordination)->Cancel();  // no new or continued waits for load locks
   kserve.JoinBackground();  // repository requests (bounded by the model's load time)
   if (state.in_flight.load() > 0) {
     LOG_WARNING("exit timeout: {} request(s) still in flight; answering the queued ones",
@@ -255,7 +256,6 @@ int RunServe(const ServeOptions& o) {
   }
   // Models first: every request still queued is answered (Unavailable) while the frontends can
   // still deliver the answer; the gRPC server's shutdown waits for every call to be finished.
-  if (*coordination) (*coordination)->Cancel();  // no new waits for load locks
   manager.Stop();
   coordination->reset();  // releases the locks still held
   // Give the last responses a moment to be written out before the I/O threads stop.

@@ -1,5 +1,7 @@
 #include "cmd/serve_coord.h"
 
+#include <algorithm>
+
 #include "cmd/serve.h"
 #include "common/logging.h"
 #include "control/load_coordinator.h"
@@ -36,11 +38,28 @@ StatusOr<std::unique_ptr<CoordinationRuntime>> CoordinationRuntime::Create(
   lo.lease = std::chrono::milliseconds(o.lock_lease_ms);
   lo.wait_replicas = o.lock_wait_replicas;
   ASSIGN_OR_RETURN(rt->impl_->locks, coord::LockService::Create(rt->impl_->client.get(), lo));
+  // A node id that cannot name a lock would fail every load: refuse it at start.
+  if (Status s = coord::ValidateResource(coord::LockResource::Node("model", node_id)); !s.ok()) {
+    return InvalidArgument("--node-id '" + node_id + "' cannot name a lock: " + s.message());
+  }
+  // A load waits for its lock at most one poll interval (at least 5 s): a lock held elsewhere
+  // (an operator's MODEL lock, the global lock) never holds the whole poll up for long; the next
+  // poll tries again.
+  auto wait = std::chrono::seconds(std::max(5, o.repository_poll_secs));
   rt->impl_->coordinator = std::make_unique<control::LockLoadCoordinator>(
       rt->impl_->locks.get(),
       policy == "global" ? control::CoordinationPolicy::kGlobal
                          : control::CoordinationPolicy::kHierarchy,
-      node_id, std::chrono::minutes(10));
+      node_id, wait);
+  // Lock keys must not be evicted (docs/locks.md).
+  auto mp = rt->impl_->client->Run({"", {"CONFIG", "GET", "maxmemory-policy"}});
+  if (mp.ok() && mp->type == redis::Reply::Type::kArray && mp->elements.size() == 2 &&
+      mp->elements[1].str != "noeviction") {
+    LOG_WARNING(
+        "coordination: redis {} has maxmemory-policy {}: it may evict lock keys and let "
+        "two holders in; give the locks a noeviction Redis with --lock-redis",
+        redis_flags.redis, mp->elements[1].str);
+  }
   manager->SetCoordinator(rt->impl_->coordinator.get());
   LOG_INFO("coordination: {} locks on redis {} as node '{}' (lease {} ms)", policy,
            redis_flags.redis, node_id, o.lock_lease_ms);

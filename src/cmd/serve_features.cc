@@ -146,8 +146,10 @@ FeatureRuntime::~FeatureRuntime() {
   stop_ = true;
   if (flusher_.joinable()) flusher_.join();
   if (!flags_.offline_root.empty()) FlushAccessCounts();
-  store_.reset();  // before the Redis client its tier borrows
+  // The client first: its shutdown answers pending reads and writes through the store's
+  // callbacks, so the store must still exist; afterwards nothing calls the tier any more.
   redis_.reset();
+  store_.reset();
 }
 
 std::vector<features::FeatureSpecPtr> FeatureRuntime::AllSpecs() const {

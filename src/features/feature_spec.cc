@@ -356,6 +356,33 @@ StatusOr<FeatureSpecPtr> LoadFeatureSpecFile(const std::string& path) {
   return ParseFeatureSpec(ss.str(), path);
 }
 
+bool SameLayout(const FeatureSpec* a, const FeatureSpec* b) {
+  if (a == b) return true;
+  if (a == nullptr || b == nullptr) return false;
+  if (a->domain != b->domain || a->entity_input != b->entity_input ||
+      a->inputs.size() != b->inputs.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a->inputs.size(); ++i) {
+    const InputMapping& x = a->inputs[i];
+    const InputMapping& y = b->inputs[i];
+    if (x.input != y.input || x.elements != y.elements || x.refs.size() != y.refs.size()) {
+      return false;
+    }
+    for (size_t k = 0; k < x.refs.size(); ++k) {
+      const GroupSpec& gx = a->groups[x.refs[k].group];
+      const GroupSpec& gy = b->groups[y.refs[k].group];
+      const FeatureDef& fx = gx.features[x.refs[k].feature];
+      const FeatureDef& fy = gy.features[y.refs[k].feature];
+      if (gx.name != gy.name || gx.version != gy.version || fx.name != fy.name ||
+          fx.dtype != fy.dtype || fx.shape != fy.shape) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 StatusOr<int64_t> ParseDurationUs(std::string_view text) {
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {

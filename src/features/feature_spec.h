@@ -99,6 +99,11 @@ using FeatureSpecPtr = std::shared_ptr<const FeatureSpec>;
 StatusOr<FeatureSpecPtr> ParseFeatureSpec(std::string_view text, const std::string& source);
 StatusOr<FeatureSpecPtr> LoadFeatureSpecFile(const std::string& path);
 
+// True when both are null, or both fill the same inputs from the same features (names,
+// groups, schema versions, dtypes and shapes) under the same domain: requests enriched under one
+// can run on a version loaded with the other.
+bool SameLayout(const FeatureSpec* a, const FeatureSpec* b);
+
 // Durations as written in specs and flags: "250ms", "30s", "10m", "1h", "7d"; a bare number is
 // seconds. Returns microseconds.
 StatusOr<int64_t> ParseDurationUs(std::string_view text);

@@ -191,6 +191,7 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
 
   // Unique record keys; key_of[i] is the key of result slot i (ragged columns: DEFAULTED).
   std::vector<std::string> keys;
+  keys.reserve(n);  // `unique` holds views into the strings: they must never move
   std::vector<uint32_t> key_of(n, UINT32_MAX);
   std::unordered_map<std::string_view, uint32_t> unique;
   const bool small = n <= 8;  // a linear scan beats hashing for a handful of keys
@@ -237,6 +238,7 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
   std::vector<TierRead> reads;
   std::vector<uint32_t> led;            // keys this lookup reads itself (parallel to reads)
   std::vector<RecordPtr> led_fallback;  // their L1 copies past refresh time, if any
+  std::vector<uint64_t> led_epoch;      // their write epochs when the read was issued
   const uint64_t now_ns = p->start_ns;
   uint64_t hits = 0, misses = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -256,6 +258,7 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
       reads.push_back(TierRead{std::move(keys[k]), p->key_group[k]});
       led.push_back(static_cast<uint32_t>(k));
       led_fallback.push_back(std::move(rec));
+      led_epoch.push_back(Epoch(reads.back().key).load(std::memory_order_acquire));
     }
   }
   if (hits) m.l1_hit.Increment(static_cast<double>(hits));
@@ -268,13 +271,15 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
                         ? std::chrono::steady_clock::now() + options_.lookup_timeout
                         : req.deadline;
     tier_->Read(std::move(reads), deadline,
-                [this, p, led = std::move(led), led_fallback = std::move(led_fallback)](
-                    std::vector<TierRead> reads, std::vector<StatusOr<TierRecordPtr>> results) {
+                [this, p, led = std::move(led), led_fallback = std::move(led_fallback),
+                 led_epoch = std::move(led_epoch)](std::vector<TierRead> reads,
+                                                   std::vector<StatusOr<TierRecordPtr>> results) {
                   for (size_t i = 0; i < reads.size(); ++i) {
                     if (!results[i].ok()) CountTierError(results[i].status(), reads[i].key);
                     StatusOr<RecordPtr> r =
                         results[i].ok() ? StatusOr<RecordPtr>(FillL1(reads[i].key, *reads[i].group,
-                                                                     std::move(results[i]).value()))
+                                                                     std::move(results[i]).value(),
+                                                                     led_epoch[i]))
                                         : StatusOr<RecordPtr>(results[i].status());
                     flights_.Complete(reads[i].key, r);  // followers from other lookups
                     Resolve(p, led[i], r, led_fallback[i]);
@@ -348,8 +353,8 @@ void FeatureStore::Finish(const std::shared_ptr<Pending>& p) {
   done(std::move(p->result));
 }
 
-RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group,
-                               TierRecordPtr record) {
+RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group, TierRecordPtr record,
+                               uint64_t epoch_at_read) {
   uint64_t now = NowNs();
   uint64_t deadline;
   if (!record->found) {
@@ -364,7 +369,11 @@ RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group,
                                                  : record->refresh_after_ns;
   }
   RecordPtr shared = std::move(record);
-  l1_.Put(key, shared, deadline, now);
+  // A push of this key since the read was issued: its answer may predate the push; serve it to
+  // this lookup but do not cache it.
+  if (Epoch(key).load(std::memory_order_acquire) == epoch_at_read) {
+    l1_.Put(key, shared, deadline, now);
+  }
   return shared;
 }
 
@@ -407,7 +416,10 @@ void FeatureStore::Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
   tier_->Write(std::move(writes), deadline,
                [this, spec, keys = std::move(keys),
                 done = std::move(done)](std::vector<StatusOr<bool>> results) {
-                 for (const auto& k : keys) l1_.Erase(k);
+                 for (const auto& k : keys) {
+                   Epoch(k).fetch_add(1, std::memory_order_acq_rel);
+                   l1_.Erase(k);
+                 }
                  done(std::move(results));
                });
 }

@@ -16,6 +16,7 @@
 // everything, otherwise on the tier's thread (Redis I/O thread); it must not block.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -100,7 +101,13 @@ class FeatureStore {
                const RecordPtr& fallback);
   void Finish(const std::shared_ptr<Pending>& p);
   // Sets the record's refresh time, puts it into L1 and returns it (shared, now immutable).
-  RecordPtr FillL1(const std::string& key, const GroupSpec& group, TierRecordPtr record);
+  RecordPtr FillL1(const std::string& key, const GroupSpec& group, TierRecordPtr record,
+                   uint64_t epoch_at_read);
+  // Write epoch of a key's bucket: a push bumps it, so a read issued before the push does not
+  // put its (older) answer into L1 after the push dropped the key.
+  std::atomic<uint64_t>& Epoch(std::string_view key) {
+    return epochs_[std::hash<std::string_view>{}(key) % epochs_.size()];
+  }
   void CountTierError(const Status& status, const std::string& key);
 
   const StoreOptions options_;
@@ -108,6 +115,7 @@ class FeatureStore {
   L1Cache l1_;
   SingleFlight<StatusOr<RecordPtr>> flights_;
   std::unique_ptr<HeavyHitters> access_;
+  std::array<std::atomic<uint64_t>, 256> epochs_{};
 };
 
 // Current wall-clock time in unix microseconds (event times are wall-clock).

@@ -34,6 +34,8 @@ class MemoryTier : public OnlineTier {
   };
   static constexpr size_t kShards = 32;
   Shard& ShardFor(const std::string& key);
+  StatusOr<bool> WriteOne(TierWrite& write, uint64_t now, bool* full);
+  void SweepExpired(uint64_t now);
 
   const size_t capacity_bytes_;
   std::atomic<size_t> bytes_{0};

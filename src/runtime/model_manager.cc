@@ -68,6 +68,8 @@ Status ModelManager::Start() {
   } else {
     to_load = names;
   }
+  std::sort(to_load.begin(), to_load.end());
+  to_load.erase(std::unique(to_load.begin(), to_load.end()), to_load.end());
   LOG_INFO("model repository: {} model(s) found, {} to load", names.size(), to_load.size());
   {
     // Every model to load counts as LOADING (and the server as not ready) from now on.
@@ -450,11 +452,11 @@ void ModelManager::Infer(RequestPtr request) {
     return;
   }
   if (enricher_ != nullptr && NeedsFeatures(*request, **mv)) {
-    enricher_->Enrich(std::move(request), *mv, [this](RequestPtr r) {
-      auto found = Find(r->model_name, r->model_version);
-      if (!found.ok()) return r->on_complete(found.status());
-      Enqueue(std::move(r), std::move(found).value());
-    });
+    // The request goes to the version whose spec built its features (Enqueue re-routes only if
+    // that version was retired meanwhile).
+    std::shared_ptr<ModelVersion> version = *mv;
+    enricher_->Enrich(std::move(request), version,
+                      [this, version](RequestPtr r) { Enqueue(std::move(r), version); });
     return;
   }
   Enqueue(std::move(request), std::move(mv).value());
@@ -466,7 +468,12 @@ void ModelManager::Enqueue(RequestPtr request, std::shared_ptr<ModelVersion> mv)
     // The version was retired between Find and Enqueue (a reload or a new version took its
     // place): route once more, to its successor.
     auto next = Find(request->model_name, request->model_version);
-    if (next.ok() && next->get() != mv.get()) s = (*next)->Enqueue(request);
+    // An enriched request only moves to a successor whose features fill the inputs the same
+    // way; otherwise it is answered Unavailable (retry) rather than run on mismatched features.
+    if (next.ok() && next->get() != mv.get() &&
+        features::SameLayout(mv->features().get(), (*next)->features().get())) {
+      s = (*next)->Enqueue(request);
+    }
   }
   if (!s.ok()) request->on_complete(s);
 }
@@ -530,6 +537,9 @@ std::vector<std::pair<std::string, std::string>> ModelManager::NotReady() const 
       out.emplace_back(name, "not loaded yet");
       continue;
     }
+    // A version still loading (or waiting for its lock, or refused) while another version of the
+    // model serves does not make the server unready: traffic is answered throughout an update.
+    if (serving) continue;
     for (const auto& [v, slot] : e.versions) {
       if (!slot.version) {
         out.emplace_back(name, "version " + std::to_string(v) + " " + slot.state +

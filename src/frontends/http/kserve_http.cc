@@ -176,8 +176,11 @@ void KServeHttp::Handle(Request req, Responder respond) {
                                     "--feature-spec, --redis or models with features.yaml)"));
     }
     if (!post) return method_error();
-    auto reply = [respond](int status, std::string body) {
+    if (state_->draining.load()) return respond(Error(503, "server is shutting down"));
+    state_->in_flight.fetch_add(1);
+    auto reply = [respond, state = state_](int status, std::string body) {
       respond(Json(status, std::move(body)));
+      state->in_flight.fetch_sub(1);
     };
     if (req.path == "/push") return feast_->Push(req.body, std::move(reply));
     return feast_->GetOnlineFeatures(req.body, std::move(reply));
@@ -271,9 +274,16 @@ void KServeHttp::Handle(Request req, Responder respond) {
         if (s.ok()) {
           respond(Json(200, ""));
         } else {
-          respond(Error(
-              s.code() == StatusCode::kNotFound ? 404 : 400,
-              (load ? "failed to load '" : "failed to unload '") + model + "': " + s.message()));
+          // Not found: 404; lock waits and lost leases: retryable (503); a refused switch
+          // (fencing): 409; a bad model: 400.
+          int code =
+              s.code() == StatusCode::kNotFound ? 404
+              : s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded
+                  ? 503
+              : s.code() == StatusCode::kFailedPrecondition ? 409
+                                                            : 400;
+          respond(Error(code, (load ? "failed to load '" : "failed to unload '") + model +
+                                  "': " + s.message()));
         }
         state_->in_flight.fetch_sub(1);
       });
