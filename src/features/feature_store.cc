@@ -179,15 +179,7 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
   const size_t n = res.rows * res.groups.size();
   res.records.assign(n, nullptr);
   res.statuses.assign(n, FeatureStatus::kDefaulted);
-  if (access_) {
-    thread_local std::string name;
-    for (const auto& [entity, ids] : req.entities) {
-      for (const auto& id : ids) {
-        name.assign(spec.domain).append(":").append(entity).append("=").append(id);
-        access_->Offer(name);
-      }
-    }
-  }
+  if (access_) CountAccess(spec, req.entities);
 
   // Unique record keys; key_of[i] is the key of result slot i (ragged columns: DEFAULTED).
   std::vector<std::string> keys;
@@ -287,6 +279,35 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
                 });
   }
   if (p->remaining.fetch_sub(1) == 1) Finish(p);
+}
+
+void FeatureStore::CountAccess(const FeatureSpec& spec,
+                               const std::map<std::string, std::vector<std::string>>& entities) {
+  // Exact while the sketch has room; once it is nearly full (many distinct entities, where every
+  // new key costs a Space-Saving replacement) one access in kAccessSample is counted with weight
+  // kAccessSample: the top entities of a skewed day stay the top entities.
+  thread_local std::string name;
+  thread_local uint64_t rng = 0x9e3779b97f4a7c15ull ^ reinterpret_cast<uintptr_t>(&name);
+  thread_local int64_t until_check = 0;  // ids until this thread looks at the fill again
+  if (until_check <= 0) {
+    until_check = 16384;
+    access_sampled_.store(access_->size() * 10 >= access_->capacity() * 9,
+                          std::memory_order_relaxed);
+  }
+  for (const auto& [entity, ids] : entities) until_check -= static_cast<int64_t>(ids.size());
+  const bool sampled = access_sampled_.load(std::memory_order_relaxed);
+  for (const auto& [entity, ids] : entities) {
+    for (const auto& id : ids) {
+      if (sampled) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if (rng % kAccessSample != 0) continue;
+      }
+      name.assign(spec.domain).append(":").append(entity).append("=").append(id);
+      access_->Offer(name, sampled ? kAccessSample : 1);
+    }
+  }
 }
 
 void FeatureStore::CountTierError(const Status& s, const std::string& key) {

@@ -109,6 +109,9 @@ class FeatureStore {
     return epochs_[std::hash<std::string_view>{}(key) % epochs_.size()];
   }
   void CountTierError(const Status& status, const std::string& key);
+  void CountAccess(const FeatureSpec& spec,
+                   const std::map<std::string, std::vector<std::string>>& entities);
+  static constexpr uint64_t kAccessSample = 8;
 
   const StoreOptions options_;
   std::unique_ptr<OnlineTier> tier_;
@@ -116,6 +119,7 @@ class FeatureStore {
   SingleFlight<StatusOr<RecordPtr>> flights_;
   std::unique_ptr<HeavyHitters> access_;
   std::array<std::atomic<uint64_t>, 256> epochs_{};
+  std::atomic<bool> access_sampled_{false};
 };
 
 // Current wall-clock time in unix microseconds (event times are wall-clock).
