@@ -66,7 +66,17 @@ class ScriptedTier : public OnlineTier {
     }
     Answer(reads, cb);
   }
-  void Write(std::vector<TierWrite>, Deadline, WriteCallback cb) override { cb({}); }
+  void Write(std::vector<TierWrite> writes, Deadline, WriteCallback cb) override {
+    std::vector<StatusOr<bool>> out;
+    {
+      MutexLock l(&mu_);
+      for (auto& w : writes) {
+        data_[w.key] = CachedRecord{true, w.event_time_us, w.payload};
+        out.emplace_back(true);
+      }
+    }
+    cb(std::move(out));
+  }
   bool Healthy() const override { return !fail_; }
   const char* name() const override { return "scripted"; }
 
@@ -198,6 +208,27 @@ TEST(FeatureStore, DuplicateKeysInOneLookupAreReadOnce) {
   auto r = store.LookupSync(Request(spec, {"1", "1", "2", "1"}));
   EXPECT_EQ(r.rows, 4u);
   EXPECT_EQ(t->keys_, 2u);
+}
+
+TEST(FeatureStore, AReadIssuedBeforeAPushDoesNotRefillL1WithTheOlderValue) {
+  auto spec = Spec();
+  auto tier = std::make_unique<ScriptedTier>();
+  ScriptedTier* t = tier.get();
+  const std::string key = RecordKey(*spec, spec->groups[0], "1");
+  t->data_[key] = CachedRecord{true, UnixNowUs() - 10, Payload(1.f, 0, 0)};
+  FeatureStore store(StoreOptions{}, std::move(tier));
+  t->hold_ = true;  // the read is in flight ...
+  std::atomic<bool> done{false};
+  store.Lookup(Request(spec, {"1"}), [&](LookupResult) { done = true; });
+  // ... when a newer value is pushed (written, and dropped from L1).
+  auto w = store.PushSync(spec, {{0, "1", UnixNowUs(), Payload(2.f, 0, 0)}});
+  ASSERT_TRUE(w[0].ok());
+  t->hold_ = false;
+  t->Release();  // the old answer arrives after the push
+  ASSERT_TRUE(done.load());
+  // The next lookup must not be served the pre-push value from L1.
+  EXPECT_EQ(A(store.LookupSync(Request(spec, {"1"})), 0), 2.f);
+  EXPECT_EQ(t->reads_, 2) << "the pre-push answer was not cached";
 }
 
 TEST(FeatureStore, MemoryTierStorageTtlAndBound) {
