@@ -160,3 +160,6 @@ def test_issue5_failed_new_version_keeps_the_old_one_serving(start_server, repo_
         time.sleep(1.0)
         r = requests.post(url, json=body, timeout=10)
         assert r.status_code == 200 and r.json()["model_version"] == "1", r.text
+        # ... and the server stays ready: a version of every model serves.
+        ready = requests.get(srv.url + "/v2/health/ready", timeout=10)
+        assert ready.status_code == 200, ready.text
