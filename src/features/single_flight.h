@@ -11,6 +11,7 @@
 // (errors included: make V carry a Status).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -35,49 +36,64 @@ class SingleFlight {
   // Like Join, but `make_follower_cb` is called (under the lock) only when the caller follows a
   // flight in progress: a leader, which handles the value itself, pays for no callback.
   template <typename MakeCallback>
-  bool Lead(const std::string& key, MakeCallback&& make_follower_cb) EXCLUDES(mu_) {
-    MutexLock lock(&mu_);
-    auto [it, inserted] = flights_.try_emplace(key);
+  bool Lead(const std::string& key, MakeCallback&& make_follower_cb) {
+    Shard& s = ShardFor(key);
+    MutexLock lock(&s.mu);
+    auto [it, inserted] = s.flights.try_emplace(key);
     if (!inserted) it->second.push_back(make_follower_cb());
     return inserted;
   }
 
   // Returns true if the caller is the leader (it must later call Complete(key, value)); false if
   // it joined a flight in progress. Either way `cb` (may be empty) is invoked by Complete.
-  bool Join(const std::string& key, Callback cb) EXCLUDES(mu_) {
-    MutexLock lock(&mu_);
-    auto [it, inserted] = flights_.try_emplace(key);
+  bool Join(const std::string& key, Callback cb) {
+    Shard& s = ShardFor(key);
+    MutexLock lock(&s.mu);
+    auto [it, inserted] = s.flights.try_emplace(key);
     if (cb) it->second.push_back(std::move(cb));
     return inserted;
   }
 
   // Ends the flight of `key`: invokes its callbacks with `value`. Completing a key with no
   // flight in progress is a caller bug (logged and counted, otherwise ignored).
-  void Complete(const std::string& key, const V& value) EXCLUDES(mu_) {
+  void Complete(const std::string& key, const V& value) {
     std::vector<Callback> callbacks;
     {
-      MutexLock lock(&mu_);
-      auto it = flights_.find(key);
-      if (it == flights_.end()) {
+      Shard& s = ShardFor(key);
+      MutexLock lock(&s.mu);
+      auto it = s.flights.find(key);
+      if (it == s.flights.end()) {
         DAIS_BUG("SingleFlight::Complete for key with no flight in progress ({} bytes)",
                  key.size());
         return;
       }
       callbacks = std::move(it->second);
-      flights_.erase(it);
+      s.flights.erase(it);
     }
     for (Callback& cb : callbacks) cb(value);
   }
 
   // Keys with a flight in progress.
-  size_t in_flight() const EXCLUDES(mu_) {
-    MutexLock lock(&mu_);
-    return flights_.size();
+  size_t in_flight() const {
+    size_t n = 0;
+    for (const Shard& s : shards_) {
+      MutexLock lock(&s.mu);
+      n += s.flights.size();
+    }
+    return n;
   }
 
  private:
-  mutable Mutex mu_;
-  std::unordered_map<std::string, std::vector<Callback>> flights_ GUARDED_BY(mu_);
+  // Sharded by key hash, so that lookups of different keys (on different cores, and the Redis
+  // I/O thread completing them) do not bounce one lock.
+  struct Shard {
+    mutable Mutex mu;
+    std::unordered_map<std::string, std::vector<Callback>> flights GUARDED_BY(mu);
+  };
+  Shard& ShardFor(const std::string& key) {
+    return shards_[std::hash<std::string>{}(key) % shards_.size()];
+  }
+  std::array<Shard, 32> shards_;
 };
 
 }  // namespace dais::features
