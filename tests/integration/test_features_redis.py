@@ -16,7 +16,9 @@ following ASK and MOVED redirections.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import struct
 import subprocess
 import threading
@@ -369,6 +371,47 @@ def test_redis_down_at_start(start_server, start_redis, shop_repo, kv):
     push_rows(srv, kv, [1], [int(time.time())], [3], [[0] * 15])
     cols = kv.feast_columns(kv.get_online(srv, ["user_profile:age"], {"user_id": [1]}))
     assert cols["age"]["statuses"] == ["PRESENT"] and cols["age"]["values"] == [3.0], cols
+
+
+def test_sigterm_with_pushes_pending_on_a_frozen_redis(start_server, start_redis, shop_repo, kv):
+    """Review fix (issue 4): a push still waiting on a frozen Redis when SIGTERM arrives is answered
+    (or its connection closed) and the server exits 0 — the Redis client's shutdown completes the
+    pending write through the store's callbacks, which must still exist; a new Feast request
+    during the drain gets 503."""
+    rs = start_redis()
+    srv = start_server(shop_repo, "--redis", rs.addr, "--exit-timeout-secs", "1")
+    push_rows(srv, kv, [5], [int(time.time())], [1], [[0] * 15])
+    os.kill(rs.proc.pid, signal.SIGSTOP)
+    try:
+        results = []
+
+        def push():
+            try:
+                r = srv.post("/push", timeout=20, json={"push_source_name": "user_profile", "df": {
+                    "user_id": [6], "event_timestamp": [int(time.time())], "age": [2],
+                    "clicks": [None]}})
+                results.append(r.status_code)
+            except Exception as e:  # the connection may close at exit
+                results.append(repr(e))
+
+        threads = [threading.Thread(target=push) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # the pushes are waiting on Redis
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        try:
+            late = srv.post("/get-online-features", timeout=5,
+                            json={"features": FEATURES, "entities": {"user_id": [5]}})
+            assert late.status_code == 503, late.text
+        except Exception:
+            pass  # the listener may already be closed
+        assert srv.wait(timeout=30) == 0, "dais serve did not exit cleanly"
+        for t in threads:
+            t.join(timeout=30)
+        assert len(results) == 4, results
+    finally:
+        os.kill(rs.proc.pid, signal.SIGCONT)
 
 
 # --------------------------------------------------------------------------------------------
