@@ -235,7 +235,7 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
   uint64_t hits = 0, misses = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
     RecordPtr rec = l1_.Get(keys[k], now_ns);
-    if (rec && now_ns < rec->refresh_after_ns) {
+    if (rec && now_ns < rec->refresh_after.load()) {
       ++hits;
       Resolve(p, k, rec, nullptr);
       continue;
@@ -271,7 +271,7 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
                     StatusOr<RecordPtr> r =
                         results[i].ok() ? StatusOr<RecordPtr>(FillL1(reads[i].key, *reads[i].group,
                                                                      std::move(results[i]).value(),
-                                                                     led_epoch[i]))
+                                                                     led_epoch[i], led_fallback[i]))
                                         : StatusOr<RecordPtr>(results[i].status());
                     flights_.Complete(reads[i].key, r);  // followers from other lookups
                     Resolve(p, led[i], r, led_fallback[i]);
@@ -375,26 +375,34 @@ void FeatureStore::Finish(const std::shared_ptr<Pending>& p) {
 }
 
 RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group, TierRecordPtr record,
-                               uint64_t epoch_at_read) {
+                               uint64_t epoch_at_read, const RecordPtr& cached) {
   uint64_t now = NowNs();
   uint64_t deadline;
+  uint64_t refresh;
   if (!record->found) {
-    record->refresh_after_ns = now + static_cast<uint64_t>(options_.negative_ttl.count()) * 1000;
-    deadline = record->refresh_after_ns;
+    refresh = now + static_cast<uint64_t>(options_.negative_ttl.count()) * 1000;
+    deadline = refresh;
   } else {
-    record->refresh_after_ns = now + static_cast<uint64_t>(options_.l1_ttl.count()) * 1000;
+    refresh = now + static_cast<uint64_t>(options_.l1_ttl.count()) * 1000;
     int64_t left_us = group.max_age_us == 0
                           ? int64_t{3600} * 1000000
                           : record->event_time_us + group.max_age_us - UnixNowUs();
-    deadline = left_us > options_.l1_ttl.count() ? now + static_cast<uint64_t>(left_us) * 1000
-                                                 : record->refresh_after_ns;
+    deadline =
+        left_us > options_.l1_ttl.count() ? now + static_cast<uint64_t>(left_us) * 1000 : refresh;
   }
-  RecordPtr shared = std::move(record);
   // A push of this key since the read was issued: its answer may predate the push; serve it to
   // this lookup but do not cache it.
-  if (Epoch(key).load(std::memory_order_acquire) == epoch_at_read) {
-    l1_.Put(key, shared, deadline, now);
+  if (Epoch(key).load(std::memory_order_acquire) != epoch_at_read) return record;
+  // Unchanged since the copy in L1 (the common case on a refresh): keep that entry and move its
+  // refresh time, instead of replacing it (no allocation, no admission, no eviction work).
+  if (cached && cached->found == record->found && cached->event_time_us == record->event_time_us &&
+      cached->payload == record->payload) {
+    cached->refresh_after.store(refresh);
+    return cached;
   }
+  record->refresh_after.store(refresh);
+  RecordPtr shared = std::move(record);
+  l1_.Put(key, shared, deadline, now);
   return shared;
 }
 

@@ -101,8 +101,9 @@ class FeatureStore {
                const RecordPtr& fallback);
   void Finish(const std::shared_ptr<Pending>& p);
   // Sets the record's refresh time, puts it into L1 and returns it (shared, now immutable).
+  // `cached`: the L1 entry past its refresh time, if any.
   RecordPtr FillL1(const std::string& key, const GroupSpec& group, TierRecordPtr record,
-                   uint64_t epoch_at_read);
+                   uint64_t epoch_at_read, const RecordPtr& cached);
   // Write epoch of a key's bucket: a push bumps it, so a read issued before the push does not
   // put its (older) answer into L1 after the push dropped the key.
   std::atomic<uint64_t>& Epoch(std::string_view key) {

@@ -12,6 +12,7 @@
 // (RecordPtr): a Get result stays valid after the entry is replaced, erased or evicted.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -21,13 +22,31 @@
 namespace dais::features {
 
 // One (entity, feature group) record as read from Redis.
+// A steady-clock time the feature store may move forward on a shared, otherwise immutable
+// record (a relaxed atomic, copyable so that CachedRecord stays a plain value type).
+class RefreshTime {
+ public:
+  RefreshTime() = default;
+  RefreshTime(const RefreshTime& other) : ns_(other.load()) {}
+  RefreshTime& operator=(const RefreshTime& other) {
+    store(other.load());
+    return *this;
+  }
+  uint64_t load() const { return ns_.load(std::memory_order_relaxed); }
+  void store(uint64_t ns) const { ns_.store(ns, std::memory_order_relaxed); }
+
+ private:
+  mutable std::atomic<uint64_t> ns_{0};
+};
+
 struct CachedRecord {
   bool found = false;         // false = negative entry (Redis said not found)
   int64_t event_time_us = 0;  // event time of the values (unix µs)
   std::string payload;        // packed feature values (opaque to the cache)
   // Steady-clock ns after which the feature store re-reads the tier; until the cache deadline
-  // the record remains a fallback when the tier is down (opaque to the cache).
-  uint64_t refresh_after_ns = 0;
+  // the record remains a fallback when the tier is down (opaque to the cache). When a re-read
+  // finds the same record, the store moves this forward instead of replacing the entry.
+  RefreshTime refresh_after{};
 };
 using RecordPtr = std::shared_ptr<const CachedRecord>;
 

@@ -33,7 +33,7 @@ struct TierWrite {
 };
 
 // A record fresh from a tier, owned by the caller until it publishes it (the store sets
-// refresh_after_ns and puts the same object into L1: no copy).
+// refresh_after and puts the same object into L1: no copy).
 using TierRecordPtr = std::shared_ptr<CachedRecord>;
 // Gets the reads back (ownership returns to the caller, no copy) and per read the record
 // (found=false when there is none), or a Status when the tier could not answer (Unavailable,
