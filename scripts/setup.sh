@@ -5,7 +5,7 @@ PACKAGES=(
   # build
   cmake ninja-build g++ ccache pkg-config git curl ca-certificates
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
-  libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev libssl-dev
+  libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libyaml-cpp-dev libssl-dev
   # feature store: tests start real Redis servers and Redis Clusters on loopback
   redis-server redis-tools
   # model runtimes

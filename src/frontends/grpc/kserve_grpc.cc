@@ -1,21 +1,17 @@
 #include "frontends/grpc/kserve_grpc.h"
 
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
-
 #include <charconv>
 #include <deque>
 
 #include "common/logging.h"
 #include "dais/clock.h"
 #include "frontends/grpc/grpc_codec.h"
-#include "grpc_service.grpc.pb.h"
+#include "grpc_service.pb.h"
+#include "health.pb.h"
 #include "runtime/tensor_config.h"
 
 namespace dais::grpcfe {
 namespace {
-
-using inference::GRPCInferenceService;
 
 grpc::Status Bad(const std::string& message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
@@ -63,40 +59,14 @@ void FillStats(const std::string& name, const ModelVersion& mv, inference::Model
   }
 }
 
-// A unary inference: finishes when the runtime answers; a client cancellation marks the request
-// so that it is not executed if still queued.
-class InferReactor : public grpc::ServerUnaryReactor {
- public:
-  explicit InferReactor(ServerState* state) : state_(state) {}
-  void OnCancel() override { cancelled_->store(true); }
-  void OnDone() override { delete this; }
-  std::shared_ptr<std::atomic<bool>> cancelled() const { return cancelled_; }
-  void Complete(const grpc::Status& status) {
-    // After Finish the reactor may be deleted at any moment (OnDone on another thread).
-    ServerState* state = state_;
-    Finish(status);
-    state->in_flight.fetch_sub(1);
-  }
-
- private:
-  ServerState* state_;
-  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
-};
-
-uint64_t DeadlineTimeoutUs(grpc::CallbackServerContext* ctx) {
-  auto deadline = ctx->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return 0;
-  auto left = std::chrono::duration_cast<std::chrono::microseconds>(
-                  deadline - std::chrono::system_clock::now())
-                  .count();
-  return left > 0 ? static_cast<uint64_t>(left) : 1;
-}
-
 }  // namespace
 
-class GrpcFrontend::Service final : public GRPCInferenceService::CallbackService {
+class GrpcFrontend::Service final {
  public:
   Service(ModelManager* manager, ServerState* state) : manager_(manager), state_(state) {}
+
+  MethodTable Methods();
+  void SetNotServing();
 
   void JoinBackground() {
     std::vector<std::thread> threads;
@@ -107,55 +77,48 @@ class GrpcFrontend::Service final : public GRPCInferenceService::CallbackService
     for (auto& t : threads) t.join();
   }
 
-  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
-                                       const inference::ServerLiveRequest*,
-                                       inference::ServerLiveResponse* resp) override {
+ private:
+  grpc::Status ServerLive(const inference::ServerLiveRequest&,
+                          inference::ServerLiveResponse* resp) {
     resp->set_live(true);
-    return Done(ctx, grpc::Status::OK);
+    return (grpc::Status::OK);
   }
 
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
-                                        const inference::ServerReadyRequest*,
-                                        inference::ServerReadyResponse* resp) override {
+  grpc::Status ServerReady(const inference::ServerReadyRequest&,
+                           inference::ServerReadyResponse* resp) {
     resp->set_ready(!state_->draining.load() && manager_->Ready());
-    return Done(ctx, grpc::Status::OK);
+    return (grpc::Status::OK);
   }
 
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
-                                       const inference::ModelReadyRequest* req,
-                                       inference::ModelReadyResponse* resp) override {
+  grpc::Status ModelReady(const inference::ModelReadyRequest& req,
+                          inference::ModelReadyResponse* resp) {
     int64_t v;
-    if (!ParseVersion(req->version(), &v))
-      return Done(ctx, Bad("invalid version '" + req->version() + "'"));
-    resp->set_ready(manager_->Find(req->name(), v).ok());
-    return Done(ctx, grpc::Status::OK);
+    if (!ParseVersion(req.version(), &v)) return (Bad("invalid version '" + req.version() + "'"));
+    resp->set_ready(manager_->Find(req.name(), v).ok());
+    return (grpc::Status::OK);
   }
 
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
-                                           const inference::ServerMetadataRequest*,
-                                           inference::ServerMetadataResponse* resp) override {
+  grpc::Status ServerMetadata(const inference::ServerMetadataRequest&,
+                              inference::ServerMetadataResponse* resp) {
     resp->set_name(kServerName);
     resp->set_version(kServerVersion);
     for (const char* e : ServerExtensions()) resp->add_extensions(e);
-    return Done(ctx, grpc::Status::OK);
+    return (grpc::Status::OK);
   }
 
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
-                                          const inference::ModelMetadataRequest* req,
-                                          inference::ModelMetadataResponse* resp) override {
+  grpc::Status ModelMetadata(const inference::ModelMetadataRequest& req,
+                             inference::ModelMetadataResponse* resp) {
     int64_t v;
-    if (!ParseVersion(req->version(), &v))
-      return Done(ctx, Bad("invalid version '" + req->version() + "'"));
-    auto mv = manager_->Find(req->name(), v);
-    if (!mv.ok()) return Done(ctx, ToGrpcStatus(mv.status()));
+    if (!ParseVersion(req.version(), &v)) return (Bad("invalid version '" + req.version() + "'"));
+    auto mv = manager_->Find(req.name(), v);
+    if (!mv.ok()) return (ToGrpcStatus(mv.status()));
     const auto& config = (*mv)->config();
     const bool batching = config.max_batch_size() > 0;
-    resp->set_name(req->name());
+    resp->set_name(req.name());
     if (v >= 0) {
       resp->add_versions(std::to_string(v));
     } else {
-      for (int64_t rv : manager_->ReadyVersions(req->name()))
-        resp->add_versions(std::to_string(rv));
+      for (int64_t rv : manager_->ReadyVersions(req.name())) resp->add_versions(std::to_string(rv));
     }
     resp->set_platform(config.platform().empty() ? config.backend() : config.platform());
     auto add = [batching](auto* t, const std::string& name, inference::DataType type,
@@ -170,34 +133,30 @@ class GrpcFrontend::Service final : public GRPCInferenceService::CallbackService
     for (const auto& out : config.output()) {
       add(resp->add_outputs(), out.name(), out.data_type(), out.dims());
     }
-    return Done(ctx, grpc::Status::OK);
+    return (grpc::Status::OK);
   }
 
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
-                                        const inference::ModelConfigRequest* req,
-                                        inference::ModelConfigResponse* resp) override {
+  grpc::Status ModelConfig(const inference::ModelConfigRequest& req,
+                           inference::ModelConfigResponse* resp) {
     int64_t v;
-    if (!ParseVersion(req->version(), &v))
-      return Done(ctx, Bad("invalid version '" + req->version() + "'"));
-    auto mv = manager_->Find(req->name(), v);
-    if (!mv.ok()) return Done(ctx, ToGrpcStatus(mv.status()));
+    if (!ParseVersion(req.version(), &v)) return (Bad("invalid version '" + req.version() + "'"));
+    auto mv = manager_->Find(req.name(), v);
+    if (!mv.ok()) return (ToGrpcStatus(mv.status()));
     *resp->mutable_config() = (*mv)->config();
-    return Done(ctx, grpc::Status::OK);
+    return (grpc::Status::OK);
   }
 
-  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
-                                            const inference::ModelStatisticsRequest* req,
-                                            inference::ModelStatisticsResponse* resp) override {
+  grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& req,
+                               inference::ModelStatisticsResponse* resp) {
     int64_t v;
-    if (!ParseVersion(req->version(), &v))
-      return Done(ctx, Bad("invalid version '" + req->version() + "'"));
+    if (!ParseVersion(req.version(), &v)) return (Bad("invalid version '" + req.version() + "'"));
     std::vector<std::string> names;
-    if (req->name().empty()) {
+    if (req.name().empty()) {
       for (const IndexEntry& e : manager_->Index(true)) {
         if (names.empty() || names.back() != e.name) names.push_back(e.name);
       }
     } else {
-      names.push_back(req->name());
+      names.push_back(req.name());
     }
     for (const std::string& name : names) {
       std::vector<int64_t> versions;
@@ -206,237 +165,118 @@ class GrpcFrontend::Service final : public GRPCInferenceService::CallbackService
       } else {
         versions = manager_->ReadyVersions(name);
       }
-      if (!req->name().empty() && versions.empty()) {
-        return Done(ctx, ToGrpcStatus(manager_->Find(name, -1).status()));
+      if (!req.name().empty() && versions.empty()) {
+        return (ToGrpcStatus(manager_->Find(name, -1).status()));
       }
       for (int64_t ver : versions) {
         auto mv = manager_->Find(name, ver);
         if (!mv.ok()) {
-          if (!req->name().empty()) return Done(ctx, ToGrpcStatus(mv.status()));
+          if (!req.name().empty()) return (ToGrpcStatus(mv.status()));
           continue;
         }
         FillStats(name, **mv, resp->add_model_stats());
       }
     }
-    return Done(ctx, grpc::Status::OK);
+    return (grpc::Status::OK);
   }
 
-  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
-                                            const inference::RepositoryIndexRequest* req,
-                                            inference::RepositoryIndexResponse* resp) override {
-    for (const IndexEntry& e : manager_->Index(req->ready())) {
+  grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& req,
+                               inference::RepositoryIndexResponse* resp) {
+    for (const IndexEntry& e : manager_->Index(req.ready())) {
       auto* m = resp->add_models();
       m->set_name(e.name);
       m->set_version(e.version);
       m->set_state(e.state);
       m->set_reason(e.reason);
     }
-    return Done(ctx, grpc::Status::OK);
+    return (grpc::Status::OK);
   }
 
-  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
-                                                const inference::RepositoryModelLoadRequest* req,
-                                                inference::RepositoryModelLoadResponse*) override {
-    if (req->parameters_size() > 0) {
-      return Done(ctx, Bad("load parameters (config / file overrides) are not supported by dais"));
-    }
-    return Repository(ctx, req->model_name(), true);
-  }
-
-  grpc::ServerUnaryReactor* RepositoryModelUnload(
-      grpc::CallbackServerContext* ctx, const inference::RepositoryModelUnloadRequest* req,
-      inference::RepositoryModelUnloadResponse*) override {
-    return Repository(ctx, req->model_name(), false);
-  }
-
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
-                                       const inference::ModelInferRequest* req,
-                                       inference::ModelInferResponse* resp) override {
-    auto* reactor = new InferReactor(state_);
-    state_->in_flight.fetch_add(1);
-    if (state_->draining.load()) {
-      reactor->Complete(
-          grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                       "server is shutting down; not accepting new inference requests"));
-      return reactor;
-    }
-    auto request = std::make_unique<InferenceRequest>();
-    request->arrival_ns = NowNs();
-    if (Status s = FromInferRequest(*req, request.get()); !s.ok()) {
-      reactor->Complete(ToGrpcStatus(s));
-      return reactor;
-    }
-    if (uint64_t t = DeadlineTimeoutUs(ctx);
-        t > 0 && (request->timeout_us == 0 || t < request->timeout_us)) {
-      request->timeout_us = t;
-    }
-    request->cancelled = reactor->cancelled();
-    // `req` (borrowed by raw inputs) and `resp` stay valid until Finish.
-    request->on_complete = [reactor, resp](StatusOr<ResponsePtr> result) {
-      if (!result.ok()) return reactor->Complete(ToGrpcStatus(result.status()));
-      ToInferResponse(**result, resp);
-      reactor->Complete(grpc::Status::OK);
-    };
-    manager_->Infer(std::move(request));
-    return reactor;
-  }
-
-  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-  ModelStreamInfer(grpc::CallbackServerContext* ctx) override;
-
-  // Extensions dais does not implement.
-  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
-      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest*,
-      inference::SystemSharedMemoryStatusResponse*) override {
-    return Unimplemented(ctx, "system shared memory");
-  }
-  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
-      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest*,
-      inference::SystemSharedMemoryRegisterResponse*) override {
-    return Unimplemented(ctx, "system shared memory");
-  }
-  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
-      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest*,
-      inference::SystemSharedMemoryUnregisterResponse*) override {
-    return Unimplemented(ctx, "system shared memory");
-  }
-  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(
-      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryStatusRequest*,
-      inference::CudaSharedMemoryStatusResponse*) override {
-    return Unimplemented(ctx, "CUDA shared memory");
-  }
-  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(
-      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryRegisterRequest*,
-      inference::CudaSharedMemoryRegisterResponse*) override {
-    return Unimplemented(ctx, "CUDA shared memory");
-  }
-  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(
-      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest*,
-      inference::CudaSharedMemoryUnregisterResponse*) override {
-    return Unimplemented(ctx, "CUDA shared memory");
-  }
-  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* ctx,
-                                         const inference::TraceSettingRequest*,
-                                         inference::TraceSettingResponse*) override {
-    return Unimplemented(ctx, "trace settings");
-  }
-  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* ctx,
-                                        const inference::LogSettingsRequest*,
-                                        inference::LogSettingsResponse*) override {
-    return Unimplemented(ctx, "log settings");
-  }
-
-  ModelManager* manager() { return manager_; }
-  ServerState* state() { return state_; }
-
- private:
-  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
-                                        const grpc::Status& status) {
-    auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(status);
-    return reactor;
-  }
-  static grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx,
-                                                 const std::string& what) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                  "the " + what + " extension is not implemented by dais"));
-  }
-
-  grpc::ServerUnaryReactor* Repository(grpc::CallbackServerContext* ctx, const std::string& model,
-                                       bool load) {
-    if (manager_->mode() != ModelControlMode::kExplicit) {
-      return Done(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                    "explicit model load / unload is not allowed unless "
-                                    "--model-control-mode=explicit"));
-    }
-    if (state_->draining.load()) {
-      return Done(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
-    }
-    auto* reactor = ctx->DefaultReactor();
-    state_->in_flight.fetch_add(1);
-    std::lock_guard<std::mutex> lock(mu_);
-    // Loading can take seconds: not on a gRPC thread.
-    background_.emplace_back([this, reactor, model, load] {
-      Status s = load ? manager_->LoadModel(model) : manager_->UnloadModel(model);
-      reactor->Finish(s.ok() ? grpc::Status::OK
-                             : ToGrpcStatus(s.WithPrefix(
-                                   std::string(load ? "failed to load '" : "failed to unload '") +
-                                   model + "'")));
-      state_->in_flight.fetch_sub(1);
-    });
-    return reactor;
-  }
+  void Infer(std::shared_ptr<ServerCall> call, std::string bytes);
+  void Repository(std::shared_ptr<ServerCall> call, std::string bytes, bool load);
+  void HealthCheck(std::shared_ptr<ServerCall> call, std::string bytes, bool watch);
 
   ModelManager* manager_;
   ServerState* state_;
   std::mutex mu_;
   std::vector<std::thread> background_;
+  bool serving_ = true;                              // guarded by mu_
+  std::vector<std::weak_ptr<ServerCall>> watchers_;  // Health/Watch calls; guarded by mu_
 };
 
 namespace {
 
-// Bidirectional stream: every request read is submitted at once; responses are written in
-// completion order, one write at a time; errors go in error_message and the stream goes on.
-class StreamReactor : public grpc::ServerBidiReactor<inference::ModelInferRequest,
-                                                     inference::ModelStreamInferResponse> {
+const std::string kService = "/inference.GRPCInferenceService/";
+
+template <typename Req>
+bool Parse(const std::string& bytes, Req* req, ServerCall* call) {
+  if (req->ParseFromString(bytes)) return true;
+  call->Finish(Bad("the request is not a valid " + req->GetTypeName() + " message"));
+  return false;
+}
+
+// A method answered at once from its request.
+template <typename Req, typename Resp>
+Method Sync(std::function<grpc::Status(const Req&, Resp*)> fn) {
+  Method m;
+  m.unary = [fn = std::move(fn)](std::shared_ptr<ServerCall> call, std::string bytes) {
+    Req req;
+    if (!Parse(bytes, &req, call.get())) return;
+    Resp resp;
+    grpc::Status s = fn(req, &resp);
+    if (!s.ok()) return call->Finish(std::move(s));
+    call->Reply(resp.SerializeAsString());
+  };
+  return m;
+}
+
+Method NotImplemented(const std::string& what) {
+  Method m;
+  m.unary = [what](std::shared_ptr<ServerCall> call, std::string) {
+    call->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                              "the " + what + " extension is not implemented by dais"));
+  };
+  return m;
+}
+
+// ModelStreamInfer: every request read is submitted at once; responses are written in
+// completion order; errors go in error_message and the stream goes on. The stream ends (OK)
+// once the client has half-closed and every request is answered.
+class InferStream : public StreamHandler, public std::enable_shared_from_this<InferStream> {
  public:
-  StreamReactor(ModelManager* manager, ServerState* state) : manager_(manager), state_(state) {
-    ReadNext();
-  }
+  InferStream(std::shared_ptr<ServerCall> call, ModelManager* manager, ServerState* state)
+      : call_(std::move(call)), manager_(manager), state_(state) {}
 
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      std::lock_guard<std::mutex> lock(mu_);
-      reads_done_ = true;
-      MaybeFinishLocked();
-      return;
-    }
-    std::shared_ptr<inference::ModelInferRequest> msg = std::move(reading_);
-    {
-      // Counted before the next read: the client's half-close must not finish the stream
-      // while this request is still unanswered.
-      std::lock_guard<std::mutex> lock(mu_);
-      ++pending_;
-    }
-    ReadNext();
-    Submit(std::move(msg));
-  }
-
-  void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    writing_ = false;
-    if (!ok) broken_ = true;
-    writes_.pop_front();
-    WriteNextLocked();
-    MaybeFinishLocked();
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  void ReadNext() {
-    reading_ = std::make_shared<inference::ModelInferRequest>();
-    StartRead(reading_.get());
-  }
-
-  // `pending_` already counts this request.
-  void Submit(std::shared_ptr<inference::ModelInferRequest> msg) {
+  void OnMessage(std::string bytes) override {
+    auto msg = std::make_shared<inference::ModelInferRequest>();
     state_->in_flight.fetch_add(1);
+    pending_.fetch_add(1);
+    Status s =
+        state_->draining.load()
+            ? Unavailable("server is shutting down; not accepting new inference requests")
+            : (msg->ParseFromString(bytes) ? OkStatus()
+                                           : InvalidArgument("a stream message is not a valid "
+                                                             "inference.ModelInferRequest"));
     auto request = std::make_unique<InferenceRequest>();
     request->arrival_ns = NowNs();
-    Status s = state_->draining.load()
-                   ? Unavailable("server is shutting down; not accepting new inference requests")
-                   : FromInferRequest(*msg, request.get());
-    std::string id = msg->id();
-    if (!s.ok()) return Answer(s, nullptr, id);
+    if (s.ok()) s = FromInferRequest(*msg, request.get());
+    if (!s.ok()) return Answer(s, nullptr, msg->id());
+    if (uint64_t t = call_->timeout_us(); t > 0) request->timeout_us = t;
+    request->cancelled = call_->cancelled();
     // The message owns the raw input bytes the request borrows: keep it until the answer.
-    request->on_complete = [this, msg, id](StatusOr<ResponsePtr> result) {
-      if (!result.ok()) return Answer(result.status(), nullptr, id);
-      Answer(OkStatus(), result->get(), id);
+    request->on_complete = [self = shared_from_this(), msg](StatusOr<ResponsePtr> result) {
+      if (!result.ok()) return self->Answer(result.status(), nullptr, msg->id());
+      self->Answer(OkStatus(), result->get(), msg->id());
     };
     manager_->Infer(std::move(request));
   }
 
+  void OnHalfClose() override {
+    half_closed_.store(true);
+    MaybeFinish();
+  }
+
+ private:
   void Answer(const Status& s, const InferenceResponse* response, const std::string& id) {
     inference::ModelStreamInferResponse out;
     if (s.ok()) {
@@ -445,45 +285,199 @@ class StreamReactor : public grpc::ServerBidiReactor<inference::ModelInferReques
       out.set_error_message(s.message());
       out.mutable_infer_response()->set_id(id);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    --pending_;
+    call_->Write(out.SerializeAsString());
+    pending_.fetch_sub(1);
     state_->in_flight.fetch_sub(1);
-    if (!broken_) writes_.push_back(std::move(out));
-    WriteNextLocked();
-    MaybeFinishLocked();
+    MaybeFinish();
   }
 
-  void WriteNextLocked() {
-    if (writing_ || writes_.empty() || broken_) return;
-    writing_ = true;
-    StartWrite(&writes_.front());
-  }
-
-  void MaybeFinishLocked() {
-    if (finished_ || !reads_done_ || pending_ > 0 || writing_ || (!writes_.empty() && !broken_)) {
-      return;
-    }
+  // Writes and Finish are carried out in the order they are called, so the trailers follow
+  // every answer written before.
+  void MaybeFinish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_ || !half_closed_.load() || pending_.load() > 0) return;
     finished_ = true;
-    Finish(grpc::Status::OK);
+    call_->Finish(grpc::Status::OK);
   }
 
+  std::shared_ptr<ServerCall> call_;
   ModelManager* manager_;
   ServerState* state_;
-  std::shared_ptr<inference::ModelInferRequest> reading_;
+  std::atomic<int> pending_{0};
+  std::atomic<bool> half_closed_{false};
   std::mutex mu_;
-  std::deque<inference::ModelStreamInferResponse> writes_;  // front is being written
-  int pending_ = 0;
-  bool writing_ = false;
-  bool reads_done_ = false;
-  bool broken_ = false;
-  bool finished_ = false;
+  bool finished_ = false;  // guarded by mu_
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-GrpcFrontend::Service::ModelStreamInfer(grpc::CallbackServerContext*) {
-  return new StreamReactor(manager_, state_);
+void GrpcFrontend::Service::Infer(std::shared_ptr<ServerCall> call, std::string bytes) {
+  state_->in_flight.fetch_add(1);
+  auto fail = [this, &call](grpc::Status s) {
+    call->Finish(std::move(s));
+    state_->in_flight.fetch_sub(1);
+  };
+  if (state_->draining.load()) {
+    return fail(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                             "server is shutting down; not accepting new inference requests"));
+  }
+  auto msg = std::make_shared<inference::ModelInferRequest>();
+  if (!msg->ParseFromString(bytes)) {
+    return fail(Bad("the request is not a valid inference.ModelInferRequest message"));
+  }
+  auto request = std::make_unique<InferenceRequest>();
+  request->arrival_ns = NowNs();
+  if (Status s = FromInferRequest(*msg, request.get()); !s.ok()) return fail(ToGrpcStatus(s));
+  if (uint64_t t = call->timeout_us();
+      t > 0 && (request->timeout_us == 0 || t < request->timeout_us)) {
+    request->timeout_us = t;
+  }
+  request->cancelled = call->cancelled();
+  // `msg` owns the raw input bytes the request borrows.
+  request->on_complete = [call, msg, state = state_](StatusOr<ResponsePtr> result) {
+    if (!result.ok()) {
+      call->Finish(ToGrpcStatus(result.status()));
+    } else {
+      std::shared_ptr<InferenceResponse> response = std::move(*result);
+      call->ReplyEncoded([response] {
+        inference::ModelInferResponse out;
+        ToInferResponse(*response, &out);
+        return out.SerializeAsString();
+      });
+    }
+    state->in_flight.fetch_sub(1);
+  };
+  manager_->Infer(std::move(request));
+}
+
+void GrpcFrontend::Service::Repository(std::shared_ptr<ServerCall> call, std::string bytes,
+                                       bool load) {
+  std::string model;
+  if (load) {
+    inference::RepositoryModelLoadRequest req;
+    if (!Parse(bytes, &req, call.get())) return;
+    if (req.parameters_size() > 0) {
+      return call->Finish(
+          Bad("load parameters (config / file overrides) are not supported by dais"));
+    }
+    model = req.model_name();
+  } else {
+    inference::RepositoryModelUnloadRequest req;
+    if (!Parse(bytes, &req, call.get())) return;
+    model = req.model_name();
+  }
+  if (manager_->mode() != ModelControlMode::kExplicit) {
+    return call->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                     "explicit model load / unload is not allowed unless "
+                                     "--model-control-mode=explicit"));
+  }
+  if (state_->draining.load()) {
+    return call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+  }
+  state_->in_flight.fetch_add(1);
+  std::lock_guard<std::mutex> lock(mu_);
+  // Loading can take seconds: not on an I/O thread.
+  background_.emplace_back([this, call, model, load] {
+    Status s = load ? manager_->LoadModel(model) : manager_->UnloadModel(model);
+    if (s.ok()) {
+      call->Reply(load ? inference::RepositoryModelLoadResponse().SerializeAsString()
+                       : inference::RepositoryModelUnloadResponse().SerializeAsString());
+    } else {
+      call->Finish(ToGrpcStatus(s.WithPrefix(
+          std::string(load ? "failed to load '" : "failed to unload '") + model + "'")));
+    }
+    state_->in_flight.fetch_sub(1);
+  });
+}
+
+// grpc.health.v1: the server ("") is SERVING until SIGTERM; a named service is known when it is
+// the inference service. Watch sends the status now and again when it changes.
+void GrpcFrontend::Service::HealthCheck(std::shared_ptr<ServerCall> call, std::string bytes,
+                                        bool watch) {
+  using grpc::health::v1::HealthCheckResponse;
+  grpc::health::v1::HealthCheckRequest req;
+  if (!Parse(bytes, &req, call.get())) return;
+  const bool known = req.service().empty() || req.service() == "inference.GRPCInferenceService";
+  HealthCheckResponse resp;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!known) {
+    if (!watch) return call->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+    resp.set_status(HealthCheckResponse::SERVICE_UNKNOWN);
+  } else {
+    resp.set_status(serving_ ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
+  }
+  if (!watch) return call->Reply(resp.SerializeAsString());
+  call->Write(resp.SerializeAsString());
+  if (known) watchers_.push_back(call);
+}
+
+void GrpcFrontend::Service::SetNotServing() {
+  grpc::health::v1::HealthCheckResponse resp;
+  resp.set_status(grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  std::lock_guard<std::mutex> lock(mu_);
+  serving_ = false;
+  for (auto& w : watchers_) {
+    if (auto call = w.lock()) call->Write(resp.SerializeAsString());
+  }
+  watchers_.clear();
+}
+
+MethodTable GrpcFrontend::Service::Methods() {
+  using namespace inference;  // NOLINT: the message names below are the protocol's
+  MethodTable t;
+  auto sync = [&](const std::string& name, auto fn) {
+    t[kService + name] = Sync(std::function(fn));
+  };
+  sync("ServerLive",
+       [this](const ServerLiveRequest& q, ServerLiveResponse* r) { return ServerLive(q, r); });
+  sync("ServerReady",
+       [this](const ServerReadyRequest& q, ServerReadyResponse* r) { return ServerReady(q, r); });
+  sync("ModelReady",
+       [this](const ModelReadyRequest& q, ModelReadyResponse* r) { return ModelReady(q, r); });
+  sync("ServerMetadata", [this](const ServerMetadataRequest& q, ServerMetadataResponse* r) {
+    return ServerMetadata(q, r);
+  });
+  sync("ModelMetadata", [this](const ModelMetadataRequest& q, ModelMetadataResponse* r) {
+    return ModelMetadata(q, r);
+  });
+  sync("ModelConfig",
+       [this](const ModelConfigRequest& q, ModelConfigResponse* r) { return ModelConfig(q, r); });
+  sync("ModelStatistics", [this](const ModelStatisticsRequest& q, ModelStatisticsResponse* r) {
+    return ModelStatistics(q, r);
+  });
+  sync("RepositoryIndex", [this](const RepositoryIndexRequest& q, RepositoryIndexResponse* r) {
+    return RepositoryIndex(q, r);
+  });
+  t[kService + "RepositoryModelLoad"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
+    Repository(std::move(c), std::move(b), true);
+  };
+  t[kService + "RepositoryModelUnload"].unary = [this](std::shared_ptr<ServerCall> c,
+                                                       std::string b) {
+    Repository(std::move(c), std::move(b), false);
+  };
+  t[kService + "ModelInfer"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
+    Infer(std::move(c), std::move(b));
+  };
+  t[kService + "ModelStreamInfer"].stream = [this](std::shared_ptr<ServerCall> c) {
+    return std::make_shared<InferStream>(std::move(c), manager_, state_);
+  };
+  for (const char* m :
+       {"SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister"}) {
+    t[kService + m] = NotImplemented("system shared memory");
+  }
+  for (const char* m :
+       {"CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister"}) {
+    t[kService + m] = NotImplemented("CUDA shared memory");
+  }
+  t[kService + "TraceSetting"] = NotImplemented("trace settings");
+  t[kService + "LogSettings"] = NotImplemented("log settings");
+  t["/grpc.health.v1.Health/Check"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
+    HealthCheck(std::move(c), std::move(b), false);
+  };
+  t["/grpc.health.v1.Health/Watch"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
+    HealthCheck(std::move(c), std::move(b), true);
+  };
+  return t;
 }
 
 GrpcFrontend::GrpcFrontend(GrpcOptions options, ModelManager* manager, ServerState* state)
@@ -495,37 +489,32 @@ GrpcFrontend::GrpcFrontend(GrpcOptions options, ModelManager* manager, ServerSta
 GrpcFrontend::~GrpcFrontend() { Stop(0); }
 
 Status GrpcFrontend::Start() {
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.address + ":" + std::to_string(options_.port),
-                           grpc::InsecureServerCredentials(), &port_);
-  builder.RegisterService(service_.get());
-  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  builder.SetMaxSendMessageSize(options_.max_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options_.keepalive_time_ms);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options_.keepalive_timeout_ms);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
-                             options_.keepalive_permit_without_calls ? 1 : 0);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA,
-                             options_.http2_max_pings_without_data);
-  server_ = builder.BuildAndStart();
-  if (!server_ || port_ == 0) {
-    return Unavailable("cannot listen for gRPC on " + options_.address + ":" +
-                       std::to_string(options_.port));
+  H2ServerOptions o;
+  o.address = options_.address;
+  o.port = options_.port;
+  o.threads = options_.threads;
+  o.h2.max_receive_message_bytes = static_cast<uint32_t>(options_.max_message_bytes);
+  o.h2.max_send_message_bytes = static_cast<uint32_t>(options_.max_message_bytes);
+  o.keepalive_time_ms = options_.keepalive_time_ms;
+  o.keepalive_timeout_ms = options_.keepalive_timeout_ms;
+  o.keepalive_permit_without_calls = options_.keepalive_permit_without_calls;
+  o.max_pings_without_data = options_.http2_max_pings_without_data;
+  server_ = std::make_unique<H2Server>(std::move(o), service_->Methods());
+  Status s = server_->Start();
+  if (!s.ok()) {
+    server_.reset();
+    return s;
   }
-  server_->GetHealthCheckService()->SetServingStatus(true);
+  port_ = server_->port();
   return OkStatus();
 }
 
-void GrpcFrontend::SetNotServing() {
-  if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
-}
+void GrpcFrontend::SetNotServing() { service_->SetNotServing(); }
 
 void GrpcFrontend::Stop(int deadline_ms) {
   if (!server_) return;
   service_->JoinBackground();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
-  server_->Wait();
+  server_->Stop(deadline_ms);
   server_.reset();
 }
 

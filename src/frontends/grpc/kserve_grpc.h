@@ -1,7 +1,7 @@
 // KServe v2 gRPC frontend (inference.GRPCInferenceService, wire-compatible with Triton's) and the
-// standard grpc.health.v1.Health service, on gRPC's callback API: no thread is held per
-// outstanding request; an inference completes from the model's instance thread by finishing
-// its reactor.
+// standard grpc.health.v1.Health service, on dais's own gRPC transport (h2_server.h): no thread
+// is held per outstanding request; an inference is decoded on an I/O thread, runs on the
+// model's instance thread, and its answer is encoded and written back on an I/O thread.
 #pragma once
 
 #include <memory>
@@ -11,18 +11,16 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "frontends/grpc/h2_server.h"
 #include "frontends/server_state.h"
 #include "runtime/model_manager.h"
-
-namespace grpc {
-class Server;
-}
 
 namespace dais::grpcfe {
 
 struct GrpcOptions {
   std::string address = "0.0.0.0";
   int port = 8001;  // 0: pick a free port
+  int threads = 0;  // I/O threads; 0: one per core
   int max_message_bytes = 64 << 20;
   int keepalive_time_ms = 7200000;  // gRPC's default: 2 hours
   int keepalive_timeout_ms = 20000;
@@ -50,7 +48,7 @@ class GrpcFrontend {
   ModelManager* manager_;
   ServerState* state_;
   std::unique_ptr<Service> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<H2Server> server_;
   int port_ = 0;
 };
 

@@ -1,0 +1,489 @@
+#include "frontends/grpc/h2_connection.h"
+
+#include <nghttp2/nghttp2.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <vector>
+
+namespace dais::grpcfe {
+
+struct H2Connection::Stream {
+  int32_t id = 0;
+  std::string path;
+  std::string http_method;
+  std::string content_type;
+  std::string encoding;  // grpc-encoding
+  const Method* method = nullptr;
+  std::shared_ptr<ServerCall> call;
+  std::shared_ptr<StreamHandler> handler;
+  // Input: bytes not yet cut into messages, and the unary request.
+  std::string in;
+  std::string request;
+  int messages = 0;
+  bool refused = false;  // input ignored from now on
+  bool ended = false;    // the client half-closed
+  // Output: framed messages not yet handed to nghttp2.
+  std::string out;
+  size_t out_pos = 0;
+  bool response_started = false;
+  bool finishing = false;  // Finish called: trailers follow the remaining output
+  bool closed = false;     // trailers (or a Trailers-Only answer) submitted
+  grpc::Status status;
+};
+
+namespace {
+
+constexpr size_t kFrameHeader = 5;  // compressed flag + big-endian length
+
+nghttp2_nv Header(std::string_view name, std::string_view value) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                    value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+// grpc-message is percent-encoded: bytes outside printable ASCII, and '%' itself.
+std::string PercentEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c <= 0x7e && c != '%') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+// grpc-timeout: at most 8 digits and a unit (H M S m u n). 0 when absent or malformed.
+uint64_t ParseTimeoutUs(std::string_view v) {
+  if (v.size() < 2 || v.size() > 9) return 0;
+  uint64_t n = 0;
+  auto r = std::from_chars(v.data(), v.data() + v.size() - 1, n);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size() - 1) return 0;
+  uint64_t us = 0;
+  switch (v.back()) {
+    case 'H':
+      us = n * 3600'000'000ull;
+      break;
+    case 'M':
+      us = n * 60'000'000ull;
+      break;
+    case 'S':
+      us = n * 1'000'000ull;
+      break;
+    case 'm':
+      us = n * 1'000ull;
+      break;
+    case 'u':
+      us = n;
+      break;
+    case 'n':
+      us = n / 1000;
+      break;
+    default:
+      return 0;
+  }
+  return std::max<uint64_t>(us, 1);
+}
+
+}  // namespace
+
+// nghttp2's C callbacks, forwarding to the connection (user_data).
+struct H2Callbacks {
+  static H2Connection* Conn(void* user_data) { return static_cast<H2Connection*>(user_data); }
+
+  static int OnBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    auto s = std::make_unique<H2Connection::Stream>();
+    s->id = frame->hd.stream_id;
+    Conn(user_data)->streams_[s->id] = std::move(s);
+    return 0;
+  }
+
+  static int OnHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
+                      void* user_data) {
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    H2Connection::Stream* s = Conn(user_data)->Find(frame->hd.stream_id);
+    if (!s) return 0;
+    std::string_view n(reinterpret_cast<const char*>(name), namelen);
+    std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+    if (n == ":path") {
+      s->path = v;
+    } else if (n == ":method") {
+      s->http_method = v;
+    } else if (n == "content-type") {
+      s->content_type = v;
+    } else if (n == "grpc-encoding") {
+      s->encoding = v;
+    } else if (n == "grpc-timeout") {
+      if (!s->call) s->call = std::make_shared<ServerCall>();
+      s->call->timeout_us_ = ParseTimeoutUs(v);
+    }
+    return 0;
+  }
+
+  static int OnFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+    H2Connection* c = Conn(user_data);
+    switch (frame->hd.type) {
+      case NGHTTP2_PING:
+        if (frame->hd.flags & NGHTTP2_FLAG_ACK) c->ping_acked_ = true;
+        return 0;
+      case NGHTTP2_HEADERS:
+      case NGHTTP2_DATA:
+        break;
+      default:
+        return 0;
+    }
+    H2Connection::Stream* s = c->Find(frame->hd.stream_id);
+    if (!s) return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      c->OnRequestHeaders(s);
+    }
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && (s = c->Find(frame->hd.stream_id))) {
+      c->OnEndStream(s);
+    }
+    return 0;
+  }
+
+  static int OnDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,
+                         size_t len, void* user_data) {
+    H2Connection* c = Conn(user_data);
+    if (H2Connection::Stream* s = c->Find(stream_id)) c->OnData(s, data, len);
+    return 0;
+  }
+
+  static int OnStreamClose(nghttp2_session*, int32_t stream_id, uint32_t, void* user_data) {
+    Conn(user_data)->OnStreamClose(stream_id);
+    return 0;
+  }
+
+  static int OnFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+    if (frame->hd.type == NGHTTP2_DATA && frame->hd.length > 0) Conn(user_data)->data_sent_ = true;
+    return 0;
+  }
+
+  static ssize_t ReadBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
+                          uint32_t* flags, nghttp2_data_source*, void* user_data) {
+    H2Connection* c = Conn(user_data);
+    H2Connection::Stream* s = c->Find(stream_id);
+    if (!s) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return c->ReadBody(s, buf, length, flags);
+  }
+};
+
+void ServerCall::Write(std::string message) {
+  if (auto c = conn_.lock()) {
+    c->RunOnExecutor(
+        [c, id = stream_id_, m = std::move(message)]() mutable { c->DoWrite(id, std::move(m)); });
+  }
+}
+
+void ServerCall::Finish(grpc::Status status) {
+  if (auto c = conn_.lock()) {
+    c->RunOnExecutor(
+        [c, id = stream_id_, st = std::move(status)]() mutable { c->DoFinish(id, std::move(st)); });
+  }
+}
+
+void ServerCall::Reply(std::string message) {
+  if (auto c = conn_.lock()) {
+    c->RunOnExecutor([c, id = stream_id_, m = std::move(message)]() mutable {
+      c->DoWrite(id, std::move(m));
+      c->DoFinish(id, grpc::Status::OK);
+    });
+  }
+}
+
+void ServerCall::ReplyEncoded(std::function<std::string()> encode) {
+  if (auto c = conn_.lock()) {
+    c->RunOnExecutor([c, id = stream_id_, encode = std::move(encode)] {
+      if (!c->Find(id)) return;
+      c->DoWrite(id, encode());
+      c->DoFinish(id, grpc::Status::OK);
+    });
+  }
+}
+
+H2Connection::H2Connection(const MethodTable* methods, H2Options options, Post post,
+                           std::function<void()> wake)
+    : methods_(methods), options_(options), post_(std::move(post)), wake_(std::move(wake)) {}
+
+H2Connection::~H2Connection() {
+  Abort();
+  if (session_) nghttp2_session_del(session_);
+}
+
+Status H2Connection::Start() {
+  nghttp2_session_callbacks* cb = nullptr;
+  if (nghttp2_session_callbacks_new(&cb) != 0) return Internal("nghttp2: out of memory");
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, H2Callbacks::OnBeginHeaders);
+  nghttp2_session_callbacks_set_on_header_callback(cb, H2Callbacks::OnHeader);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, H2Callbacks::OnFrameRecv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, H2Callbacks::OnDataChunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, H2Callbacks::OnStreamClose);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, H2Callbacks::OnFrameSend);
+  int rv = nghttp2_session_server_new(&session_, cb, this);
+  nghttp2_session_callbacks_del(cb);
+  if (rv != 0) return Internal(std::string("nghttp2: ") + nghttp2_strerror(rv));
+  nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(options_.stream_window_bytes)},
+  };
+  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
+                                        options_.connection_window_bytes);
+  return OkStatus();
+}
+
+Status H2Connection::Receive(const uint8_t* data, size_t size) {
+  ssize_t rv = nghttp2_session_mem_recv(session_, data, size);
+  if (rv < 0) {
+    if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) not_http2_ = true;
+    return InvalidArgument(std::string("HTTP/2 protocol error: ") +
+                           nghttp2_strerror(static_cast<int>(rv)));
+  }
+  return OkStatus();
+}
+
+bool H2Connection::IsNotHttp2(const Status& status) {
+  return status.message().find(nghttp2_strerror(NGHTTP2_ERR_BAD_CLIENT_MAGIC)) != std::string::npos;
+}
+
+void H2Connection::TakeOutput(std::string* out) {
+  for (;;) {
+    const uint8_t* data = nullptr;
+    ssize_t n = nghttp2_session_mem_send(session_, &data);
+    if (n <= 0) break;
+    out->append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+  }
+}
+
+bool H2Connection::Done() const {
+  return !nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_);
+}
+
+void H2Connection::Shutdown() {
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                        nullptr, 0);
+}
+
+void H2Connection::Abort() {
+  for (auto& [id, s] : streams_) {
+    if (s->call) s->call->cancelled_->store(true);
+  }
+  streams_.clear();
+}
+
+void H2Connection::SendPing() {
+  ping_acked_ = false;
+  nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr);
+}
+
+bool H2Connection::TakeDataSent() { return std::exchange(data_sent_, false); }
+
+H2Connection::Stream* H2Connection::Find(int32_t id) {
+  auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+void H2Connection::RunOnExecutor(std::function<void()> fn) {
+  post_([self = shared_from_this(), fn = std::move(fn)] {
+    fn();
+    self->wake_();
+  });
+}
+
+void H2Connection::OnRequestHeaders(Stream* s) {
+  if (!s->call) s->call = std::make_shared<ServerCall>();
+  s->call->conn_ = weak_from_this();
+  s->call->stream_id_ = s->id;
+  if (s->http_method != "POST") {
+    return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                  "gRPC calls are POST requests, not " + s->http_method));
+  }
+  std::string_view ct = s->content_type;
+  if (ct.substr(0, 16) != "application/grpc" ||
+      (ct.size() > 16 && ct[16] != '+' && ct[16] != ';')) {
+    // The specification answers a request that is not gRPC with HTTP 415.
+    s->closed = true;
+    s->refused = true;
+    const nghttp2_nv nv[] = {Header(":status", "415"), Header("content-type", "text/plain")};
+    nghttp2_submit_response(session_, s->id, nv, std::size(nv), nullptr);
+    return;
+  }
+  auto it = methods_->find(s->path);
+  if (it == methods_->end()) {
+    return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                  "unknown method " + s->path + " (dais serves " +
+                                      "inference.GRPCInferenceService and grpc.health.v1.Health)"));
+  }
+  s->method = &it->second;
+  if (s->method->stream) s->handler = s->method->stream(s->call);
+}
+
+void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
+  if (s->refused || !s->method) return;
+  s->in.append(reinterpret_cast<const char*>(data), size);
+  size_t pos = 0;
+  while (s->in.size() - pos >= kFrameHeader) {
+    const auto* p = reinterpret_cast<const uint8_t*>(s->in.data() + pos);
+    const uint32_t len =
+        (uint32_t{p[1]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 8) | uint32_t{p[4]};
+    if (len > options_.max_receive_message_bytes) {
+      return Refuse(
+          s, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "received message larger than max (" + std::to_string(len) + " vs. " +
+                              std::to_string(options_.max_receive_message_bytes) + ")"));
+    }
+    if (p[0] != 0) {
+      if (s->encoding.empty() || s->encoding == "identity") {
+        return Refuse(s, grpc::Status(grpc::StatusCode::INTERNAL,
+                                      "a message has the compressed flag set but the call has no "
+                                      "grpc-encoding"));
+      }
+      return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                    "message compression (grpc-encoding: " + s->encoding +
+                                        ") is not supported by dais: send messages uncompressed"));
+    }
+    if (s->in.size() - pos - kFrameHeader < len) {
+      if (pos == 0) s->in.reserve(kFrameHeader + len);
+      break;
+    }
+    std::string message = s->in.substr(pos + kFrameHeader, len);
+    pos += kFrameHeader + len;
+    if (s->handler) {
+      s->handler->OnMessage(std::move(message));
+      if (!(s = Find(s->id)) || s->refused) return;
+    } else if (s->messages++ == 0) {
+      s->request = std::move(message);
+    } else {
+      return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                    "a unary call carries one request message, this one more"));
+    }
+  }
+  s->in.erase(0, pos);
+}
+
+void H2Connection::OnEndStream(Stream* s) {
+  s->ended = true;
+  if (s->refused || !s->method) return;
+  if (!s->in.empty()) {
+    return Refuse(s, grpc::Status(grpc::StatusCode::INTERNAL,
+                                  "the request ended inside a message (" +
+                                      std::to_string(s->in.size()) + " bytes of a frame)"));
+  }
+  if (s->handler) return s->handler->OnHalfClose();
+  if (s->messages == 0) {
+    return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                  "a unary call needs one request message, this one has none"));
+  }
+  s->method->unary(s->call, std::move(s->request));
+}
+
+void H2Connection::OnStreamClose(int32_t id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  std::unique_ptr<Stream> s = std::move(it->second);
+  streams_.erase(it);
+  if (s->call && !s->closed) s->call->cancelled_->store(true);
+}
+
+void H2Connection::Refuse(Stream* s, grpc::Status status) {
+  s->refused = true;
+  s->in.clear();
+  if (s->call) s->call->cancelled_->store(true);
+  const bool trailers_only = !s->response_started;
+  DoFinish(s->id, std::move(status));
+  // The client is still sending: tell it to stop (after the answer, which nghttp2 sends first).
+  if (trailers_only && !s->ended) {
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+  }
+}
+
+void H2Connection::StartResponse(Stream* s) {
+  s->response_started = true;
+  const nghttp2_nv nv[] = {Header(":status", "200"), Header("content-type", "application/grpc"),
+                           Header("grpc-accept-encoding", "identity")};
+  nghttp2_data_provider body{};
+  body.read_callback = H2Callbacks::ReadBody;
+  nghttp2_submit_response(session_, s->id, nv, std::size(nv), &body);
+}
+
+void H2Connection::DoWrite(int32_t id, std::string message) {
+  Stream* s = Find(id);
+  if (!s || s->finishing) return;
+  if (message.size() > options_.max_send_message_bytes) {
+    return DoFinish(
+        id, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                         "response message larger than max (" + std::to_string(message.size()) +
+                             " vs. " + std::to_string(options_.max_send_message_bytes) + ")"));
+  }
+  const uint32_t len = static_cast<uint32_t>(message.size());
+  const char header[kFrameHeader] = {0, static_cast<char>(len >> 24), static_cast<char>(len >> 16),
+                                     static_cast<char>(len >> 8), static_cast<char>(len)};
+  if (s->out.empty()) {
+    // The common case, one message: no copy of `message` beyond the 5-byte header.
+    message.insert(0, header, kFrameHeader);
+    s->out = std::move(message);
+    s->out_pos = 0;
+  } else {
+    s->out.append(header, kFrameHeader);
+    s->out.append(message);
+  }
+  if (!s->response_started) {
+    StartResponse(s);
+  } else {
+    nghttp2_session_resume_data(session_, id);
+  }
+}
+
+void H2Connection::DoFinish(int32_t id, grpc::Status status) {
+  Stream* s = Find(id);
+  if (!s || s->finishing) return;
+  s->finishing = true;
+  s->status = std::move(status);
+  if (s->response_started) {
+    nghttp2_session_resume_data(session_, id);
+    return;
+  }
+  // Trailers-Only: one HEADERS frame with the status, ending the stream.
+  s->closed = true;
+  const std::string code = std::to_string(static_cast<int>(s->status.error_code()));
+  const std::string message = PercentEncode(s->status.error_message());
+  std::vector<nghttp2_nv> nv = {Header(":status", "200"),
+                                Header("content-type", "application/grpc"),
+                                Header("grpc-status", code)};
+  if (!message.empty()) nv.push_back(Header("grpc-message", message));
+  nghttp2_submit_response(session_, id, nv.data(), nv.size(), nullptr);
+}
+
+long H2Connection::ReadBody(Stream* s, uint8_t* buf, size_t length, uint32_t* flags) {
+  const size_t n = std::min(length, s->out.size() - s->out_pos);
+  if (n > 0) std::memcpy(buf, s->out.data() + s->out_pos, n);
+  s->out_pos += n;
+  if (s->out_pos == s->out.size()) {
+    s->out.clear();
+    s->out_pos = 0;
+    if (!s->finishing)
+      return n > 0 ? static_cast<long>(n) : static_cast<long>(NGHTTP2_ERR_DEFERRED);
+    // All written: the trailers end the stream.
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    s->closed = true;
+    const std::string code = std::to_string(static_cast<int>(s->status.error_code()));
+    const std::string message = PercentEncode(s->status.error_message());
+    std::vector<nghttp2_nv> nv = {Header("grpc-status", code)};
+    if (!message.empty()) nv.push_back(Header("grpc-message", message));
+    nghttp2_submit_trailer(session_, s->id, nv.data(), nv.size());
+  }
+  return static_cast<long>(n);
+}
+
+}  // namespace dais::grpcfe

@@ -1,0 +1,158 @@
+// gRPC over HTTP/2 on nghttp2, without sockets: one H2Connection is one client connection's
+// protocol state. The socket layer (h2_server.h) feeds it received bytes and writes out what it
+// produces; tests and the fuzz target drive it directly.
+//
+// Why our own transport instead of grpc++'s server: grpc++ 1.51's callback API moves every call
+// across three or four of its own threads (poller, "nexting" callback threads, the executor that
+// writes a response finished from a foreign thread); on small requests those hand-offs cost more
+// than the model (docs/benchmarks.md). Here a call is read, decoded and answered on the same
+// Asio I/O threads as HTTP/1.1, with one hand-off to the model's instance thread and one back.
+//
+// The wire format follows the gRPC over HTTP/2 specification: POST, content-type
+// application/grpc[+proto], messages framed as 1 byte compressed flag + 4 bytes big-endian
+// length + bytes, grpc-timeout, a Trailers-Only answer for errors without messages, grpc-status
+// and a percent-encoded grpc-message in the trailers.
+//
+// Threading: every member runs on the connection's executor (a strand) except ServerCall::Write
+// and ServerCall::Finish, which may be called from any thread and are carried out through `post`.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "dais/status.h"
+
+struct nghttp2_session;
+
+namespace dais::grpcfe {
+
+class H2Connection;
+
+// One call (one HTTP/2 stream) as a method handler sees it.
+class ServerCall {
+ public:
+  // The client's deadline (grpc-timeout) in microseconds from the call's start; 0: none.
+  uint64_t timeout_us() const { return timeout_us_; }
+  // Set when the client cancels (RST_STREAM), the connection closes, or the call was refused
+  // mid-stream. Work still queued for the call can be dropped.
+  const std::shared_ptr<std::atomic<bool>>& cancelled() const { return cancelled_; }
+  // Sends one serialized message. Any thread. Dropped after Finish or cancellation.
+  void Write(std::string message);
+  // Ends the call with `status` (trailers). Any thread; the first call wins.
+  void Finish(grpc::Status status);
+  // Write(message) then Finish(OK), in one hop.
+  void Reply(std::string message);
+  // Reply(encode()), with `encode` run on the connection's I/O thread (not at all if the call
+  // is gone): keeps serialization off the caller's thread (a model's instance thread).
+  void ReplyEncoded(std::function<std::string()> encode);
+
+ private:
+  friend class H2Connection;
+  friend struct H2Callbacks;
+  std::weak_ptr<H2Connection> conn_;
+  int32_t stream_id_ = 0;
+  uint64_t timeout_us_ = 0;
+  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+// A client-streaming or bidirectional call's handler: messages and the client's half-close
+// arrive on the connection's executor, in order.
+class StreamHandler {
+ public:
+  virtual ~StreamHandler() = default;
+  virtual void OnMessage(std::string message) = 0;
+  virtual void OnHalfClose() = 0;
+};
+
+struct Method {
+  // Unary (and server-streaming) calls: called once the client has sent its one message and
+  // half-closed. Answer with call->Reply / Write / Finish, now or later, from any thread.
+  std::function<void(std::shared_ptr<ServerCall>, std::string request)> unary;
+  // Client-streaming and bidirectional calls: called when the call starts.
+  std::function<std::shared_ptr<StreamHandler>(std::shared_ptr<ServerCall>)> stream;
+};
+
+// Key: the HTTP/2 :path, "/package.Service/Method".
+using MethodTable = std::unordered_map<std::string, Method>;
+
+struct H2Options {
+  uint32_t max_receive_message_bytes = 64u << 20;
+  uint32_t max_send_message_bytes = 64u << 20;
+  uint32_t max_concurrent_streams = 1024;
+  // Flow-control windows we grant the client: large enough that a big tensor is not sent in
+  // 64 KiB round trips.
+  int32_t stream_window_bytes = 8 << 20;
+  int32_t connection_window_bytes = 64 << 20;
+};
+
+class H2Connection : public std::enable_shared_from_this<H2Connection> {
+ public:
+  // `post` runs a function later on this connection's executor; `wake` (called on the executor)
+  // tells the socket layer that output may be waiting.
+  using Post = std::function<void(std::function<void()>)>;
+  H2Connection(const MethodTable* methods, H2Options options, Post post,
+               std::function<void()> wake);
+  ~H2Connection();
+  H2Connection(const H2Connection&) = delete;
+  H2Connection& operator=(const H2Connection&) = delete;
+
+  // Queues the server's SETTINGS. Call once, before anything else.
+  Status Start();
+  // Feeds bytes from the client. An error means the connection is broken: write out what
+  // TakeOutput gives (a GOAWAY) and close. IsNotHttp2(status) tells a client that spoke
+  // something else (HTTP/1.1 on the gRPC port).
+  Status Receive(const uint8_t* data, size_t size);
+  // Appends the bytes to send now to *out.
+  void TakeOutput(std::string* out);
+  // True when neither side has anything more to say (after GOAWAY, or a protocol error).
+  bool Done() const;
+  // Graceful shutdown: GOAWAY, no new calls; open ones finish.
+  void Shutdown();
+  // The connection is gone: every open call is cancelled.
+  void Abort();
+  // Keepalive: sends a PING; PingAcked() tells whether the last one was answered.
+  void SendPing();
+  bool PingAcked() const { return ping_acked_; }
+  size_t open_calls() const { return streams_.size(); }
+  // Whether DATA was sent since the last call of this (keepalive's "pings without data").
+  bool TakeDataSent();
+
+  static bool IsNotHttp2(const Status& status);
+
+ private:
+  struct Stream;
+  friend class ServerCall;
+  friend struct H2Callbacks;
+
+  Stream* Find(int32_t id);
+  void OnRequestHeaders(Stream* s);
+  void OnData(Stream* s, const uint8_t* data, size_t size);
+  void OnEndStream(Stream* s);
+  void OnStreamClose(int32_t id);
+  // Finishes the stream with an error and ignores the rest of its input.
+  void Refuse(Stream* s, grpc::Status status);
+  void DoWrite(int32_t id, std::string message);
+  void DoFinish(int32_t id, grpc::Status status);
+  void StartResponse(Stream* s);
+  long ReadBody(Stream* s, uint8_t* buf, size_t length, uint32_t* flags);
+  void RunOnExecutor(std::function<void()> fn);
+
+  const MethodTable* methods_;
+  H2Options options_;
+  Post post_;
+  std::function<void()> wake_;
+  nghttp2_session* session_ = nullptr;
+  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
+  bool ping_acked_ = true;
+  bool data_sent_ = false;
+  bool not_http2_ = false;
+};
+
+}  // namespace dais::grpcfe
