@@ -19,6 +19,10 @@ void AddPerfFlags(CLI::App* app, perf::PerfOptions* o) {
   app->add_flag("--http-binary", o->http_binary,
                 "HTTP: send inputs and ask for outputs with the binary tensor data extension "
                 "(default: JSON).");
+  app->add_flag("--grpc-stub", o->grpc_stub,
+                "gRPC: send inference calls through grpc++'s generated synchronous stub (what "
+                "most C++ clients use) instead of dais perf's own lean HTTP/2 connection; the stub "
+                "costs the load generator 2-3x the CPU per call.");
   app->add_option("-b,--batch-size", o->batch_size,
                   "Inferences per request: the leading -1 dimension of a batching model's "
                   "inputs; throughput counts requests times this.")

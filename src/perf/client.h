@@ -1,5 +1,6 @@
 // The seam between the load loop and a protocol. Two implementations: HTTP (Boost.Beast,
-// http_client.cc) and gRPC (the generated sync stub, grpc_client.cc); tests may fake it.
+// http_client.cc) and gRPC (grpc_client.cc: inference on dais perf's own HTTP/2 connection, or
+// on the generated sync stub); tests may fake it.
 #pragma once
 
 #include <memory>
@@ -53,6 +54,9 @@ struct ClientOptions {
   std::string model_name;
   std::string model_version;  // empty: the server's choice
   bool http_binary = false;
+  // gRPC inference calls through grpc++'s generated synchronous stub instead of dais perf's own
+  // HTTP/2 connection (grpc_h2.h).
+  bool grpc_stub = false;
 };
 
 // Unimplemented for grpc when dais was built without gRPC; Unavailable if the host does not

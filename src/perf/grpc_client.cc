@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include <boost/asio.hpp>
 #include <chrono>
 #include <mutex>
 
 #include "grpc_service.grpc.pb.h"
+#include "perf/grpc_h2.h"
 
 namespace dais::perf {
 namespace {
@@ -62,6 +64,25 @@ class GrpcSession : public InferSession {
   std::mutex mu_;
   grpc::ClientContext* active_ = nullptr;  // guarded by mu_
   bool aborted_ = false;                   // guarded by mu_
+};
+
+// The same on dais perf's own HTTP/2 connection (grpc_h2.h): one connection per session.
+class LeanGrpcSession : public InferSession {
+ public:
+  LeanGrpcSession(std::unique_ptr<GrpcH2Connection> conn, std::vector<std::string> requests)
+      : conn_(std::move(conn)), requests_(std::move(requests)) {}
+
+  Status Infer() override {
+    const std::string& req = requests_[next_];
+    next_ = (next_ + 1) % requests_.size();
+    return conn_->Call("/inference.GRPCInferenceService/ModelInfer", req);
+  }
+  void Abort() override { conn_->Abort(); }
+
+ private:
+  std::unique_ptr<GrpcH2Connection> conn_;
+  std::vector<std::string> requests_;  // serialized ModelInferRequests
+  size_t next_ = 0;
 };
 
 class GrpcClient : public Client {
@@ -149,11 +170,24 @@ class GrpcClient : public Client {
       }
       built.push_back(std::move(req));
     }
+    if (!options_.grpc_stub) {
+      if (endpoints_.empty()) {
+        boost::system::error_code ec;
+        endpoints_ = boost::asio::ip::tcp::resolver(ioc_).resolve(options_.host, options_.port, ec);
+        if (ec) return Unavailable(fmt::format("cannot resolve {}: {}", address_, ec.message()));
+      }
+      std::vector<std::string> bodies;
+      for (const auto& r : built) bodies.push_back(r.SerializeAsString());
+      return std::unique_ptr<InferSession>(std::make_unique<LeanGrpcSession>(
+          std::make_unique<GrpcH2Connection>(&ioc_, endpoints_, address_), std::move(bodies)));
+    }
     return std::unique_ptr<InferSession>(
         std::make_unique<GrpcSession>(Stub(sessions_++ % kMaxChannels), std::move(built)));
   }
 
-  std::string Describe() const override { return "grpc " + address_; }
+  std::string Describe() const override {
+    return (options_.grpc_stub ? "grpc (grpc++ stub) " : "grpc ") + address_;
+  }
 
  private:
   // The stub of channel `i`, created on first use.
@@ -174,6 +208,8 @@ class GrpcClient : public Client {
   std::string address_;
   std::vector<std::shared_ptr<GRPCInferenceService::Stub>> stubs_;
   size_t sessions_ = 0;
+  boost::asio::io_context ioc_;  // for the lean sessions' sockets (blocking calls only)
+  boost::asio::ip::tcp::resolver::results_type endpoints_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
-// KServe v2 over gRPC with the generated synchronous stub (inference::GRPCInferenceService):
-// sessions share a few channels (each its own HTTP/2 connection); requests carry their tensors
-// in raw_input_contents. Built only with DAIS_WITH_GRPC.
+// KServe v2 over gRPC: control calls (metadata, configuration, statistics) through the
+// generated synchronous stub; inference calls on one lean HTTP/2 connection per session
+// (grpc_h2.h), or with --grpc-stub through the stub, sessions sharing a few channels. Requests
+// carry their tensors in raw_input_contents. Built only with DAIS_WITH_GRPC.
 #pragma once
 
 #include <memory>

@@ -134,6 +134,9 @@ Status ValidateOptions(const PerfOptions& o) {
   if (o.http_binary && o.protocol != "http") {
     return InvalidArgument("--http-binary applies to -i http only");
   }
+  if (o.grpc_stub && o.protocol != "grpc") {
+    return InvalidArgument("--grpc-stub applies to -i grpc only");
+  }
   if (!o.concurrency_range.empty() && !o.request_rate_range.empty()) {
     return InvalidArgument("--concurrency-range and --request-rate-range exclude each other");
   }

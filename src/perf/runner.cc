@@ -89,6 +89,7 @@ int RunPerf(const PerfOptions& o) {
   co.model_name = o.model_name;
   co.model_version = o.model_version;
   co.http_binary = o.http_binary;
+  co.grpc_stub = o.grpc_stub;
   const std::string address = hp->host + ":" + hp->port;
   auto client_or = MakeClient(co);
   if (!client_or.ok()) {

@@ -91,11 +91,13 @@ def require_grpc(srv):
         pytest.skip("gRPC frontend not built")
 
 
-@pytest.mark.parametrize("variant", ["http-json", "http-binary", "grpc"])
+@pytest.mark.parametrize("variant", ["http-json", "http-binary", "grpc", "grpc-stub"])
 def test_concurrency_levels(server, dais_bin, tmp_path, variant):
-    if variant == "grpc":
+    if variant.startswith("grpc"):
         require_grpc(server)
         extra = ["-i", "grpc", "-u", f"127.0.0.1:{server.grpc_port}"]
+        if variant == "grpc-stub":
+            extra.append("--grpc-stub")
     else:
         extra = ["-u", f"127.0.0.1:{server.http_port}"]
         if variant == "http-binary":
@@ -187,6 +189,21 @@ def test_every_request_failing_is_an_error(server, dais_bin, tmp_path):
     assert r.stderr.count("first error:") == 1, explain(r)
 
 
+@pytest.mark.parametrize("stub", [False, True])
+def test_every_grpc_request_failing_is_an_error(server, dais_bin, tmp_path, stub):
+    """The server's gRPC status and message reach the report, from dais perf's own HTTP/2
+    client (a Trailers-Only answer) and from grpc++'s stub alike."""
+    require_grpc(server)
+    data = tmp_path / "bad.json"
+    data.write_text(json.dumps({"data": [{"INPUT__0": {"content": [1.0] * 15, "shape": [15]}}]}))
+    r = run_perf(dais_bin, "-m", "mlp_small", "-i", "grpc", "-u", f"127.0.0.1:{server.grpc_port}",
+                 "--input-data", data, "--measurement-interval-ms", 200, "--warmup-secs", 0,
+                 "--no-progress", *(["--grpc-stub"] if stub else []), timeout=60)
+    assert r.returncode != 0, explain(r)
+    assert "every request failed" in r.stderr, explain(r)
+    assert "INVALID_ARGUMENT" in r.stderr and "INPUT__0" in r.stderr, explain(r)
+
+
 def test_bad_flags(dais_bin):
     r = run_perf(dais_bin, "-m", "m", "--concurrency-range", "4:1", timeout=30)
     assert r.returncode != 0 and "--concurrency-range" in r.stderr, explain(r)
@@ -199,7 +216,7 @@ def test_bad_flags(dais_bin):
                  "--batch-size", "--concurrency-range", "--request-rate-range",
                  "--request-distribution", "--input-data", "--seed", "--warmup-secs",
                  "--measurement-interval-ms", "--stability-percentage", "--max-trials", "--csv",
-                 "--json", "--no-progress"):
+                 "--json", "--no-progress", "--grpc-stub"):
         assert flag in r.stdout, f"--help does not mention {flag}:\n{r.stdout}"
 
 
