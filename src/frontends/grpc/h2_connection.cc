@@ -22,8 +22,9 @@ struct H2Connection::Stream {
   std::string in;
   std::string request;
   int messages = 0;
-  bool refused = false;  // input ignored from now on
-  bool ended = false;    // the client half-closed
+  bool refused = false;             // input ignored from now on
+  bool reset_after_answer = false;  // refused while the client was still sending
+  bool ended = false;               // the client half-closed
   // Output: framed messages not yet handed to nghttp2.
   std::string out;
   size_t out_pos = 0;
@@ -164,8 +165,15 @@ struct H2Callbacks {
     return 0;
   }
 
-  static int OnFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
-    if (frame->hd.type == NGHTTP2_DATA && frame->hd.length > 0) Conn(user_data)->data_sent_ = true;
+  static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
+    H2Connection* c = Conn(user_data);
+    if (frame->hd.type == NGHTTP2_DATA && frame->hd.length > 0) c->data_sent_ = true;
+    if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+      H2Connection::Stream* s = c->Find(frame->hd.stream_id);
+      if (s && s->reset_after_answer && !s->ended) {
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+      }
+    }
     return 0;
   }
 
@@ -400,12 +408,10 @@ void H2Connection::Refuse(Stream* s, grpc::Status status) {
   s->refused = true;
   s->in.clear();
   if (s->call) s->call->cancelled_->store(true);
-  const bool trailers_only = !s->response_started;
+  // The client is still sending: once the answer is out, RST_STREAM(NO_ERROR) tells it to stop
+  // (submitted now, nghttp2 would send it before the answer's HEADERS and drop them).
+  s->reset_after_answer = !s->ended;
   DoFinish(s->id, std::move(status));
-  // The client is still sending: tell it to stop (after the answer, which nghttp2 sends first).
-  if (trailers_only && !s->ended) {
-    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
-  }
 }
 
 void H2Connection::StartResponse(Stream* s) {
