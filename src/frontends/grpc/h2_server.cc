@@ -17,10 +17,15 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-constexpr std::string_view kNotHttp2 =
-    "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-    "Content-Length: 95\r\n\r\n"
-    "this port speaks gRPC (HTTP/2); for HTTP/1.1 (KServe v2 REST) use the server's HTTP port\n";
+// The answer to an HTTP/1.x request on the gRPC port.
+std::string NotHttp2Answer() {
+  const std::string body =
+      "this port speaks gRPC (HTTP/2); for HTTP/1.1 (KServe v2 REST) use the server's HTTP "
+      "port\n";
+  return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+         "Content-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
 
 class Session;
 
@@ -70,7 +75,8 @@ class Session : public std::enable_shared_from_this<Session> {
       LOG_ERROR("gRPC connection: {}", s.message());
       return CloseNow();
     }
-    Flush();
+    // The server's SETTINGS go out with the first answer to the client's bytes, so that an
+    // HTTP/1.1 client gets a clean HTTP/1.1 error rather than HTTP/2 frames.
     Read();
     ArmKeepalive();
   }
@@ -82,7 +88,7 @@ class Session : public std::enable_shared_from_this<Session> {
           Status s = self->conn_->Receive(self->rbuf_.data(), n);
           if (!s.ok()) {
             if (H2Connection::IsNotHttp2(s)) {
-              self->pending_.assign(kNotHttp2);
+              self->pending_ = NotHttp2Answer();
             } else {
               LOG_VERBOSE(1, "gRPC connection from {}: {}", self->Peer(), s.message());
             }
