@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "dais/clock.h"
+
 namespace dais::grpcfe {
 
 struct H2Connection::Stream {
@@ -125,7 +127,7 @@ struct H2Callbacks {
       s->encoding = v;
     } else if (n == "grpc-timeout") {
       if (!s->call) s->call = std::make_shared<ServerCall>();
-      s->call->timeout_us_ = ParseTimeoutUs(v);
+      if (uint64_t us = ParseTimeoutUs(v); us > 0) s->call->deadline_ns_ = NowNs() + us * 1000;
     }
     return 0;
   }
@@ -185,6 +187,12 @@ struct H2Callbacks {
     return c->ReadBody(s, buf, length, flags);
   }
 };
+
+uint64_t ServerCall::timeout_us() const {
+  if (deadline_ns_ == 0) return 0;
+  const uint64_t now = NowNs();
+  return now >= deadline_ns_ ? 1 : std::max<uint64_t>((deadline_ns_ - now) / 1000, 1);
+}
 
 void ServerCall::Write(std::string message) {
   if (auto c = conn_.lock()) {

@@ -38,8 +38,10 @@ class H2Connection;
 // One call (one HTTP/2 stream) as a method handler sees it.
 class ServerCall {
  public:
-  // The client's deadline (grpc-timeout) in microseconds from the call's start; 0: none.
-  uint64_t timeout_us() const { return timeout_us_; }
+  // Microseconds left, now, until the client's deadline (grpc-timeout, counted from the
+  // call's headers); at least 1 once it has passed; 0: no deadline. A stream's requests each
+  // get what is left of the stream's deadline.
+  uint64_t timeout_us() const;
   // Set when the client cancels (RST_STREAM), the connection closes, or the call was refused
   // mid-stream. Work still queued for the call can be dropped.
   const std::shared_ptr<std::atomic<bool>>& cancelled() const { return cancelled_; }
@@ -58,7 +60,7 @@ class ServerCall {
   friend struct H2Callbacks;
   std::weak_ptr<H2Connection> conn_;
   int32_t stream_id_ = 0;
-  uint64_t timeout_us_ = 0;
+  uint64_t deadline_ns_ = 0;  // steady clock; 0: none
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 

@@ -261,7 +261,10 @@ class InferStream : public StreamHandler, public std::enable_shared_from_this<In
     request->arrival_ns = NowNs();
     if (s.ok()) s = FromInferRequest(*msg, request.get());
     if (!s.ok()) return Answer(s, nullptr, msg->id());
-    if (uint64_t t = call_->timeout_us(); t > 0) request->timeout_us = t;
+    if (uint64_t t = call_->timeout_us();
+        t > 0 && (request->timeout_us == 0 || t < request->timeout_us)) {
+      request->timeout_us = t;
+    }
     request->cancelled = call_->cancelled();
     // The message owns the raw input bytes the request borrows: keep it until the answer.
     request->on_complete = [self = shared_from_this(), msg](StatusOr<ResponsePtr> result) {
