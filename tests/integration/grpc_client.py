@@ -1,9 +1,9 @@
 """A small KServe v2 gRPC client for the integration tests.
 
-The Python stubs are generated at test time (see `generate_stubs`) from proto/model_config.proto
-and proto/grpc_service.proto with Debian's protoc 3.21 and grpc_python_plugin (matching
-python3-protobuf and python3-grpcio 1.51), plus a minimal grpc.health.v1 health.proto written
-next to them. Nothing generated is committed.
+The Python stubs are generated at test time (see `generate_stubs`) from proto/model_config.proto,
+proto/grpc_service.proto and proto/health.proto (grpc.health.v1) with Debian's protoc 3.21 and
+grpc_python_plugin (matching python3-protobuf and python3-grpcio 1.51). Nothing generated is
+committed.
 """
 
 from __future__ import annotations
@@ -20,30 +20,6 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = REPO_ROOT / "proto"
 GRPC_PYTHON_PLUGIN = "/usr/bin/grpc_python_plugin"
-
-HEALTH_PROTO = """syntax = "proto3";
-
-package grpc.health.v1;
-
-message HealthCheckRequest {
-  string service = 1;
-}
-
-message HealthCheckResponse {
-  enum ServingStatus {
-    UNKNOWN = 0;
-    SERVING = 1;
-    NOT_SERVING = 2;
-    SERVICE_UNKNOWN = 3;
-  }
-  ServingStatus status = 1;
-}
-
-service Health {
-  rpc Check(HealthCheckRequest) returns (HealthCheckResponse);
-  rpc Watch(HealthCheckRequest) returns (stream HealthCheckResponse);
-}
-"""
 
 # KServe datatype -> little-endian numpy dtype, and the InferTensorContents field for it.
 NP_DTYPES = {"FP32": "<f4", "FP64": "<f8", "INT8": "<i1", "INT16": "<i2", "INT32": "<i4",
@@ -67,18 +43,14 @@ def generate_stubs(out_dir: Path) -> types.SimpleNamespace:
     if not Path(GRPC_PYTHON_PLUGIN).exists():
         raise RuntimeError(f"{GRPC_PYTHON_PLUGIN} not found (apt-get install "
                            "protobuf-compiler-grpc)")
-    health_dir = out_dir / "health_proto"
-    health_dir.mkdir(exist_ok=True)
-    (health_dir / "health.proto").write_text(HEALTH_PROTO)
     common = [protoc, f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
               f"--plugin=protoc-gen-grpc_python={GRPC_PYTHON_PLUGIN}"]
-    for args in ([f"-I{PROTO_DIR}", str(PROTO_DIR / "model_config.proto"),
-                  str(PROTO_DIR / "grpc_service.proto")],
-                 [f"-I{health_dir}", str(health_dir / "health.proto")]):
-        r = subprocess.run(common + args, capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            raise RuntimeError(f"protoc failed ({r.returncode}): {' '.join(common + args)}\n"
-                               f"{r.stdout}\n{r.stderr}")
+    args = [f"-I{PROTO_DIR}"] + [str(PROTO_DIR / name) for name in
+                                 ("model_config.proto", "grpc_service.proto", "health.proto")]
+    r = subprocess.run(common + args, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"protoc failed ({r.returncode}): {' '.join(common + args)}\n"
+                           f"{r.stdout}\n{r.stderr}")
     if str(out_dir) not in sys.path:
         sys.path.insert(0, str(out_dir))
     importlib.invalidate_caches()

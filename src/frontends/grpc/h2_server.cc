@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "frontends/listen.h"
 
 namespace dais::grpcfe {
 
@@ -229,25 +230,14 @@ H2Server::H2Server(H2ServerOptions options, MethodTable methods) : impl_(std::ma
 H2Server::~H2Server() { Stop(0); }
 
 Status H2Server::Start() {
-  boost::system::error_code ec;
-  auto addr = net::ip::make_address(impl_->options.address, ec);
-  if (ec) return InvalidArgument("invalid gRPC listen address '" + impl_->options.address + "'");
-  tcp::endpoint ep(addr, static_cast<unsigned short>(impl_->options.port));
-  impl_->acceptor.open(ep.protocol(), ec);
-  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) impl_->acceptor.bind(ep, ec);
-  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Unavailable("cannot listen for gRPC on " + impl_->options.address + ":" +
-                       std::to_string(impl_->options.port) + ": " + ec.message());
-  }
+  RETURN_IF_ERROR(
+      frontends::Listen(&impl_->acceptor, impl_->options.address, impl_->options.port, "gRPC"));
   port_ = impl_->acceptor.local_endpoint().port();
   impl_->work.emplace(impl_->ioc.get_executor());
   impl_->Accept();
-  int n = impl_->options.threads > 0
-              ? impl_->options.threads
-              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 0; i < n; ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  for (int i = 0; i < frontends::IoThreads(impl_->options.threads); ++i) {
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  }
   return OkStatus();
 }
 
