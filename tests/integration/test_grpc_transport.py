@@ -309,3 +309,28 @@ def test_goaway_on_sigterm_after_the_open_call_is_answered(tmp_path, start_serve
         assert srv.proc.wait(timeout=20) == 0
     finally:
         c.close()
+
+
+def test_protocol_error_gets_goaway_then_close(server):
+    """A frame HTTP/2 forbids (DATA on stream 0) ends the connection with a GOAWAY naming
+    PROTOCOL_ERROR; the server goes on serving other connections."""
+    require_grpc(server)
+    with socket.create_connection(("127.0.0.1", server.grpc_port), timeout=10) as s:
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +  # SETTINGS
+                  b"\x00\x00\x04\x00\x00\x00\x00\x00\x00" + b"oops")  # DATA on stream 0
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    frames, pos = [], 0
+    while pos + 9 <= len(data):
+        length = int.from_bytes(data[pos:pos + 3], "big")
+        frames.append((data[pos + 3], data[pos + 9:pos + 9 + length]))
+        pos += 9 + length
+    goaways = [payload for kind, payload in frames if kind == 0x7]
+    assert goaways, f"no GOAWAY among frame types {[k for k, _ in frames]}"
+    assert int.from_bytes(goaways[0][4:8], "big") == 0x1  # PROTOCOL_ERROR
+    c = RawH2(server.grpc_port)
+    try:
+        assert c.call("/no.Such/Method", frame(b"")).grpc_status == 12
+    finally:
+        c.close()

@@ -376,8 +376,9 @@ void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
     std::string message = s->in.substr(pos + kFrameHeader, len);
     pos += kFrameHeader + len;
     if (s->handler) {
+      const int32_t id = s->id;
       s->handler->OnMessage(std::move(message));
-      if (!(s = Find(s->id)) || s->refused) return;
+      if (!(s = Find(id)) || s->refused) return;
     } else if (s->messages++ == 0) {
       s->request = std::move(message);
     } else {

@@ -92,6 +92,7 @@ class Session : public std::enable_shared_from_this<Session> {
               self->pending_ = NotHttp2Answer();
             } else {
               LOG_VERBOSE(1, "gRPC connection from {}: {}", self->Peer(), s.message());
+              self->conn_->TakeOutput(&self->pending_);  // nghttp2's GOAWAY naming the error
             }
             self->closing_ = true;
           }
@@ -134,7 +135,10 @@ class Session : public std::enable_shared_from_this<Session> {
                options_.keepalive_timeout_ms);
       return CloseNow();
     }
-    awaiting_ack_ = false;
+    if (awaiting_ack_) {  // answered: the next PING after another keepalive time
+      awaiting_ack_ = false;
+      return ArmKeepalive();
+    }
     if (conn_->TakeDataSent()) pings_without_data_ = 0;
     const bool calls = conn_->open_calls() > 0;
     const bool allowed = options_.max_pings_without_data <= 0 ||

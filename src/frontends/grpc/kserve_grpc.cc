@@ -411,7 +411,9 @@ void GrpcFrontend::Service::HealthCheck(std::shared_ptr<ServerCall> call, std::s
   }
   if (!watch) return call->Reply(resp.SerializeAsString());
   call->Write(resp.SerializeAsString());
-  if (known) watchers_.push_back(call);
+  if (!known) return;
+  std::erase_if(watchers_, [](const std::weak_ptr<ServerCall>& w) { return w.expired(); });
+  watchers_.push_back(call);
 }
 
 void GrpcFrontend::Service::SetNotServing() {
