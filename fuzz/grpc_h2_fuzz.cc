@@ -49,8 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   H2Options options;
   options.max_receive_message_bytes = 1 << 16;
   auto conn = std::make_shared<H2Connection>(
-      &methods, options, [&posted](std::function<void()> fn) { posted.push_back(std::move(fn)); },
-      [] {});
+      &methods, options, [&posted](std::function<void()> fn) { posted.push_back(std::move(fn)); });
   if (!conn->Start().ok()) return 0;
   std::string in = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   in.append(reinterpret_cast<const char*>(data + 1), size - 1);

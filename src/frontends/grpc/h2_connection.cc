@@ -227,9 +227,8 @@ void ServerCall::ReplyEncoded(std::function<std::string()> encode) {
   }
 }
 
-H2Connection::H2Connection(const MethodTable* methods, H2Options options, Post post,
-                           std::function<void()> wake)
-    : methods_(methods), options_(options), post_(std::move(post)), wake_(std::move(wake)) {}
+H2Connection::H2Connection(const MethodTable* methods, H2Options options, Post post)
+    : methods_(methods), options_(options), post_(std::move(post)) {}
 
 H2Connection::~H2Connection() {
   Abort();
@@ -310,12 +309,7 @@ H2Connection::Stream* H2Connection::Find(int32_t id) {
   return it == streams_.end() ? nullptr : it->second.get();
 }
 
-void H2Connection::RunOnExecutor(std::function<void()> fn) {
-  post_([self = shared_from_this(), fn = std::move(fn)] {
-    fn();
-    self->wake_();
-  });
-}
+void H2Connection::RunOnExecutor(std::function<void()> fn) { post_(std::move(fn)); }
 
 void H2Connection::OnRequestHeaders(Stream* s) {
   if (!s->call) s->call = std::make_shared<ServerCall>();

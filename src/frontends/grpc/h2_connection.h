@@ -13,8 +13,9 @@
 // length + bytes, grpc-timeout, a Trailers-Only answer for errors without messages, grpc-status
 // and a percent-encoded grpc-message in the trailers.
 //
-// Threading: every member runs on the connection's executor (a strand) except ServerCall::Write
-// and ServerCall::Finish, which may be called from any thread and are carried out through `post`.
+// Threading: the members are called by one thread at a time (the socket layer serializes them),
+// except ServerCall::Write / Finish / Reply / ReplyEncoded, which may be called from any thread
+// and are carried out through `post`.
 #pragma once
 
 #include <grpcpp/support/status.h>
@@ -49,10 +50,10 @@ class ServerCall {
   void Write(std::string message);
   // Ends the call with `status` (trailers). Any thread; the first call wins.
   void Finish(grpc::Status status);
-  // Write(message) then Finish(OK), in one hop.
+  // Write(message) then Finish(OK), in one step.
   void Reply(std::string message);
-  // Reply(encode()), with `encode` run on the connection's I/O thread (not at all if the call
-  // is gone): keeps serialization off the caller's thread (a model's instance thread).
+  // Reply(encode()), with `encode` run where the connection's work runs (not at all if the
+  // call is gone meanwhile).
   void ReplyEncoded(std::function<std::string()> encode);
 
  private:
@@ -96,11 +97,11 @@ struct H2Options {
 
 class H2Connection : public std::enable_shared_from_this<H2Connection> {
  public:
-  // `post` runs a function later on this connection's executor; `wake` (called on the executor)
-  // tells the socket layer that output may be waiting.
+  // `post` runs a function with exclusive access to this connection, after the ones posted
+  // before it, and then writes out what the connection produced (now on the calling thread, or
+  // later on another: the socket layer decides). Never inside a call to Receive.
   using Post = std::function<void(std::function<void()>)>;
-  H2Connection(const MethodTable* methods, H2Options options, Post post,
-               std::function<void()> wake);
+  H2Connection(const MethodTable* methods, H2Options options, Post post);
   ~H2Connection();
   H2Connection(const H2Connection&) = delete;
   H2Connection& operator=(const H2Connection&) = delete;
@@ -149,7 +150,6 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   const MethodTable* methods_;
   H2Options options_;
   Post post_;
-  std::function<void()> wake_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
   bool ping_acked_ = true;

@@ -34,8 +34,7 @@ class Harness {
  public:
   explicit Harness(MethodTable methods, H2Options options = {}) : methods_(std::move(methods)) {
     server_ = std::make_shared<H2Connection>(
-        &methods_, options, [this](std::function<void()> fn) { posted_.push_back(std::move(fn)); },
-        [] {});
+        &methods_, options, [this](std::function<void()> fn) { posted_.push_back(std::move(fn)); });
     EXPECT_TRUE(server_->Start().ok());
     nghttp2_session_callbacks* cb;
     nghttp2_session_callbacks_new(&cb);
@@ -288,8 +287,7 @@ TEST(H2Connection, BidirectionalStream) {
 TEST(H2Connection, NotHttp2IsRecognised) {
   Fixture f;
   MethodTable t = f.Methods();
-  auto conn = std::make_shared<H2Connection>(
-      &t, H2Options{}, [](std::function<void()>) {}, [] {});
+  auto conn = std::make_shared<H2Connection>(&t, H2Options{}, [](std::function<void()>) {});
   ASSERT_TRUE(conn->Start().ok());
   std::string req = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
   Status s = conn->Receive(reinterpret_cast<const uint8_t*>(req.data()), req.size());

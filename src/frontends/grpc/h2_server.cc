@@ -1,7 +1,11 @@
 #include "frontends/grpc/h2_server.h"
 
+#include <sys/socket.h>
+
 #include <array>
+#include <atomic>
 #include <boost/asio.hpp>
+#include <cerrno>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -33,8 +37,25 @@ class Session;
 struct Registry {
   std::mutex mu;
   std::unordered_set<std::shared_ptr<Session>> sessions;
+  // I/O threads running one of this server's handlers now. When none is, an answer completed on
+  // another thread (a model's) is written from that thread instead of waking an I/O thread.
+  std::atomic<int> busy{0};
 };
 
+class BusyScope {
+ public:
+  explicit BusyScope(Registry* r) : r_(r) { r_->busy.fetch_add(1, std::memory_order_relaxed); }
+  ~BusyScope() { r_->busy.fetch_sub(1, std::memory_order_relaxed); }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+
+ private:
+  Registry* r_;
+};
+
+// One connection. Its state (the H2Connection, the write buffers, the flags) is guarded by mu_;
+// the thread holding mu_ is recorded in owner_. Work from other threads (answers, Shutdown,
+// Close) goes through Run, which keeps it in call order.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const MethodTable* methods, const H2ServerOptions& options,
@@ -45,39 +66,98 @@ class Session : public std::enable_shared_from_this<Session> {
         options_(options),
         registry_(registry) {}
 
+  // On the I/O thread that accepted the connection.
   void Start() {
-    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->Begin(); });
+    Locked locked(this);
+    Begin();
   }
 
   // From any thread.
   void Shutdown() {
-    net::post(socket_.get_executor(), [self = shared_from_this()] {
-      if (self->conn_ && !self->closed_) {
-        self->conn_->Shutdown();
-        self->Flush();
-      }
+    Run([this] {
+      if (conn_ && !closed_) conn_->Shutdown();
     });
   }
   void Close() {
-    net::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
+    Run([this] { CloseNow(); });
   }
 
  private:
+  // Holds mu_ and marks this thread as its owner for the scope; at the end runs the work queued
+  // meanwhile and writes out what the connection produced.
+  class Locked {
+   public:
+    explicit Locked(Session* s) : s_(s), lock_(s->mu_) {
+      s_->owner_.store(std::this_thread::get_id());
+    }
+    Locked(Session* s, std::adopt_lock_t) : s_(s), lock_(s->mu_, std::adopt_lock) {
+      s_->owner_.store(std::this_thread::get_id());
+    }
+    ~Locked() {
+      s_->Drain();
+      s_->Flush();
+      s_->owner_.store(std::thread::id());
+    }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    Session* s_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // Runs `fn` with the connection to itself, after the work queued before it. From inside this
+  // session's own handler: at the handler's end. From another thread: at once on that thread
+  // when no I/O thread is running and the session is free (no wake-up of an I/O thread for an
+  // answer), otherwise on an I/O thread.
+  void Run(std::function<void()> fn) {
+    bool schedule = false;
+    {
+      std::lock_guard<std::mutex> lock(ops_mu_);
+      ops_.push_back(std::move(fn));
+      if (owner_.load() == std::this_thread::get_id()) return;
+      if (!drain_scheduled_) schedule = drain_scheduled_ = true;
+    }
+    if (registry_->busy.load(std::memory_order_relaxed) == 0 && mu_.try_lock()) {
+      Locked locked(this, std::adopt_lock);
+      return;
+    }
+    if (schedule) {
+      net::post(socket_.get_executor(), [self = shared_from_this()] {
+        BusyScope busy(self->registry_);
+        Locked locked(self.get());
+      });
+    }
+  }
+
+  // Runs the queued work. mu_ held.
+  void Drain() {
+    for (;;) {
+      std::vector<std::function<void()>> ops;
+      {
+        std::lock_guard<std::mutex> lock(ops_mu_);
+        if (ops_.empty()) {
+          drain_scheduled_ = false;
+          return;
+        }
+        ops.swap(ops_);
+      }
+      for (auto& op : ops) op();
+    }
+  }
+
   void Begin() {
     std::weak_ptr<Session> weak = weak_from_this();
-    auto executor = socket_.get_executor();
-    conn_ = std::make_shared<H2Connection>(
-        methods_, options_.h2,
-        [executor](std::function<void()> fn) { net::post(executor, std::move(fn)); },
-        [weak] {
-          if (auto self = weak.lock()) self->Flush();
-        });
+    conn_ = std::make_shared<H2Connection>(methods_, options_.h2, [weak](std::function<void()> fn) {
+      if (auto self = weak.lock()) self->Run(std::move(fn));
+    });
     if (Status s = conn_->Start(); !s.ok()) {
       LOG_ERROR("gRPC connection: {}", s.message());
       return CloseNow();
     }
     // The server's SETTINGS go out with the first answer to the client's bytes, so that an
     // HTTP/1.1 client gets a clean HTTP/1.1 error rather than HTTP/2 frames.
+    first_read_ = true;
     Read();
     ArmKeepalive();
   }
@@ -85,7 +165,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void Read() {
     socket_.async_read_some(
         net::buffer(rbuf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+          BusyScope busy(self->registry_);
+          Locked locked(self.get());
           if (ec || self->closed_) return self->CloseNow();
+          self->first_read_ = false;
           Status s = self->conn_->Receive(self->rbuf_.data(), n);
           if (!s.ok()) {
             if (H2Connection::IsNotHttp2(s)) {
@@ -95,37 +178,56 @@ class Session : public std::enable_shared_from_this<Session> {
               self->conn_->TakeOutput(&self->pending_);  // nghttp2's GOAWAY naming the error
             }
             self->closing_ = true;
+            return;
           }
-          self->Flush();
-          if (!self->closing_) self->Read();
+          self->Read();
         });
   }
 
+  // Writes what is pending: first straight from this thread (non-blocking), the rest, if the
+  // socket does not take it all, asynchronously. mu_ held.
   void Flush() {
-    if (closed_) return;
-    if (!closing_) conn_->TakeOutput(&pending_);
+    if (closed_ || !conn_) return;
+    if (!closing_ && !first_read_) conn_->TakeOutput(&pending_);
     if (!writing_ && !pending_.empty()) {
-      writing_ = true;
-      wbuf_.swap(pending_);
-      pending_.clear();
-      net::async_write(socket_, net::buffer(wbuf_),
-                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                         self->writing_ = false;
-                         self->wbuf_.clear();
-                         if (ec) return self->CloseNow();
-                         self->Flush();
-                       });
-      return;
+      ssize_t n = ::send(socket_.native_handle(), pending_.data(), pending_.size(),
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return CloseNow();
+        n = 0;
+      }
+      if (static_cast<size_t>(n) == pending_.size()) {
+        pending_.clear();
+      } else {
+        writing_ = true;
+        wbuf_.assign(pending_, static_cast<size_t>(n));
+        pending_.clear();
+        net::async_write(socket_, net::buffer(wbuf_),
+                         [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                           BusyScope busy(self->registry_);
+                           Locked locked(self.get());
+                           self->writing_ = false;
+                           self->wbuf_.clear();
+                           if (ec) self->CloseNow();
+                         });
+        return;
+      }
     }
-    if (!writing_ && (closing_ || conn_->Done())) CloseNow();
+    if (!writing_ && pending_.empty() && (closing_ || conn_->Done())) CloseNow();
   }
 
   void ArmKeepalive() {
     if (options_.keepalive_time_ms <= 0 || closed_) return;
-    keepalive_.expires_after(std::chrono::milliseconds(options_.keepalive_time_ms));
+    WaitKeepalive(options_.keepalive_time_ms);
+  }
+
+  void WaitKeepalive(int ms) {
+    keepalive_.expires_after(std::chrono::milliseconds(ms));
     keepalive_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (ec || self->closed_) return;
-      self->OnKeepalive();
+      if (ec) return;
+      BusyScope busy(self->registry_);
+      Locked locked(self.get());
+      if (!self->closed_) self->OnKeepalive();
     });
   }
 
@@ -147,17 +249,12 @@ class Session : public std::enable_shared_from_this<Session> {
       conn_->SendPing();
       ++pings_without_data_;
       awaiting_ack_ = true;
-      Flush();
-      keepalive_.expires_after(std::chrono::milliseconds(options_.keepalive_timeout_ms));
-      keepalive_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-        if (ec || self->closed_) return;
-        self->OnKeepalive();
-      });
-      return;
+      return WaitKeepalive(options_.keepalive_timeout_ms);
     }
     ArmKeepalive();
   }
 
+  // mu_ held.
   void CloseNow() {
     if (closed_) return;
     closed_ = true;
@@ -176,6 +273,12 @@ class Session : public std::enable_shared_from_this<Session> {
     return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
+  std::mutex mu_;
+  std::atomic<std::thread::id> owner_{};
+  std::mutex ops_mu_;
+  std::vector<std::function<void()>> ops_;  // guarded by ops_mu_
+  bool drain_scheduled_ = false;            // guarded by ops_mu_
+  // Guarded by mu_:
   tcp::socket socket_;
   net::steady_timer keepalive_;
   const MethodTable* methods_;
@@ -183,10 +286,11 @@ class Session : public std::enable_shared_from_this<Session> {
   Registry* registry_;
   std::shared_ptr<H2Connection> conn_;
   std::array<uint8_t, 64 * 1024> rbuf_;
-  std::string wbuf_;     // being written
+  std::string wbuf_;     // being written asynchronously
   std::string pending_;  // to write next
   bool writing_ = false;
-  bool closing_ = false;  // protocol error: write what is pending, then close
+  bool first_read_ = false;  // nothing read yet: the SETTINGS wait (see Begin)
+  bool closing_ = false;     // protocol error: write what is pending, then close
   bool closed_ = false;
   bool awaiting_ack_ = false;
   int pings_without_data_ = 0;
@@ -204,20 +308,19 @@ struct H2Server::Impl {
   Registry registry;
 
   void Accept() {
-    acceptor.async_accept(
-        net::make_strand(ioc), [this](boost::system::error_code ec, tcp::socket s) {
-          if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-          if (!ec) {
-            s.set_option(tcp::no_delay(true), ec);
-            auto session = std::make_shared<Session>(std::move(s), &methods, options, &registry);
-            {
-              std::lock_guard<std::mutex> lock(registry.mu);
-              registry.sessions.insert(session);
-            }
-            session->Start();
-          }
-          Accept();
-        });
+    acceptor.async_accept(ioc, [this](boost::system::error_code ec, tcp::socket s) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) {
+        s.set_option(tcp::no_delay(true), ec);
+        auto session = std::make_shared<Session>(std::move(s), &methods, options, &registry);
+        {
+          std::lock_guard<std::mutex> lock(registry.mu);
+          registry.sessions.insert(session);
+        }
+        session->Start();
+      }
+      Accept();
+    });
   }
 
   std::vector<std::shared_ptr<Session>> Sessions() {
