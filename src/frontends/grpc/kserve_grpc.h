@@ -1,7 +1,7 @@
 // KServe v2 gRPC frontend (inference.GRPCInferenceService, wire-compatible with Triton's) and the
 // standard grpc.health.v1.Health service, on dais's own gRPC transport (h2_server.h): no thread
 // is held per outstanding request; an inference is decoded on an I/O thread, runs on the
-// model's instance thread, and its answer is encoded and written back on an I/O thread.
+// model's instance thread, and is answered from there, or from an I/O thread when one is busy.
 #pragma once
 
 #include <memory>
