@@ -62,13 +62,18 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 WIDTHS = {"mlp_small": 16, "mlp_heavy": 256}  # input widths, for the wrk fallback's bodies
 
 # (server, protocol) pairs measured, in table order.
-CASES = [("dais", "http-binary"), ("dais", "grpc"), ("dais", "http-json"),
-         ("fastapi", "http-json"), ("flask", "http-json")]
+CASES = [("dais", "http-binary"), ("dais", "grpc"), ("dais", "grpc-shared"),
+         ("dais", "http-json"), ("fastapi", "http-json"), ("flask", "http-json")]
 # Servers in the order they are measured: the baselines first, so that when dais perf cannot
 # drive them (and wrk has to) the dais HTTP cases are measured with wrk as well.
 RUN_ORDER = ["fastapi", "flask", "dais"]
 LABEL = {"dais": "dais", "fastapi": "FastAPI+uvicorn", "flask": "Flask"}
-PROTO_LABEL = {"http-binary": "HTTP binary", "grpc": "gRPC", "http-json": "HTTP JSON"}
+PROTO_LABEL = {"http-binary": "HTTP binary", "grpc": "gRPC", "http-json": "HTTP JSON",
+               "grpc-shared": "gRPC, 1 connection"}
+# grpc-shared: `dais perf --grpc-connections 1`, every in-flight call an HTTP/2 stream on one
+# connection (one load thread), as a gRPC client does on one channel (tritonclient's
+# InferenceServerClient holds one); "grpc" has one connection and load thread per in-flight
+# call, like the HTTP cases.
 
 
 def log(msg: str) -> None:
@@ -226,7 +231,7 @@ def parse_perf_json(path: str) -> dict:
 def run_perf(args, model: str, host_port: str, protocol: str, conc: int, tmp: str) -> dict:
     out = os.path.join(tmp, f"perf-{model}-{protocol}-{conc}.json")
     argv = [perf_binary(args.build), "perf", "-m", model, "-u", host_port,
-            "-i", "grpc" if protocol == "grpc" else "http",
+            "-i", "grpc" if protocol.startswith("grpc") else "http",
             "--concurrency-range", str(conc),
             "--measurement-interval-ms", str(args.measurement_interval_ms),
             "--max-trials", str(args.max_trials),
@@ -234,6 +239,8 @@ def run_perf(args, model: str, host_port: str, protocol: str, conc: int, tmp: st
             "--json", out, "--no-progress"]
     if protocol == "http-binary":
         argv.append("--http-binary")
+    if protocol == "grpc-shared":
+        argv += ["--grpc-connections", "1"]
     for attempt in range(12):
         try:
             r = subprocess.run(argv, capture_output=True, text=True,
@@ -333,13 +340,13 @@ def start_server(args, name: str, repo: str, tmp: str) -> Server:
 
 def run_case(args, server: Server, model: str, protocol: str, conc: int, client: str,
              ceiling: dict, tmp: str) -> dict:
-    if protocol == "grpc":
+    if protocol.startswith("grpc"):
         host_port = f"127.0.0.1:{server.grpc_port}"
     else:
         host_port = f"127.0.0.1:{server.http_port}"
     row = {"model": model, "server": server.name, "protocol": protocol, "conc": conc,
            "client": client}
-    if client == "wrk" and protocol == "grpc":
+    if client == "wrk" and protocol.startswith("grpc"):
         row.update(skipped="wrk cannot drive gRPC")
         return row
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -433,7 +440,7 @@ def goals(rows: list[dict], models: list[str], ceiling: dict) -> str:
             fa = by.get((m, "fastapi", "http-json", client, 64))
             if not fa:
                 continue
-            for proto in ("http-binary", "grpc", "http-json"):
+            for proto in ("http-binary", "grpc", "grpc-shared", "http-json"):
                 d = by.get((m, "dais", proto, client, 64))
                 if not d:
                     x = died.get((m, "dais", proto, client, 64))
@@ -481,7 +488,7 @@ def goals(rows: list[dict], models: list[str], ceiling: dict) -> str:
     out.append("**Goal 3: small-model requests per second per core, next to Triton's "
                "published ~2.5–3k per core (trivial model, gRPC).**")
     for client in ("perf", "wrk"):
-        for proto in ("grpc", "http-binary", "http-json"):
+        for proto in ("grpc", "grpc-shared", "http-binary", "http-json"):
             vals = [(c, by[("mlp_small", "dais", proto, client, c)]) for c in concs
                     if ("mlp_small", "dais", proto, client, c) in by]
             vals = [(c, r) for c, r in vals if r["req_per_cpu_s"]]
@@ -619,7 +626,7 @@ def main() -> int:
                         if s_name != name:
                             continue
                         for client in clients:
-                            if client == "wrk" and proto == "grpc" and "perf" in clients:
+                            if client == "wrk" and proto.startswith("grpc") and "perf" in clients:
                                 continue
                             for c in concs:
                                 if server.proc.poll() is not None:  # it died: start anew

@@ -21,8 +21,14 @@ void AddPerfFlags(CLI::App* app, perf::PerfOptions* o) {
                 "(default: JSON).");
   app->add_flag("--grpc-stub", o->grpc_stub,
                 "gRPC: send inference calls through grpc++'s generated synchronous stub (what "
-                "most C++ clients use) instead of dais perf's own lean HTTP/2 connection; the stub "
-                "costs the load generator 2-3x the CPU per call.");
+                "most C++ clients use) instead of dais perf's own lean HTTP/2 connection; the "
+                "stub costs the load generator 2-3x the CPU per call.");
+  app->add_option("--grpc-connections", o->grpc_connections,
+                  "gRPC, concurrency mode: spread the in-flight requests over this many "
+                  "connections, several HTTP/2 streams on each (one thread per connection), as "
+                  "gRPC clients share a channel. 0: one connection and thread per in-flight "
+                  "request.")
+      ->capture_default_str();
   app->add_option("-b,--batch-size", o->batch_size,
                   "Inferences per request: the leading -1 dimension of a batching model's "
                   "inputs; throughput counts requests times this.")

@@ -3,6 +3,8 @@
 // on the generated sync stub); tests may fake it.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +25,16 @@ class InferSession {
   // status other than OK becomes an error carrying the server's message. A broken connection
   // is reopened by the next call.
   virtual Status Infer() = 0;
+  // Sessions whose connection carries several requests at once (gRPC: HTTP/2 streams) say how
+  // many; the load loop may then give one session several in-flight slots and call RunSlots.
+  virtual int MaxInFlight() const { return 1; }
+  // Keeps `slots` requests in flight until stop() is true, then waits for the open ones;
+  // done(start_ns, end_ns, status) for each (steady clock). A non-OK return is a broken
+  // connection (its open requests were reported failed); the next call reconnects.
+  using RequestDone = std::function<void(int64_t start_ns, int64_t end_ns, const Status& status)>;
+  virtual Status RunSlots(int slots, const std::function<bool()>& stop, const RequestDone& done) {
+    return Unimplemented("this protocol sends one request at a time per connection");
+  }
   // Makes a pending Infer return promptly with an error, and every later one return Cancelled:
   // the session is finished (used to stop threads blocked on a server that does not answer).
   virtual void Abort() = 0;

@@ -18,6 +18,7 @@ using inference::GRPCInferenceService;
 // Sessions are spread over this many channels; each has its own connection.
 constexpr size_t kMaxChannels = 4;
 constexpr auto kControlDeadline = std::chrono::seconds(10);
+const std::string kModelInfer = "/inference.GRPCInferenceService/ModelInfer";
 
 Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return OkStatus();
@@ -75,7 +76,11 @@ class LeanGrpcSession : public InferSession {
   Status Infer() override {
     const std::string& req = requests_[next_];
     next_ = (next_ + 1) % requests_.size();
-    return conn_->Call("/inference.GRPCInferenceService/ModelInfer", req);
+    return conn_->Call(kModelInfer, req);
+  }
+  int MaxInFlight() const override { return 1 << 20; }
+  Status RunSlots(int slots, const std::function<bool()>& stop, const RequestDone& done) override {
+    return conn_->RunSlots(kModelInfer, requests_, slots, &next_, stop, done);
   }
   void Abort() override { conn_->Abort(); }
 

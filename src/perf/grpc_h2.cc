@@ -7,6 +7,9 @@
 #include <boost/asio.hpp>
 #include <charconv>
 #include <cstring>
+#include <utility>
+
+#include "dais/clock.h"
 
 namespace dais::perf {
 
@@ -39,39 +42,59 @@ std::string PercentDecode(std::string_view s) {
 
 }  // namespace
 
+struct GrpcH2Connection::Stream {
+  std::string body;  // framed request
+  size_t pos = 0;
+  int64_t start_ns = 0;
+  int grpc_status = -1;
+  int http_status = 0;
+  std::string grpc_message;
+  uint32_t reset = 0;
+};
+
 struct GrpcH2Connection::Callbacks {
   static GrpcH2Connection* Conn(void* p) { return static_cast<GrpcH2Connection*>(p); }
+  static Stream* Find(void* p, int32_t id) {
+    auto& m = Conn(p)->streams_;
+    auto it = m.find(id);
+    return it == m.end() ? nullptr : it->second.get();
+  }
 
-  static int OnHeader(nghttp2_session*, const nghttp2_frame*, const uint8_t* name, size_t namelen,
-                      const uint8_t* value, size_t valuelen, uint8_t, void* user_data) {
-    GrpcH2Connection* c = Conn(user_data);
+  static int OnHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
+                      void* user_data) {
+    Stream* s = Find(user_data, frame->hd.stream_id);
+    if (!s) return 0;
     std::string_view n(reinterpret_cast<const char*>(name), namelen);
     std::string_view v(reinterpret_cast<const char*>(value), valuelen);
     if (n == "grpc-status") {
       int code = -1;
       std::from_chars(v.data(), v.data() + v.size(), code);
-      c->grpc_status_ = code;
+      s->grpc_status = code;
     } else if (n == "grpc-message") {
-      c->grpc_message_ = PercentDecode(v);
+      s->grpc_message = PercentDecode(v);
     } else if (n == ":status") {
-      std::from_chars(v.data(), v.data() + v.size(), c->http_status_);
+      std::from_chars(v.data(), v.data() + v.size(), s->http_status);
     }
     return 0;
   }
 
-  static int OnStreamClose(nghttp2_session*, int32_t, uint32_t error_code, void* user_data) {
-    Conn(user_data)->done_ = true;
-    Conn(user_data)->reset_code_ = error_code;
+  static int OnStreamClose(nghttp2_session*, int32_t id, uint32_t error_code, void* user_data) {
+    if (Stream* s = Find(user_data, id)) {
+      s->reset = error_code;
+      Conn(user_data)->ended_.push_back(id);
+    }
     return 0;
   }
 
-  static ssize_t ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
-                          nghttp2_data_source*, void* user_data) {
-    GrpcH2Connection* c = Conn(user_data);
-    const size_t n = std::min(length, c->body_->size() - c->body_pos_);
-    std::memcpy(buf, c->body_->data() + c->body_pos_, n);
-    c->body_pos_ += n;
-    if (c->body_pos_ == c->body_->size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  static ssize_t ReadBody(nghttp2_session*, int32_t id, uint8_t* buf, size_t length,
+                          uint32_t* flags, nghttp2_data_source*, void* user_data) {
+    Stream* s = Find(user_data, id);
+    if (!s) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    const size_t n = std::min(length, s->body.size() - s->pos);
+    std::memcpy(buf, s->body.data() + s->pos, n);
+    s->pos += n;
+    if (s->pos == s->body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
     return static_cast<ssize_t>(n);
   }
 };
@@ -137,7 +160,7 @@ Status GrpcH2Connection::Pump() {
     out_.clear();
     if (ec) return Unavailable(fmt::format("connection to {}: {}", authority_, ec.message()));
   }
-  if (done_) return OkStatus();
+  if (streams_.size() == ended_.size()) return OkStatus();  // nothing to wait for
   size_t got = socket_.read_some(net::buffer(rbuf_), ec);
   if (ec) return Unavailable(fmt::format("connection to {}: {}", authority_, ec.message()));
   ssize_t rv =
@@ -146,26 +169,20 @@ Status GrpcH2Connection::Pump() {
   return OkStatus();
 }
 
-Status GrpcH2Connection::Call(const std::string& path, const std::string& message) {
-  if (aborted_.load()) return Cancelled("aborted");
-  if (session_ && !nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
+StatusOr<int32_t> GrpcH2Connection::Submit(const std::string& path, const std::string& message) {
+  if (session_ && streams_.empty() && !nghttp2_session_check_request_allowed(session_)) {
     Close();  // the server said GOAWAY: a new connection
   }
   if (!session_) RETURN_IF_ERROR(Connect());
-  std::string body(5, '\0');
+  auto s = std::make_unique<Stream>();
+  s->body.resize(5);
   const auto len = static_cast<uint32_t>(message.size());
-  body[1] = static_cast<char>(len >> 24);
-  body[2] = static_cast<char>(len >> 16);
-  body[3] = static_cast<char>(len >> 8);
-  body[4] = static_cast<char>(len);
-  body += message;
-  body_ = &body;
-  body_pos_ = 0;
-  done_ = false;
-  grpc_status_ = -1;
-  http_status_ = 0;
-  reset_code_ = 0;
-  grpc_message_.clear();
+  s->body[1] = static_cast<char>(len >> 24);
+  s->body[2] = static_cast<char>(len >> 16);
+  s->body[3] = static_cast<char>(len >> 8);
+  s->body[4] = static_cast<char>(len);
+  s->body += message;
+  s->start_ns = NowNs();
   const nghttp2_nv nv[] = {Header(":method", "POST"),
                            Header(":scheme", "http"),
                            Header(":path", path),
@@ -174,27 +191,75 @@ Status GrpcH2Connection::Call(const std::string& path, const std::string& messag
                            Header("te", "trailers")};
   nghttp2_data_provider prd{};
   prd.read_callback = Callbacks::ReadBody;
-  if (int32_t id = nghttp2_submit_request(session_, nullptr, nv, std::size(nv), &prd, nullptr);
-      id < 0) {
-    Close();
-    return Internal(std::string("HTTP/2: ") + nghttp2_strerror(id));
+  int32_t id = nghttp2_submit_request(session_, nullptr, nv, std::size(nv), &prd, nullptr);
+  if (id < 0) return Internal(std::string("HTTP/2: ") + nghttp2_strerror(id));
+  streams_[id] = std::move(s);
+  return id;
+}
+
+Status GrpcH2Connection::Result(const Stream& s) const {
+  if (s.grpc_status == 0) return OkStatus();
+  if (s.grpc_status > 0) {
+    const auto code = static_cast<StatusCode>(s.grpc_status);
+    return Status(code, fmt::format("gRPC {}: {}", StatusCodeName(code), s.grpc_message));
   }
-  Status s;
-  while (!done_ && s.ok()) s = Pump();
-  body_ = nullptr;
-  if (!s.ok()) {
-    Close();
-    return aborted_.load() ? Cancelled("aborted") : s;
+  if (s.reset != 0) {
+    return Unavailable(fmt::format("the server reset the call (HTTP/2 error {})", s.reset));
   }
-  if (grpc_status_ == 0) return OkStatus();
-  if (grpc_status_ > 0) {
-    const auto code = static_cast<StatusCode>(grpc_status_);
-    return Status(code, fmt::format("gRPC {}: {}", StatusCodeName(code), grpc_message_));
+  return Internal(fmt::format("the answer has no grpc-status (HTTP status {})", s.http_status));
+}
+
+Status GrpcH2Connection::Call(const std::string& path, const std::string& message) {
+  Status result;
+  size_t next = 0;
+  bool sent = false;
+  Status io = RunSlots(
+      path, {message}, 1, &next, [&sent] { return std::exchange(sent, true); },
+      [&result](int64_t, int64_t, const Status& s) { result = s; });
+  if (!io.ok()) return io;
+  return result;
+}
+
+Status GrpcH2Connection::RunSlots(const std::string& path, const std::vector<std::string>& messages,
+                                  int slots, size_t* next, const std::function<bool()>& stop,
+                                  const CallDone& done) {
+  if (aborted_.load()) return Cancelled("aborted");
+  Status io;
+  bool stopping = false;
+  while (io.ok()) {
+    while (!stopping && streams_.size() < static_cast<size_t>(slots)) {
+      // After a GOAWAY the open calls finish; new ones go on a new connection.
+      if (!streams_.empty() && !nghttp2_session_check_request_allowed(session_)) break;
+      if (stop()) {
+        stopping = true;
+        break;
+      }
+      StatusOr<int32_t> id = Submit(path, messages[*next % messages.size()]);
+      ++*next;
+      if (!id.ok()) {
+        io = id.status();
+        break;
+      }
+    }
+    if (!io.ok() || streams_.empty()) break;
+    io = Pump();
+    const int64_t now = NowNs();
+    for (int32_t id : ended_) {
+      auto it = streams_.find(id);
+      done(it->second->start_ns, now, Result(*it->second));
+      streams_.erase(it);
+    }
+    ended_.clear();
   }
-  if (reset_code_ != 0) {
-    return Unavailable(fmt::format("the server reset the call (HTTP/2 error {})", reset_code_));
-  }
-  return Internal(fmt::format("the answer has no grpc-status (HTTP status {})", http_status_));
+  if (io.ok()) return OkStatus();
+  // The connection is broken: every open call ends with the error.
+  if (aborted_.load()) io = Cancelled("aborted");
+  const int64_t now = NowNs();
+  for (auto& [id, s] : streams_) done(s->start_ns, now, io);
+  streams_.clear();
+  ended_.clear();
+  Close();
+  return io;
 }
 
 }  // namespace dais::perf

@@ -1,15 +1,20 @@
 // A lean blocking gRPC client connection for load generation: unary calls over HTTP/2 (nghttp2,
-// prior knowledge, no TLS), one call at a time, on one TCP connection of its own. It costs the
-// load generator about what its HTTP/1.1 client costs, where grpc++'s synchronous stub costs two
-// to three times more CPU per call (docs/perf.md) and, on a machine shared with the server, takes
-// that CPU from the server being measured.
+// prior knowledge, no TLS) on one TCP connection of its own, one call at a time (Call) or
+// several at once as concurrent HTTP/2 streams (RunSlots), as gRPC clients multiplex calls on a
+// channel. It costs the load generator about what its HTTP/1.1 client costs, where grpc++'s
+// synchronous stub costs two to three times more CPU per call (docs/perf.md) and, on a machine
+// shared with the server, takes that CPU from the server being measured.
 #pragma once
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "dais/status.h"
 
@@ -27,14 +32,27 @@ class GrpcH2Connection {
   // whole answer. OK when grpc-status is 0; otherwise the gRPC status with the server's message.
   // Unavailable on I/O errors (the next call reconnects); Cancelled after Abort.
   Status Call(const std::string& path, const std::string& message);
-  // Makes a pending Call return promptly; later calls return Cancelled. Any thread.
+
+  // Keeps `slots` calls of `path` in flight (messages[0], [1], ... in turn, starting at
+  // *next) until stop() returns true, then waits for the open ones. done(start_ns, end_ns,
+  // status) is called for every call that ends. An I/O error ends every open call with it and
+  // is returned (the next run reconnects).
+  using CallDone = std::function<void(int64_t start_ns, int64_t end_ns, const Status& status)>;
+  Status RunSlots(const std::string& path, const std::vector<std::string>& messages, int slots,
+                  size_t* next, const std::function<bool()>& stop, const CallDone& done);
+
+  // Makes a pending Call / RunSlots return promptly; later ones return Cancelled. Any thread.
   void Abort();
 
  private:
+  struct Stream;
   struct Callbacks;
   Status Connect();
   void Close();
-  Status Pump();  // writes what nghttp2 has to send, reads one chunk, feeds it
+  StatusOr<int32_t> Submit(const std::string& path, const std::string& message);
+  // Writes what nghttp2 has to send; then, if a call is open, reads one chunk and feeds it.
+  Status Pump();
+  Status Result(const Stream& s) const;
 
   boost::asio::ip::tcp::socket socket_;
   boost::asio::ip::tcp::resolver::results_type endpoints_;
@@ -42,14 +60,8 @@ class GrpcH2Connection {
   nghttp2_session* session_ = nullptr;
   std::string out_;
   std::string rbuf_;
-  // The call in progress.
-  const std::string* body_ = nullptr;
-  size_t body_pos_ = 0;
-  bool done_ = false;
-  int grpc_status_ = -1;
-  int http_status_ = 0;
-  std::string grpc_message_;
-  uint32_t reset_code_ = 0;
+  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;  // open calls
+  std::vector<int32_t> ended_;                                    // closed since last looked
   std::atomic<bool> aborted_{false};
   // std::mutex: gRPC's headers, included beside this one, define Abseil's GUARDED_BY, which
   // common/mutex.h would redefine.

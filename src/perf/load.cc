@@ -127,9 +127,10 @@ struct LoadRunner::Impl {
     stop_cv.SignalAll();
   }
 
-  void ConcurrencyLoop(size_t index) {
+  void ConcurrencyLoop(size_t index, int slots) {
     InferSession* session = sessions[index].get();
     RecordBuffer* buffer = buffers[index].get();
+    if (slots > 1) return MultiSlotLoop(index, slots);
     while (!stopping.load(std::memory_order_relaxed)) {
       const int64_t start = NowNs();
       Status s = session->Infer();
@@ -141,6 +142,28 @@ struct LoadRunner::Impl {
       if (!s.ok()) {
         NoteError(s);
         // Do not spin on a refused connection.
+        if (!SleepUnlessStopped(Clock::now() + kErrorBackoff)) break;
+      }
+    }
+    Finish(index);
+  }
+
+  // One session keeping `slots` requests in flight on its connection.
+  void MultiSlotLoop(size_t index, int slots) {
+    InferSession* session = sessions[index].get();
+    RecordBuffer* buffer = buffers[index].get();
+    auto stop = [this] { return stopping.load(std::memory_order_relaxed); };
+    auto done = [this, buffer](int64_t start, int64_t end, const Status& s) {
+      {
+        MutexLock lock(&buffer->mu);
+        buffer->records.push_back(Record{end, end - start, s.ok(), false});
+      }
+      if (!s.ok()) NoteError(s);
+    };
+    while (!stop()) {
+      Status s = session->RunSlots(slots, stop, done);
+      if (!s.ok()) {
+        NoteError(s);
         if (!SleepUnlessStopped(Clock::now() + kErrorBackoff)) break;
       }
     }
@@ -228,12 +251,23 @@ struct LoadRunner::Impl {
   }
 
   StatusOr<LevelMeasurement> Run(const Level& level) {
-    const size_t threads = level.concurrency > 0 ? static_cast<size_t>(level.concurrency)
-                                                 : static_cast<size_t>(o.max_threads);
+    size_t threads = level.concurrency > 0 ? static_cast<size_t>(level.concurrency)
+                                           : static_cast<size_t>(o.max_threads);
+    std::vector<int> slots(threads, 1);
+    if (level.concurrency > 0 && o.connections > 0 && o.connections < level.concurrency) {
+      threads = static_cast<size_t>(o.connections);
+      slots.assign(threads, static_cast<int>(level.concurrency / o.connections));
+      for (int64_t i = 0; i < level.concurrency % o.connections; ++i) ++slots[i];
+    }
     if (sessions.size() < threads) sessions.resize(threads);
     for (size_t i = 0; i < threads; ++i) {
       if (!sessions[i]) {
         ASSIGN_OR_RETURN(sessions[i], make_session(static_cast<int>(i)));
+      }
+      if (sessions[i]->MaxInFlight() < slots[i]) {
+        return InvalidArgument(
+            "fewer connections than in-flight requests needs a protocol that carries several "
+            "requests at once on a connection (gRPC)");
       }
     }
     buffers.clear();
@@ -256,7 +290,7 @@ struct LoadRunner::Impl {
       if (schedule) {
         workers.emplace_back([this, i, s = schedule.get()] { RateLoop(i, s); });
       } else {
-        workers.emplace_back([this, i] { ConcurrencyLoop(i); });
+        workers.emplace_back([this, i, n = slots[i]] { ConcurrencyLoop(i, n); });
       }
     }
 

@@ -4,10 +4,12 @@
 //
 // Threading: one thread per in-flight slot (concurrency N: N threads; rate: --max-threads
 // threads taking the scheduled send times in turn), each with its own InferSession, so its own
-// connection. Threads append (end time, latency, ok) records to their own buffer under its
-// mutex; the calling thread (the coordinator) collects the buffers at window ends, takes the
-// server statistics snapshots, and prints the progress line. Sessions are kept for the next
-// level, except ones aborted because a request did not finish within the stop grace period.
+// connection; or, with `connections` K < N in concurrency mode, K threads whose sessions each
+// keep about N/K requests in flight on their connection. Threads append (end time, latency, ok)
+// records to their own buffer under its mutex; the calling thread (the coordinator) collects the
+// buffers at window ends, takes the server statistics snapshots, and prints the progress line.
+// Sessions are kept for the next level, except ones aborted because a request did not finish within
+// the stop grace period.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,10 @@ struct LoadOptions {
   bool poisson = false;
   uint64_t seed = 1;
   int max_threads = 16;
+  // Concurrency mode: spread the in-flight requests over this many sessions (connections), each
+  // with several in flight (RunSlots; gRPC's HTTP/2 streams) and one thread. 0: one session and
+  // thread per in-flight request.
+  int connections = 0;
 };
 
 // Exactly one of the two is set.

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "common/mutex.h"
 
@@ -154,6 +156,70 @@ TEST(LoadRunner, HungRequestsAreAbortedAndSessionsReplaced) {
   EXPECT_EQ(m->successes, 0);
   ASSERT_TRUE(runner.Run(Level{2, 0}).ok());
   EXPECT_EQ(c.sessions.load(), 4);  // the aborted ones were made anew
+}
+
+// Keeps `slots` requests in flight by completing them all every 500 us; remembers the slot
+// counts it was given.
+class FakeMultiSession : public InferSession {
+ public:
+  explicit FakeMultiSession(std::vector<int>* slots_seen, Mutex* mu)
+      : slots_seen_(slots_seen), mu_(mu) {}
+  Status Infer() override { return Unimplemented("RunSlots only"); }
+  int MaxInFlight() const override { return 1000; }
+  Status RunSlots(int slots, const std::function<bool()>& stop, const RequestDone& done) override {
+    {
+      MutexLock lock(mu_);
+      slots_seen_->push_back(slots);
+    }
+    while (!stop()) {
+      const int64_t start = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now().time_since_epoch())
+                                .count();
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      for (int i = 0; i < slots; ++i) done(start, start + 500'000, OkStatus());
+    }
+    return OkStatus();
+  }
+  void Abort() override {}
+
+ private:
+  std::vector<int>* slots_seen_;
+  Mutex* mu_;
+};
+
+TEST(LoadRunner, FewerConnectionsThanRequestsSpreadsSlots) {
+  Mutex mu;
+  std::vector<int> seen;
+  Counters c;
+  LoadOptions o = FastOptions();
+  o.connections = 2;
+  LoadRunner runner(
+      o,
+      [&](int) -> StatusOr<std::unique_ptr<InferSession>> {
+        c.sessions.fetch_add(1);
+        return std::unique_ptr<InferSession>(std::make_unique<FakeMultiSession>(&seen, &mu));
+      },
+      Stats(&c));
+  auto m = runner.Run(Level{5, 0});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(c.sessions.load(), 2);
+  EXPECT_GT(m->successes, 0);
+  EXPECT_EQ(m->errors, 0);
+  MutexLock lock(&mu);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int>{2, 3}));  // 5 in flight over 2 connections
+}
+
+TEST(LoadRunner, FewerConnectionsNeedsAMultiplexingProtocol) {
+  Counters c;
+  LoadOptions o = FastOptions();
+  o.connections = 1;
+  LoadRunner runner(o, Factory(&c), Stats(&c));
+  auto m = runner.Run(Level{2, 0});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+  // Concurrency 1 with one connection is the plain case.
+  EXPECT_TRUE(runner.Run(Level{1, 0}).ok());
 }
 
 }  // namespace

@@ -137,6 +137,11 @@ Status ValidateOptions(const PerfOptions& o) {
   if (o.grpc_stub && o.protocol != "grpc") {
     return InvalidArgument("--grpc-stub applies to -i grpc only");
   }
+  if (o.grpc_connections < 0) return InvalidArgument("--grpc-connections must be 0 or more");
+  if (o.grpc_connections > 0 && (o.protocol != "grpc" || o.grpc_stub)) {
+    return InvalidArgument(
+        "--grpc-connections applies to -i grpc with dais perf's own client (not --grpc-stub)");
+  }
   if (!o.concurrency_range.empty() && !o.request_rate_range.empty()) {
     return InvalidArgument("--concurrency-range and --request-rate-range exclude each other");
   }

@@ -18,6 +18,7 @@ struct PerfOptions {
   std::string protocol = "http";
   bool http_binary = false;  // binary tensor data extension for inputs and outputs
   bool grpc_stub = false;    // gRPC inference through grpc++'s sync stub
+  int grpc_connections = 0;  // gRPC concurrency mode: connections (0: one per in-flight request)
   int64_t batch_size = 1;
   std::string concurrency_range;   // empty: "1:1" unless a request rate range is given
   std::string request_rate_range;  // non-empty: open-loop mode

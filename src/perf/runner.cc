@@ -173,6 +173,7 @@ int RunPerf(const PerfOptions& o) {
   lo.poisson = o.request_distribution == "poisson";
   lo.seed = o.seed;
   lo.max_threads = o.max_threads;
+  lo.connections = o.grpc_connections;
   LoadRunner runner(lo, make_session, stats);
 
   std::vector<LevelResult> rows;

@@ -91,13 +91,16 @@ def require_grpc(srv):
         pytest.skip("gRPC frontend not built")
 
 
-@pytest.mark.parametrize("variant", ["http-json", "http-binary", "grpc", "grpc-stub"])
+@pytest.mark.parametrize("variant",
+                         ["http-json", "http-binary", "grpc", "grpc-stub", "grpc-1-connection"])
 def test_concurrency_levels(server, dais_bin, tmp_path, variant):
     if variant.startswith("grpc"):
         require_grpc(server)
         extra = ["-i", "grpc", "-u", f"127.0.0.1:{server.grpc_port}"]
         if variant == "grpc-stub":
             extra.append("--grpc-stub")
+        if variant == "grpc-1-connection":  # levels 2 and 4 as HTTP/2 streams on one connection
+            extra += ["--grpc-connections", "1"]
     else:
         extra = ["-u", f"127.0.0.1:{server.http_port}"]
         if variant == "http-binary":
@@ -210,13 +213,15 @@ def test_bad_flags(dais_bin):
     r = run_perf(dais_bin, "-m", "m", "--concurrency-range", "1:2", "--request-rate-range", "5",
                  timeout=30)
     assert r.returncode != 0, explain(r)
+    r = run_perf(dais_bin, "-m", "m", "--grpc-connections", "2", timeout=30)
+    assert r.returncode != 0 and "--grpc-connections" in r.stderr, explain(r)
     r = run_perf(dais_bin, "--help", timeout=30)
     assert r.returncode == 0
     for flag in ("--model-name", "--model-version", "--url", "--protocol", "--http-binary",
                  "--batch-size", "--concurrency-range", "--request-rate-range",
                  "--request-distribution", "--input-data", "--seed", "--warmup-secs",
                  "--measurement-interval-ms", "--stability-percentage", "--max-trials", "--csv",
-                 "--json", "--no-progress", "--grpc-stub"):
+                 "--json", "--no-progress", "--grpc-stub", "--grpc-connections"):
         assert flag in r.stdout, f"--help does not mention {flag}:\n{r.stdout}"
 
 
