@@ -5,6 +5,7 @@
 
 #include "common/logging.h"
 #include "dais/clock.h"
+#include "frontends/background.h"
 #include "frontends/grpc/grpc_codec.h"
 #include "grpc_service.pb.h"
 #include "health.pb.h"
@@ -68,14 +69,7 @@ class GrpcFrontend::Service final {
   MethodTable Methods();
   void SetNotServing();
 
-  void JoinBackground() {
-    std::vector<std::thread> threads;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      threads.swap(background_);
-    }
-    for (auto& t : threads) t.join();
-  }
+  void JoinBackground() { background_.JoinAll(); }
 
  private:
   grpc::Status ServerLive(const inference::ServerLiveRequest&,
@@ -199,7 +193,7 @@ class GrpcFrontend::Service final {
   ModelManager* manager_;
   ServerState* state_;
   std::mutex mu_;
-  std::vector<std::thread> background_;
+  frontends::BackgroundTasks background_;            // repository load/unload requests
   bool serving_ = true;                              // guarded by mu_
   std::vector<std::weak_ptr<ServerCall>> watchers_;  // Health/Watch calls; guarded by mu_
 };
@@ -378,9 +372,8 @@ void GrpcFrontend::Service::Repository(std::shared_ptr<ServerCall> call, std::st
     return call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
   }
   state_->in_flight.fetch_add(1);
-  std::lock_guard<std::mutex> lock(mu_);
   // Loading can take seconds: not on an I/O thread.
-  background_.emplace_back([this, call, model, load] {
+  background_.Run([this, call, model, load] {
     Status s = load ? manager_->LoadModel(model) : manager_->UnloadModel(model);
     if (s.ok()) {
       call->Reply(load ? inference::RepositoryModelLoadResponse().SerializeAsString()

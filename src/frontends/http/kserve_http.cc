@@ -90,14 +90,7 @@ int HttpStatusFor(StatusCode code) {
   }
 }
 
-void KServeHttp::JoinBackground() {
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard<std::mutex> lock(background_mu_);
-    threads.swap(background_);
-  }
-  for (std::thread& t : threads) t.join();
-}
+void KServeHttp::JoinBackground() { background_.JoinAll(); }
 
 void KServeHttp::Health(Responder& respond) {
   auto not_ready = manager_->NotReady();
@@ -268,8 +261,7 @@ void KServeHttp::Handle(Request req, Responder respond) {
       std::string model = p[3];
       bool load = p[4] == "load";
       state_->in_flight.fetch_add(1);
-      std::lock_guard<std::mutex> lock(background_mu_);
-      background_.emplace_back([this, model, load, respond = std::move(respond)] {
+      background_.Run([this, model, load, respond = std::move(respond)] {
         Status s = load ? manager_->LoadModel(model) : manager_->UnloadModel(model);
         if (s.ok()) {
           respond(Json(200, ""));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "features/feast_api.h"
+#include "frontends/background.h"
 #include "frontends/http/http_server.h"
 #include "frontends/server_state.h"
 #include "runtime/model_manager.h"
@@ -53,8 +54,7 @@ class KServeHttp {
   features::FeastApi* feast_ = nullptr;
   std::function<bool()> tier_healthy_;
   std::string tier_name_;
-  std::mutex background_mu_;
-  std::vector<std::thread> background_;  // repository load/unload requests
+  frontends::BackgroundTasks background_;  // repository load/unload requests
 };
 
 }  // namespace dais::http
