@@ -5,8 +5,9 @@
 // Why our own transport instead of grpc++'s server: grpc++ 1.51's callback API moves every call
 // across three or four of its own threads (poller, "nexting" callback threads, the executor that
 // writes a response finished from a foreign thread); on small requests those hand-offs cost more
-// than the model (docs/benchmarks.md). Here a call is read, decoded and answered on the same
-// Asio I/O threads as HTTP/1.1, with one hand-off to the model's instance thread and one back.
+// than the model (docs/benchmarks.md). Here a call is read and decoded on the same Asio I/O
+// threads as HTTP/1.1 and handed to the model's instance thread, which answers it itself at
+// light load or hands it back to an I/O thread (h2_server.cc).
 //
 // The wire format follows the gRPC over HTTP/2 specification: POST, content-type
 // application/grpc[+proto], messages framed as 1 byte compressed flag + 4 bytes big-endian
