@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+import requests
 
 import h2.config
 import h2.connection
@@ -206,6 +207,15 @@ def test_refused_while_sending_then_connection_still_serves(big_server, stubs):
         c.close()
 
 
+def metric(server, series: str) -> float:
+    """The value of one series on the server's /metrics (0 when absent)."""
+    body = requests.get(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).text
+    for line in body.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
 def test_many_calls_multiplexed_on_one_connection(server, stubs):
     require_grpc(server)
     pb = stubs.pb
@@ -219,6 +229,7 @@ def test_many_calls_multiplexed_on_one_connection(server, stubs):
             req.inputs.add(name="INPUT__0", datatype="FP32", shape=[1, 16])
             req.raw_input_contents.append(x.tobytes())
             sids.append(c.open(INFER, frame(req.SerializeToString())))
+        assert metric(server, "dais_grpc_connections") >= 1
         c.pump(lambda: all(c.calls[s].ended for s in sids))
         for i, s in enumerate(sids):
             call = c.calls[s]
@@ -239,6 +250,7 @@ def test_not_grpc_requests_on_the_grpc_port(server):
             data += chunk
     assert data.startswith(b"HTTP/1.1 400"), data
     assert b"gRPC" in data and b"HTTP port" in data, data
+    assert metric(server, 'dais_grpc_connections_closed_total{reason="not_http2"}') >= 1
     # HTTP/2 but not gRPC: 415, as the gRPC specification says.
     c = RawH2(server.grpc_port)
     try:
@@ -282,6 +294,7 @@ def test_keepalive_closes_a_connection_that_does_not_answer_pings(model_repo, st
     finally:
         silent.close()
     assert srv.running()
+    assert metric(srv, 'dais_grpc_connections_closed_total{reason="keepalive_timeout"}') >= 1
 
 
 def test_goaway_on_sigterm_after_the_open_call_is_answered(tmp_path, start_server, stubs):

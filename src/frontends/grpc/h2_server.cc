@@ -14,6 +14,7 @@
 
 #include "common/logging.h"
 #include "frontends/listen.h"
+#include "metrics/registry.h"
 
 namespace dais::grpcfe {
 
@@ -48,6 +49,31 @@ struct Registry {
 };
 
 constexpr int kInlineCalls = 2;
+
+// dais_grpc_* in the global registry (docs/metrics.md).
+struct GrpcMetrics {
+  metrics::Gauge& connections;
+  metrics::Gauge& calls;
+  metrics::Counter& not_http2;
+  metrics::Counter& protocol_errors;
+  metrics::Counter& keepalive_timeouts;
+
+  static GrpcMetrics& Get() {
+    static GrpcMetrics* m = [] {
+      auto& r = metrics::Registry::Global();
+      auto& closed = r.AddCounter("dais_grpc_connections_closed_total",
+                                  "gRPC connections closed by the server, by reason", {"reason"});
+      return new GrpcMetrics{
+          r.AddGauge("dais_grpc_connections", "Open gRPC (HTTP/2) connections", {}).Get({}),
+          r.AddGauge("dais_grpc_calls", "gRPC calls open (HTTP/2 streams)", {}).Get({}),
+          closed.Get({"not_http2"}),
+          closed.Get({"protocol_error"}),
+          closed.Get({"keepalive_timeout"}),
+      };
+    }();
+    return *m;
+  }
+};
 
 class BusyScope {
  public:
@@ -144,6 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const int open = conn_ && !closed_ ? static_cast<int>(conn_->open_calls()) : 0;
     if (open != counted_calls_) {
       registry_->open_calls.fetch_add(open - counted_calls_, std::memory_order_relaxed);
+      GrpcMetrics::Get().calls.Add(open - counted_calls_);
       counted_calls_ = open;
     }
   }
@@ -165,6 +192,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Begin() {
+    GrpcMetrics::Get().connections.Add(1);
+    counted_connection_ = true;
     std::weak_ptr<Session> weak = weak_from_this();
     conn_ = std::make_shared<H2Connection>(methods_, options_.h2, [weak](std::function<void()> fn) {
       if (auto self = weak.lock()) self->Run(std::move(fn));
@@ -191,7 +220,9 @@ class Session : public std::enable_shared_from_this<Session> {
           if (!s.ok()) {
             if (H2Connection::IsNotHttp2(s)) {
               self->pending_ = NotHttp2Answer();
+              GrpcMetrics::Get().not_http2.Increment();
             } else {
+              GrpcMetrics::Get().protocol_errors.Increment();
               LOG_VERBOSE(1, "gRPC connection from {}: {}", self->Peer(), s.message());
               self->conn_->TakeOutput(&self->pending_);  // nghttp2's GOAWAY naming the error
             }
@@ -253,6 +284,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (awaiting_ack_ && !conn_->PingAcked()) {
       LOG_INFO("gRPC connection from {}: keepalive PING not answered within {} ms; closing", Peer(),
                options_.keepalive_timeout_ms);
+      GrpcMetrics::Get().keepalive_timeouts.Increment();
       return CloseNow();
     }
     if (awaiting_ack_) {  // answered: the next PING after another keepalive time
@@ -276,6 +308,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void CloseNow() {
     if (closed_) return;
     closed_ = true;
+    if (std::exchange(counted_connection_, false)) GrpcMetrics::Get().connections.Add(-1);
     if (conn_) conn_->Abort();
     boost::system::error_code ec;
     keepalive_.cancel();
@@ -312,7 +345,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   bool awaiting_ack_ = false;
   int pings_without_data_ = 0;
-  int counted_calls_ = 0;  // this connection's share of registry_->open_calls
+  int counted_calls_ = 0;            // this connection's share of registry_->open_calls
+  bool counted_connection_ = false;  // in dais_grpc_connections
 };
 
 }  // namespace
