@@ -24,7 +24,8 @@ struct H2Connection::Stream {
   std::string in;
   std::string request;
   int messages = 0;
-  bool refused = false;             // input ignored from now on
+  uint64_t held = 0;     // bytes received and not yet handed to the method (options' budget)
+  bool refused = false;  // input ignored from now on
   bool reset_after_answer = false;  // refused while the client was still sending
   bool ended = false;               // the client half-closed
   // Output: framed messages not yet handed to nghttp2.
@@ -295,6 +296,7 @@ void H2Connection::Abort() {
     if (s->call) s->call->cancelled_->store(true);
   }
   streams_.clear();
+  buffered_ = 0;
 }
 
 void H2Connection::SendPing() {
@@ -341,6 +343,16 @@ void H2Connection::OnRequestHeaders(Stream* s) {
 
 void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
   if (s->refused || !s->method) return;
+  if (buffered_ + size > options_.max_buffered_bytes) {
+    return Refuse(s, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  "this connection already holds " + std::to_string(buffered_) +
+                                      " bytes of unfinished requests (limit " +
+                                      std::to_string(options_.max_buffered_bytes) +
+                                      "): send large requests one after another or on more "
+                                      "connections"));
+  }
+  s->held += size;
+  buffered_ += size;
   s->in.append(reinterpret_cast<const char*>(data), size);
   size_t pos = 0;
   while (s->in.size() - pos >= kFrameHeader) {
@@ -363,14 +375,12 @@ void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
                                     "message compression (grpc-encoding: " + s->encoding +
                                         ") is not supported by dais: send messages uncompressed"));
     }
-    if (s->in.size() - pos - kFrameHeader < len) {
-      if (pos == 0) s->in.reserve(kFrameHeader + len);
-      break;
-    }
+    if (s->in.size() - pos - kFrameHeader < len) break;  // (no reserve of the claimed length)
     std::string message = s->in.substr(pos + kFrameHeader, len);
     pos += kFrameHeader + len;
     if (s->handler) {
       const int32_t id = s->id;
+      Release(s, kFrameHeader + len);
       s->handler->OnMessage(std::move(message));
       if (!(s = Find(id)) || s->refused) return;
     } else if (s->messages++ == 0) {
@@ -396,7 +406,14 @@ void H2Connection::OnEndStream(Stream* s) {
     return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                   "a unary call needs one request message, this one has none"));
   }
+  Release(s, s->held);
   s->method->unary(s->call, std::move(s->request));
+}
+
+void H2Connection::Release(Stream* s, uint64_t bytes) {
+  bytes = std::min(bytes, s->held);
+  s->held -= bytes;
+  buffered_ -= bytes;
 }
 
 void H2Connection::OnStreamClose(int32_t id) {
@@ -404,12 +421,15 @@ void H2Connection::OnStreamClose(int32_t id) {
   if (it == streams_.end()) return;
   std::unique_ptr<Stream> s = std::move(it->second);
   streams_.erase(it);
+  buffered_ -= s->held;
   if (s->call && !s->closed) s->call->cancelled_->store(true);
 }
 
 void H2Connection::Refuse(Stream* s, grpc::Status status) {
   s->refused = true;
   s->in.clear();
+  s->request.clear();
+  Release(s, s->held);
   if (s->call) s->call->cancelled_->store(true);
   // The client is still sending: once the answer is out, RST_STREAM(NO_ERROR) tells it to stop
   // (submitted now, nghttp2 would send it before the answer's HEADERS and drop them).

@@ -90,6 +90,10 @@ struct H2Options {
   uint32_t max_receive_message_bytes = 64u << 20;
   uint32_t max_send_message_bytes = 64u << 20;
   uint32_t max_concurrent_streams = 1024;
+  // Bytes of requests received on one connection and not yet handed to a method (messages still
+  // arriving, unary requests waiting for the end of their stream). A stream whose data would
+  // pass it is refused (RESOURCE_EXHAUSTED): 1024 streams of 64 MiB messages cannot pile up.
+  uint64_t max_buffered_bytes = 128u << 20;
   // Flow-control windows we grant the client: large enough that a big tensor is not sent in
   // 64 KiB round trips.
   int32_t stream_window_bytes = 8 << 20;
@@ -142,6 +146,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void OnStreamClose(int32_t id);
   // Finishes the stream with an error and ignores the rest of its input.
   void Refuse(Stream* s, grpc::Status status);
+  // Takes `bytes` off the stream's and the connection's buffered count.
+  void Release(Stream* s, uint64_t bytes);
   void DoWrite(int32_t id, std::string message);
   void DoFinish(int32_t id, grpc::Status status);
   void StartResponse(Stream* s);
@@ -153,6 +159,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   Post post_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
+  uint64_t buffered_ = 0;  // sum of the streams' `held`
   bool ping_acked_ = true;
   bool data_sent_ = false;
   bool not_http2_ = false;

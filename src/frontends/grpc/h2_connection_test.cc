@@ -246,6 +246,26 @@ TEST(H2Connection, Refusals) {
   EXPECT_EQ(h.answers[h.Open("/t.S/Echo", Frame("ok"))].data, Frame("ko"));
 }
 
+TEST(H2Connection, UnfinishedRequestsAreBoundedPerConnection) {
+  Fixture f;
+  H2Options o;
+  o.max_receive_message_bytes = 100;
+  o.max_buffered_bytes = 150;
+  Harness h(f.Methods(), o);
+  // Two requests still arriving hold 105 + 45 bytes; a third stream passing 150 is refused.
+  std::string a = Frame(std::string(100, 'a'));
+  int32_t ida = h.Open("/t.S/Echo", a.substr(0, 100), /*end=*/false);
+  int32_t idb = h.Open("/t.S/Echo", std::string(Frame(std::string(60, 'b'))).substr(0, 45), false);
+  const Answer& c = h.answers[h.Open("/t.S/Echo", Frame("c"))];
+  EXPECT_EQ(c.grpc_status, 8);
+  EXPECT_NE(c.grpc_message.find("unfinished requests"), std::string::npos);
+  EXPECT_FALSE(h.answers[ida].closed);
+  EXPECT_FALSE(h.answers[idb].closed);
+  // A request that completes gives its bytes back: small calls go through again.
+  h.Reset(idb);
+  EXPECT_EQ(h.answers[h.Open("/t.S/Echo", Frame("ok"))].data, Frame("ko"));
+}
+
 TEST(H2Connection, TimeoutAndCancellation) {
   Fixture f;
   Harness h(f.Methods());

@@ -493,6 +493,7 @@ Status GrpcFrontend::Start() {
   o.threads = options_.threads;
   o.h2.max_receive_message_bytes = static_cast<uint32_t>(options_.max_message_bytes);
   o.h2.max_send_message_bytes = static_cast<uint32_t>(options_.max_message_bytes);
+  o.h2.max_buffered_bytes = 2 * static_cast<uint64_t>(options_.max_message_bytes);
   o.keepalive_time_ms = options_.keepalive_time_ms;
   o.keepalive_timeout_ms = options_.keepalive_timeout_ms;
   o.keepalive_permit_without_calls = options_.keepalive_permit_without_calls;
