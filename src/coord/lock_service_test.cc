@@ -26,19 +26,11 @@ namespace {
 
 using redis::testing::RedisCluster;
 using redis::testing::RedisProcess;
+using redis::testing::WaitFor;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 constexpr milliseconds kShortLease{300};
-
-bool WaitFor(const std::function<bool()>& cond, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!cond()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return true;
-}
 
 redis::ClientOptions FastOptions(const std::string& seeds) {
   auto o = redis::ParseSeeds(seeds);

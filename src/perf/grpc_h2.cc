@@ -210,14 +210,21 @@ Status GrpcH2Connection::Result(const Stream& s) const {
 }
 
 Status GrpcH2Connection::Call(const std::string& path, const std::string& message) {
-  Status result;
-  size_t next = 0;
-  bool sent = false;
-  Status io = RunSlots(
-      path, {message}, 1, &next, [&sent] { return std::exchange(sent, true); },
-      [&result](int64_t, int64_t, const Status& s) { result = s; });
-  if (!io.ok()) return io;
-  return result;
+  if (aborted_.load()) return Cancelled("aborted");
+  StatusOr<int32_t> id = Submit(path, message);
+  Status io = id.status();
+  while (io.ok() && ended_.empty()) io = Pump();
+  if (io.ok()) {
+    auto it = streams_.find(*id);
+    Status result = Result(*it->second);
+    streams_.erase(it);
+    ended_.clear();
+    return result;
+  }
+  streams_.clear();
+  ended_.clear();
+  Close();
+  return aborted_.load() ? Cancelled("aborted") : io;
 }
 
 Status GrpcH2Connection::RunSlots(const std::string& path, const std::vector<std::string>& messages,

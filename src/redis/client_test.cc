@@ -17,17 +17,8 @@ namespace {
 using std::chrono::milliseconds;
 using testing::RedisProcess;
 using testing::RedisProcessOptions;
+using testing::WaitFor;
 using Clock = std::chrono::steady_clock;
-
-// Polls `cond` every 5 ms (for state that has no notification, e.g. becoming unreachable).
-bool WaitFor(const std::function<bool()>& cond, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!cond()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return true;
-}
 
 ClientOptions FastOptions(const std::string& address) {
   ClientOptions o;

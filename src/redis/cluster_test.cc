@@ -16,16 +16,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::RedisCluster;
+using testing::WaitFor;
 using Clock = std::chrono::steady_clock;
-
-bool WaitFor(const std::function<bool()>& cond, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!cond()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return true;
-}
 
 std::string Str(const StatusOr<Reply>& r) {
   return r.ok() ? ReplyToString(*r) : r.status().ToString();

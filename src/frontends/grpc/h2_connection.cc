@@ -268,10 +268,6 @@ Status H2Connection::Receive(const uint8_t* data, size_t size) {
   return OkStatus();
 }
 
-bool H2Connection::IsNotHttp2(const Status& status) {
-  return status.message().find(nghttp2_strerror(NGHTTP2_ERR_BAD_CLIENT_MAGIC)) != std::string::npos;
-}
-
 void H2Connection::TakeOutput(std::string* out) {
   for (;;) {
     const uint8_t* data = nullptr;

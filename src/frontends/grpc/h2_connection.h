@@ -114,7 +114,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   // Queues the server's SETTINGS. Call once, before anything else.
   Status Start();
   // Feeds bytes from the client. An error means the connection is broken: write out what
-  // TakeOutput gives (a GOAWAY) and close. IsNotHttp2(status) tells a client that spoke
+  // TakeOutput gives (a GOAWAY) and close. not_http2() tells a client that spoke
   // something else (HTTP/1.1 on the gRPC port).
   Status Receive(const uint8_t* data, size_t size);
   // Appends the bytes to send now to *out.
@@ -132,7 +132,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   // Whether DATA was sent since the last call of this (keepalive's "pings without data").
   bool TakeDataSent();
 
-  static bool IsNotHttp2(const Status& status);
+  bool not_http2() const { return not_http2_; }
 
  private:
   struct Stream;

@@ -312,7 +312,7 @@ TEST(H2Connection, NotHttp2IsRecognised) {
   std::string req = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
   Status s = conn->Receive(reinterpret_cast<const uint8_t*>(req.data()), req.size());
   EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(H2Connection::IsNotHttp2(s));
+  EXPECT_TRUE(conn->not_http2());
 }
 
 }  // namespace

@@ -218,7 +218,7 @@ class Session : public std::enable_shared_from_this<Session> {
           self->first_read_ = false;
           Status s = self->conn_->Receive(self->rbuf_.data(), n);
           if (!s.ok()) {
-            if (H2Connection::IsNotHttp2(s)) {
+            if (self->conn_->not_http2()) {
               self->pending_ = NotHttp2Answer();
               GrpcMetrics::Get().not_http2.Increment();
             } else {

@@ -12,14 +12,27 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dais/status.h"
 #include "redis/resp.h"
 
 namespace dais::redis::testing {
+
+// Polls `cond` every 5 ms until it holds or `timeout` passes (for state that has no
+// notification, e.g. a client becoming unreachable). Returns whether it held.
+inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 // A loopback TCP port that was free when checked (bind port 0, read it, close).
 StatusOr<int> PickFreePort();
