@@ -6,6 +6,7 @@ PACKAGES=(
   cmake ninja-build g++ ccache pkg-config git curl ca-certificates
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libyaml-cpp-dev libssl-dev
+  libjemalloc-dev  # the allocator of the dais executable (CMakeLists.txt DAIS_JEMALLOC)
   # feature store: tests start real Redis servers and Redis Clusters on loopback
   redis-server redis-tools
   # model runtimes

@@ -13,6 +13,10 @@
 #include "runtime/model_features.h"
 #include "runtime/repository.h"
 
+// jemalloc's control interface, when linked (see ReleaseFreedMemory).
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
+    __attribute__((weak));
+
 namespace dais {
 
 namespace {
@@ -35,8 +39,16 @@ metrics::Family<metrics::Counter>& SwitchRejections() {
 
 namespace {
 
-// Gives freed pages back to the OS after an unload, so RSS returns near its baseline.
-void ReleaseFreedMemory() { malloc_trim(0); }
+// Gives freed pages back to the OS after an unload, so RSS returns near its baseline: glibc's
+// heap, and jemalloc's arenas when the executable links jemalloc (CMake DAIS_JEMALLOC; its
+// mallctl is then defined, otherwise this weak reference is null).
+void ReleaseFreedMemory() {
+  malloc_trim(0);
+  if (&mallctl != nullptr) {
+    // "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages.
+    mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+  }
+}
 
 metrics::Family<metrics::Gauge>& ReadyFamily() {
   return metrics::Registry::Global().AddGauge(
