@@ -183,28 +183,32 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
 
   // Unique record keys; key_of[i] is the key of result slot i (ragged columns: DEFAULTED).
   std::vector<std::string> keys;
-  keys.reserve(n);  // `unique` holds views into the strings: they must never move
+  std::vector<uint64_t> hashes;  // HashOf(keys[k]), computed once for L1, flights and epochs
+  keys.reserve(n);               // `unique` holds views into the strings: they must never move
+  hashes.reserve(n);
   std::vector<uint32_t> key_of(n, UINT32_MAX);
-  std::unordered_map<std::string_view, uint32_t> unique;
+  std::unordered_map<HashedKey, uint32_t, KeyHash, KeyEq> unique;
   const bool small = n <= 8;  // a linear scan beats hashing for a handful of keys
   for (size_t row = 0; row < res.rows; ++row) {
     for (size_t g = 0; g < res.groups.size(); ++g) {
       if (row >= columns[g]->size()) continue;
       const GroupSpec& group = spec.groups[res.groups[g]];
       std::string key = RecordKey(spec, group, (*columns[g])[row]);
+      const uint64_t hash = HashOf(key);
       uint32_t k = UINT32_MAX;
       if (small) {
         for (uint32_t j = 0; j < keys.size(); ++j) {
-          if (keys[j] == key) k = j;
+          if (hashes[j] == hash && keys[j] == key) k = j;
         }
-      } else if (auto it = unique.find(key); it != unique.end()) {
+      } else if (auto it = unique.find(HashedKey{key, hash}); it != unique.end()) {
         k = it->second;
       }
       if (k == UINT32_MAX) {
         k = static_cast<uint32_t>(keys.size());
         keys.push_back(std::move(key));
+        hashes.push_back(hash);
         p->key_group.push_back(&group);
-        if (!small) unique.emplace(keys.back(), k);
+        if (!small) unique.emplace(HashedKey{keys.back(), hash}, k);
       }
       key_of[res.Index(row, g)] = k;
     }
@@ -231,17 +235,18 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
   std::vector<uint32_t> led;            // keys this lookup reads itself (parallel to reads)
   std::vector<RecordPtr> led_fallback;  // their L1 copies past refresh time, if any
   std::vector<uint64_t> led_epoch;      // their write epochs when the read was issued
+  std::vector<uint64_t> led_hash;       // their HashOf
   const uint64_t now_ns = p->start_ns;
   uint64_t hits = 0, misses = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
-    RecordPtr rec = l1_.Get(keys[k], now_ns);
+    RecordPtr rec = l1_.Get(keys[k], hashes[k], now_ns);
     if (rec && now_ns < rec->refresh_after.load()) {
       ++hits;
       Resolve(p, k, rec, nullptr);
       continue;
     }
     ++misses;
-    bool leader = flights_.Lead(keys[k], [&] {
+    bool leader = flights_.Lead(HashedKey{keys[k], hashes[k]}, [&] {
       return [this, p, k, fallback = rec](const StatusOr<RecordPtr>& r) {
         Resolve(p, k, r, fallback);
       };
@@ -250,7 +255,8 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
       reads.push_back(TierRead{std::move(keys[k]), p->key_group[k]});
       led.push_back(static_cast<uint32_t>(k));
       led_fallback.push_back(std::move(rec));
-      led_epoch.push_back(Epoch(reads.back().key).load(std::memory_order_acquire));
+      led_epoch.push_back(Epoch(hashes[k]).load(std::memory_order_acquire));
+      led_hash.push_back(hashes[k]);
     }
   }
   if (hits) m.l1_hit.Increment(static_cast<double>(hits));
@@ -264,16 +270,17 @@ void FeatureStore::Lookup(LookupRequest req, std::function<void(LookupResult)> d
                         : req.deadline;
     tier_->Read(std::move(reads), deadline,
                 [this, p, led = std::move(led), led_fallback = std::move(led_fallback),
-                 led_epoch = std::move(led_epoch)](std::vector<TierRead> reads,
-                                                   std::vector<StatusOr<TierRecordPtr>> results) {
+                 led_epoch = std::move(led_epoch), led_hash = std::move(led_hash)](
+                    std::vector<TierRead> reads, std::vector<StatusOr<TierRecordPtr>> results) {
                   for (size_t i = 0; i < reads.size(); ++i) {
+                    const HashedKey key{reads[i].key, led_hash[i]};
                     if (!results[i].ok()) CountTierError(results[i].status(), reads[i].key);
                     StatusOr<RecordPtr> r =
-                        results[i].ok() ? StatusOr<RecordPtr>(FillL1(reads[i].key, *reads[i].group,
+                        results[i].ok() ? StatusOr<RecordPtr>(FillL1(key, *reads[i].group,
                                                                      std::move(results[i]).value(),
                                                                      led_epoch[i], led_fallback[i]))
                                         : StatusOr<RecordPtr>(results[i].status());
-                    flights_.Complete(reads[i].key, r);  // followers from other lookups
+                    flights_.Complete(key, r);  // followers from other lookups
                     Resolve(p, led[i], r, led_fallback[i]);
                   }
                 });
@@ -374,7 +381,7 @@ void FeatureStore::Finish(const std::shared_ptr<Pending>& p) {
   done(std::move(p->result));
 }
 
-RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group, TierRecordPtr record,
+RecordPtr FeatureStore::FillL1(HashedKey key, const GroupSpec& group, TierRecordPtr record,
                                uint64_t epoch_at_read, const RecordPtr& cached) {
   uint64_t now = NowNs();
   uint64_t deadline;
@@ -392,7 +399,7 @@ RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group, T
   }
   // A push of this key since the read was issued: its answer may predate the push; serve it to
   // this lookup but do not cache it.
-  if (Epoch(key).load(std::memory_order_acquire) != epoch_at_read) return record;
+  if (Epoch(key.hash).load(std::memory_order_acquire) != epoch_at_read) return record;
   // Unchanged since the copy in L1 (the common case on a refresh): keep that entry and move its
   // refresh time, instead of replacing it (no allocation, no admission, no eviction work).
   if (cached && cached->found == record->found && cached->event_time_us == record->event_time_us &&
@@ -402,7 +409,7 @@ RecordPtr FeatureStore::FillL1(const std::string& key, const GroupSpec& group, T
   }
   record->refresh_after.store(refresh);
   RecordPtr shared = std::move(record);
-  l1_.Put(key, shared, deadline, now);
+  l1_.Put(key.key, key.hash, shared, deadline, now);
   return shared;
 }
 
@@ -446,7 +453,7 @@ void FeatureStore::Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
                [this, spec, keys = std::move(keys),
                 done = std::move(done)](std::vector<StatusOr<bool>> results) {
                  for (const auto& k : keys) {
-                   Epoch(k).fetch_add(1, std::memory_order_acq_rel);
+                   Epoch(HashOf(k)).fetch_add(1, std::memory_order_acq_rel);
                    l1_.Erase(k);
                  }
                  done(std::move(results));

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "features/feature_spec.h"
+#include "features/hashed_key.h"
 #include "features/heavy_hitters.h"
 #include "features/l1_cache.h"
 #include "features/online_tier.h"
@@ -102,13 +103,11 @@ class FeatureStore {
   void Finish(const std::shared_ptr<Pending>& p);
   // Sets the record's refresh time, puts it into L1 and returns it (shared, now immutable).
   // `cached`: the L1 entry past its refresh time, if any.
-  RecordPtr FillL1(const std::string& key, const GroupSpec& group, TierRecordPtr record,
+  RecordPtr FillL1(HashedKey key, const GroupSpec& group, TierRecordPtr record,
                    uint64_t epoch_at_read, const RecordPtr& cached);
   // Write epoch of a key's bucket: a push bumps it, so a read issued before the push does not
   // put its (older) answer into L1 after the push dropped the key.
-  std::atomic<uint64_t>& Epoch(std::string_view key) {
-    return epochs_[std::hash<std::string_view>{}(key) % epochs_.size()];
-  }
+  std::atomic<uint64_t>& Epoch(uint64_t key_hash) { return epochs_[key_hash % epochs_.size()]; }
   void CountTierError(const Status& status, const std::string& key);
   void CountAccess(const FeatureSpec& spec,
                    const std::map<std::string, std::vector<std::string>>& entities);

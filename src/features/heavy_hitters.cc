@@ -11,28 +11,10 @@
 #include <utility>
 
 #include "common/mutex.h"
+#include "features/hashed_key.h"
 
 namespace dais::features {
 namespace {
-
-uint64_t HashOf(std::string_view s) { return std::hash<std::string_view>{}(s); }
-
-// A key to look up with its hash already computed (it also picked the shard).
-struct HashedKey {
-  std::string_view key;
-  size_t hash;
-};
-struct KeyHash {
-  using is_transparent = void;
-  size_t operator()(const std::string& s) const { return HashOf(s); }
-  size_t operator()(const HashedKey& k) const { return k.hash; }
-};
-struct KeyEq {
-  using is_transparent = void;
-  bool operator()(const std::string& a, const std::string& b) const { return a == b; }
-  bool operator()(const HashedKey& a, const std::string& b) const { return a.key == b; }
-  bool operator()(const std::string& a, const HashedKey& b) const { return a == b.key; }
-};
 
 using Map = std::unordered_map<std::string, uint32_t, KeyHash, KeyEq>;
 

@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "features/frequency_sketch.h"
+#include "features/hashed_key.h"
 
 namespace dais::features {
 namespace {
@@ -88,8 +89,6 @@ struct NodeEq {
   bool operator()(const Node& a, const KeyRef& b) const { return a.key == b.key; }
 };
 using NodeSet = std::unordered_set<Node, NodeHash, NodeEq>;
-
-uint64_t HashKey(std::string_view key) { return std::hash<std::string_view>{}(key); }
 
 }  // namespace
 
@@ -352,18 +351,25 @@ L1Cache::Shard& L1Cache::ShardFor(uint64_t hash) {
 }
 
 RecordPtr L1Cache::Get(std::string_view key, uint64_t now_ns) {
-  uint64_t hash = HashKey(key);
+  return Get(key, HashOf(key), now_ns);
+}
+
+RecordPtr L1Cache::Get(std::string_view key, uint64_t hash, uint64_t now_ns) {
   return ShardFor(hash).Get(key, hash, now_ns);
 }
 
 bool L1Cache::Put(std::string_view key, RecordPtr record, uint64_t deadline_ns, uint64_t now_ns) {
-  uint64_t hash = HashKey(key);
+  return Put(key, HashOf(key), std::move(record), deadline_ns, now_ns);
+}
+
+bool L1Cache::Put(std::string_view key, uint64_t hash, RecordPtr record, uint64_t deadline_ns,
+                  uint64_t now_ns) {
   size_t charge = record == nullptr ? 0 : Charge(key, *record);
   return ShardFor(hash).Put(key, hash, std::move(record), charge, deadline_ns, now_ns);
 }
 
 void L1Cache::Erase(std::string_view key) {
-  uint64_t hash = HashKey(key);
+  uint64_t hash = HashOf(key);
   ShardFor(hash).Erase(key, hash);
 }
 

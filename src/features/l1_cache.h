@@ -73,6 +73,8 @@ class L1Cache {
   // Returns the record if present and now_ns < its deadline, else nullptr. An expired entry is
   // dropped. Every call (hit or miss) counts one access of `key` in the frequency sketch.
   RecordPtr Get(std::string_view key, uint64_t now_ns);
+  // Same, with the key's hash already computed: `hash` must be HashOf(key) (hashed_key.h).
+  RecordPtr Get(std::string_view key, uint64_t hash, uint64_t now_ns);
 
   // Inserts or replaces `key`. After deadline_ns, Get no longer returns the entry. A new key
   // enters the admission window; entries pushed out of the window are admitted to the main
@@ -83,6 +85,8 @@ class L1Cache {
   // (then an older value of the key is erased, so Get never returns stale data), or a new key
   // that lost admission at once because the window is smaller than its charge.
   bool Put(std::string_view key, RecordPtr record, uint64_t deadline_ns, uint64_t now_ns);
+  bool Put(std::string_view key, uint64_t hash, RecordPtr record, uint64_t deadline_ns,
+           uint64_t now_ns);
 
   // Removes `key` if present. Its frequency history is kept.
   void Erase(std::string_view key);

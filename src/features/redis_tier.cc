@@ -39,13 +39,18 @@ const redis::Script& RedisTier::WriteScript() {
 }
 
 redis::KeyedCommand RedisTier::ReadCommand(const TierRead& read) {
+  // HMGET key _ts <features...>, encoded straight into one string (no vector of arguments).
   redis::KeyedCommand c;
   c.key = read.key;
-  c.command.reserve(3 + read.group->features.size());
-  c.command.push_back("HMGET");
-  c.command.push_back(read.key);
-  c.command.push_back("_ts");
-  for (const auto& f : read.group->features) c.command.push_back(f.name);
+  const auto& features = read.group->features;
+  size_t bytes = 32 + 2 * read.key.size();
+  for (const auto& f : features) bytes += f.name.size() + 16;
+  c.encoded.reserve(bytes);
+  redis::AppendArrayHeader(3 + features.size(), &c.encoded);
+  redis::AppendBulk("HMGET", &c.encoded);
+  redis::AppendBulk(read.key, &c.encoded);
+  redis::AppendBulk("_ts", &c.encoded);
+  for (const auto& f : features) redis::AppendBulk(f.name, &c.encoded);
   return c;
 }
 

@@ -21,6 +21,7 @@
 
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "features/hashed_key.h"
 
 namespace dais::features {
 
@@ -35,42 +36,52 @@ class SingleFlight {
 
   // Like Join, but `make_follower_cb` is called (under the lock) only when the caller follows a
   // flight in progress: a leader, which handles the value itself, pays for no callback.
+  // `key.hash` must be HashOf(key.key).
   template <typename MakeCallback>
-  bool Lead(const std::string& key, MakeCallback&& make_follower_cb) {
-    Shard& s = ShardFor(key);
+  bool Lead(HashedKey key, MakeCallback&& make_follower_cb) {
+    Shard& s = ShardFor(key.hash);
     MutexLock lock(&s.mu);
-    auto [it, inserted] = s.flights.try_emplace(key);
-    if (!inserted) it->second.push_back(make_follower_cb());
-    return inserted;
+    if (auto it = s.flights.find(key); it != s.flights.end()) {
+      it->second.push_back(make_follower_cb());
+      return false;
+    }
+    s.flights.emplace(std::string(key.key), std::vector<Callback>());
+    return true;
   }
 
   // Returns true if the caller is the leader (it must later call Complete(key, value)); false if
   // it joined a flight in progress. Either way `cb` (may be empty) is invoked by Complete.
   bool Join(const std::string& key, Callback cb) {
-    Shard& s = ShardFor(key);
+    const HashedKey k{key, HashOf(key)};
+    Shard& s = ShardFor(k.hash);
     MutexLock lock(&s.mu);
-    auto [it, inserted] = s.flights.try_emplace(key);
+    auto it = s.flights.find(k);
+    const bool leader = it == s.flights.end();
+    if (leader) it = s.flights.emplace(key, std::vector<Callback>()).first;
     if (cb) it->second.push_back(std::move(cb));
-    return inserted;
+    return leader;
   }
 
   // Ends the flight of `key`: invokes its callbacks with `value`. Completing a key with no
   // flight in progress is a caller bug (logged and counted, otherwise ignored).
-  void Complete(const std::string& key, const V& value) {
+  void Complete(HashedKey key, const V& value) {
     std::vector<Callback> callbacks;
     {
-      Shard& s = ShardFor(key);
+      Shard& s = ShardFor(key.hash);
       MutexLock lock(&s.mu);
       auto it = s.flights.find(key);
       if (it == s.flights.end()) {
         DAIS_BUG("SingleFlight::Complete for key with no flight in progress ({} bytes)",
-                 key.size());
+                 key.key.size());
         return;
       }
       callbacks = std::move(it->second);
       s.flights.erase(it);
     }
     for (Callback& cb : callbacks) cb(value);
+  }
+  void Complete(const std::string& key, const V& value) {
+    Complete(HashedKey{key, HashOf(key)}, value);
   }
 
   // Keys with a flight in progress.
@@ -88,11 +99,10 @@ class SingleFlight {
   // I/O thread completing them) do not bounce one lock.
   struct Shard {
     mutable Mutex mu;
-    std::unordered_map<std::string, std::vector<Callback>> flights GUARDED_BY(mu);
+    std::unordered_map<std::string, std::vector<Callback>, KeyHash, KeyEq> flights GUARDED_BY(mu);
   };
-  Shard& ShardFor(const std::string& key) {
-    return shards_[std::hash<std::string>{}(key) % shards_.size()];
-  }
+  // The top bits: the maps' buckets use the hash modulo a prime.
+  Shard& ShardFor(size_t hash) { return shards_[(hash >> 56) % shards_.size()]; }
   std::array<Shard, 32> shards_;
 };
 

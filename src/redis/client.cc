@@ -59,10 +59,12 @@ class Client::Impl {
 
 namespace {
 
-OpPtr MakeOp(std::string key, const Command& command) {
+OpPtr MakeOp(std::string key, const Command& command, std::string encoded = {}) {
   auto op = std::make_shared<Op>();
   op->key = std::move(key);
-  if (command.empty()) {
+  if (!encoded.empty()) {
+    op->payload = std::move(encoded);
+  } else if (command.empty()) {
     op->invalid = InvalidArgument("redis: empty command");
   } else {
     op->payload = EncodeCommand(command);
@@ -122,13 +124,16 @@ std::vector<std::string> Client::Masters() const { return impl_->state_.masters(
 const ClientOptions& Client::options() const { return impl_->options_; }
 
 void Client::Execute(KeyedCommand cmd, Deadline deadline, ReplyCallback cb) {
-  impl_->Submit({MakeOp(std::move(cmd.key), cmd.command)}, deadline, Single(std::move(cb)));
+  impl_->Submit({MakeOp(std::move(cmd.key), cmd.command, std::move(cmd.encoded))}, deadline,
+                Single(std::move(cb)));
 }
 
 void Client::ExecuteBatch(std::vector<KeyedCommand> cmds, Deadline deadline, BatchCallback cb) {
   std::vector<OpPtr> ops;
   ops.reserve(cmds.size());
-  for (KeyedCommand& c : cmds) ops.push_back(MakeOp(std::move(c.key), c.command));
+  for (KeyedCommand& c : cmds) {
+    ops.push_back(MakeOp(std::move(c.key), c.command, std::move(c.encoded)));
+  }
   impl_->Submit(std::move(ops), deadline, std::move(cb));
 }
 

@@ -18,6 +18,9 @@ using Deadline = std::chrono::steady_clock::time_point;
 struct KeyedCommand {
   std::string key;
   Command command;
+  // Instead of `command`: the command already RESP-encoded (AppendArrayHeader + AppendBulk), for
+  // hot paths that build it without a vector of strings. Used when not empty; not validated.
+  std::string encoded = {};
 };
 
 using ReplyCallback = std::function<void(StatusOr<Reply>)>;

@@ -81,12 +81,16 @@ std::string ReplyToString(const Reply& reply) {
 }
 
 void AppendCommand(const Command& args, std::string* out) {
-  AppendHeader('*', args.size(), out);
-  for (const std::string& a : args) {
-    AppendHeader('$', a.size(), out);
-    out->append(a);
-    out->append("\r\n");
-  }
+  AppendArrayHeader(args.size(), out);
+  for (const std::string& a : args) AppendBulk(a, out);
+}
+
+void AppendArrayHeader(size_t n, std::string* out) { AppendHeader('*', n, out); }
+
+void AppendBulk(std::string_view arg, std::string* out) {
+  AppendHeader('$', arg.size(), out);
+  out->append(arg);
+  out->append("\r\n");
 }
 
 std::string EncodeCommand(const Command& args) {

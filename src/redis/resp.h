@@ -45,6 +45,10 @@ using Command = std::vector<std::string>;
 std::string EncodeCommand(const Command& args);
 // Same, appended to *out (to build one pipelined write).
 void AppendCommand(const Command& args, std::string* out);
+// The pieces, for building a command without a Command vector: "*<n>\r\n", then n bulk strings
+// "$<len>\r\n<arg>\r\n".
+void AppendArrayHeader(size_t n, std::string* out);
+void AppendBulk(std::string_view arg, std::string* out);
 
 // Incremental parser: feed bytes as they arrive, in chunks of any size (down to one byte).
 // Memory: buffers at most one incomplete reply (a bulk string is held until all of it arrived).

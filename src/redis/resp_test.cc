@@ -42,6 +42,17 @@ TEST(RespEncodeTest, ArrayOfBulkStrings) {
   EXPECT_EQ(out, "x*1\r\n$4\r\nPING\r\n");
 }
 
+TEST(RespEncodeTest, PiecesEncodeLikeEncodeCommand) {
+  const std::string binary("a\0\r\nb", 5);
+  std::string out;
+  AppendArrayHeader(4, &out);
+  for (std::string_view a : {std::string_view("HMGET"), std::string_view("k"),
+                             std::string_view(binary), std::string_view()}) {
+    AppendBulk(a, &out);
+  }
+  EXPECT_EQ(out, EncodeCommand({"HMGET", "k", binary, ""}));
+}
+
 TEST(RespParserTest, EveryType) {
   ExpectParses("+OK\r\n", {Reply::Status("OK")});
   ExpectParses("-ERR bad thing\r\n", {Reply::Error("ERR bad thing")});
