@@ -5,7 +5,11 @@ Starts its own redis-server on a free loopback port (--save '' --appendonly no),
 --entities user_profile records (age FP32 + clicks FP32[15] = 64 bytes, the spec below) with
 bench/feature_store_bench (PushSync in batches of 1000), then measures:
   references  redis-benchmark: GET and HMGET of one real record, 1 client (round trip) and
-              50 clients x pipeline 16 (the server's batched rate);
+              50 clients x pipeline 16 (the server's batched rate); and pipelined HMGET over
+              --entities random keys of the same shape (fields, value sizes, TTL) that
+              redis-benchmark writes itself: the access pattern of the dais lookups below (one
+              hot key stays in the CPU caches, random keys do not: Redis itself is ~1.7x slower
+              on them, in dictFind and the expires lookup);
   in process  bench/feature_store_bench: 1 entity per lookup from Redis (L1 off, l1_ttl 0),
               100 entities per lookup, batched throughput with several threads (records/s, the
               ratio to pipelined HMGET), and L1 hits (plus the raw L1Cache::Get);
@@ -53,6 +57,9 @@ entity_input: USER_ID
 """
 # online_tier.cc RecordKey: "dais:<domain>:{<entity>=<id>}:<group>:v<version>"
 KEY1 = "dais:bench:{user_id=1}:user_profile:v1"
+# The random-key reference's keys: redis-benchmark replaces __rand_int__ with a random 12-digit
+# number below -r; same length class as the dais keys.
+REF_KEY = "dais:ref:{user_id=__rand_int__}:user_profile:v1"
 
 
 def log(msg):
@@ -100,10 +107,13 @@ def start_redis(tmp):
     raise RuntimeError("redis-server did not start")
 
 
-def redis_benchmark(port, redis_pid, n, clients, pipeline, command):
-    """One redis-benchmark run (--csv); rps, p50/p99 in µs, and redis-server's cores."""
+def redis_benchmark(port, redis_pid, n, clients, pipeline, command, keyspace=0):
+    """One redis-benchmark run (--csv); rps, p50/p99 in µs, and redis-server's cores.
+    keyspace > 0: -r keyspace (random keys, REF_KEY)."""
     cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-n", str(n),
            "-c", str(clients), "-P", str(pipeline), "--csv"]
+    if keyspace:
+        cmd += ["-r", str(keyspace)]
     cmd += ["-t", "get"] if command == ["GET"] else command
     c0, t0, k0 = benchlib.cpu_seconds(redis_pid), time.monotonic(), os.times()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -113,8 +123,22 @@ def redis_benchmark(port, redis_pid, n, clients, pipeline, command):
     f = [x.strip('"') for x in row.split('","')]
     # test, rps, avg, min, p50, p95, p99, max (ms)
     return {"name": command[0], "clients": clients, "pipeline": pipeline, "n": n,
+            "keyspace": keyspace,
             "rps": float(f[1]), "p50_us": float(f[4]) * 1e3, "p99_us": float(f[6]) * 1e3,
             "redis_cores": (c1 - c0) / (t1 - t0), "client_cores": client / (t1 - t0)}
+
+
+def load_random_reference(port, entities):
+    """Hashes like the dais records (same field names and value sizes, 7-day TTL) under
+    REF_KEY's __rand_int__ pattern, for the random-key HMGET reference. redis-benchmark -r picks
+    keys at random: 5 x entities writes leave < 1 % of the key space unwritten."""
+    base = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-r", str(entities),
+            "-n", str(5 * entities), "-c", "50", "-P", "16", "-q"]
+    ts, age, clicks = "t" * 8, "a" * 4, "c" * 60
+    subprocess.run(base + ["HSET", REF_KEY, "_ts", ts, "age", age, "clicks", clicks],
+                   capture_output=True, check=True)
+    subprocess.run(base + ["PEXPIRE", REF_KEY, str(7 * 86400 * 1000)], capture_output=True,
+                   check=True)
 
 
 def fsb(args, port, spec, redis_pid, phase, *extra):
@@ -220,10 +244,11 @@ def fmt_us(us):
 
 
 def report(res):
-    refs = {(r["name"], r["clients"]): r for r in res["refs"]}
+    refs = {(r["name"], r["clients"], r.get("keyspace", 0)): r for r in res["refs"]}
     ph = res["phases"]
-    hm1, hmP = refs[("HMGET", 1)], refs[("HMGET", 50)]
-    get1, getP = refs[("GET", 1)], refs[("GET", 50)]
+    hm1, hmP = refs[("HMGET", 1, 0)], refs[("HMGET", 50, 0)]
+    hmR = refs.get(("HMGET", 50, res["meta"]["entities"]))
+    get1, getP = refs[("GET", 1, 0)], refs[("GET", 50, 0)]
     print(f"# {res['meta']['date']}, {res['meta']['cores']} cores, load average at start "
           f"{res['meta']['loadavg_start']}, at end {res['meta']['loadavg_end']}, other processes "
           f"{res['meta'].get('other_cores', '?')} cores on average; "
@@ -236,7 +261,9 @@ def report(res):
           "redis-benchmark cores |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for r in res["refs"]:
-        name = "HMGET _ts age clicks (one record)" if r["name"] == "HMGET" else "GET"
+        name = "GET" if r["name"] == "GET" else \
+            f"HMGET _ts age clicks ({r['keyspace']} random records)" if r.get("keyspace") else \
+            "HMGET _ts age clicks (one record)"
         print(f"| {name} | {r['clients']} x {r['pipeline']} | {r['rps']:.0f} | "
               f"{fmt_us(r['p50_us'])} | {fmt_us(r['p99_us'])} | {r['redis_cores']:.2f} | "
               f"{r.get('client_cores', 0):.2f} |")
@@ -260,11 +287,14 @@ def report(res):
           f"pipelined HMGET | {r100['redis_cores']:.2f} | {r100['bench_cores']:.2f} | "
           f"{r100['bad']} |")
     for t in ph["tput"]:
+        vs = f"**{t['records_per_s'] / hmP['rps']:.2f}** of pipelined HMGET, one key " \
+             f"({hmP['rps']:.0f}/s)"
+        if hmR:
+            vs += f"; **{t['records_per_s'] / hmR['rps']:.2f}** of it on random keys " \
+                  f"({hmR['rps']:.0f}/s)"
         print(f"| batched, {t['threads']} threads x 100 entities (L1 off) | {t['p50_us']:.0f} us | "
-              f"{t['p99_us']:.0f} us | - | {t['records_per_s']:.0f} records/s | "
-              f"**{t['records_per_s'] / hmP['rps']:.2f}** of pipelined HMGET "
-              f"({hmP['rps']:.0f}/s) | {t['redis_cores']:.2f} | {t['bench_cores']:.2f} | "
-              f"{t['bad']} |")
+              f"{t['p99_us']:.0f} us | - | {t['records_per_s']:.0f} records/s | {vs} | "
+              f"{t['redis_cores']:.2f} | {t['bench_cores']:.2f} | {t['bad']} |")
     l1 = ph["l1"]
     print(f"| L1 hit, 1 entity (LookupSync) | {l1['p50_ns']} ns | {l1['p99_ns']} ns | "
           f"{l1['p999_ns']} ns | {l1['lookups_per_s']:.0f} lookups/s | tier reads "
@@ -305,7 +335,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller samples, 2 s HTTP cases")
     ap.add_argument("--entities", type=int, default=100000)
-    ap.add_argument("--threads", default="2,4,8", help="thread counts of the batched case")
+    ap.add_argument("--threads", default="4,8,16", help="thread counts of the batched case")
     ap.add_argument("--seconds", type=int, default=None, help="seconds per HTTP case")
     ap.add_argument("--no-http", action="store_true", help="skip the dais serve part")
     ap.add_argument("--json-out")
@@ -342,6 +372,12 @@ def main():
                 r = redis_benchmark(port, redis.pid, n, clients, pipe, cmd)
                 log(json.dumps(r))
                 res["refs"].append(r)
+        log(f"# writing {args.entities} random reference records")
+        load_random_reference(port, args.entities)
+        r = redis_benchmark(port, redis.pid, nP, 50, 16,
+                            ["HMGET", REF_KEY, "_ts", "age", "clicks"], args.entities)
+        log(json.dumps(r))
+        res["refs"].append(r)
 
         ph["redis1"] = fsb(args, port, spec, redis.pid, "redis1", "--samples",
                            5000 if q else 20000)
