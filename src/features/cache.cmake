@@ -11,3 +11,5 @@ dais_cc_test(NAME single_flight_test SRCS ${CMAKE_CURRENT_LIST_DIR}/single_fligh
   DEPS dais_feature_cache)
 dais_cc_test(NAME heavy_hitters_test SRCS ${CMAKE_CURRENT_LIST_DIR}/heavy_hitters_test.cc
   DEPS dais_feature_cache)
+dais_cc_test(NAME l1_nodes_test SRCS ${CMAKE_CURRENT_LIST_DIR}/l1_nodes_test.cc
+  DEPS dais_feature_cache)

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <functional>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "common/mutex.h"
 #include "features/frequency_sketch.h"
 #include "features/hashed_key.h"
+#include "features/l1_nodes.h"
 
 namespace dais::features {
 namespace {
@@ -22,73 +22,10 @@ constexpr size_t kProtectedPercent = 80;
 // Charge assumed for sizing a shard's frequency sketch (entries ~ capacity / this).
 constexpr size_t kTypicalChargeBytes = 128;
 
-enum class Queue : uint8_t { kWindow, kProbation, kProtected };
-
-struct Link {
-  Link* prev = this;
-  Link* next = this;
-};
-
-struct Node : Link {
-  Node(std::string_view k, uint64_t h) : key(k), hash(h) {}
-  const std::string key;
-  const uint64_t hash;
-  RecordPtr record;
-  uint64_t deadline_ns = 0;
-  size_t charge = 0;
-  Queue queue = Queue::kWindow;
-  bool candidate = false;  // moved out of the window, admission still undecided
-};
-
-// Intrusive doubly linked list with a sentinel; front = most recently used.
-class List {
- public:
-  List() = default;
-  List(const List&) = delete;
-  List& operator=(const List&) = delete;
-
-  bool empty() const { return head_.next == &head_; }
-  Node* back() { return empty() ? nullptr : static_cast<Node*>(head_.prev); }
-  void PushFront(Node* n) {
-    n->prev = &head_;
-    n->next = head_.next;
-    head_.next->prev = n;
-    head_.next = n;
-  }
-  static void Unlink(Node* n) {
-    n->prev->next = n->next;
-    n->next->prev = n->prev;
-    n->prev = n->next = n;
-  }
-  void MoveToFront(Node* n) {
-    Unlink(n);
-    PushFront(n);
-  }
-  void Reset() { head_.prev = head_.next = &head_; }
-
- private:
-  Link head_;
-};
-
-// Lookup key: the caller's key with its precomputed hash.
-struct KeyRef {
-  std::string_view key;
-  uint64_t hash;
-};
-// The nodes live in an unordered_set (one allocation per entry, stable addresses), found by
-// KeyRef through heterogeneous lookup.
-struct NodeHash {
-  using is_transparent = void;
-  size_t operator()(const Node& n) const { return static_cast<size_t>(n.hash); }
-  size_t operator()(const KeyRef& k) const { return static_cast<size_t>(k.hash); }
-};
-struct NodeEq {
-  using is_transparent = void;
-  bool operator()(const Node& a, const Node& b) const { return a.key == b.key; }
-  bool operator()(const KeyRef& a, const Node& b) const { return a.key == b.key; }
-  bool operator()(const Node& a, const KeyRef& b) const { return a.key == b.key; }
-};
-using NodeSet = std::unordered_set<Node, NodeHash, NodeEq>;
+using l1::List;
+using l1::Node;
+using l1::NodeIndex;
+using l1::Queue;
 
 }  // namespace
 
@@ -137,7 +74,7 @@ class alignas(64) L1Cache::Shard {
       EvictFromMain({}, now_ns);
       return Find(key, hash) != nullptr;
     }
-    n = Mutable(*nodes_.emplace(key, hash).first);
+    n = nodes_.Insert(key, hash);
     n->record = std::move(record);
     n->deadline_ns = deadline_ns;
     n->charge = charge;
@@ -168,7 +105,7 @@ class alignas(64) L1Cache::Shard {
     window_.Reset();
     probation_.Reset();
     protected_.Reset();
-    nodes_.clear();
+    nodes_.Clear();
     window_bytes_ = probation_bytes_ = protected_bytes_ = 0;
     sketch_->Reset();
   }
@@ -292,7 +229,7 @@ class alignas(64) L1Cache::Shard {
         ++ci;
         continue;
       }
-      if (sketch_->Estimate(candidate->hash) > sketch_->Estimate(victim->hash)) {
+      if (sketch_->Estimate(candidate->hash()) > sketch_->Estimate(victim->hash())) {
         ++evictions_;
         Remove(victim);
       } else {
@@ -308,15 +245,10 @@ class alignas(64) L1Cache::Shard {
   void Remove(Node* n) REQUIRES(mu_) {
     List::Unlink(n);
     BytesOf(n->queue) -= n->charge;
-    nodes_.erase(nodes_.find(*n));  // frees n: last
+    nodes_.Erase(n);  // frees n: last
   }
 
-  Node* Find(std::string_view key, uint64_t hash) REQUIRES(mu_) {
-    auto it = nodes_.find(KeyRef{key, hash});
-    return it == nodes_.end() ? nullptr : Mutable(*it);
-  }
-  // Set elements are const only to protect the key and hash; the rest of a node is ours.
-  static Node* Mutable(const Node& n) { return const_cast<Node*>(&n); }
+  Node* Find(std::string_view key, uint64_t hash) REQUIRES(mu_) { return nodes_.Find(key, hash); }
 
   mutable Mutex mu_;
   size_t capacity_ = 0;
@@ -328,7 +260,7 @@ class alignas(64) L1Cache::Shard {
   size_t window_bytes_ GUARDED_BY(mu_) = 0;
   size_t probation_bytes_ GUARDED_BY(mu_) = 0;
   size_t protected_bytes_ GUARDED_BY(mu_) = 0;
-  NodeSet nodes_ GUARDED_BY(mu_);
+  NodeIndex nodes_ GUARDED_BY(mu_);
   std::unique_ptr<FrequencySketch> sketch_ PT_GUARDED_BY(mu_);
   uint64_t evictions_ GUARDED_BY(mu_) = 0;
   uint64_t rejections_ GUARDED_BY(mu_) = 0;
