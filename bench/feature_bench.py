@@ -8,7 +8,7 @@ bench/feature_store_bench (PushSync in batches of 1000), then measures:
               50 clients x pipeline 16 (the server's batched rate); and pipelined HMGET over
               --entities random keys of the same shape (fields, value sizes, TTL) that
               redis-benchmark writes itself: the access pattern of the dais lookups below (one
-              hot key stays in the CPU caches, random keys do not: Redis itself is ~1.7x slower
+              hot key stays in the CPU caches, random keys do not: Redis itself is 2-3x slower
               on them, in dictFind and the expires lookup);
   in process  bench/feature_store_bench: 1 entity per lookup from Redis (L1 off, l1_ttl 0),
               100 entities per lookup, batched throughput with several threads (records/s, the
