@@ -45,7 +45,7 @@ class SingleFlight {
       it->second.push_back(make_follower_cb());
       return false;
     }
-    s.flights.emplace(std::string(key.key), std::vector<Callback>());
+    s.flights.emplace(StoredKey{std::string(key.key), key.hash}, std::vector<Callback>());
     return true;
   }
 
@@ -57,7 +57,7 @@ class SingleFlight {
     MutexLock lock(&s.mu);
     auto it = s.flights.find(k);
     const bool leader = it == s.flights.end();
-    if (leader) it = s.flights.emplace(key, std::vector<Callback>()).first;
+    if (leader) it = s.flights.emplace(StoredKey{key, k.hash}, std::vector<Callback>()).first;
     if (cb) it->second.push_back(std::move(cb));
     return leader;
   }
@@ -97,9 +97,26 @@ class SingleFlight {
  private:
   // Sharded by key hash, so that lookups of different keys (on different cores, and the Redis
   // I/O thread completing them) do not bounce one lock.
+  // A key in flight keeps the hash it came with: neither insertion nor lookup hashes it again.
+  struct StoredKey {
+    std::string key;
+    size_t hash;
+  };
+  struct StoredHash {
+    using is_transparent = void;
+    size_t operator()(const StoredKey& k) const { return k.hash; }
+    size_t operator()(const HashedKey& k) const { return k.hash; }
+  };
+  struct StoredEq {
+    using is_transparent = void;
+    bool operator()(const StoredKey& a, const StoredKey& b) const { return a.key == b.key; }
+    bool operator()(const HashedKey& a, const StoredKey& b) const { return a.key == b.key; }
+    bool operator()(const StoredKey& a, const HashedKey& b) const { return a.key == b.key; }
+  };
   struct Shard {
     mutable Mutex mu;
-    std::unordered_map<std::string, std::vector<Callback>, KeyHash, KeyEq> flights GUARDED_BY(mu);
+    std::unordered_map<StoredKey, std::vector<Callback>, StoredHash, StoredEq> flights
+        GUARDED_BY(mu);
   };
   // The top bits: the maps' buckets use the hash modulo a prime.
   Shard& ShardFor(size_t hash) { return shards_[(hash >> 56) % shards_.size()]; }
