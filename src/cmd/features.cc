@@ -12,6 +12,7 @@
 
 #include "common/logging.h"
 #include "features/feast_api.h"
+#include "features/invalidation.h"
 #include "features/offline_files.h"
 #include "features/offline_import.h"
 #include "features/redis_tier.h"
@@ -106,8 +107,12 @@ StatusOr<Opened> Open(const FeaturesCliOptions& o, bool need_spec) {
   features::StoreOptions so;
   so.lookup_timeout = std::chrono::milliseconds(2000);
   so.access_capacity = 0;
+  // Writes (put, import, prewarm) publish their keys: running `dais serve` nodes drop their L1
+  // copies at once (features/invalidation.h).
   op.store = std::make_unique<features::FeatureStore>(
-      so, std::make_unique<features::RedisTier>(op.client.get()));
+      so, std::make_unique<features::PublishingTier>(
+              std::make_unique<features::RedisTier>(op.client.get()),
+              features::RedisPublisher(op.client.get())));
   return op;
 }
 

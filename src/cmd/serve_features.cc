@@ -42,8 +42,15 @@ void AddFeatureFlags(CLI::App* app, FeatureFlags* f) {
                   "Bytes of the in-process feature cache (L1, LFU admission).")
       ->capture_default_str();
   app->add_option("--feature-l1-ttl-ms", f->l1_ttl_ms,
-                  "How long L1 serves a record before reading Redis again (pushes to other "
-                  "nodes become visible here within this time).")
+                  "How long L1 serves a record before reading Redis again (the bound on how "
+                  "long another node's push can go unseen here when invalidation is off or a "
+                  "message is lost).")
+      ->capture_default_str();
+  app->add_option("--feature-invalidation", f->invalidation,
+                  "With --redis: publish the keys of every write on the Redis channel "
+                  "dais:feature-invalidation and drop the keys other nodes publish there from "
+                  "this node's L1, so a push through any node is seen everywhere at once "
+                  "(false: within --feature-l1-ttl-ms).")
       ->capture_default_str();
   app->add_option("--feature-negative-ttl-ms", f->negative_ttl_ms,
                   "How long L1 remembers that Redis has no record for an entity.")
@@ -121,6 +128,10 @@ StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFl
                rt->redis_->cluster_mode() ? "cluster" : "standalone");
     }
     tier = std::make_unique<features::RedisTier>(rt->redis_.get());
+    if (flags.invalidation) {
+      tier = std::make_unique<features::PublishingTier>(std::move(tier),
+                                                        features::RedisPublisher(rt->redis_.get()));
+    }
   } else {
     tier = std::make_unique<features::MemoryTier>(flags.memory_bytes);
     LOG_INFO(
@@ -129,6 +140,11 @@ StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFl
         flags.memory_bytes >> 20);
   }
   rt->store_ = std::make_unique<features::FeatureStore>(so, std::move(tier));
+  if (rt->redis_ && flags.invalidation) {
+    ASSIGN_OR_RETURN(rt->invalidation_, features::InvalidationListener::Start(rt->redis_->options(),
+                                                                              rt->store_.get()));
+    LOG_INFO("feature store: L1 invalidation on (channel {})", features::kInvalidationChannel);
+  }
   FeatureRuntime* self = rt.get();
   rt->api_ = std::make_unique<features::FeastApi>(
       rt->store_.get(), [self] { return self->AllSpecs(); },
@@ -146,8 +162,10 @@ FeatureRuntime::~FeatureRuntime() {
   stop_ = true;
   if (flusher_.joinable()) flusher_.join();
   if (!flags_.offline_root.empty()) FlushAccessCounts();
-  // The client first: its shutdown answers pending reads and writes through the store's
-  // callbacks, so the store must still exist; afterwards nothing calls the tier any more.
+  // The listener first (its messages go to the store), then the client: its shutdown answers
+  // pending reads and writes through the store's callbacks, so the store must still exist;
+  // afterwards nothing calls the tier any more.
+  invalidation_.reset();
   redis_.reset();
   store_.reset();
 }

@@ -13,6 +13,7 @@
 #include "features/enricher.h"
 #include "features/feast_api.h"
 #include "features/feature_store.h"
+#include "features/invalidation.h"
 #include "redis/client.h"
 #include "runtime/model_manager.h"
 
@@ -36,6 +37,7 @@ struct FeatureFlags {
   std::string offline_root;
   std::string node_id;
   int access_flush_secs = 60;
+  bool invalidation = true;  // publish written keys; drop other processes' writes from L1
 };
 
 // Flags for the Redis connection only (`dais features` uses these too).
@@ -72,6 +74,7 @@ class FeatureRuntime {
   std::vector<features::FeatureSpecPtr> specs_;
   std::unique_ptr<redis::Client> redis_;
   std::unique_ptr<features::FeatureStore> store_;
+  std::unique_ptr<features::InvalidationListener> invalidation_;
   std::unique_ptr<features::FeastApi> api_;
   std::unique_ptr<features::Enricher> enricher_;
   std::string access_day_;

@@ -452,12 +452,22 @@ void FeatureStore::Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
   tier_->Write(std::move(writes), deadline,
                [this, spec, keys = std::move(keys),
                 done = std::move(done)](std::vector<StatusOr<bool>> results) {
-                 for (const auto& k : keys) {
-                   Epoch(HashOf(k)).fetch_add(1, std::memory_order_acq_rel);
-                   l1_.Erase(k);
-                 }
+                 Invalidate(std::vector<std::string_view>(keys.begin(), keys.end()));
                  done(std::move(results));
                });
+}
+
+void FeatureStore::Invalidate(const std::vector<std::string_view>& keys) {
+  for (std::string_view k : keys) {
+    const uint64_t hash = HashOf(k);
+    Epoch(hash).fetch_add(1, std::memory_order_acq_rel);
+    l1_.Erase(k, hash);
+  }
+}
+
+void FeatureStore::InvalidateAll() {
+  for (auto& e : epochs_) e.fetch_add(1, std::memory_order_acq_rel);
+  l1_.Clear();
 }
 
 std::vector<StatusOr<bool>> FeatureStore::PushSync(FeatureSpecPtr spec, std::vector<PushRow> rows) {

@@ -89,6 +89,13 @@ class FeatureStore {
             std::function<void(std::vector<StatusOr<bool>>)> done);
   std::vector<StatusOr<bool>> PushSync(FeatureSpecPtr spec, std::vector<PushRow> rows);
 
+  // Drops `keys` (record keys) from this process's L1, as a push through this process does, and
+  // keeps reads already in flight from putting an older answer back. For writes made by other
+  // processes (features/invalidation.h).
+  void Invalidate(const std::vector<std::string_view>& keys);
+  // Drops the whole L1 the same way (invalidation messages may have been missed).
+  void InvalidateAll();
+
   bool Healthy() const { return tier_->Healthy(); }
   OnlineTier* tier() { return tier_.get(); }
   L1Cache& l1() { return l1_; }

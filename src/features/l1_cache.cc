@@ -300,10 +300,9 @@ bool L1Cache::Put(std::string_view key, uint64_t hash, RecordPtr record, uint64_
   return ShardFor(hash).Put(key, hash, std::move(record), charge, deadline_ns, now_ns);
 }
 
-void L1Cache::Erase(std::string_view key) {
-  uint64_t hash = HashOf(key);
-  ShardFor(hash).Erase(key, hash);
-}
+void L1Cache::Erase(std::string_view key) { Erase(key, HashOf(key)); }
+
+void L1Cache::Erase(std::string_view key, uint64_t hash) { ShardFor(hash).Erase(key, hash); }
 
 void L1Cache::Clear() {
   for (size_t i = 0; i < num_shards_; ++i) shards_[i].Clear();

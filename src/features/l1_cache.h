@@ -90,6 +90,7 @@ class L1Cache {
 
   // Removes `key` if present. Its frequency history is kept.
   void Erase(std::string_view key);
+  void Erase(std::string_view key, uint64_t hash);
   // Removes all entries and resets the frequency sketches. Counters are kept.
   void Clear();
 

@@ -4,7 +4,8 @@ both started by fixtures on free loopback ports (no persistence).
 Standalone: push/get through Redis, the documented record layout (hash
 dais:<domain>:{<entity>=<id>}:<group>:v<version>, _ts 8-byte little-endian unix us, one field
 per feature, little-endian values, storage TTL), older writes refused by the Lua write, records
-written by another writer read back, pushes visible on a second dais within the L1 TTL, schema
+written by another writer read back, pushes visible on a second dais within the L1 TTL and, with
+L1 invalidation, at once (also a `dais features put`; not on a node with invalidation off), schema
 versions isolated by key, a corrupt record defaulted, and Redis killed and restarted under
 continuous lookups (no hang, no 5xx, DEFAULTED or L1 fallback, /healthz 503, recovery).
 
@@ -192,6 +193,55 @@ def test_pushes_visible_on_another_node(rsrv, start_server, shop_repo, redis_ser
     r = other.infer("shop_mlp", [], parameters={"entity_ids": [51]})
     kv.json_outputs(r)
     assert r.json()["parameters"]["feature_status"] == "PRESENT"
+
+
+def test_invalidation_reaches_other_nodes_at_once(rsrv, start_server, shop_repo, redis_server,
+                                                  dais_bin, tmp_path, kv):
+    """With L1 copies kept for 10 minutes, a push through node A (and a `dais features put`) is
+    seen on node B within a second: A publishes the written keys, B drops them from its L1. A node
+    started with --feature-invalidation false keeps its copy (the TTL bounds it)."""
+    long_ttl = ("--feature-l1-ttl-ms", "600000", "--feature-negative-ttl-ms", "600000")
+    a = start_server(shop_repo, "--redis", redis_server.addr, *long_ttl)
+    b = start_server(shop_repo, "--redis", redis_server.addr, *long_ttl)
+    deaf = start_server(shop_repo, "--redis", redis_server.addr, *long_ttl,
+                        "--feature-invalidation", "false")
+    now = int(time.time())
+
+    def age(srv, ident):
+        c = kv.feast_columns(kv.get_online(srv, ["user_profile:age"], {"user_id": [ident]}))
+        return c["age"]["statuses"][0], c["age"]["values"][0]
+
+    push_rows(a, kv, [71], [now - 10], [1], [[1] * 15])
+    # A's own message may still be on its way to B: wait for it before B caches its copy.
+    b.wait_until(lambda: total(metrics(b, kv), "dais_feature_invalidations_total",
+                               direction="received") >= 1, 5, "B to receive A's first message")
+    assert age(b, 71) == ("PRESENT", 1.0)
+    assert age(deaf, 71) == ("PRESENT", 1.0)
+    assert age(b, 72) == ("NOT_FOUND", None)  # remembered as not found for 10 minutes
+
+    push_rows(a, kv, [71, 72], [now - 5, now - 5], [2, 72], [[1] * 15, [1] * 15])
+    t0 = time.monotonic()
+    b.wait_until(lambda: age(b, 71) == ("PRESENT", 2.0), 5, "B to see A's push", interval=0.01)
+    seen_s = time.monotonic() - t0
+    assert age(b, 72) == ("PRESENT", 72.0)
+    assert age(deaf, 71) == ("PRESENT", 1.0), "no listener: the copy stays for its TTL"
+    print(f"push through A seen on B after {seen_s * 1000:.1f} ms")
+
+    # The CLI publishes too.
+    spec = tmp_path / "shop.yaml"
+    spec.write_text(kv.shop_spec(ttl="1h"))
+    body = {"push_source_name": "user_profile",
+            "df": {"user_id": [71], "event_timestamp": [now], "age": [3], "clicks": [None]}}
+    features_cli(dais_bin, "put", "--redis", redis_server.addr, "--spec", spec,
+                 "--json", json.dumps(body))
+    b.wait_until(lambda: age(b, 71) == ("PRESENT", 3.0), 5, "B to see the CLI's put",
+                 interval=0.01)
+
+    ma, mb = metrics(a, kv), metrics(b, kv)
+    assert total(ma, "dais_feature_invalidations_total", direction="sent") >= 3, ma
+    assert total(mb, "dais_feature_invalidations_total", direction="received") >= 4, mb
+    assert total(mb, "dais_feature_invalidation_resyncs_total") >= 1  # the first subscription
+    assert total(metrics(deaf, kv), "dais_feature_invalidations_total") == 0
 
 
 def test_schema_version_isolation(rsrv, start_server, model_repo, tmp_path, redis_server, kv):
