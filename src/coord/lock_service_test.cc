@@ -32,20 +32,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr milliseconds kShortLease{300};
 
-redis::ClientOptions FastOptions(const std::string& seeds) {
-  auto o = redis::ParseSeeds(seeds);
-  EXPECT_TRUE(o.ok());
-  o->command_timeout = milliseconds(1000);
-  o->connect_timeout = milliseconds(300);
-  o->health_check_interval = milliseconds(100);
-  o->reconnect_backoff_min = milliseconds(20);
-  o->reconnect_backoff_max = milliseconds(200);
-  o->stuck_connection_timeout = milliseconds(500);
-  return *o;
-}
-
 std::unique_ptr<redis::Client> MakeClient(const std::string& seeds) {
-  auto client = redis::Client::Create(FastOptions(seeds));
+  auto client = redis::Client::Create(redis::testing::FastClientOptions(seeds));
   EXPECT_TRUE(client.ok()) << client.status().ToString();
   if (!client.ok()) return nullptr;
   EXPECT_TRUE((*client)->WaitUntilReachable(milliseconds(5000)));

@@ -117,12 +117,8 @@ feature_groups:
 // copy go), publishing tier and, when `listen`, an invalidation listener.
 struct Node {
   Node(const std::string& address, bool listen) {
-    auto o = redis::ParseSeeds(address);
-    EXPECT_TRUE(o.ok());
-    o->health_check_interval = milliseconds(100);
-    o->reconnect_backoff_min = milliseconds(20);
-    o->reconnect_backoff_max = milliseconds(200);
-    auto c = redis::Client::Create(*o);
+    const redis::ClientOptions o = redis::testing::FastClientOptions(address);
+    auto c = redis::Client::Create(o);
     EXPECT_TRUE(c.ok());
     client = std::move(c).value();
     EXPECT_TRUE(client->WaitUntilReachable(std::chrono::seconds(5)));
@@ -132,7 +128,7 @@ struct Node {
         so, std::make_unique<PublishingTier>(std::make_unique<RedisTier>(client.get()),
                                              RedisPublisher(client.get())));
     if (listen) {
-      auto l = InvalidationListener::Start(*o, store.get());
+      auto l = InvalidationListener::Start(o, store.get());
       EXPECT_TRUE(l.ok()) << l.status().message();
       listener = std::move(l).value();
       EXPECT_TRUE(WaitFor([&] { return listener->subscribed(); }, milliseconds(5000)));

@@ -20,25 +20,13 @@ using testing::RedisProcessOptions;
 using testing::WaitFor;
 using Clock = std::chrono::steady_clock;
 
-ClientOptions FastOptions(const std::string& address) {
-  ClientOptions o;
-  o.seeds = {address};
-  o.connect_timeout = milliseconds(300);
-  o.command_timeout = milliseconds(1000);
-  o.health_check_interval = milliseconds(100);
-  o.reconnect_backoff_min = milliseconds(20);
-  o.reconnect_backoff_max = milliseconds(200);
-  o.stuck_connection_timeout = milliseconds(500);
-  return o;
-}
-
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = RedisProcess::Start();
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
-    client_ = MakeClient(FastOptions(server_->address()));
+    client_ = MakeClient(testing::FastClientOptions(server_->address()));
     ASSERT_TRUE(client_->WaitUntilReachable(milliseconds(5000)));
   }
 
@@ -240,7 +228,7 @@ TEST_F(ClientTest, KilledServerFailsFastThenRestartRecovers) {
 
 TEST_F(ClientTest, CreateWithoutServerThenServerAppears) {
   ASSERT_TRUE(server_->Stop().ok());
-  std::unique_ptr<Client> client = MakeClient(FastOptions(server_->address()));
+  std::unique_ptr<Client> client = MakeClient(testing::FastClientOptions(server_->address()));
   EXPECT_FALSE(client->Reachable());
   const auto start = Clock::now();
   EXPECT_EQ(client->Run({"k", {"GET", "k"}}).status().code(), StatusCode::kUnavailable);
@@ -267,7 +255,7 @@ TEST(ClientAuthTest, WrongPasswordIsAClearError) {
   po.password = "s3cret";
   auto server = RedisProcess::Start(po);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  ClientOptions o = FastOptions((*server)->address());
+  ClientOptions o = testing::FastClientOptions((*server)->address());
   o.password = "wrong";
   auto bad = Client::Create(o);
   ASSERT_TRUE(bad.ok());

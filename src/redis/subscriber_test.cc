@@ -18,16 +18,6 @@ using testing::RedisProcess;
 using testing::RedisProcessOptions;
 using testing::WaitFor;
 
-ClientOptions FastOptions(const std::string& address) {
-  ClientOptions o;
-  o.seeds = {address};
-  o.connect_timeout = milliseconds(300);
-  o.health_check_interval = milliseconds(100);
-  o.reconnect_backoff_min = milliseconds(20);
-  o.reconnect_backoff_max = milliseconds(200);
-  return o;
-}
-
 struct Inbox {
   std::mutex mu;
   std::vector<std::string> messages;
@@ -60,7 +50,7 @@ TEST(SubscriberTest, ReceivesMessagesOfItsChannelOnly) {
   auto server = RedisProcess::Start();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   Inbox inbox;
-  auto sub = Subscribe(FastOptions((*server)->address()), &inbox);
+  auto sub = Subscribe(testing::FastClientOptions((*server)->address()), &inbox);
   ASSERT_TRUE(WaitFor([&] { return sub->subscribed(); }, milliseconds(5000)));
   EXPECT_EQ(inbox.subscribed.load(), 1);
   const std::string binary("a\0\r\nb", 5);
@@ -77,7 +67,7 @@ TEST(SubscriberTest, ResubscribesAfterRedisRestarts) {
   auto server = RedisProcess::Start();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   Inbox inbox;
-  auto sub = Subscribe(FastOptions((*server)->address()), &inbox);
+  auto sub = Subscribe(testing::FastClientOptions((*server)->address()), &inbox);
   ASSERT_TRUE(WaitFor([&] { return sub->subscribed(); }, milliseconds(5000)));
   ASSERT_TRUE((*server)->Stop().ok());
   ASSERT_TRUE(WaitFor([&] { return !sub->subscribed(); }, milliseconds(5000)));
@@ -95,7 +85,7 @@ TEST(SubscriberTest, SilentServerIsDetectedByPing) {
   auto server = RedisProcess::Start();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   Inbox inbox;
-  auto sub = Subscribe(FastOptions((*server)->address()), &inbox);
+  auto sub = Subscribe(testing::FastClientOptions((*server)->address()), &inbox);
   ASSERT_TRUE(WaitFor([&] { return sub->subscribed(); }, milliseconds(5000)));
   ASSERT_TRUE((*server)->Pause().ok());
   EXPECT_TRUE(WaitFor([&] { return !sub->subscribed(); }, milliseconds(5000)));
@@ -110,7 +100,7 @@ TEST(SubscriberTest, PasswordAndBadOptions) {
   auto server = RedisProcess::Start(po);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   Inbox good, bad;
-  ClientOptions o = FastOptions((*server)->address());
+  ClientOptions o = testing::FastClientOptions((*server)->address());
   o.password = "s3cret";
   auto sub = Subscribe(o, &good);
   o.password = "wrong";

@@ -39,14 +39,18 @@ metrics::Family<metrics::Counter>& SwitchRejections() {
 
 namespace {
 
-// Gives freed pages back to the OS after an unload, so RSS returns near its baseline: glibc's
-// heap, and jemalloc's arenas when the executable links jemalloc (CMake DAIS_JEMALLOC; its
-// mallctl is then defined, otherwise this weak reference is null).
+// Gives freed pages back to the OS after an unload, so RSS returns near its baseline: jemalloc's
+// arenas when the executable links jemalloc (CMake DAIS_JEMALLOC; its mallctl is then defined,
+// otherwise this weak reference is null), glibc's heap otherwise. Never glibc's malloc_trim in a
+// jemalloc process: glibc's allocator is then unused, and malloc_trim initialising it on an
+// unload thread broke its arena accounting at that thread's exit (abort in
+// __malloc_arena_thread_freeres, or a segfault: test_three_nodes_hot_update_under_traffic).
 void ReleaseFreedMemory() {
-  malloc_trim(0);
   if (&mallctl != nullptr) {
     // "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages.
     mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+  } else {
+    malloc_trim(0);
   }
 }
 

@@ -158,6 +158,19 @@ StatusOr<int> PickFreePort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+ClientOptions FastClientOptions(const std::string& seeds) {
+  StatusOr<ClientOptions> parsed = ParseSeeds(seeds);
+  if (!parsed.ok()) DAIS_BUG("FastClientOptions: {}", parsed.status().message());
+  ClientOptions o = parsed.ok() ? *parsed : ClientOptions{};
+  o.connect_timeout = std::chrono::milliseconds(300);
+  o.command_timeout = std::chrono::milliseconds(1000);
+  o.health_check_interval = std::chrono::milliseconds(100);
+  o.reconnect_backoff_min = std::chrono::milliseconds(20);
+  o.reconnect_backoff_max = std::chrono::milliseconds(200);
+  o.stuck_connection_timeout = std::chrono::milliseconds(500);
+  return o;
+}
+
 StatusOr<Reply> BlockingCall(const std::string& address, const Command& command,
                              milliseconds timeout, const std::string& password) {
   std::string host;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "redis/options.h"
 #include "redis/resp.h"
 
 namespace dais::redis::testing {
@@ -33,6 +34,11 @@ inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds
   }
   return true;
 }
+
+// Client options for tests: `seeds` with short timeouts, health checks and reconnect backoff, so
+// that failures and recoveries show within a test's patience (connect 300 ms, commands 1 s,
+// health check 100 ms, backoff 20-200 ms, stuck connection 500 ms).
+ClientOptions FastClientOptions(const std::string& seeds);
 
 // A loopback TCP port that was free when checked (bind port 0, read it, close).
 StatusOr<int> PickFreePort();
