@@ -202,6 +202,8 @@ TEST_F(InvalidationTest, ResubscribingDropsTheWholeL1) {
   Node b(server_->address(), true);
   Push(b, "1", 5.f, UnixNowUs());
   Push(b, "2", 6.f, UnixNowUs());
+  // b hears its own pushes too: let those messages land before filling the L1.
+  ASSERT_TRUE(WaitFor([&] { return b.listener->messages() >= 2; }, milliseconds(5000)));
   EXPECT_EQ(Read(b, "1"), 5.f);
   EXPECT_EQ(Read(b, "2"), 6.f);
   ASSERT_EQ(b.store->l1().entries(), 2u);

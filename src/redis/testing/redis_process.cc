@@ -21,6 +21,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/logging.h"
 #include "redis/options.h"
 #include "redis/slot.h"
 
