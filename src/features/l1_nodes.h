@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/logging.h"
 #include "features/l1_cache.h"
 
 namespace dais::features::l1 {
@@ -126,7 +127,13 @@ class NodeIndex {
   // Removes and frees `n`, which must be in the index.
   void Erase(Node* n) {
     size_t hole = n->hash() & mask_;
-    while (slots_[hole].node != n) hole = (hole + 1) & mask_;
+    while (size_ == 0 || slots_[hole].node != n) {
+      if (size_ == 0 || slots_[hole].node == nullptr) {  // not held: a caller bug
+        DAIS_BUG("L1 NodeIndex::Erase of a node it does not hold");
+        return;
+      }
+      hole = (hole + 1) & mask_;
+    }
     // Backward shift: move each later entry of the probe run whose home slot does not lie
     // between the hole and itself into the hole, until the run ends.
     for (size_t j = (hole + 1) & mask_; slots_[j].node != nullptr; j = (j + 1) & mask_) {

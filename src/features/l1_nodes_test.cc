@@ -29,6 +29,14 @@ TEST(NodeIndexTest, InsertFindEraseWithTheKeyStoredInTheNode) {
   EXPECT_EQ(index.Find("a", HashOf("a")), nullptr);
   EXPECT_EQ(index.Find(long_key, HashOf(long_key)), k);
   EXPECT_EQ(index.size(), 2u);
+
+  // A node of another index: a caller bug, logged; neither index changes.
+  NodeIndex other, empty_index;
+  Node* foreign = other.Insert("b", HashOf("b"));
+  index.Erase(foreign);
+  empty_index.Erase(foreign);
+  EXPECT_EQ(index.size(), 2u);
+  EXPECT_EQ(other.Find("b", HashOf("b")), foreign);
 }
 
 // Equal hashes (forced collisions): the stored hash matches, so the key decides; erasing from
