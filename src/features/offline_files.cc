@@ -3,6 +3,8 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -787,16 +789,21 @@ class JsonLinesParser final : public ParserBase {
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
+struct GzCloser {
+  void operator()(gzFile f) const { gzclose(f); }
+};
 
 }  // namespace
 
 StatusOr<OfflineFormat> OfflineFormatOf(std::string_view path) {
-  if (EndsWithNoCase(path, ".csv")) return OfflineFormat::kCsv;
-  if (EndsWithNoCase(path, ".jsonl") || EndsWithNoCase(path, ".json")) {
+  std::string_view data = path;
+  if (EndsWithNoCase(data, ".gz")) data.remove_suffix(3);
+  if (EndsWithNoCase(data, ".csv")) return OfflineFormat::kCsv;
+  if (EndsWithNoCase(data, ".jsonl") || EndsWithNoCase(data, ".json")) {
     return OfflineFormat::kJsonLines;
   }
-  return InvalidArgument(
-      fmt::format("{}: not an offline feature file (expected .csv, .jsonl or .json)", path));
+  return InvalidArgument(fmt::format(
+      "{}: not an offline feature file (expected .csv, .jsonl or .json, optionally .gz)", path));
 }
 
 StatusOr<std::unique_ptr<OfflineParser>> OfflineParser::Create(
@@ -849,7 +856,7 @@ StatusOr<std::vector<std::string>> PartitionFiles(const std::string& root, const
   if (!fs::is_directory(dir, ec)) {
     return NotFound(fmt::format("{}: no such partition", dir.string()));
   }
-  static constexpr std::string_view kCompressed[] = {".gz",   ".bz2", ".snappy",  ".zst",
+  static constexpr std::string_view kCompressed[] = {".bz2", ".snappy",  ".zst",
                                                      ".zstd", ".lz4", ".deflate", ".xz"};
   std::vector<std::string> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -865,8 +872,8 @@ StatusOr<std::vector<std::string>> PartitionFiles(const std::string& root, const
       if (EndsWithNoCase(name, z) &&
           OfflineFormatOf(std::string_view(name).substr(0, name.size() - z.size())).ok()) {
         return InvalidArgument(fmt::format(
-            "{}: compressed offline files are not supported (write with compression none)",
-            it->path().string()));
+            "{}: {} compression is not supported (write with compression gzip or none)",
+            it->path().string(), z.substr(1)));
       }
     }
   }
@@ -892,14 +899,46 @@ StatusOr<ReadStats> ReadOfflineFile(const std::string& path, const FeatureSpec& 
   ASSIGN_OR_RETURN(std::unique_ptr<OfflineParser> parser,
                    OfflineParser::Create(format, path, spec, group, on_row, on_error));
   std::vector<char> buf(kChunkBytes);
-  while (!parser->stopped()) {
-    const size_t n = std::fread(buf.data(), 1, buf.size(), file.get());
-    if (n > 0) RETURN_IF_ERROR(parser->Feed(std::string_view(buf.data(), n)));
-    if (n < buf.size()) {
-      if (std::ferror(file.get())) {
-        return Unavailable(fmt::format("{}: read error: {}", path, std::strerror(errno)));
+  if (EndsWithNoCase(path, ".gz")) {
+    // zlib reads the already opened descriptor (a dup: gzclose closes its own).
+    const int fd = dup(fileno(file.get()));
+    std::unique_ptr<gzFile_s, GzCloser> gz(fd < 0 ? nullptr : gzdopen(fd, "rb"));
+    if (gz == nullptr) {
+      if (fd >= 0) close(fd);
+      return InvalidArgument(fmt::format("{}: cannot open for gzip: {}", path, std::strerror(errno)));
+    }
+    gzbuffer(gz.get(), kChunkBytes);
+    while (!parser->stopped()) {
+      const int n = gzread(gz.get(), buf.data(), static_cast<unsigned>(buf.size()));
+      if (n < 0) {
+        int code = 0;
+        const char* why = gzerror(gz.get(), &code);
+        return InvalidArgument(fmt::format("{}: not a valid gzip file: {}", path, why));
       }
-      break;
+      if (gzdirect(gz.get())) {  // zlib would pass anything that is not gzip through as is
+        return InvalidArgument(fmt::format("{}: named .gz but not gzip data", path));
+      }
+      if (n > 0) RETURN_IF_ERROR(parser->Feed(std::string_view(buf.data(), n)));
+      if (static_cast<size_t>(n) < buf.size()) {
+        // gzread stops short at the end of the data, or at a stream cut off before its end.
+        int code = 0;
+        const char* why = gzerror(gz.get(), &code);
+        if (code != Z_OK) {
+          return InvalidArgument(fmt::format("{}: not a valid gzip file: {}", path, why));
+        }
+        if (gzeof(gz.get())) break;
+      }
+    }
+  } else {
+    while (!parser->stopped()) {
+      const size_t n = std::fread(buf.data(), 1, buf.size(), file.get());
+      if (n > 0) RETURN_IF_ERROR(parser->Feed(std::string_view(buf.data(), n)));
+      if (n < buf.size()) {
+        if (std::ferror(file.get())) {
+          return Unavailable(fmt::format("{}: read error: {}", path, std::strerror(errno)));
+        }
+        break;
+      }
     }
   }
   RETURN_IF_ERROR(parser->Finish());

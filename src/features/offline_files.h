@@ -5,10 +5,13 @@
 // LAYOUT
 //   <root>/<group>/dt=YYYY-MM-DD/<name>.csv      CSV with a header line
 //   <root>/<group>/dt=YYYY-MM-DD/<name>.jsonl    JSON lines (".json" is read as JSON lines too)
+//   either gzip-compressed, with ".gz" appended (what Spark writes with compression "gzip" and
+//   pandas with compression="gzip"): decompressed while streaming.
 // <group> is the feature group's name; one dt= directory per UTC day (Hive-style partitioning,
 // what Spark's df.write.partitionBy("dt") writes). In a partition, files whose name starts with
 // '_' or '.' are ignored (Spark's _SUCCESS, .crc files), and so are files with other extensions;
-// compressed data files (.csv.gz, .json.snappy, ...) are an error rather than silently skipped.
+// data files in other compressions (.csv.bz2, .json.snappy, .zst, ...) are an error rather than
+// silently skipped.
 // Directories under <group> that are not dt=<valid date> are ignored.
 //
 // COLUMNS (CSV header names, JSON keys; any order, other columns/keys are ignored)
@@ -98,13 +101,14 @@ inline constexpr size_t kMaxOfflineRecordBytes = 16 << 20;
 StatusOr<std::vector<std::string>> ListPartitions(const std::string& root,
                                                   const std::string& group);
 
-// The data files (.csv, .jsonl, .json) of one partition, full paths sorted by name; empty when
-// the partition holds none. NotFound if the partition does not exist; InvalidArgument for a
-// malformed date or a compressed data file.
+// The data files (.csv, .jsonl, .json, each also with .gz) of one partition, full paths sorted
+// by name; empty when the partition holds none. NotFound if the partition does not exist;
+// InvalidArgument for a malformed date or a data file in another compression.
 StatusOr<std::vector<std::string>> PartitionFiles(const std::string& root, const std::string& group,
                                                   const std::string& date);
 
-// Streams one file (format by extension) in fixed-size chunks, never holding more than one
+// Streams one file (format by extension; ".gz" decompressed on the way, a damaged or truncated
+// gzip stream is an error naming the file) in fixed-size chunks, never holding more than one
 // record and one chunk: on_row for each good row, on_error for each bad one (see ERRORS). Stops
 // early, returning the stats so far, when on_row returns false. `group` must belong to `spec`;
 // on_error may be empty (bad rows are then only counted).
@@ -114,7 +118,7 @@ StatusOr<ReadStats> ReadOfflineFile(const std::string& path, const FeatureSpec& 
 
 enum class OfflineFormat { kCsv, kJsonLines };
 
-// By extension: .csv; .jsonl or .json. InvalidArgument naming the file otherwise.
+// By extension, after a ".gz": .csv; .jsonl or .json. InvalidArgument naming the file otherwise.
 StatusOr<OfflineFormat> OfflineFormatOf(std::string_view path);
 
 // The parser behind ReadOfflineFile, fed from memory in pieces of any size (a record may span

@@ -1,6 +1,7 @@
 #include "features/offline_files.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -343,9 +344,78 @@ TEST_F(OfflineFilesTest, PartitionFilesListsDataFilesByName) {
   EXPECT_EQ(PartitionFiles(root_, "user_profile", "../x").status().code(),
             StatusCode::kInvalidArgument);
   Write(dir + "part-2.csv.gz", "");
-  auto gz = PartitionFiles(root_, "user_profile", "2026-11-29");
-  EXPECT_EQ(gz.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(gz.status().message().find("part-2.csv.gz"), std::string::npos);
+  files = PartitionFiles(root_, "user_profile", "2026-11-29");
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  EXPECT_EQ(files->back(), base + "part-2.csv.gz");
+  Write(dir + "part-3.json.snappy", "");
+  auto other = PartitionFiles(root_, "user_profile", "2026-11-29");
+  EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(other.status().message().find("part-3.json.snappy: snappy compression"),
+            std::string::npos)
+      << other.status().message();
+}
+
+// gzip-compressed files (Spark's compression "gzip", pandas' compression="gzip") read as the
+// plain ones, also as several concatenated gzip members; damaged ones fail naming the file.
+TEST_F(OfflineFilesTest, GzipFilesReadLikePlainOnes) {
+  const std::string csv =
+      "user_id,event_timestamp,age,clicks,active\n1,2026-11-29T10:00:00Z,1.5,[4 5 6],true\n"
+      "2,2026-11-29T10:00:01Z,2.5,[7 8 9],false\n";
+  auto gzip = [&](const std::string& rel, const std::vector<std::string>& members) {
+    const fs::path p = fs::path(root_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary);  // truncate
+    for (const std::string& m : members) {
+      gzFile f = gzopen(p.c_str(), "ab");
+      EXPECT_NE(f, nullptr);
+      EXPECT_EQ(gzwrite(f, m.data(), static_cast<unsigned>(m.size())), static_cast<int>(m.size()));
+      gzclose(f);
+    }
+    return p.string();
+  };
+  Collected plain, packed, two;
+  ASSERT_TRUE(Read(Write("p.csv", csv), Profiles(), &plain).ok());
+  auto s1 = Read(gzip("p.csv.gz", {csv}), Profiles(), &packed);
+  ASSERT_TRUE(s1.ok()) << s1.status().message();
+  EXPECT_EQ(s1->rows, 2);
+  EXPECT_EQ(s1->bad_rows, 0);
+  ASSERT_EQ(packed.rows.size(), plain.rows.size());
+  for (size_t i = 0; i < plain.rows.size(); ++i) {
+    EXPECT_EQ(packed.rows[i].entity_id, plain.rows[i].entity_id);
+    EXPECT_EQ(packed.rows[i].payload, plain.rows[i].payload);
+  }
+  const size_t cut = csv.find("\n2,") + 1;
+  auto s2 = Read(gzip("two.CSV.GZ", {csv.substr(0, cut), csv.substr(cut)}), Profiles(), &two);
+  ASSERT_TRUE(s2.ok()) << s2.status().message();
+  EXPECT_EQ(s2->rows, 2);
+  Collected j;
+  auto s3 = Read(gzip("p.jsonl.gz", {"{\"user_id\": 5, \"event_timestamp\": 1795946400, "
+                                     "\"age\": 3, \"clicks\": [1, 2, 3], \"active\": 1}\n"}),
+                 Profiles(), &j);
+  ASSERT_TRUE(s3.ok()) << s3.status().message();
+  ASSERT_EQ(j.rows.size(), 1u);
+  EXPECT_EQ(j.rows[0].entity_id, "5");
+
+  // Truncated: the rows before the damage may be read, then an error naming the file.
+  std::string whole;
+  {
+    std::ifstream in(fs::path(root_) / "p.csv.gz", std::ios::binary);
+    whole.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  Collected t;
+  auto s4 = Read(Write("cut.csv.gz", whole.substr(0, whole.size() - 6)), Profiles(), &t);
+  EXPECT_EQ(s4.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s4.status().message().find("cut.csv.gz: not a valid gzip file"), std::string::npos)
+      << s4.status().message();
+  // Plain text with a .gz name.
+  Collected n;
+  auto s5 = Read(Write("plain.csv.gz", csv), Profiles(), &n);
+  EXPECT_EQ(s5.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s5.status().message().find("plain.csv.gz: named .gz but not gzip data"),
+            std::string::npos)
+      << s5.status().message();
+  EXPECT_TRUE(n.rows.empty());
+  EXPECT_EQ(OfflineFormatOf("x.txt.gz").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(OfflineFilesTest, UnreadableFiles) {

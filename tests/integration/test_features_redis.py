@@ -16,6 +16,7 @@ following ASK and MOVED redirections.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -520,12 +521,17 @@ def test_features_cli(dais_bin, rsrv, redis_server, start_server, shop_repo, tmp
     rows = "".join(f"{i},{now - 10},{i % 100},\n" for i in range(8100, 8110))
     (part / "part-0.csv").write_text("user_id,event_timestamp,age,clicks\n" + rows
                                      + "8199,not-a-time,1,\n")
+    # A gzip-compressed part too (Spark's compression "gzip").
+    gz_rows = "".join(f"{i},{now - 10},{i % 100},\n" for i in range(8120, 8125))
+    with gzip.open(part / "part-1.csv.gz", "wt") as f:
+        f.write("user_id,event_timestamp,age,clicks\n" + gz_rows)
     for i in range(8100, 8110):
         redis_server.call("DEL", kv.shop_key(i))
     r = features_cli(dais_bin, "import", *redis, "--root", root)
     out = r.stdout + r.stderr
-    assert "rows=10" in out and "bad_rows=1" in out, out
+    assert "files=2 rows=15" in out and "bad_rows=1" in out, out
     assert all(redis_server.call("EXISTS", kv.shop_key(i)) == 1 for i in range(8100, 8110))
+    assert all(redis_server.call("EXISTS", kv.shop_key(i)) == 1 for i in range(8120, 8125))
     assert redis_server.call("EXISTS", kv.shop_key(8199)) == 0
     served = kv.feast_columns(kv.get_online(rsrv, ["user_profile:age"], {"user_id": [8105]}))
     assert served["age"]["values"] == [5.0], served
