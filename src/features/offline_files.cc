@@ -856,8 +856,8 @@ StatusOr<std::vector<std::string>> PartitionFiles(const std::string& root, const
   if (!fs::is_directory(dir, ec)) {
     return NotFound(fmt::format("{}: no such partition", dir.string()));
   }
-  static constexpr std::string_view kCompressed[] = {".bz2", ".snappy",  ".zst",
-                                                     ".zstd", ".lz4", ".deflate", ".xz"};
+  static constexpr std::string_view kCompressed[] = {".bz2", ".snappy",  ".zst", ".zstd",
+                                                     ".lz4", ".deflate", ".xz"};
   std::vector<std::string> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -871,9 +871,9 @@ StatusOr<std::vector<std::string>> PartitionFiles(const std::string& root, const
     for (std::string_view z : kCompressed) {
       if (EndsWithNoCase(name, z) &&
           OfflineFormatOf(std::string_view(name).substr(0, name.size() - z.size())).ok()) {
-        return InvalidArgument(fmt::format(
-            "{}: {} compression is not supported (write with compression gzip or none)",
-            it->path().string(), z.substr(1)));
+        return InvalidArgument(
+            fmt::format("{}: {} compression is not supported (write with compression gzip or none)",
+                        it->path().string(), z.substr(1)));
       }
     }
   }
@@ -905,7 +905,8 @@ StatusOr<ReadStats> ReadOfflineFile(const std::string& path, const FeatureSpec& 
     std::unique_ptr<gzFile_s, GzCloser> gz(fd < 0 ? nullptr : gzdopen(fd, "rb"));
     if (gz == nullptr) {
       if (fd >= 0) close(fd);
-      return InvalidArgument(fmt::format("{}: cannot open for gzip: {}", path, std::strerror(errno)));
+      return InvalidArgument(
+          fmt::format("{}: cannot open for gzip: {}", path, std::strerror(errno)));
     }
     gzbuffer(gz.get(), kChunkBytes);
     while (!parser->stopped()) {

@@ -1,9 +1,9 @@
 #include "features/offline_files.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cmath>
