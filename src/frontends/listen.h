@@ -1,4 +1,5 @@
-// Binding a listening socket, shared by the HTTP/1.1 and the gRPC servers (both on Asio).
+// Binding a listening socket and starting the I/O threads, shared by the HTTP/1.1 and the gRPC
+// servers (both on Asio).
 #pragma once
 
 #include <algorithm>
@@ -36,6 +37,21 @@ inline Status Listen(boost::asio::ip::tcp::acceptor* acceptor, const std::string
 inline int IoThreads(int configured) {
   return configured > 0 ? configured
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Starts a server's I/O: Listen on impl->options.{address,port}, keep impl->ioc running
+// (impl->work, an optional work guard), impl->Accept(), then IoThreads(impl->options.threads)
+// threads into impl->threads running impl->ioc. Returns the bound port.
+template <typename Impl>
+StatusOr<int> StartServing(Impl* impl, std::string_view what) {
+  RETURN_IF_ERROR(Listen(&impl->acceptor, impl->options.address, impl->options.port, what));
+  const int port = impl->acceptor.local_endpoint().port();
+  impl->work.emplace(impl->ioc.get_executor());
+  impl->Accept();
+  for (int i = 0; i < IoThreads(impl->options.threads); ++i) {
+    impl->threads.emplace_back([impl] { impl->ioc.run(); });
+  }
+  return port;
 }
 
 }  // namespace dais::frontends

@@ -390,14 +390,7 @@ H2Server::H2Server(H2ServerOptions options, MethodTable methods) : impl_(std::ma
 H2Server::~H2Server() { Stop(0); }
 
 Status H2Server::Start() {
-  RETURN_IF_ERROR(
-      frontends::Listen(&impl_->acceptor, impl_->options.address, impl_->options.port, "gRPC"));
-  port_ = impl_->acceptor.local_endpoint().port();
-  impl_->work.emplace(impl_->ioc.get_executor());
-  impl_->Accept();
-  for (int i = 0; i < frontends::IoThreads(impl_->options.threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
-  }
+  ASSIGN_OR_RETURN(port_, frontends::StartServing(impl_.get(), "gRPC"));
   return OkStatus();
 }
 

@@ -155,14 +155,7 @@ Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<
 Server::~Server() { Stop(); }
 
 Status Server::Start() {
-  RETURN_IF_ERROR(
-      frontends::Listen(&impl_->acceptor, impl_->options.address, impl_->options.port, "HTTP"));
-  port_ = impl_->acceptor.local_endpoint().port();
-  impl_->work.emplace(impl_->ioc.get_executor());
-  impl_->Accept();
-  for (int i = 0; i < frontends::IoThreads(impl_->options.threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
-  }
+  ASSIGN_OR_RETURN(port_, frontends::StartServing(impl_.get(), "HTTP"));
   return OkStatus();
 }
 
