@@ -1,6 +1,7 @@
 // dais: one binary, one subcommand per role. main only wires.
 #include <CLI/CLI.hpp>
 
+#include "cmd/check_model.h"
 #include "cmd/features.h"
 #include "cmd/locks.h"
 #include "cmd/perf.h"
@@ -21,10 +22,13 @@ int main(int argc, char** argv) {
   CLI::App* features_cmd = dais::cmd::AddFeaturesCommand(&app, &features);
   dais::cmd::LocksCliOptions locks;
   CLI::App* locks_cmd = dais::cmd::AddLocksCommand(&app, &locks);
+  dais::cmd::CheckModelOptions check;
+  CLI::App* check_cmd = dais::cmd::AddCheckModelCommand(&app, &check);
   CLI11_PARSE(app, argc, argv);
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);
   if (features_cmd->parsed()) return dais::cmd::RunFeatures(features_cmd, features);
   if (locks_cmd->parsed()) return dais::cmd::RunLocks(locks_cmd, locks);
+  if (check_cmd->parsed()) return dais::cmd::RunCheckModel(check);
   return 1;
 }

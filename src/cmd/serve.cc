@@ -4,11 +4,14 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
+#include "cmd/load_check_process.h"
 #include "cmd/serve_coord.h"
 #include "common/logging.h"
 #include "dais/backend.h"
+#include "frontends/connection_limit.h"
 #include "frontends/http/http_server.h"
 #include "frontends/http/kserve_http.h"
 #include "frontends/server_state.h"
@@ -35,6 +38,19 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--http-max-body-bytes", o->http_max_body_bytes,
                   "Largest accepted request body; larger ones get HTTP 413.")
       ->capture_default_str();
+  app->add_option("--http-max-connections", o->http_max_connections,
+                  "Open HTTP connections admitted. At the limit the connection idle the longest "
+                  "is closed to make room for a new one, or the new one is closed at once when "
+                  "none is idle (dais_listener_connections_*). 0: derived from the open-file "
+                  "limit (the rest after a reserve of max(256, limit/8) descriptors, shared with "
+                  "gRPC).")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--http-idle-timeout-secs", o->http_idle_timeout_secs,
+                  "Seconds an HTTP connection may wait for (the rest of) its next request "
+                  "before it is closed (keep-alive idle timeout).")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app->add_option("--grpc-port", o->grpc_port,
                   "Port of the KServe v2 gRPC endpoint (inference.GRPCInferenceService, as "
                   "Triton's, plus grpc.health.v1.Health). 0 picks a free port.")
@@ -45,6 +61,11 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--grpc-max-message-bytes", o->grpc_max_message_bytes,
                   "Largest gRPC message received or sent.")
       ->capture_default_str();
+  app->add_option("--grpc-max-connections", o->grpc_max_connections,
+                  "Open gRPC connections admitted; as --http-max-connections (a connection "
+                  "without open calls is idle).")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--grpc-keepalive-time", o->grpc_keepalive_time_ms,
                   "Milliseconds between keepalive pings on an idle connection.")
       ->capture_default_str();
@@ -86,6 +107,19 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
       ->capture_default_str();
   app->add_option("--log-verbose", o->log_verbose, "Verbose logging level (0: off, 1: more).")
       ->capture_default_str();
+  app->add_option("--model-load-timeout-secs", o->model_load_timeout_secs,
+                  "A model version whose load and warm-up take longer fails (UNAVAILABLE, with "
+                  "the reason in the repository index); 0: no limit.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--model-load-isolation", o->model_load_isolation,
+                  "process: load and warm up every new model version first in a short-lived "
+                  "child process (`dais check-model`), and load it here only when that one "
+                  "exited cleanly, so a model file that crashes or hangs its backend library "
+                  "cannot take the server down; none: load directly; auto: process in poll and "
+                  "explicit modes, none in none mode.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "process", "none"}));
   app->add_option("--model-load-thread-count", o->model_load_threads,
                   "Models loaded in parallel at start and by a repository poll.")
       ->check(CLI::PositiveNumber)
@@ -143,6 +177,7 @@ int RunServe(const ServeOptions& o) {
   mo.poll_secs = o.repository_poll_secs;
   mo.strict_readiness = o.strict_readiness;
   mo.load_threads = o.model_load_threads;
+  mo.load_timeout_secs = o.model_load_timeout_secs;
   for (const std::string& name : BackendNames()) {
     if (FindBackend(name)->GpuAvailable()) mo.allow_gpu = true;
   }
@@ -152,6 +187,14 @@ int RunServe(const ServeOptions& o) {
            o.model_control_mode);
 
   ModelManager manager(mo);
+  const bool isolate = o.model_load_isolation == "process" ||
+                       (o.model_load_isolation == "auto" && mo.mode != ModelControlMode::kNone);
+  ProcessLoadChecker checker(mo.allow_gpu, o.log_verbose);
+  if (isolate) manager.SetLoadChecker(&checker);
+  LOG_INFO("model loads: {}, timeout {}", isolate ? "checked first in a child process" : "direct",
+           o.model_load_timeout_secs > 0 ? std::to_string(o.model_load_timeout_secs) + " s"
+                                         : std::string("none"));
+  const frontends::DefaultConnectionLimits limits = frontends::ConnectionLimitsFromRlimit();
   FeatureFlags feature_flags = o.features;
   if (feature_flags.node_id.empty()) feature_flags.node_id = DefaultNodeId();
   auto coordination = CoordinationRuntime::Create(o, feature_flags.node_id, &manager);
@@ -176,6 +219,8 @@ int RunServe(const ServeOptions& o) {
   so.port = o.http_port;
   so.threads = o.http_threads;
   so.max_body_bytes = o.http_max_body_bytes;
+  so.max_connections = o.http_max_connections > 0 ? o.http_max_connections : limits.http;
+  so.idle_timeout_secs = o.http_idle_timeout_secs;
   http::Server server(so, [&kserve](http::Request r, http::Responder w) {
     kserve.Handle(std::move(r), std::move(w));
   });
@@ -191,6 +236,8 @@ int RunServe(const ServeOptions& o) {
     http::ServerOptions mso = so;
     mso.port = o.metrics_port;
     mso.threads = 1;
+    mso.listener = "metrics";
+    mso.max_connections = limits.metrics;
     metrics_server =
         std::make_unique<http::Server>(mso, [&kserve](http::Request r, http::Responder w) {
           kserve.HandleMetricsOnly(std::move(r), std::move(w));
@@ -212,6 +259,7 @@ int RunServe(const ServeOptions& o) {
     go.keepalive_timeout_ms = o.grpc_keepalive_timeout_ms;
     go.keepalive_permit_without_calls = o.grpc_keepalive_permit_without_calls;
     go.http2_max_pings_without_data = o.grpc_http2_max_pings_without_data;
+    go.max_connections = o.grpc_max_connections > 0 ? o.grpc_max_connections : limits.grpc;
     grpc_frontend = std::make_unique<grpcfe::GrpcFrontend>(go, &manager, &state);
     if (Status s = grpc_frontend->Start(); !s.ok()) {
       LOG_ERROR("{}", s.message());
@@ -223,6 +271,8 @@ int RunServe(const ServeOptions& o) {
   const int grpc_port = 0;
   if (o.allow_grpc) LOG_WARNING("this build has no gRPC frontend; --grpc-port is ignored");
 #endif
+  LOG_INFO("connection limits: http {} grpc {} (open files {})", so.max_connections,
+           o.grpc_max_connections > 0 ? o.grpc_max_connections : limits.grpc, limits.open_files);
   LOG_INFO("ports: http={} metrics={} grpc={}", server.port(), metrics_port, grpc_port);
   if (Status s = manager.Start(); !s.ok()) {
     LOG_ERROR("cannot start: {}", s.message());
@@ -240,6 +290,17 @@ int RunServe(const ServeOptions& o) {
       "in-flight request(s))",
       sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs, state.in_flight.load());
   state.draining.store(true);
+  // Shutdown is bounded even when something cannot be stopped (a model load stuck inside its
+  // backend library holds the load lock that unloading needs): past the exit timeout and a grace
+  // for the last answers, the process leaves without running destructors.
+  std::thread([secs = o.exit_timeout_secs] {
+    std::this_thread::sleep_for(std::chrono::seconds(secs) + std::chrono::seconds(3));
+    LOG_ERROR(
+        "shutdown did not finish within --exit-timeout-secs={} (+3 s): exiting now ({} "
+        "model load(s) abandoned)",
+        secs, AbandonedLoads());
+    std::_Exit(1);
+  }).detach();
 #ifdef DAIS_HAVE_GRPC
   if (grpc_frontend) grpc_frontend->SetNotServing();
 #endif
@@ -266,6 +327,12 @@ int RunServe(const ServeOptions& o) {
   server.Stop();
   if (metrics_server) metrics_server->Stop();
   features->reset();  // after the frontends: no lookup is in flight any more
+  if (AbandonedLoads() > 0) {
+    // Their threads may still be inside a backend library: no static destructors under them.
+    LOG_WARNING("dais serve stopped with {} model load(s) abandoned at their deadline",
+                AbandonedLoads());
+    std::_Exit(exit_code);
+  }
   LOG_INFO("dais serve stopped");
   return exit_code;
 }

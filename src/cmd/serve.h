@@ -1,6 +1,7 @@
 // `dais serve`: the standalone inference server (flags named as tritonserver's).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ struct ServeOptions {
   int exit_timeout_secs = 30;
   int log_verbose = 0;
   int model_load_threads = 4;
+  int model_load_timeout_secs = 600;
+  std::string model_load_isolation = "auto";  // auto | process | none
+  int64_t http_max_connections = 0;           // 0: from the open-file limit
+  int64_t grpc_max_connections = 0;
+  int http_idle_timeout_secs = 120;
   std::string coordination = "auto";
   int lock_lease_ms = 30000;
   std::string lock_redis;  // empty: --redis

@@ -59,6 +59,17 @@ void AddFeatureFlags(CLI::App* app, FeatureFlags* f) {
                   "Deadline of a feature lookup's Redis read; past it, L1 (if still within max "
                   "age) or the declared defaults are served and counted.")
       ->capture_default_str();
+  app->add_option("--feature-push-timeout-ms", f->push_timeout_ms,
+                  "Deadline of a /push's Redis write; past it (or at once when Redis is not "
+                  "connected) the push answers 503.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--feature-max-future-skew", f->max_future_skew_secs,
+                  "Seconds an event_timestamp of /push may lie ahead of this node's clock; "
+                  "later ones are refused (400), as they would shadow every correct push of "
+                  "the entity until the record expires.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--feature-memory-bytes", f->memory_bytes,
                   "Bound of the in-process online tier (standalone mode, no --redis).")
       ->capture_default_str();
@@ -115,6 +126,7 @@ StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFl
   so.l1_ttl = std::chrono::milliseconds(flags.l1_ttl_ms);
   so.negative_ttl = std::chrono::milliseconds(flags.negative_ttl_ms);
   so.lookup_timeout = std::chrono::milliseconds(flags.lookup_timeout_ms);
+  so.push_timeout = std::chrono::milliseconds(flags.push_timeout_ms);
   std::unique_ptr<features::OnlineTier> tier;
   if (!flags.redis.empty()) {
     ASSIGN_OR_RETURN(rt->redis_, ConnectRedis(flags));
@@ -151,7 +163,8 @@ StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFl
       [self](const std::string& model) -> features::FeatureSpecPtr {
         auto mv = self->manager_->Find(model, -1);
         return mv.ok() ? (*mv)->features() : nullptr;
-      });
+      },
+      features::PushOptions{std::chrono::seconds(flags.max_future_skew_secs), {}});
   rt->enricher_ = std::make_unique<features::Enricher>(rt->store_.get());
   rt->access_day_ = features::UtcDate(features::UnixNowUs() / 1000000);
   if (!flags.offline_root.empty()) rt->flusher_ = std::thread([self] { self->FlushLoop(); });

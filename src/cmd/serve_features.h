@@ -33,6 +33,8 @@ struct FeatureFlags {
   int l1_ttl_ms = 2000;
   int negative_ttl_ms = 500;
   int lookup_timeout_ms = 50;
+  int push_timeout_ms = 1000;
+  int max_future_skew_secs = 300;
   uint64_t memory_bytes = 1ull << 30;
   std::string offline_root;
   std::string node_id;

@@ -4,12 +4,74 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <mutex>
+#include <string>
 
 namespace dais::log {
 namespace {
 std::atomic<int> g_verbosity{0};
 std::mutex g_write_mu;
+std::atomic<uint64_t> g_suppressed{0};
+
+// The recent distinct lines, for the repeat limit; a small table replaced least recently seen
+// first, so a flood of distinct lines costs a bounded amount of memory and a scan of 64 slots.
+struct Recent {
+  uint64_t hash = 0;
+  uint64_t last_use = 0;  // 0: empty; else the Admit call that last saw it (least recent goes)
+  int64_t window_start_ms = 0;
+  uint64_t in_window = 0;   // lines of this window, written or not
+  uint64_t suppressed = 0;  // not written in this window
+};
+constexpr size_t kRecentSlots = 64;
+Recent g_recent[kRecentSlots];  // guarded by g_write_mu
+uint64_t g_uses = 0;            // guarded by g_write_mu
+
+uint64_t LineHash(Level level, const char* file, int line, std::string_view message) {
+  uint64_t h = std::hash<std::string_view>{}(message);
+  h ^= std::hash<std::string_view>{}(file) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h ^ (static_cast<uint64_t>(line) << 8) ^ static_cast<uint64_t>(level);
+}
+
+// Under g_write_mu. False: do not write this line. `*note`: a suffix to write with it.
+bool Admit(uint64_t hash, int64_t now_ms, std::string* note) {
+  const uint64_t use = ++g_uses;
+  Recent* slot = nullptr;
+  Recent* oldest = &g_recent[0];
+  for (Recent& r : g_recent) {
+    if (r.hash == hash && r.last_use != 0) {
+      slot = &r;
+      break;
+    }
+    if (r.last_use < oldest->last_use) oldest = &r;
+  }
+  if (slot == nullptr) {
+    *oldest = Recent{hash, use, now_ms, 1, 0};
+    return true;
+  }
+  slot->last_use = use;
+  const int64_t window_ms = int64_t{kRepeatWindowSecs} * 1000;
+  if (now_ms - slot->window_start_ms >= window_ms) {
+    if (slot->suppressed > 0) {
+      *note = " [" + std::to_string(slot->suppressed) + " identical lines suppressed in the last " +
+              std::to_string((now_ms - slot->window_start_ms) / 1000) + " s]";
+    }
+    *slot = Recent{hash, use, now_ms, 1, 0};
+    return true;
+  }
+  const uint64_t n = ++slot->in_window;
+  if (n < static_cast<uint64_t>(kRepeatBurst)) return true;
+  if (n == static_cast<uint64_t>(kRepeatBurst)) {
+    *note = " [" + std::to_string(n) + " times in " +
+            std::to_string((now_ms - slot->window_start_ms) / 1000) +
+            " s; identical lines are suppressed until " + std::to_string(kRepeatWindowSecs) +
+            " s have passed]";
+    return true;
+  }
+  ++slot->suppressed;
+  g_suppressed.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
 
 const char* Basename(const char* path) {
   const char* base = path;
@@ -19,6 +81,7 @@ const char* Basename(const char* path) {
 }
 }  // namespace
 
+uint64_t SuppressedCount() { return g_suppressed.load(std::memory_order_relaxed); }
 void SetVerbosity(int level) { g_verbosity.store(level); }
 int Verbosity() { return g_verbosity.load(std::memory_order_relaxed); }
 std::atomic<uint64_t>& BugCount() {
@@ -36,11 +99,17 @@ void Write(Level level, const char* file, int line, std::string_view message) {
   gmtime_r(&secs, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const uint64_t hash = LineHash(level, file, line, message);
   {
     std::lock_guard<std::mutex> lock(g_write_mu);
-    std::fprintf(stderr, "%s.%03dZ %c %s:%d] %.*s\n", stamp, millis,
+    std::string note;
+    // Fatal lines are always written: the process ends with them.
+    if (level != Level::kFatal && !Admit(hash, now_ms, &note)) return;
+    std::fprintf(stderr, "%s.%03dZ %c %s:%d] %.*s%s\n", stamp, millis,
                  kLetters[static_cast<int>(level)], Basename(file), line,
-                 static_cast<int>(message.size()), message.data());
+                 static_cast<int>(message.size()), message.data(), note.c_str());
     std::fflush(stderr);
   }
   if (level == Level::kFatal) std::abort();

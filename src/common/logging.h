@@ -1,5 +1,9 @@
 // Minimal leveled logging on stderr: "2026-11-30T19:00:00.123Z I serve.cc:42] message".
 // Verbose logs (LOG_VERBOSE(n)) print when n <= the --log-verbose level.
+// Repeated identical lines (same level, file:line and text) are rate-limited: within a window of
+// kRepeatWindowSecs the first kRepeatBurst are written, the rest counted; the next occurrence
+// after the window is written with "[N identical lines suppressed in the last M s]" (a model
+// failing to load 60,000 times writes a handful of lines a minute, not 60,000).
 #pragma once
 
 #include <fmt/format.h>
@@ -14,6 +18,10 @@ enum class Level { kInfo, kWarning, kError, kFatal };
 void SetVerbosity(int level);
 int Verbosity();
 void Write(Level level, const char* file, int line, std::string_view message);
+inline constexpr int kRepeatBurst = 5;
+inline constexpr int kRepeatWindowSecs = 60;
+// Lines not written because they repeated (since the process started).
+uint64_t SuppressedCount();
 // Counts DAIS_BUG occurrences (exported as a metric): an impossible state we survived.
 std::atomic<uint64_t>& BugCount();
 

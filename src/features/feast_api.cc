@@ -7,6 +7,8 @@
 #include <ctime>
 #include <set>
 
+#include "common/json.h"
+#include "common/utf8.h"
 #include "features/feature_codec.h"
 #include "features/offline_files.h"
 #include "fmt/format.h"
@@ -22,7 +24,8 @@ std::string ErrorBody(std::string_view message) {
   Writer w(sb);
   w.StartObject();
   w.Key("error");
-  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  const std::string text = EscapeInvalidUtf8(message);  // it may quote what the client sent
+  w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
   w.EndObject();
   return sb.GetString();
 }
@@ -42,8 +45,14 @@ StatusOr<std::string> IdText(const Value& v, const std::string& where) {
   return InvalidArgument(fmt::format("{}: an entity id must be an integer or a string", where));
 }
 
-StatusOr<Scalar> ScalarOf(const Value& v, const std::string& where) {
-  if (v.IsBool()) return Scalar::Int(v.GetBool() ? 1 : 0);
+// A pushed value. A JSON boolean is accepted for BOOL features only: `true` into a numeric
+// feature is a client's mistake, not 1.
+StatusOr<Scalar> ScalarOf(const Value& v, DataType dtype, const std::string& where) {
+  if (v.IsBool()) {
+    if (dtype == DataType::kBool) return Scalar::Int(v.GetBool() ? 1 : 0);
+    return InvalidArgument(fmt::format("{}: a boolean for a {} feature (expected a number)", where,
+                                       DataTypeName(dtype)));
+  }
   if (v.IsInt64()) return Scalar::Int(v.GetInt64());
   if (v.IsNumber()) return Scalar::Real(v.GetDouble());
   return InvalidArgument(fmt::format("{}: expected a number", where));
@@ -107,6 +116,14 @@ void WriteValue(Writer& w, const FeatureDef& f, std::string_view bytes) {
 
 }  // namespace
 
+FeastApi::FeastApi(FeatureStore* store, SpecList specs, ServiceSpec services, PushOptions push)
+    : store_(store),
+      specs_(std::move(specs)),
+      services_(std::move(services)),
+      push_(std::move(push)) {
+  if (!push_.now_us) push_.now_us = UnixNowUs;
+}
+
 std::string IsoTimestamp(int64_t unix_us) {
   time_t secs = static_cast<time_t>(unix_us / 1000000);
   struct tm tm;
@@ -118,8 +135,8 @@ std::string IsoTimestamp(int64_t unix_us) {
 
 void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
   rapidjson::Document d;
-  d.Parse(body.data(), body.size());
-  if (d.HasParseError() || !d.IsObject()) {
+  if (Status s = json::ParseJson(body, &d); !s.ok()) return Fail(done, s);
+  if (!d.IsObject()) {
     return Fail(done, InvalidArgument("the body must be a JSON object"));
   }
   std::string project;
@@ -294,10 +311,24 @@ void FeastApi::GetOnlineFeatures(std::string_view body, Done done) {
       });
 }
 
+Status FeastApi::CheckEventTime(int64_t us, size_t row) const {
+  if (us < 0) {
+    return InvalidArgument(
+        fmt::format("df.event_timestamp[{}]: {} is before 1970 (negative)", row, us / 1000000));
+  }
+  const int64_t limit = push_.now_us() + push_.max_future_skew.count();
+  if (us > limit) {
+    return InvalidArgument(fmt::format(
+        "df.event_timestamp[{}]: {} is more than {} s in the future (--feature-max-future-skew)",
+        row, IsoTimestamp(us), push_.max_future_skew.count() / 1000000));
+  }
+  return OkStatus();
+}
+
 void FeastApi::Push(std::string_view body, Done done) {
   rapidjson::Document d;
-  d.Parse(body.data(), body.size());
-  if (d.HasParseError() || !d.IsObject()) {
+  if (Status s = json::ParseJson(body, &d); !s.ok()) return Fail(done, s);
+  if (!d.IsObject()) {
     return Fail(done, InvalidArgument("the body must be a JSON object"));
   }
   if (!d.HasMember("push_source_name") || !d["push_source_name"].IsString()) {
@@ -338,6 +369,18 @@ void FeastApi::Push(std::string_view body, Done done) {
   if (ts->Size() != rows) {
     return Fail(done, InvalidArgument("df columns must all have the same length"));
   }
+  for (auto it = df.MemberBegin(); it != df.MemberEnd(); ++it) {
+    std::string_view name(it->name.GetString(), it->name.GetStringLength());
+    bool known = name == g.entity || name == "event_timestamp" || name == "created";
+    for (const auto& f : g.features) known = known || name == f.name;
+    if (!known) {
+      std::string names;
+      for (const auto& f : g.features) names += ", " + f.name;
+      return Fail(done, InvalidArgument(fmt::format(
+                            "df.{}: group {} has no such column (columns: {}, event_timestamp{})",
+                            name, g.name, g.entity, names)));
+    }
+  }
   std::vector<const Value*> cols;
   for (const auto& f : g.features) {
     const Value* c = column(f.name);
@@ -369,6 +412,7 @@ void FeastApi::Push(std::string_view body, Done done) {
       return Fail(done, InvalidArgument(
                             fmt::format("df.event_timestamp[{}]: {}", r, us.status().message())));
     }
+    if (Status s = CheckEventTime(*us, r); !s.ok()) return Fail(done, s);
     row.event_time_us = *us;
     for (size_t k = 0; k < g.features.size(); ++k) {
       const FeatureDef& f = g.features[k];
@@ -385,7 +429,7 @@ void FeastApi::Push(std::string_view body, Done done) {
                                                                 fw, f.elements)));
       }
       auto append = [&](const Value& x) -> Status {
-        ASSIGN_OR_RETURN(Scalar s, ScalarOf(x, fw));
+        ASSIGN_OR_RETURN(Scalar s, ScalarOf(x, f.dtype, fw));
         Status st = AppendElement(f.dtype, s, &row.payload);
         return st.ok() ? st : InvalidArgument(fw + ": " + st.message());
       };
@@ -402,7 +446,11 @@ void FeastApi::Push(std::string_view body, Done done) {
   store_->Push(spec, std::move(out), [done](std::vector<StatusOr<bool>> results) {
     int64_t written = 0, older = 0;
     for (const auto& r : results) {
-      if (!r.ok()) return Fail(done, r.status());
+      // Whatever failed in the online store (not connected, no answer within the push deadline,
+      // an error reply), the client sees one retryable code: 503.
+      if (!r.ok()) {
+        return Fail(done, Unavailable("online store write failed: " + r.status().message()));
+      }
       (*r ? written : older)++;
     }
     done(200, fmt::format("{{\"written\":{},\"skipped_older\":{}}}", written, older));

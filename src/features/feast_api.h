@@ -11,6 +11,7 @@
 // DEFAULTED (the declared default: the online tier did not answer in time).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,14 @@
 
 namespace dais::features {
 
+// What /push accepts. `now_us` is the wall clock in Unix microseconds (a seam for tests).
+struct PushOptions {
+  // Event times further ahead of now are refused: one such row would otherwise shadow every
+  // correct later push of its entity (they are older) until the record expires.
+  std::chrono::microseconds max_future_skew{std::chrono::minutes(5)};
+  std::function<int64_t()> now_us;  // default: the system clock
+};
+
 class FeastApi {
  public:
   // Every spec the server knows (standalone --feature-spec files and models' features.yaml).
@@ -28,17 +37,20 @@ class FeastApi {
   using ServiceSpec = std::function<FeatureSpecPtr(const std::string&)>;
   using Done = std::function<void(int http_status, std::string json)>;
 
-  FeastApi(FeatureStore* store, SpecList specs, ServiceSpec services)
-      : store_(store), specs_(std::move(specs)), services_(std::move(services)) {}
+  FeastApi(FeatureStore* store, SpecList specs, ServiceSpec services, PushOptions push = {});
 
   // Both answer through `done` exactly once, on any thread. Bad input: 400 with {"error": ...}.
   void GetOnlineFeatures(std::string_view body, Done done);
   void Push(std::string_view body, Done done);
 
  private:
+  // InvalidArgument for an event time before 1970 or beyond now + max_future_skew.
+  Status CheckEventTime(int64_t unix_us, size_t row) const;
+
   FeatureStore* store_;
   SpecList specs_;
   ServiceSpec services_;
+  PushOptions push_;
 };
 
 // "2026-11-30T12:00:00Z" (seconds; fractions dropped, as Feast prints them).

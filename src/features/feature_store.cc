@@ -435,6 +435,12 @@ LookupResult FeatureStore::LookupSync(LookupRequest request) NO_THREAD_SAFETY_AN
 
 void FeatureStore::Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
                         std::function<void(std::vector<StatusOr<bool>>)> done) {
+  if (!tier_->Healthy()) {
+    // Not connected: answer now rather than queue writes that can only time out.
+    Status down =
+        Unavailable("the online store (" + std::string(tier_->name()) + ") is not reachable");
+    return done(std::vector<StatusOr<bool>>(rows.size(), StatusOr<bool>(down)));
+  }
   std::vector<TierWrite> writes;
   std::vector<std::string> keys;
   writes.reserve(rows.size());
@@ -448,7 +454,7 @@ void FeatureStore::Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
     keys.push_back(w.key);
     writes.push_back(std::move(w));
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto deadline = std::chrono::steady_clock::now() + options_.push_timeout;
   tier_->Write(std::move(writes), deadline,
                [this, spec, keys = std::move(keys),
                 done = std::move(done)](std::vector<StatusOr<bool>> results) {

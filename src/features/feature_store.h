@@ -42,6 +42,7 @@ struct StoreOptions {
   std::chrono::microseconds l1_ttl{2'000'000};      // re-read the tier after this
   std::chrono::microseconds negative_ttl{500'000};  // remember "not found" this long
   std::chrono::milliseconds lookup_timeout{50};     // deadline of a lookup's tier read
+  std::chrono::milliseconds push_timeout{1000};     // deadline of a push's tier write
   size_t access_capacity = 100'000;                 // heavy-hitters sketch size (0: off)
 };
 
@@ -85,6 +86,8 @@ class FeatureStore {
 
   // Writes rows (older event times than stored are not applied: result false) and drops the
   // rows' keys from this process's L1. Other processes' L1 copies age out within l1_ttl.
+  // When the tier is not reachable every row fails at once with Unavailable; a tier that does
+  // not answer fails the rows at push_timeout.
   void Push(FeatureSpecPtr spec, std::vector<PushRow> rows,
             std::function<void(std::vector<StatusOr<bool>>)> done);
   std::vector<StatusOr<bool>> PushSync(FeatureSpecPtr spec, std::vector<PushRow> rows);

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/json.h"
 #include "features/feature_codec.h"
 #include "fmt/format.h"
 
@@ -720,11 +721,11 @@ class JsonLinesParser final : public ParserBase {
   void Line(std::string_view text) {
     if (text.empty()) return;
     rapidjson::Document doc;
-    doc.Parse<rapidjson::kParseNanAndInfFlag | rapidjson::kParseFullPrecisionFlag |
-              rapidjson::kParseIterativeFlag>(text.data(), text.size());
-    if (doc.HasParseError()) {
-      Bad(line_, fmt::format("invalid JSON at offset {}: {}", doc.GetErrorOffset(),
-                             rapidjson::GetParseError_En(doc.GetParseError())));
+    if (Status s =
+            json::ParseJson<rapidjson::kParseNanAndInfFlag | rapidjson::kParseFullPrecisionFlag>(
+                text, &doc);
+        !s.ok()) {
+      Bad(line_, "invalid JSON: " + s.message());
       return;
     }
     if (!doc.IsObject()) {

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "common/json.h"
 #include "tensor/half.h"
 
 namespace dais::perf {
@@ -281,8 +282,8 @@ StatusOr<ServerStats> ParseModelStatistics(std::string_view json) {
 
 std::string ErrorText(std::string_view body) {
   rapidjson::Document doc;
-  doc.Parse(body.data(), body.size());
-  if (!doc.HasParseError() && doc.IsObject() && doc.HasMember("error") && doc["error"].IsString()) {
+  if (json::ParseJson(body, &doc).ok() && doc.IsObject() && doc.HasMember("error") &&
+      doc["error"].IsString()) {
     return doc["error"].GetString();
   }
   std::string text(body.substr(0, 300));

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/json.h"
 #include "tensor/half.h"
 #include "tensor/tensor.h"
 
@@ -264,11 +265,8 @@ RequestInputs GenerateInputs(const std::vector<ResolvedInput>& inputs, DataMode 
 StatusOr<std::vector<RequestInputs>> ParseInputDataJson(std::string_view json,
                                                         const std::vector<ResolvedInput>& inputs) {
   rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError()) {
-    return InvalidArgument(fmt::format("input data: JSON error at offset {}: {}",
-                                       doc.GetErrorOffset(),
-                                       rapidjson::GetParseError_En(doc.GetParseError())));
+  if (Status s = json::ParseJson(json, &doc); !s.ok()) {
+    return InvalidArgument("input data: " + s.message());
   }
   if (!doc.IsObject() || !doc.HasMember("data") || !doc["data"].IsArray() || doc["data"].Empty()) {
     return InvalidArgument("input data: expected {\"data\": [{\"INPUT\": [values...]}, ...]}");

@@ -128,7 +128,8 @@ TEST(ParseInputDataJson, Errors) {
     EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(d.status().message().find(needle), std::string::npos) << d.status().message();
   };
-  expect_error("{", "JSON error");
+  expect_error("{", "malformed JSON at offset 1");
+  expect_error((std::string(200, '[') + std::string(200, ']')).c_str(), "nested deeper");
   expect_error(R"({"inputs": []})", "expected");
   expect_error(R"({"data": []})", "expected");
   expect_error(R"({"data": [{"x": [1, 2, 3]}]})", "data[0].k: missing");

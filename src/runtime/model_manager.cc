@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "common/logging.h"
 #include "dais/backend.h"
@@ -296,9 +297,8 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
     }
     LOG_INFO("loading model '{}' version {}{}{}", name, v, has_old ? " (changed on disk)" : "",
              permit ? fmt::format(" (fencing token {})", permit->token()) : "");
-    std::string version_dir = src->dir + "/" + std::to_string(v);
     attempted = true;
-    auto loaded = ModelVersion::Load(name, v, version_dir, *config, backend);
+    auto loaded = LoadVersion(name, v, src->dir, *config, backend);
     MutexLock l(&mu_);
     Slot& slot = models_[name].versions[v];
     if (loaded.ok() && permit) {
@@ -378,6 +378,62 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
   }
   Retire(std::move(retired), /*remove_metrics=*/false, /*drain=*/true);
   return first_error;
+}
+
+namespace {
+
+std::atomic<int64_t> g_abandoned_loads{0};
+
+// A load on its own thread, waited for with a deadline. Shared by the waiter and the thread,
+// which outlives the waiter when abandoned.
+struct TimedLoad {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;       // guarded by mu
+  bool abandoned = false;  // guarded by mu
+  StatusOr<std::shared_ptr<ModelVersion>> result{Internal("not loaded")};
+};
+
+}  // namespace
+
+int64_t AbandonedLoads() { return g_abandoned_loads.load(); }
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(
+    const std::string& name, int64_t version, const std::string& model_dir,
+    const inference::ModelConfig& config, Backend* backend) {
+  const auto timeout = std::chrono::seconds(std::max(0, options_.load_timeout_secs));
+  if (checker_ != nullptr) {
+    Status checked = checker_->Check(model_dir, version, timeout);
+    if (!checked.ok()) return checked;
+  }
+  const std::string version_dir = model_dir + "/" + std::to_string(version);
+  if (timeout.count() == 0) return ModelVersion::Load(name, version, version_dir, config, backend);
+  auto load = std::make_shared<TimedLoad>();
+  std::thread([load, name, version, version_dir, config, backend] {
+    auto result = ModelVersion::Load(name, version, version_dir, config, backend);
+    std::unique_lock<std::mutex> lock(load->mu);
+    if (load->abandoned) {
+      lock.unlock();
+      LOG_WARNING(
+          "model '{}' version {}: a load abandoned at its deadline finished ({}); discarded", name,
+          version, result.ok() ? "loaded" : result.status().message());
+      if (result.ok()) (*result)->Shutdown(/*drain=*/false);
+      g_abandoned_loads.fetch_sub(1);
+      return;
+    }
+    load->result = std::move(result);
+    load->done = true;
+    load->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(load->mu);
+  if (!load->cv.wait_for(lock, timeout, [&] { return load->done; })) {
+    load->abandoned = true;
+    g_abandoned_loads.fetch_add(1);
+    return DeadlineExceeded(fmt::format(
+        "load did not finish within {} s (--model-load-timeout-secs); its thread is abandoned",
+        timeout.count()));
+  }
+  return std::move(load->result);
 }
 
 Status ModelManager::UnloadLocked(const std::string& name, bool drain) {

@@ -21,6 +21,7 @@
 
 #include "common/mutex.h"
 #include "runtime/inference_request.h"
+#include "runtime/load_checker.h"
 #include "runtime/load_coordinator.h"
 #include "runtime/model_version.h"
 #include "runtime/request_enricher.h"
@@ -38,7 +39,15 @@ struct ManagerOptions {
   bool allow_gpu = false;
   // Models loaded in parallel at start and by a poll (Triton's --model-load-thread-count).
   int load_threads = 4;
+  // A version whose load (instances created and warmed up) takes longer fails with that reason
+  // (0: no limit). The load's thread cannot be stopped: it is abandoned (AbandonedLoads()), and
+  // discards its result if it ever finishes.
+  int load_timeout_secs = 0;
 };
+
+// Loads abandoned at their deadline that have not finished (process-wide). A process that exits
+// with some should leave with _exit: their threads may still be inside a backend library.
+int64_t AbandonedLoads();
 
 struct IndexEntry {
   std::string name;
@@ -90,6 +99,9 @@ class ModelManager {
   // Loads of new or changed versions take a permit from `coordinator` (borrowed; set before
   // Start) and switch traffic only under its fencing token.
   void SetCoordinator(LoadCoordinator* coordinator) { coordinator_ = coordinator; }
+  // Every version is first tried by `checker` (borrowed; set before Start) and loaded here only
+  // when that succeeded (runtime/load_checker.h).
+  void SetLoadChecker(LoadChecker* checker) { checker_ = checker; }
 
  private:
   struct Slot {
@@ -107,6 +119,11 @@ class ModelManager {
   Status LoadLocked(const std::string& name, bool from_poll) REQUIRES(load_mu_);
   Status UnloadLocked(const std::string& name, bool drain) REQUIRES(load_mu_);
   void Retire(std::vector<std::shared_ptr<ModelVersion>> versions, bool remove_metrics, bool drain);
+  // The checker (if any), then ModelVersion::Load under the load timeout.
+  StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const std::string& name, int64_t version,
+                                                      const std::string& model_dir,
+                                                      const inference::ModelConfig& config,
+                                                      Backend* backend);
   bool Stopping();
   void SetError(const std::string& name, const std::string& error) EXCLUDES(mu_);
   void Enqueue(RequestPtr request, std::shared_ptr<ModelVersion> version);
@@ -118,6 +135,7 @@ class ModelManager {
   const ManagerOptions options_;
   RequestEnricher* enricher_ = nullptr;
   LoadCoordinator* coordinator_ = nullptr;
+  LoadChecker* checker_ = nullptr;
   // Per model: the highest fencing token a version switch was applied with.
   std::map<std::string, int64_t> applied_token_ GUARDED_BY(mu_);
   Mutex load_mu_;

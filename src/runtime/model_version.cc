@@ -224,7 +224,8 @@ Status ModelVersion::Warmup(BackendInstance& instance, const std::string& versio
       inputs.push_back(std::move(t));
     }
     std::vector<Tensor> outputs;
-    return instance.Execute(inputs, &outputs);
+    RETURN_IF_ERROR(instance.Execute(inputs, &outputs));
+    return CheckOutputs(outputs, batching ? batch : -1);
   };
   if (config_.model_warmup_size() == 0) {
     for (const auto& in : config_.input()) {
@@ -240,6 +241,38 @@ Status ModelVersion::Warmup(BackendInstance& instance, const std::string& versio
     for (uint32_t i = 0; i < count; ++i) {
       RETURN_IF_ERROR(
           run(batch, &w).WithPrefix("warm-up '" + w.name() + "' of model '" + name_ + "'"));
+    }
+  }
+  return OkStatus();
+}
+
+Status ModelVersion::CheckOutputs(const std::vector<Tensor>& outputs, int64_t batch) const {
+  if (outputs.size() != static_cast<size_t>(config_.output_size())) {
+    return InvalidArgument("the model produced " + std::to_string(outputs.size()) +
+                           " output(s); config.pbtxt declares " +
+                           std::to_string(config_.output_size()));
+  }
+  for (int i = 0; i < config_.output_size(); ++i) {
+    const auto& cfg = config_.output(i);
+    const Tensor& t = outputs[static_cast<size_t>(i)];
+    const DataType want = ConfigDataType(cfg.data_type());
+    if (t.dtype != want) {
+      return InvalidArgument("output '" + cfg.name() + "': the model produces " +
+                             std::string(DataTypeName(t.dtype)) + ", config.pbtxt says " +
+                             std::string(DataTypeName(want)));
+    }
+    // What the model itself must produce: reshape.shape when present (clients see dims).
+    std::vector<int64_t> dims =
+        cfg.has_reshape()
+            ? std::vector<int64_t>(cfg.reshape().shape().begin(), cfg.reshape().shape().end())
+            : std::vector<int64_t>(cfg.dims().begin(), cfg.dims().end());
+    if (batch >= 0) dims.insert(dims.begin(), batch);
+    bool match = dims.size() == t.shape.size();
+    for (size_t d = 0; match && d < dims.size(); ++d) match = dims[d] < 0 || dims[d] == t.shape[d];
+    if (!match) {
+      return InvalidArgument("output '" + cfg.name() + "': the model produces shape " +
+                             ShapeToString(t.shape) + ", config.pbtxt says " + ShapeToString(dims) +
+                             (batch >= 0 ? " (batch first)" : ""));
     }
   }
   return OkStatus();

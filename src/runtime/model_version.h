@@ -67,6 +67,10 @@ class ModelVersion {
   ModelVersion(std::string name, int64_t version, inference::ModelConfig config);
   Status Validate(InferenceRequest& request) const;
   Status Warmup(BackendInstance& instance, const std::string& version_dir);
+  // The warm-up's outputs against config.pbtxt: count, datatypes, shapes (`batch` first when
+  // batching, else -1). A model producing [4] where the config says [7] is refused at load
+  // rather than failing (or answering wrongly shaped tensors) at the first request.
+  Status CheckOutputs(const std::vector<Tensor>& outputs, int64_t batch) const;
   void InstanceLoop(BackendInstance* instance);
   void ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch);
   void Fail(RequestPtr request, const Status& status, FailReason reason);

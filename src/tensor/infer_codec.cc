@@ -14,7 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/json.h"
 #include "common/logging.h"
+#include "common/utf8.h"
 #include "tensor/half.h"
 
 namespace dais {
@@ -106,6 +108,43 @@ Status ForEachLeaf(const Value& root, Visit&& visit) {
     } else {
       RETURN_IF_ERROR(visit(element));
     }
+  }
+  return OkStatus();
+}
+
+// Nested "data" must be rectangular, as a tensor is: every leaf at the same depth and every array
+// at one depth of the same length. Flat data is trivially so. `[[[1]],2,[3,[4]]]` is refused
+// (ForEachLeaf alone would read it as four elements). Iterative, like ForEachLeaf.
+Status CheckRectangular(const Value& root, const std::string& where) {
+  if (!root.IsArray()) return OkStatus();
+  std::vector<int64_t> sizes;  // the length of the arrays at each depth, as first seen
+  int64_t leaf_depth = -1;
+  std::vector<std::pair<const Value*, size_t>> stack{{&root, 0}};  // (value, depth)
+  while (!stack.empty()) {
+    auto [value, depth] = stack.back();
+    stack.pop_back();
+    if (!value->IsArray()) {
+      if (leaf_depth < 0) leaf_depth = static_cast<int64_t>(depth);
+      if (leaf_depth != static_cast<int64_t>(depth) || depth < sizes.size()) {
+        return InvalidArgument(where + ": 'data' is ragged (a value at nesting depth " +
+                               std::to_string(depth) + " beside arrays or values at another " +
+                               "depth); nest it as the tensor's shape or send it flat");
+      }
+      continue;
+    }
+    const int64_t n = value->Size();
+    if (depth == sizes.size()) {
+      if (leaf_depth >= 0 && static_cast<int64_t>(depth) >= leaf_depth) {
+        return InvalidArgument(where + ": 'data' is ragged (an array at nesting depth " +
+                               std::to_string(depth) + " where values were found)");
+      }
+      sizes.push_back(n);
+    } else if (sizes[depth] != n) {
+      return InvalidArgument(where + ": 'data' is ragged (arrays of " +
+                             std::to_string(sizes[depth]) + " and " + std::to_string(n) +
+                             " elements at nesting depth " + std::to_string(depth) + ")");
+    }
+    for (SizeType i = value->Size(); i > 0; --i) stack.emplace_back(&(*value)[i - 1], depth + 1);
   }
   return OkStatus();
 }
@@ -313,6 +352,7 @@ Status ConvertJsonData(const Value& data, const std::string& where, int64_t elem
   size_t count = 0;
   size_t string_bytes = 0;
   const bool bytes = tensor->dtype == DataType::kBytes;
+  RETURN_IF_ERROR(CheckRectangular(data, where));
   RETURN_IF_ERROR(ForEachLeaf(data, [&](const Value& leaf) -> Status {
     if (bytes) {
       if (!leaf.IsString()) {
@@ -696,16 +736,8 @@ Status ParseInferRequest(std::string body, size_t header_length, InferenceReques
   const std::string_view json = header_length > 0 ? whole.substr(0, header_length) : whole;
   const std::string_view binary =
       header_length > 0 ? whole.substr(header_length) : std::string_view();
-  // rapidjson treats NUL as the end of the text; reject it rather than ignore what follows.
-  if (size_t nul = json.find('\0'); nul != std::string_view::npos) {
-    return InvalidArgument("malformed JSON at offset " + std::to_string(nul) + ": NUL byte");
-  }
   rapidjson::Document document;
-  document.Parse<kParseFlags>(json.data(), json.size());
-  if (document.HasParseError()) {
-    return InvalidArgument("malformed JSON at offset " + std::to_string(document.GetErrorOffset()) +
-                           ": " + rapidjson::GetParseError_En(document.GetParseError()));
-  }
+  RETURN_IF_ERROR(json::ParseJson<kParseFlags>(json, &document));
   return ParseDocument(document, binary, request);
 }
 
@@ -787,7 +819,8 @@ std::string ErrorJson(const std::string& message) {
   JsonWriter writer(stream);
   writer.StartObject();
   writer.Key("error");
-  WriteString(message, &writer);
+  // The message may quote what a client sent; the body stays valid UTF-8 whatever that was.
+  WriteString(EscapeInvalidUtf8(message), &writer);
   writer.EndObject();
   return out;
 }

@@ -128,7 +128,7 @@ TEST(ParseInferRequestTest, NestedDataIsFlattenedRowMajor) {
   Parsed parsed = Parse(R"({"inputs":[
     {"name":"a","shape":[2,3],"datatype":"INT32","data":[[1,2,3],[4,5,6]]},
     {"name":"b","shape":[2,2,1],"datatype":"INT32","data":[[[1],[2]],[[3],[4]]]},
-    {"name":"c","shape":[4],"datatype":"INT32","data":[[1],[[2,3]],[],4]},
+    {"name":"c","shape":[4],"datatype":"INT32","data":[[[1],[2]],[[3],[4]]]},
     {"name":"d","shape":[2],"datatype":"BYTES","data":[["x"],["yz"]]}
   ]})");
   ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
@@ -170,16 +170,16 @@ TEST(ParseInferRequestTest, ScalarAndEmptyTensors) {
   EXPECT_TRUE(in[3].data.empty());
 }
 
-TEST(ParseInferRequestTest, DeeplyNestedDataDoesNotOverflowTheStack) {
+TEST(ParseInferRequestTest, DeeplyNestedDataIsRefusedWithoutOverflowingTheStack) {
   const int depth = 200000;
   std::string data = std::string(depth, '[') + "1" + std::string(depth, ']');
   Parsed parsed =
       Parse(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":)" + data + "}]}");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
-  EXPECT_EQ(Values<int8_t>(parsed.request->inputs[0]), std::vector<int8_t>{1});
-  // Deep nesting elsewhere (ignored parameters) is fine too.
+  EXPECT_EQ(parsed.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status.message(), HasSubstr("nested deeper than 100 levels"));
+  // Deep nesting elsewhere (ignored parameters) is refused the same way.
   Parsed ignored = Parse(R"({"parameters":{"x":)" + data + R"(},"inputs":[]})");
-  EXPECT_TRUE(ignored.status.ok()) << ignored.status.ToString();
+  EXPECT_THAT(ignored.status.message(), HasSubstr("nested deeper than 100 levels"));
 }
 
 TEST(ParseInferRequestTest, Fp16AndBf16RoundToNearestEven) {
@@ -772,6 +772,57 @@ TEST(ErrorJsonTest, Escapes) {
   EXPECT_EQ(ErrorJson("he said \"hi\"\n\\ \t"), R"({"error":"he said \"hi\"\n\\ \t"})");
   EXPECT_EQ(ErrorJson(std::string("nul\0!", 5)), R"({"error":"nul\u0000!"})");
   EXPECT_EQ(ErrorJson(""), R"({"error":""})");
+}
+
+// Issue 11: error bodies quoting what a client sent must stay valid UTF-8.
+TEST(ErrorJsonTest, InvalidUtf8IsEscapedValidKept) {
+  EXPECT_EQ(ErrorJson("not found: /v2/models/\xff\xfe"),
+            R"({"error":"not found: /v2/models/\\xff\\xfe"})");
+  EXPECT_EQ(ErrorJson("model '\xc3\xa9t\xc3\xa9' \xe2\x82\xac"),
+            "{\"error\":\"model '\xc3\xa9t\xc3\xa9' \xe2\x82\xac\"}");
+  // Truncated sequence, overlong form, surrogate, beyond U+10FFFF.
+  EXPECT_EQ(ErrorJson("\xe2\x82"), R"({"error":"\\xe2\\x82"})");
+  EXPECT_EQ(ErrorJson("\xc0\xaf"), R"({"error":"\\xc0\\xaf"})");
+  EXPECT_EQ(ErrorJson("\xed\xa0\x80"), R"({"error":"\\xed\\xa0\\x80"})");
+  EXPECT_EQ(ErrorJson("\xf4\x90\x80\x80"), R"({"error":"\\xf4\\x90\\x80\\x80"})");
+}
+
+std::string Nested(int depth, std::string_view leaf) {
+  return std::string(depth, '[') + std::string(leaf) + std::string(depth, ']');
+}
+
+std::string WithData(const std::string& data, std::string_view shape) {
+  return R"({"inputs":[{"name":"x","datatype":"INT32","shape":)" + std::string(shape) +
+         R"(,"data":)" + data + "}]}";
+}
+
+// Issue 11: nesting depth was unbounded (a 40 MB body of '[' took 11.7 s and 0.9 GB).
+TEST(ParseInferRequestTest, NestingDeeperThanTheLimitIsRefusedAtOnce) {
+  InferenceRequest ok_request;
+  // 100 levels in all: the request object, "inputs", the input object, and 97 of data.
+  ASSERT_TRUE(ParseInferRequest(WithData(Nested(97, "1"), "[1]"), 0, &ok_request).ok());
+  InferenceRequest deep;
+  Status s = ParseInferRequest(WithData(Nested(98, "1"), "[1]"), 0, &deep);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("nested deeper than 100 levels"));
+  InferenceRequest huge;
+  std::string body(40 << 20, '[');
+  s = ParseInferRequest(std::move(body), 0, &huge);
+  EXPECT_THAT(s.message(), HasSubstr("nested deeper than 100 levels at offset 10"));
+}
+
+TEST(ParseInferRequestTest, RaggedNestedDataIsRefused) {
+  for (const char* data :
+       {"[[[1]],2,[3,[4]]]", "[[1,2],[3]]", "[[1,2],3,4]", "[1,[2]]", "[[1],[[2]]]", "[[],[1]]"}) {
+    InferenceRequest r;
+    Status s = ParseInferRequest(WithData(data, "[4]"), 0, &r);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << data;
+    EXPECT_THAT(s.message(), HasSubstr("ragged")) << data;
+  }
+  for (const char* data : {"[1,2,3,4]", "[[1,2],[3,4]]", "[[[1],[2]],[[3],[4]]]"}) {
+    InferenceRequest r;
+    EXPECT_TRUE(ParseInferRequest(WithData(data, "[4]"), 0, &r).ok()) << data;
+  }
 }
 
 }  // namespace

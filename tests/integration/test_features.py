@@ -440,6 +440,12 @@ PUSH_CASES = {
     "wrong_shape": ({"clicks": [[0] * 14]}, ["df.clicks[0]", "15"]),
     "not_a_number": ({"age": ["old"]}, ["df.age[0]"]),
     "ragged": ({"age": [1, 2]}, ["length"]),
+    # Issue 11: a future-dated push pinned the record (every later push was "older").
+    "future_event_time": ({"event_timestamp": ["2999-01-01T00:00:00Z"]},
+                          ["df.event_timestamp[0]", "2999-01-01", "future"]),
+    "negative_event_time": ({"event_timestamp": [-5]}, ["df.event_timestamp[0]", "negative"]),
+    "unknown_column": ({"agee": [3]}, ["df.agee", "no such column"]),
+    "bool_into_numeric": ({"age": [True]}, ["df.age[0]", "boolean"]),
 }
 
 

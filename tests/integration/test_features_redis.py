@@ -731,3 +731,36 @@ def test_cluster_slot_migration_during_reads(csrv, redis_cluster, kv):
     assert dst.call("HGET", key, "age") == struct.pack("<f", 99)
     cols = kv.feast_columns(kv.get_online(csrv, ["user_profile:age"], {"user_id": [moving]}))
     assert cols["age"]["values"] == [99.0], cols
+
+
+def test_push_answers_503_fast_when_redis_is_down_or_frozen(start_server, shop_repo, tmp_path,
+                                                            kv):
+    """Issue 11: a push while Redis was unreachable did not always answer the same code, nor
+    quickly. Not connected: 503 at once. Connected but not answering (SIGSTOP): 503 at
+    --feature-push-timeout-ms."""
+    import signal as sig
+    rs = kv.RedisServer(tmp_path / "frozen-redis")
+    try:
+        srv = start_server(shop_repo, "--redis", rs.addr, "--feature-push-timeout-ms", "300")
+        now = time.time()
+        df = {"user_id": [901], "event_timestamp": [now], "age": [1], "clicks": [[1] * 15]}
+        kv.push(srv, "user_profile", df)
+        rs.proc.send_signal(sig.SIGSTOP)
+        try:
+            for _ in range(2):
+                t0 = time.monotonic()
+                body = kv.push(srv, "user_profile", df, expect=503)
+                assert "online store" in body["error"], body
+                took = time.monotonic() - t0
+                assert 0.25 < took < 2.5, took
+        finally:
+            rs.proc.send_signal(sig.SIGCONT)
+        rs.kill()
+        srv.wait_until(lambda: srv.get("/healthz").status_code == 503, 10, "redis seen down")
+        for _ in range(3):
+            t0 = time.monotonic()
+            body = kv.push(srv, "user_profile", df, expect=503)
+            assert "not reachable" in body["error"], body
+            assert time.monotonic() - t0 < 0.2
+    finally:
+        rs.stop()

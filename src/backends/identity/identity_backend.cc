@@ -3,9 +3,13 @@
 //   creation_delay_sec  seconds each instance takes to load (a stand-in for a big model's load:
 //                       the coordinated-update tests and benchmark use it)
 //   execute_delay_ms    milliseconds each batch takes to execute
+//   creation_signal     a signal number the process raises when an instance is created (a
+//                       stand-in for a model file that crashes its library: the load isolation
+//                       tests use it; no real library crash survives dais's model checks)
 // Inputs and outputs are paired by position; each output must have its input's datatype.
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 #include "dais/backend.h"
@@ -75,6 +79,8 @@ class IdentityBackend : public Backend {
     }
     ASSIGN_OR_RETURN(double creation_delay, NumberParameter(config, "creation_delay_sec"));
     ASSIGN_OR_RETURN(double execute_delay, NumberParameter(config, "execute_delay_ms"));
+    ASSIGN_OR_RETURN(double creation_signal, NumberParameter(config, "creation_signal"));
+    if (creation_signal > 0) std::raise(static_cast<int>(creation_signal));
     if (creation_delay > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(creation_delay));
     }

@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
+#include "backends/xgboost/xgboost_json_check.h"
 #include "common/logging.h"
 #include "dais/backend.h"
 #include "runtime/model_config.h"
@@ -58,12 +61,36 @@ StatusOr<BoosterInfo> LoadBooster(const std::string& version_dir,
   if (!std::filesystem::exists(path)) {
     return InvalidArgument("model file '" + path + "' does not exist");
   }
+  // Model files are untrusted: libxgboost trusts their tree indices (a bad one segfaults or
+  // hangs it, xgboost_json_check.h), so a JSON model is checked before the library reads it.
+  if (type == "xgboost_json") {
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) return InvalidArgument("cannot read model file '" + path + "'");
+    if (Status s = CheckXgboostModelJson(text); !s.ok()) {
+      return InvalidArgument("XGBoost model '" + path + "' is malformed: " + s.message());
+    }
+  }
   BoosterInfo info;
   if (XGBoosterCreate(nullptr, 0, &info.handle) != 0) return XgbError("XGBoosterCreate");
   if (XGBoosterLoadModel(info.handle, path.c_str()) != 0) {
     Status s = XgbError("cannot load XGBoost model '" + path + "'");
     XGBoosterFree(info.handle);
     return s;
+  }
+  if (type != "xgboost_json") {
+    // UBJSON and the legacy binary format cannot be checked before the load (a crash there is
+    // contained by --model-load-isolation); the trees are checked once loaded, before any
+    // prediction walks them.
+    bst_ulong len = 0;
+    const char* dumped = nullptr;
+    Status s = XGBoosterSaveModelToBuffer(info.handle, R"({"format":"json"})", &len, &dumped) == 0
+                   ? CheckXgboostModelJson(std::string_view(dumped, len))
+                   : XgbError("cannot read back XGBoost model '" + path + "'");
+    if (!s.ok()) {
+      XGBoosterFree(info.handle);
+      return InvalidArgument("XGBoost model '" + path + "' is malformed: " + s.message());
+    }
   }
   XGBoosterSetParam(info.handle, "nthread", "1");
   bst_ulong nf = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "frontends/connection_limit.h"
 #include "frontends/listen.h"
 #include "metrics/registry.h"
 
@@ -92,12 +93,13 @@ class BusyScope {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const MethodTable* methods, const H2ServerOptions& options,
-          Registry* registry)
+          Registry* registry, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot)
       : socket_(std::move(socket)),
         keepalive_(socket_.get_executor()),
         methods_(methods),
         options_(options),
-        registry_(registry) {}
+        registry_(registry),
+        slot_(std::move(slot)) {}
 
   // On the I/O thread that accepted the connection.
   void Start() {
@@ -168,6 +170,17 @@ class Session : public std::enable_shared_from_this<Session> {
   // Brings the registry's count of open calls up to date with this connection's. mu_ held.
   void CountOpenCalls() {
     const int open = conn_ && !closed_ ? static_cast<int>(conn_->open_calls()) : 0;
+    // Without open calls the connection may be closed to make room at the connection limit.
+    if (const bool idle = !closed_ && open == 0; idle != idle_counted_) {
+      if (idle) {
+        slot_->Idle([weak = weak_from_this()] {
+          if (auto self = weak.lock()) self->Close();
+        });
+      } else {
+        slot_->Busy();
+      }
+      idle_counted_ = idle;
+    }
     if (open != counted_calls_) {
       registry_->open_calls.fetch_add(open - counted_calls_, std::memory_order_relaxed);
       GrpcMetrics::Get().calls.Add(open - counted_calls_);
@@ -345,6 +358,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   bool awaiting_ack_ = false;
   int pings_without_data_ = 0;
+  std::unique_ptr<frontends::ConnectionLimiter::Slot> slot_;
+  bool idle_counted_ = false;        // slot_ marked idle
   int counted_calls_ = 0;            // this connection's share of registry_->open_calls
   bool counted_connection_ = false;  // in dais_grpc_connections
 };
@@ -354,26 +369,29 @@ class Session : public std::enable_shared_from_this<Session> {
 struct H2Server::Impl {
   H2ServerOptions options;
   MethodTable methods;
+  // Before ioc: sessions still queued in ioc when it is destroyed release their slots into it.
+  std::unique_ptr<frontends::ConnectionLimiter> limiter;
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor{ioc};
   std::vector<std::thread> threads;
   Registry registry;
+  std::unique_ptr<frontends::AcceptLoop> accept_loop;
 
   void Accept() {
-    acceptor.async_accept(ioc, [this](boost::system::error_code ec, tcp::socket s) {
-      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) {
-        s.set_option(tcp::no_delay(true), ec);
-        auto session = std::make_shared<Session>(std::move(s), &methods, options, &registry);
-        {
-          std::lock_guard<std::mutex> lock(registry.mu);
-          registry.sessions.insert(session);
-        }
-        session->Start();
-      }
-      Accept();
-    });
+    limiter = std::make_unique<frontends::ConnectionLimiter>("grpc", options.max_connections);
+    accept_loop = std::make_unique<frontends::AcceptLoop>(
+        ioc, acceptor, *limiter, /*strand=*/false,
+        [this](tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
+          auto session = std::make_shared<Session>(std::move(s), &methods, options, &registry,
+                                                   std::move(slot));
+          {
+            std::lock_guard<std::mutex> lock(registry.mu);
+            registry.sessions.insert(session);
+          }
+          session->Start();
+        });
+    accept_loop->Start();
   }
 
   std::vector<std::shared_ptr<Session>> Sessions() {

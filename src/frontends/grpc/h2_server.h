@@ -24,6 +24,9 @@ struct H2ServerOptions {
   bool keepalive_permit_without_calls = false;
   // At most this many PINGs without DATA sent in between (0: no limit).
   int max_pings_without_data = 2;
+  // Open connections admitted (frontends/connection_limit.h: at the limit the longest-idle one,
+  // a connection without open calls, is closed to make room, or the new one refused).
+  int64_t max_connections = 1024;
 };
 
 class H2Server {

@@ -498,6 +498,7 @@ Status GrpcFrontend::Start() {
   o.keepalive_timeout_ms = options_.keepalive_timeout_ms;
   o.keepalive_permit_without_calls = options_.keepalive_permit_without_calls;
   o.max_pings_without_data = options_.http2_max_pings_without_data;
+  o.max_connections = options_.max_connections;
   server_ = std::make_unique<H2Server>(std::move(o), service_->Methods());
   Status s = server_->Start();
   if (!s.ok()) {

@@ -26,6 +26,7 @@ struct GrpcOptions {
   int keepalive_timeout_ms = 20000;
   bool keepalive_permit_without_calls = false;
   int http2_max_pings_without_data = 2;
+  int64_t max_connections = 1024;  // frontends/connection_limit.h
 };
 
 class GrpcFrontend {

@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "common/logging.h"
+#include "frontends/connection_limit.h"
 #include "frontends/listen.h"
 
 namespace dais::http {
@@ -31,12 +32,11 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-constexpr int kIdleTimeoutSecs = 120;
-
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const Handler& handler, uint64_t max_body)
-      : stream_(std::move(socket)), handler_(handler), max_body_(max_body) {}
+  Session(tcp::socket socket, const Handler& handler, const ServerOptions& options,
+          std::unique_ptr<frontends::ConnectionLimiter::Slot> slot)
+      : stream_(std::move(socket)), handler_(handler), options_(options), slot_(std::move(slot)) {}
 
   void Start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
@@ -45,16 +45,23 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void Read() {
     parser_.emplace();
-    parser_->body_limit(max_body_);
+    parser_->body_limit(options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    // An idle keep-alive connection, or a client that stalls mid-request, is closed after this.
-    stream_.expires_after(std::chrono::seconds(kIdleTimeoutSecs));
+    // An idle keep-alive connection, or a client that stalls mid-request, is closed after this,
+    // or earlier when the listener is at its connection limit and this one has waited longest.
+    stream_.expires_after(std::chrono::seconds(options_.idle_timeout_secs));
+    slot_->Idle([weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        net::post(self->stream_.get_executor(), [self] { self->stream_.close(); });
+      }
+    });
     bhttp::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
+    slot_->Busy();
     if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
         ec == net::error::connection_reset || ec == net::error::operation_aborted) {
       return Close();
@@ -64,7 +71,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return Write(Response{413,
                             "application/json",
                             "{\"error\":\"request body exceeds the limit of " +
-                                std::to_string(max_body_) + " bytes\"}",
+                                std::to_string(options_.max_body_bytes) + " bytes\"}",
                             {}});
     }
     if (ec) {
@@ -77,6 +84,12 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // the handler may take as long as the model needs
     bhttp::request<bhttp::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
+    if (req.version() >= 11 && req.find(bhttp::field::host) == req.end()) {
+      // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host (nginx does).
+      keep_alive_ = false;
+      return Write(Response{
+          400, "application/json", "{\"error\":\"HTTP/1.1 request without a Host header\"}", {}});
+    }
     Request r;
     r.method = std::string(req.method_string().data(), req.method_string().size());
     std::string_view target(req.target().data(), req.target().size());
@@ -121,7 +134,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   const Handler& handler_;
-  const uint64_t max_body_;
+  const ServerOptions& options_;
+  std::unique_ptr<frontends::ConnectionLimiter::Slot> slot_;
   bool keep_alive_ = true;
 };
 
@@ -130,20 +144,23 @@ class Session : public std::enable_shared_from_this<Session> {
 struct Server::Impl {
   ServerOptions options;
   Handler handler;
+  // Before ioc: sessions still queued in ioc when it is destroyed release their slots into it.
+  std::unique_ptr<frontends::ConnectionLimiter> limiter;
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor{ioc};
   std::vector<std::thread> threads;
+  std::unique_ptr<frontends::AcceptLoop> accept_loop;
 
   void Accept() {
-    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
-      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) {
-        s.set_option(tcp::no_delay(true), ec);
-        std::make_shared<Session>(std::move(s), handler, options.max_body_bytes)->Start();
-      }
-      Accept();
-    });
+    limiter =
+        std::make_unique<frontends::ConnectionLimiter>(options.listener, options.max_connections);
+    accept_loop = std::make_unique<frontends::AcceptLoop>(
+        ioc, acceptor, *limiter, /*strand=*/true,
+        [this](tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
+          std::make_shared<Session>(std::move(s), handler, options, std::move(slot))->Start();
+        });
+    accept_loop->Start();
   }
 };
 

@@ -47,6 +47,12 @@ struct ServerOptions {
   int port = 0;     // 0: pick a free port
   int threads = 0;  // 0: one per core
   uint64_t max_body_bytes = 64ull << 20;
+  // Open connections admitted (frontends/connection_limit.h: at the limit the longest-idle one
+  // is closed to make room, or the new one refused); `listener` names them in the metrics.
+  int64_t max_connections = 1024;
+  std::string listener = "http";
+  // A connection waiting this long for (the rest of) a request is closed.
+  int idle_timeout_secs = 120;
 };
 
 class Server {

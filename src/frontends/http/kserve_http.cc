@@ -6,6 +6,7 @@
 
 #include <charconv>
 
+#include "common/json.h"
 #include "common/logging.h"
 #include "dais/clock.h"
 #include "metrics/registry.h"
@@ -211,11 +212,18 @@ void KServeHttp::Handle(Request req, Responder respond) {
       bool ready_only = false;
       if (!req.body.empty()) {
         rapidjson::Document d;
-        d.Parse(req.body.c_str(), req.body.size());
-        if (d.HasParseError() || !d.IsObject()) {
-          return respond(Error(400, "malformed JSON in repository index request"));
+        if (Status s = json::ParseJson(req.body, &d); !s.ok()) {
+          return respond(Error(400, "repository index request: " + s.message()));
         }
-        if (d.HasMember("ready") && d["ready"].IsBool()) ready_only = d["ready"].GetBool();
+        if (!d.IsObject()) {
+          return respond(Error(400, "repository index request: the body must be a JSON object"));
+        }
+        if (d.HasMember("ready")) {
+          if (!d["ready"].IsBool()) {
+            return respond(Error(400, "repository index request: \"ready\": expected a boolean"));
+          }
+          ready_only = d["ready"].GetBool();
+        }
       }
       rapidjson::StringBuffer sb;
       Writer w(sb);
@@ -245,9 +253,12 @@ void KServeHttp::Handle(Request req, Responder respond) {
       }
       if (!req.body.empty()) {
         rapidjson::Document d;
-        d.Parse(req.body.c_str(), req.body.size());
-        if (d.HasParseError() || !d.IsObject()) {
-          return respond(Error(400, "malformed JSON in repository " + p[4] + " request"));
+        if (Status s = json::ParseJson(req.body, &d); !s.ok()) {
+          return respond(Error(400, "repository " + p[4] + " request: " + s.message()));
+        }
+        if (!d.IsObject()) {
+          return respond(
+              Error(400, "repository " + p[4] + " request: the body must be a JSON object"));
         }
         if (d.HasMember("parameters") && d["parameters"].IsObject() &&
             d["parameters"].MemberCount() > 0 && p[4] == "load") {

@@ -1,0 +1,244 @@
+#include "frontends/connection_limit.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <boost/asio/strand.hpp>
+#include <cerrno>
+#include <mutex>
+#include <vector>
+
+#include "common/logging.h"
+#include "metrics/registry.h"
+
+namespace dais::frontends {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+// Every limiter of the process, for EvictOne across listeners.
+std::mutex g_limiters_mu;
+std::vector<ConnectionLimiter*>& Limiters() {
+  static auto* v = new std::vector<ConnectionLimiter*>();
+  return *v;
+}
+
+}  // namespace
+
+struct ConnectionLimiter::Metrics {
+  metrics::Gauge& open;
+  metrics::Counter& refused;
+  metrics::Counter& evicted;
+  metrics::Family<metrics::Counter>& accept_errors;
+  std::string listener;
+};
+
+ConnectionLimiter::ConnectionLimiter(std::string listener, int64_t max_connections)
+    : max_(std::max<int64_t>(1, max_connections)) {
+  auto& r = metrics::Registry::Global();
+  r.AddGauge("dais_listener_connections_max",
+             "Connections a listener admits (--http-max-connections, --grpc-max-connections)",
+             {"listener"})
+      .Get({listener})
+      .Set(static_cast<double>(max_));
+  metrics_ = new Metrics{
+      r.AddGauge("dais_listener_connections", "Open connections of a listener", {"listener"})
+          .Get({listener}),
+      r.AddCounter("dais_listener_connections_refused_total",
+                   "Connections closed at accept: the listener was at its limit and none of its "
+                   "connections was idle",
+                   {"listener"})
+          .Get({listener}),
+      r.AddCounter("dais_listener_connections_evicted_total",
+                   "Idle connections closed to make room for a new one at the limit", {"listener"})
+          .Get({listener}),
+      r.AddCounter("dais_listener_accept_errors_total",
+                   "accept() failures (EMFILE: out of file descriptors, ...); the listener backs "
+                   "off",
+                   {"listener", "error"}),
+      listener};
+  std::lock_guard<std::mutex> lock(g_limiters_mu);
+  Limiters().push_back(this);
+}
+
+ConnectionLimiter::~ConnectionLimiter() {
+  {
+    std::lock_guard<std::mutex> lock(g_limiters_mu);
+    auto& v = Limiters();
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+  }
+  delete metrics_;
+}
+
+ConnectionLimiter::Slot::~Slot() {
+  MutexLock l(&owner_->mu_);
+  if (idle_) owner_->idle_.erase(pos_);
+  --owner_->open_;
+  owner_->metrics_->open.Add(-1);
+}
+
+void ConnectionLimiter::Slot::Idle(std::function<void()> close) {
+  MutexLock l(&owner_->mu_);
+  if (idle_) return;
+  idle_ = true;
+  close_ = std::move(close);
+  pos_ = owner_->idle_.insert(owner_->idle_.end(), this);
+}
+
+void ConnectionLimiter::Slot::Busy() {
+  MutexLock l(&owner_->mu_);
+  if (!idle_) return;
+  idle_ = false;
+  owner_->idle_.erase(pos_);
+  close_ = nullptr;
+}
+
+std::function<void()> ConnectionLimiter::TakeOldestIdle() {
+  if (idle_.empty()) return nullptr;
+  Slot* s = idle_.front();
+  idle_.pop_front();
+  s->idle_ = false;
+  return std::move(s->close_);
+}
+
+std::unique_ptr<ConnectionLimiter::Slot> ConnectionLimiter::Admit() {
+  std::function<void()> close;
+  {
+    MutexLock l(&mu_);
+    if (open_ >= max_) {
+      close = TakeOldestIdle();
+      if (!close) {
+        metrics_->refused.Increment();
+        return nullptr;
+      }
+    }
+    ++open_;  // the evicted connection releases its place when it has closed
+  }
+  metrics_->open.Add(1);
+  if (close) {
+    metrics_->evicted.Increment();
+    close();
+  }
+  return std::unique_ptr<Slot>(new Slot(this));
+}
+
+bool ConnectionLimiter::EvictOneHere() {
+  std::function<void()> close;
+  {
+    MutexLock l(&mu_);
+    close = TakeOldestIdle();
+  }
+  if (!close) return false;
+  metrics_->evicted.Increment();
+  close();
+  return true;
+}
+
+bool ConnectionLimiter::EvictOne() {
+  if (EvictOneHere()) return true;
+  std::lock_guard<std::mutex> lock(g_limiters_mu);
+  for (ConnectionLimiter* other : Limiters()) {
+    if (other != this && other->EvictOneHere()) return true;
+  }
+  return false;
+}
+
+void ConnectionLimiter::CountAcceptError(const std::string& error) {
+  metrics_->accept_errors.Get({metrics_->listener, error}).Increment();
+}
+
+int64_t ConnectionLimiter::open() const {
+  MutexLock l(&mu_);
+  return open_;
+}
+
+DefaultConnectionLimits ConnectionLimitsFromRlimit() {
+  DefaultConnectionLimits d;
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rlimit raised = rl;
+    raised.rlim_cur =
+        rl.rlim_max == RLIM_INFINITY ? std::max<rlim_t>(rl.rlim_cur, 1 << 20) : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  d.open_files = rl.rlim_cur == RLIM_INFINITY ? (1 << 20) : static_cast<int64_t>(rl.rlim_cur);
+  const int64_t reserve = std::max<int64_t>(256, d.open_files / 8);
+  d.metrics = 64;
+  const int64_t left = d.open_files - reserve - d.metrics;
+  d.http = d.grpc = std::max<int64_t>(16, left / 2);
+  return d;
+}
+
+AcceptLoop::AcceptLoop(net::io_context& ioc, tcp::acceptor& acceptor, ConnectionLimiter& limiter,
+                       bool strand, OnConnection on_connection)
+    : ioc_(ioc),
+      acceptor_(acceptor),
+      limiter_(limiter),
+      strand_(strand),
+      on_connection_(std::move(on_connection)),
+      backoff_timer_(ioc) {}
+
+void AcceptLoop::Start() {
+  auto handler = [this](const boost::system::error_code& ec, tcp::socket s) {
+    OnAccept(ec, std::move(s));
+  };
+  if (strand_) {
+    acceptor_.async_accept(net::make_strand(ioc_), std::move(handler));
+  } else {
+    acceptor_.async_accept(ioc_, std::move(handler));
+  }
+}
+
+namespace {
+
+// Errors that say the process or the system is out of something: retrying at once would spin.
+const char* ResourceError(const boost::system::error_code& ec) {
+  if (ec.category() != boost::system::system_category()) return nullptr;
+  switch (ec.value()) {
+    case EMFILE:
+      return "emfile";
+    case ENFILE:
+      return "enfile";
+    case ENOBUFS:
+      return "enobufs";
+    case ENOMEM:
+      return "enomem";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+void AcceptLoop::OnAccept(const boost::system::error_code& ec, tcp::socket socket) {
+  if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+  if (ec) {
+    const char* resource = ResourceError(ec);
+    limiter_.CountAcceptError(resource ? resource : "other");
+    if (resource == nullptr) return Start();  // e.g. ECONNABORTED: the next one is fine
+    // Out of descriptors: free one if an idle connection can go, and wait before trying again.
+    limiter_.EvictOne();
+    backoff_ms_ = std::clamp(backoff_ms_ * 2, 10, 1000);
+    LOG_WARNING("accept: {} ({} connections open); retrying in {} ms", ec.message(),
+                limiter_.open(), backoff_ms_);
+    backoff_timer_.expires_after(std::chrono::milliseconds(backoff_ms_));
+    backoff_timer_.async_wait([this](const boost::system::error_code& wait_ec) {
+      if (!wait_ec) Start();
+    });
+    return;
+  }
+  backoff_ms_ = 0;
+  if (auto slot = limiter_.Admit()) {
+    boost::system::error_code opt_ec;
+    socket.set_option(tcp::no_delay(true), opt_ec);
+    on_connection_(std::move(socket), std::move(slot));
+  } else {
+    boost::system::error_code close_ec;
+    socket.close(close_ec);  // refused: at the limit with nothing idle
+  }
+  Start();
+}
+
+}  // namespace dais::frontends

@@ -1,0 +1,116 @@
+// Connection admission for one listener (HTTP, gRPC, metrics), and the accept loop that applies
+// it. Issue 11: with ~20,500 idle TCP connections the process reached its open-file limit, the I/O
+// threads spun on accept (EMFILE) and /v2/health/live timed out for everyone.
+//
+// Policy (nginx's, ngx_drain_connections): at most `max` connections are open. At the limit a new
+// connection makes room by closing the connection that has been idle (waiting for its next
+// request, or for its first) the longest; when none is idle the new one is refused: closed at
+// once. Idle connections are cheap to close (no request is lost, clients reconnect), so clients
+// that hold connections without using them cannot starve the ones that send requests. An accept
+// that fails for lack of descriptors or memory closes one idle connection and retries after a
+// backoff (10 ms doubling to 1 s) instead of spinning on a listening socket that stays readable.
+//
+// Threads: everything is thread-safe; Slot methods are called by the connection that owns it.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+
+#include "common/mutex.h"
+
+namespace dais::frontends {
+
+class ConnectionLimiter {
+ public:
+  // `listener` labels the metrics: dais_listener_connections{listener}, ..._max,
+  // ..._refused_total, ..._evicted_total and dais_listener_accept_errors_total.
+  ConnectionLimiter(std::string listener, int64_t max_connections);
+  ~ConnectionLimiter();
+  ConnectionLimiter(const ConnectionLimiter&) = delete;
+  ConnectionLimiter& operator=(const ConnectionLimiter&) = delete;
+
+  // One admitted connection; destroying it releases the place.
+  class Slot {
+   public:
+    ~Slot();
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    // The connection waits for a request: `close` (callable from any thread, at most once) may be
+    // called to make room for a new connection.
+    void Idle(std::function<void()> close);
+    // The connection is serving a request: it will not be closed to make room.
+    void Busy();
+
+   private:
+    friend class ConnectionLimiter;
+    explicit Slot(ConnectionLimiter* owner) : owner_(owner) {}
+    ConnectionLimiter* owner_;
+    bool idle_ = false;  // guarded by owner_->mu_
+    std::list<Slot*>::iterator pos_;
+    std::function<void()> close_;
+  };
+
+  // On accept. Null: refused (the caller closes the socket; counted).
+  std::unique_ptr<Slot> Admit();
+  // Closes the longest-idle connection of this listener, else of any other listener of the
+  // process (descriptors are per process). True if one was closed.
+  bool EvictOne();
+  void CountAcceptError(const std::string& error);
+
+  int64_t open() const;
+  int64_t max() const { return max_; }
+
+ private:
+  struct Metrics;
+  bool EvictOneHere();
+  // Takes the longest-idle slot out of the idle list; its close function, or empty. mu_ held.
+  std::function<void()> TakeOldestIdle() REQUIRES(mu_);
+
+  const int64_t max_;
+  Metrics* metrics_;
+  mutable Mutex mu_;
+  int64_t open_ GUARDED_BY(mu_) = 0;
+  std::list<Slot*> idle_ GUARDED_BY(mu_);  // oldest first
+};
+
+// Default limits from the process's open-file limit (RLIMIT_NOFILE, raised to its hard limit
+// first): a reserve of max(256, limit/8) descriptors for model files, Redis and other clients,
+// 64 for the metrics port, and the rest shared equally by the HTTP and gRPC listeners.
+struct DefaultConnectionLimits {
+  int64_t open_files = 0;
+  int64_t http = 0, grpc = 0, metrics = 0;
+};
+DefaultConnectionLimits ConnectionLimitsFromRlimit();
+
+// Accepts connections on `acceptor` until it is closed, admitting each through `limiter` and
+// handing the admitted ones to `on_connection` (on an I/O thread). Accept errors back off as
+// described above. Owned by the server's Impl; lives as long as its io_context runs.
+class AcceptLoop {
+ public:
+  using OnConnection =
+      std::function<void(boost::asio::ip::tcp::socket, std::unique_ptr<ConnectionLimiter::Slot>)>;
+  // `strand`: each accepted socket gets its own strand as executor (the HTTP server serializes
+  // a connection's handlers that way; the gRPC server uses a mutex instead).
+  AcceptLoop(boost::asio::io_context& ioc, boost::asio::ip::tcp::acceptor& acceptor,
+             ConnectionLimiter& limiter, bool strand, OnConnection on_connection);
+  void Start();
+
+ private:
+  void OnAccept(const boost::system::error_code& ec, boost::asio::ip::tcp::socket socket);
+
+  boost::asio::io_context& ioc_;
+  boost::asio::ip::tcp::acceptor& acceptor_;
+  ConnectionLimiter& limiter_;
+  const bool strand_;
+  OnConnection on_connection_;
+  boost::asio::steady_timer backoff_timer_;
+  int backoff_ms_ = 0;  // only touched by the accept handler chain (one at a time)
+};
+
+}  // namespace dais::frontends

@@ -1,0 +1,110 @@
+#include "frontends/connection_limit.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <thread>
+
+#include "frontends/listen.h"
+
+namespace dais::frontends {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+TEST(ConnectionLimiterTest, AdmitsUpToTheLimitThenRefusesWhenNoneIsIdle) {
+  ConnectionLimiter limiter("test_refuse", 2);
+  auto a = limiter.Admit();
+  auto b = limiter.Admit();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(limiter.Admit(), nullptr);
+  EXPECT_EQ(limiter.open(), 2);
+  a.reset();
+  EXPECT_EQ(limiter.open(), 1);
+  EXPECT_NE(limiter.Admit(), nullptr);
+}
+
+TEST(ConnectionLimiterTest, AtTheLimitTheLongestIdleIsClosedToMakeRoom) {
+  ConnectionLimiter limiter("test_evict", 3);
+  std::vector<std::unique_ptr<ConnectionLimiter::Slot>> slots;
+  std::vector<int> closed;
+  for (int i = 0; i < 3; ++i) slots.push_back(limiter.Admit());
+  slots[1]->Idle([&] { closed.push_back(1); });
+  slots[0]->Idle([&] { closed.push_back(0); });
+  slots[2]->Idle([&] { closed.push_back(2); });
+  slots[1]->Busy();  // took a request: no longer a candidate
+  auto d = limiter.Admit();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(closed, std::vector<int>({0}));  // idle the longest, and still idle
+  auto e = limiter.Admit();
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(closed, std::vector<int>({0, 2}));
+  // Nothing idle now: refused.
+  EXPECT_EQ(limiter.Admit(), nullptr);
+  EXPECT_FALSE(limiter.EvictOne());
+}
+
+TEST(ConnectionLimiterTest, ReleasingAnIdleSlotTakesItOffTheIdleList) {
+  ConnectionLimiter limiter("test_release", 1);
+  bool closed = false;
+  auto a = limiter.Admit();
+  a->Idle([&] { closed = true; });
+  a.reset();
+  auto b = limiter.Admit();
+  ASSERT_NE(b, nullptr);
+  EXPECT_FALSE(closed);
+}
+
+TEST(ConnectionLimitsTest, DefaultsLeaveAReserveOfDescriptors) {
+  DefaultConnectionLimits d = ConnectionLimitsFromRlimit();
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  EXPECT_GT(d.open_files, 0);
+  EXPECT_GE(d.http, 16);
+  EXPECT_EQ(d.http, d.grpc);
+  if (d.open_files > 1024) {
+    EXPECT_LT(d.http + d.grpc + d.metrics, d.open_files);
+  }
+}
+
+// The accept loop on a real socket: at the limit with nothing idle, the new connection is
+// closed at once by the server (the client reads EOF), and the admitted ones stay open.
+TEST(AcceptLoopTest, RefusedConnectionsAreClosedAtOnce) {
+  net::io_context ioc;
+  tcp::acceptor acceptor(ioc);
+  ASSERT_TRUE(Listen(&acceptor, "127.0.0.1", 0, "test").ok());
+  const int port = acceptor.local_endpoint().port();
+  ConnectionLimiter limiter("test_loop", 2);
+  std::vector<std::pair<tcp::socket, std::unique_ptr<ConnectionLimiter::Slot>>> held;
+  std::atomic<int> admitted{0};
+  AcceptLoop loop(ioc, acceptor, limiter, /*strand=*/false,
+                  [&](tcp::socket s, std::unique_ptr<ConnectionLimiter::Slot> slot) {
+                    held.emplace_back(std::move(s), std::move(slot));  // busy: never idle
+                    ++admitted;
+                  });
+  loop.Start();
+  std::thread io([&] { ioc.run(); });
+  net::io_context client_ioc;
+  std::vector<tcp::socket> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back(client_ioc);
+    clients.back().connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  }
+  char byte;
+  boost::system::error_code ec;
+  clients[2].read_some(net::buffer(&byte, 1), ec);  // blocks until the server closes it
+  EXPECT_EQ(ec, net::error::eof);
+  EXPECT_EQ(admitted.load(), 2);
+  net::post(ioc, [&] {
+    acceptor.close();
+    held.clear();
+  });
+  io.join();
+  EXPECT_EQ(limiter.open(), 0);
+}
+
+}  // namespace
+}  // namespace dais::frontends
