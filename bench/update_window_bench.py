@@ -96,7 +96,9 @@ class Node:
             [binary, "serve", "--model-repository", repo, "--http-port", "0", "--metrics-port",
              "0", "--grpc-port", "0", "--redis", f"127.0.0.1:{redis_port}", "--node-id", node_id,
              "--model-control-mode", "poll", "--repository-poll-secs", str(poll_secs),
-             "--coordination", policy], stdin=subprocess.DEVNULL, stdout=self.log,
+             "--coordination", policy,
+             # identity loads are sleeps: no load check process (it would load each one twice)
+             "--model-load-isolation", "none"], stdin=subprocess.DEVNULL, stdout=self.log,
             stderr=subprocess.STDOUT)
         self.url = None
 
