@@ -65,6 +65,44 @@ class DepthLimit {
 
 }  // namespace internal
 
+// Tracks the nesting depth of a JSON text fed in pieces as it arrives, outside strings, without
+// parsing or storing it: the HTTP server refuses a body nested too deep after its first bytes
+// instead of reading all of it (ParseJson stays the authority on what is valid JSON).
+class DepthScanner {
+ public:
+  explicit DepthScanner(int max_depth = kDefaultMaxDepth) : max_depth_(max_depth) {}
+  // False once the nesting went deeper than max_depth (then offset() is where).
+  bool Feed(std::string_view bytes) {
+    for (char c : bytes) {
+      if (in_string_) {
+        if (escape_) {
+          escape_ = false;
+        } else if (c == '\\') {
+          escape_ = true;
+        } else if (c == '"') {
+          in_string_ = false;
+        }
+      } else if (c == '"') {
+        in_string_ = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth_ > max_depth_) return false;
+      } else if ((c == ']' || c == '}') && depth_ > 0) {
+        --depth_;
+      }
+      ++offset_;
+    }
+    return true;
+  }
+  size_t offset() const { return offset_; }
+  int max_depth() const { return max_depth_; }
+
+ private:
+  const int max_depth_;
+  int depth_ = 0;
+  bool in_string_ = false, escape_ = false;
+  size_t offset_ = 0;
+};
+
 // Parses `text` into `*doc` with rapidjson's `kFlags` (kParseIterativeFlag is always added).
 // InvalidArgument on malformed JSON ("malformed JSON at offset N: <reason>"), on a NUL byte
 // (rapidjson would stop there silently), and on nesting deeper than `max_depth` ("JSON nested

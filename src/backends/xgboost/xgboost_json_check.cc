@@ -48,10 +48,10 @@ std::string_view Kind(const Json& v) {
   return "a number";
 }
 
-// A string from the file as a message shows it: quoted, cut at 40 bytes, and anything but
-// printable ASCII escaped (messages reach logs and JSON error bodies).
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
+// Text from the file as a message shows it: cut at 40 bytes, anything but printable ASCII
+// escaped (messages reach logs and JSON error bodies).
+std::string Printable(std::string_view s) {
+  std::string out;
   for (unsigned char c : s.substr(0, 40)) {
     if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
       out += static_cast<char>(c);
@@ -61,8 +61,10 @@ std::string Quote(std::string_view s) {
       out += hex;
     }
   }
-  return out + (s.size() > 40 ? "...\"" : "\"");
+  return s.size() > 40 ? out + "..." : out;
 }
+
+std::string Quote(std::string_view s) { return "\"" + Printable(s) + "\""; }
 
 // A scalar as a message shows it.
 std::string Show(const Json& v) {
@@ -134,8 +136,11 @@ StatusOr<int64_t> IntParam(const Json& object, std::string_view path, const char
   return value;
 }
 
+// Whether `d` stays finite as the float XGBoost stores: below FLT_MAX plus half an ulp, where
+// rounding to nearest turns to infinity.
 bool FiniteFloat(double d) {
-  return std::isfinite(d) && std::fabs(d) <= std::numeric_limits<float>::max();
+  static const double kFloatOverflow = std::ldexp(1.0, 128) - std::ldexp(1.0, 103);
+  return std::fabs(d) < kFloatOverflow;  // false for NaN too
 }
 
 Status FloatParam(const Json& object, std::string_view path, const char* key) {
@@ -181,6 +186,39 @@ Status CheckNumbers(const Json& array, std::string_view name, Pred finite) {
     const Json& v = array[i];
     if (!v.IsNumber()) return NotA(Index(name, i), v, "a number");
     if (finite(i) && !FiniteFloat(v.GetDouble())) return NotA(Index(name, i), v, "a finite float");
+  }
+  return OkStatus();
+}
+
+// XGBoost's JSON reader keeps the last of two equal keys, rapidjson's FindMember finds the first:
+// a second "left_children" would be the one libxgboost loads, unchecked. (XGBoost 1.7 does not
+// decode \u escapes, so a key it reads as "left_children" is spelled so, and rapidjson reads it
+// the same.) Walks every object with an explicit stack.
+Status CheckUniqueKeys(const Json& root) {
+  std::vector<std::pair<const Json*, std::string>> stack = {{&root, ""}};
+  std::vector<std::string_view> keys;
+  while (!stack.empty()) {
+    auto [v, path] = std::move(stack.back());
+    stack.pop_back();
+    if (v->IsArray()) {
+      for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+        const Json& e = (*v)[i];
+        if (e.IsObject() || e.IsArray()) stack.emplace_back(&e, Index(path, i));
+      }
+      continue;
+    }
+    keys.clear();
+    for (const auto& m : v->GetObject()) {
+      keys.emplace_back(m.name.GetString(), m.name.GetStringLength());
+      if (m.value.IsObject() || m.value.IsArray())
+        stack.emplace_back(&m.value, Join(path, Printable(keys.back())));
+    }
+    std::sort(keys.begin(), keys.end());
+    auto dup = std::adjacent_find(keys.begin(), keys.end());
+    if (dup != keys.end()) {
+      return InvalidArgument((path.empty() ? "the top-level object" : path) + " has the key " +
+                             Quote(*dup) + " twice (XGBoost would load the last one)");
+    }
   }
   return OkStatus();
 }
@@ -523,6 +561,7 @@ Status CheckXgboostModelJson(std::string_view json) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseJson<rapidjson::kParseNanAndInfFlag>(json, &doc));
   if (!doc.IsObject()) return NotA("the model", doc, "a JSON object");
+  RETURN_IF_ERROR(CheckUniqueKeys(doc));
   ASSIGN_OR_RETURN(const Json* learner, ObjectField(doc, "", "learner"));
   ASSIGN_OR_RETURN(ModelShape shape, CheckModelParam(*learner));
   ASSIGN_OR_RETURN(const Json* objective, ObjectField(*learner, "learner", "objective"));

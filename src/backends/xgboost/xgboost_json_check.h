@@ -10,6 +10,8 @@
 // It parses with json::ParseJson (iterative, nesting limit 100; NaN and Infinity accepted, since
 // XGBoost writes NaN as the threshold of a categorical split) and checks, against the schema
 // XGBoost 1.7 writes:
+//  - no object has a key twice: libxgboost loads the last of equal keys, this check would read
+//    the first (a sound "left_children" followed by one that crashes XGBoost).
 //  - learner.learner_model_param: num_feature, num_class, base_score (and num_target when
 //    present) are strings of numbers; 1 <= num_feature <= 2^31; num_class, num_target at most
 //    2^16; base_score finite. The model has G = max(1, num_class, num_target) output groups.
@@ -27,7 +29,8 @@
 //    -1 too; parents[0] is 2147483647 or -1 (both load as "no parent"; XGBoost writes the former)
 //    and every other parents[i] is in [0, N) (XGBoost indexes with it at load, reachable or not);
 //    split_type is 0 or 1; default_left 0, 1, true or false; split_conditions and base_weights
-//    are finite floats, except the threshold of a categorical split (XGBoost writes NaN there).
+//    are numbers that stay finite as floats, except the threshold of a categorical split
+//    (XGBoost writes NaN there); loss_changes and sum_hessian are numbers.
 //    From the root, walked with an explicit stack: no node is reached twice (so no cycle, no
 //    shared child, and the root is nobody's child), parents[child] is the node that reached it,
 //    and every split's split_indices entry is in [0, num_feature). Unreachable nodes are the ones
@@ -40,8 +43,9 @@
 // Returns OkStatus for a sound model, else InvalidArgument naming the first fault: the tree, the
 // field, the node and the bad value, e.g. "tree 3: left_children[0] = 1000000000 is out of range
 // (the tree has 15 nodes)". Fields XGBoost ignores or checks itself with a clean error
-// (attributes, feature_names, feature_types, num_deleted, version, the objective's parameters,
-// loss_changes and sum_hessian values) are not checked beyond their type.
+// (attributes, feature_names, feature_types, num_deleted, version, the objective beyond its name
+// being a string) are not checked; neither are the JSON spellings XGBoost's own reader refuses
+// with a clean error and rapidjson accepts (leading whitespace; \u escapes, kept undecoded).
 #pragma once
 
 #include <string_view>
