@@ -37,12 +37,10 @@ struct StoreMetrics {
       auto& l1 = r.AddCounter("dais_feature_l1_requests_total",
                               "L1 (in-process) cache lookups by result (hit, miss)", {"result"});
       auto& latency = r.AddHistogram(
-          "dais_feature_lookup_duration_us",
-          "Feature lookup latency in microseconds, by the deepest tier it needed (l1, redis, "
-          "memory)",
-          {"tier"},
-          {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000,
-           200000, 500000, 1000000});
+          "dais_feature_lookup_duration_seconds",
+          "Feature lookup latency, by the deepest tier it needed (l1, redis, memory)", {"tier"},
+          {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02,
+           0.05, 0.1, 0.2, 0.5, 1});
       return StoreMetrics{
           r.AddCounter("dais_feature_values_total",
                        "Feature records returned, by group and status (present, stale, "
@@ -366,7 +364,7 @@ void FeatureStore::Finish(const std::shared_ptr<Pending>& p) {
   }
   uint64_t now = NowNs();
   metrics::Histogram& latency = p->used_tier ? m.latency.Get({tier_->name()}) : m.latency_l1;
-  latency.Observe(static_cast<double>(now - p->start_ns) / 1e3);
+  latency.Observe(static_cast<double>(now - p->start_ns) * 1e-9);
   // The L1 gauges sum over every shard: refreshed at most every 100 ms, not per lookup.
   uint64_t at = m.gauges_at_ns.load(std::memory_order_relaxed);
   if (now - at > 100'000'000 &&

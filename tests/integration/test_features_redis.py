@@ -109,8 +109,8 @@ def test_push_get_through_redis(rsrv, redis_server, kv):
     assert redis_server.call("EXISTS", kv.shop_key(19)) == 0
 
     after = metrics(rsrv, kv)
-    assert (total(after, "dais_feature_lookup_duration_us_count", tier="redis")
-            > total(before, "dais_feature_lookup_duration_us_count", tier="redis"))
+    assert (total(after, "dais_feature_lookup_duration_seconds_count", tier="redis")
+            > total(before, "dais_feature_lookup_duration_seconds_count", tier="redis"))
     assert (total(after, "dais_redis_commands_total", result="ok")
             > total(before, "dais_redis_commands_total", result="ok"))
     assert total(after, "dais_redis_reachable") >= 1

@@ -405,3 +405,36 @@ def test_out_of_descriptors_backs_off_instead_of_spinning(start_server, repo_cop
         for s in held:
             s.close()
     assert srv.get("/v2/health/live", timeout=10).status_code == 200
+
+
+def test_grpc_idle_connections_over_the_limit_are_evicted(start_server, repo_copy, tmp_path):
+    """The gRPC listener applies the same policy: a connection without open calls is idle."""
+    import grpc_client
+    stubs = grpc_client.generate_stubs(tmp_path / "stubs")
+    srv = start_server(repo_copy, "--model-control-mode", "explicit", "--grpc-max-connections",
+                       "3")
+    held = [socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=5) for _ in range(10)]
+    try:
+        client = grpc_client.GrpcClient(stubs, srv.grpc_port)
+        assert client.stub.ServerLive(stubs.pb.ServerLiveRequest(), timeout=10).live
+        client.close()
+        m = srv.metrics()
+        assert metric_value(m, "dais_listener_connections_max", 'listener="grpc"') == 3
+        assert metric_value(m, "dais_listener_connections_evicted_total",
+                            'listener="grpc"') >= 7, m
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_metrics_pass_promtool(start_server, repo_copy, tmp_path):
+    """The new listener series follow Prometheus's conventions (promtool check metrics)."""
+    import shutil as sh
+    import subprocess
+    promtool = sh.which("promtool") or "/usr/bin/promtool"
+    srv = start_server(repo_copy, "--model-control-mode", "explicit")
+    socket.create_connection(("127.0.0.1", srv.http_port), timeout=5).close()
+    text = srv.metrics()
+    assert "dais_listener_connections_evicted_total" in text
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
