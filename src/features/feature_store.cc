@@ -39,8 +39,8 @@ struct StoreMetrics {
       auto& latency = r.AddHistogram(
           "dais_feature_lookup_duration_seconds",
           "Feature lookup latency, by the deepest tier it needed (l1, redis, memory)", {"tier"},
-          {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02,
-           0.05, 0.1, 0.2, 0.5, 1});
+          {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.05,
+           0.1, 0.2, 0.5, 1});
       return StoreMetrics{
           r.AddCounter("dais_feature_values_total",
                        "Feature records returned, by group and status (present, stale, "
