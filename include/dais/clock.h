@@ -1,4 +1,6 @@
-// Clock seam: the runtime reads time through this so tests can use a fake clock.
+// The runtime's monotonic time in nanoseconds. Not a seam: there is no fake clock behind it. Pure
+// policy code (runtime/batch_queue.h) takes `now_ns` from its caller instead, which is how its
+// tests control time.
 #pragma once
 
 #include <chrono>

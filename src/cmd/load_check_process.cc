@@ -71,6 +71,9 @@ Status ProcessLoadChecker::Check(const std::string& model_dir, int64_t version,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  // Nothing else of the server's: an inherited client socket would stay open (no FIN to the
+  // client) until the check ends, an inherited listener would keep the port bound.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // The server blocks SIGTERM/SIGINT in every thread (it waits for them with sigwait); the

@@ -67,6 +67,18 @@ void SetReady(const std::string& model, int64_t version, bool ready) {
 
 }  // namespace
 
+std::string_view ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kUnavailable:
+      return "UNAVAILABLE";
+  }
+  return "UNAVAILABLE";
+}
+
 ModelManager::ModelManager(ManagerOptions options) : options_(std::move(options)) {}
 
 ModelManager::~ModelManager() { Stop(); }
@@ -274,7 +286,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
       has_old = it != e.versions.end() && it->second.version != nullptr;
       Slot& slot = e.versions[v];
       if (!has_old) {
-        slot.state = "LOADING";
+        slot.state = ModelState::kLoading;
         SetReady(name, v, false);
       }
     }
@@ -287,7 +299,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
         LOG_WARNING("model '{}' version {}: {}", name, v, reason);
         MutexLock l(&mu_);
         Slot& slot = models_[name].versions[v];
-        if (!slot.version) slot.state = "UNAVAILABLE";
+        if (!slot.version) slot.state = ModelState::kUnavailable;
         slot.reason = reason;
         slot.fingerprint.clear();
         if (first_error.ok()) first_error = granted.status();
@@ -318,7 +330,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
         retired.push_back(std::move(loaded).value());
         slot.reason = reason;
         slot.fingerprint.clear();
-        if (!slot.version) slot.state = "UNAVAILABLE";
+        if (!slot.version) slot.state = ModelState::kUnavailable;
         if (first_error.ok()) first_error = fenced;
         continue;
       }
@@ -331,7 +343,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
       slot.reason = reason;
       slot.fingerprint = fp;  // do not retry an unchanged broken version on every poll
       if (!slot.version) {
-        slot.state = "UNAVAILABLE";
+        slot.state = ModelState::kUnavailable;
         SetReady(name, v, false);
       }
       if (first_error.ok()) first_error = loaded.status();
@@ -341,7 +353,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
     (*loaded)->set_features(*features);
     slot.version = std::move(loaded).value();
     slot.fingerprint = fp;
-    slot.state = "READY";
+    slot.state = ModelState::kReady;
     slot.reason.clear();
     SetReady(name, v, true);
   }
@@ -491,7 +503,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Find(const std::string& na
   }
   if (!v->second.version) {
     return Unavailable("model '" + name + "' version " + std::to_string(version) +
-                       " is not ready: " + v->second.state +
+                       " is not ready: " + std::string(ModelStateName(v->second.state)) +
                        (v->second.reason.empty() ? "" : " (" + v->second.reason + ")"));
   }
   return v->second.version;
@@ -578,16 +590,17 @@ std::vector<IndexEntry> ModelManager::Index(bool ready_only) const {
     if (it == models_.end() || (it->second.versions.empty() && it->second.error.empty())) {
       bool pending = it != models_.end() && it->second.wanted;
       if (!ready_only) {
-        out.push_back({name, "", pending ? "LOADING" : "UNAVAILABLE", pending ? "" : "unloaded"});
+        out.push_back({name, "", pending ? ModelState::kLoading : ModelState::kUnavailable,
+                       pending ? "" : "unloaded"});
       }
       continue;
     }
     if (!it->second.error.empty() && !ready_only) {
-      out.push_back({name, "", "UNAVAILABLE", it->second.error});
+      out.push_back({name, "", ModelState::kUnavailable, it->second.error});
     }
     for (const auto& [v, slot] : it->second.versions) {
-      std::string state = slot.version ? "READY" : slot.state;
-      if (ready_only && state != "READY") continue;
+      const ModelState state = slot.version ? ModelState::kReady : slot.state;
+      if (ready_only && state != ModelState::kReady) continue;
       out.push_back({name, std::to_string(v), state, slot.reason});
     }
   }
@@ -614,7 +627,8 @@ std::vector<std::pair<std::string, std::string>> ModelManager::NotReady() const 
     if (serving) continue;
     for (const auto& [v, slot] : e.versions) {
       if (!slot.version) {
-        out.emplace_back(name, "version " + std::to_string(v) + " " + slot.state +
+        out.emplace_back(name, "version " + std::to_string(v) + " " +
+                                   std::string(ModelStateName(slot.state)) +
                                    (slot.reason.empty() ? "" : ": " + slot.reason));
       }
     }

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -49,10 +50,16 @@ struct ManagerOptions {
 // with some should leave with _exit: their threads may still be inside a backend library.
 int64_t AbandonedLoads();
 
+// A model (version)'s state as the repository index reports it. UNAVAILABLE covers a failed or
+// timed-out load and an unloaded model, with the reason beside it (Triton's states and names).
+enum class ModelState { kLoading, kReady, kUnavailable };
+// "LOADING", "READY", "UNAVAILABLE".
+std::string_view ModelStateName(ModelState state);
+
 struct IndexEntry {
   std::string name;
   std::string version;  // empty when no version is known
-  std::string state;    // READY, LOADING, UNLOADING, UNAVAILABLE
+  ModelState state = ModelState::kUnavailable;
   std::string reason;
 };
 
@@ -107,7 +114,7 @@ class ModelManager {
   struct Slot {
     std::shared_ptr<ModelVersion> version;
     std::string fingerprint;
-    std::string state;
+    ModelState state = ModelState::kLoading;  // when `version` is null; READY while it is set
     std::string reason;
   };
   struct Entry {

@@ -180,7 +180,7 @@ class GrpcFrontend::Service final {
       auto* m = resp->add_models();
       m->set_name(e.name);
       m->set_version(e.version);
-      m->set_state(e.state);
+      m->set_state(std::string(ModelStateName(e.state)));
       m->set_reason(e.reason);
     }
     return (grpc::Status::OK);

@@ -132,7 +132,8 @@ class Session : public std::enable_shared_from_this<Session> {
       scanned_ = until;
     }
     if (!parser_->is_done()) return ReadBody();
-    if (buffer_.capacity() > kBodyReadBytes) buffer_.shrink_to_fit();
+    // Idle keep-alive connections must not each keep 64 KiB (thousands of them are allowed).
+    if (buffer_.capacity() > 4096) buffer_.shrink_to_fit();
     OnRead(ec);
   }
 
@@ -144,6 +145,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec == bhttp::error::body_limit) {
       keep_alive_ = false;
+      discard_rest_ = true;  // answered before the body: drain it so the 413 is not reset away
       return Write(Response{413,
                             "application/json",
                             "{\"error\":\"request body exceeds the limit of " +

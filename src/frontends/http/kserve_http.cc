@@ -237,7 +237,8 @@ void KServeHttp::Handle(Request req, Responder respond) {
           w.String(e.version.c_str());
         }
         w.Key("state");
-        w.String(e.state.c_str());
+        const std::string_view state = ModelStateName(e.state);
+        w.String(state.data(), static_cast<rapidjson::SizeType>(state.size()));
         w.Key("reason");
         w.String(e.reason.c_str());
         w.EndObject();

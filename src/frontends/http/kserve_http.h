@@ -39,8 +39,8 @@ class KServeHttp {
     tier_name_ = std::move(tier_name);
   }
 
-  // Joins the threads that run repository load/unload requests. Call after StartDraining and
-  // before the Server stops (their responders post to it).
+  // Joins the threads that run repository load/unload requests. Call once ServerState::draining
+  // is set (no new ones start) and before the Server stops (their responders post to it).
   void JoinBackground();
 
  private:
