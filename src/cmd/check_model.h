@@ -20,6 +20,7 @@ struct CheckModelOptions {
   int64_t version = -1;
   bool allow_gpu = false;
   int log_verbose = 0;
+  bool zygote = false;  // serve checks from stdin, each in a fork (load_check_process.h)
 };
 
 CLI::App* AddCheckModelCommand(CLI::App* app, CheckModelOptions* options);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -62,8 +63,8 @@ bool ReadUntilEof(int fd, std::chrono::steady_clock::time_point deadline, bool h
 
 }  // namespace
 
-Status ProcessLoadChecker::Check(const std::string& model_dir, int64_t version,
-                                 std::chrono::seconds timeout) {
+Status ProcessLoadChecker::CheckInOwnProcess(const std::string& model_dir, int64_t version,
+                                             std::chrono::seconds timeout) {
   const auto start = std::chrono::steady_clock::now();
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", strerror(errno)));
@@ -133,6 +134,201 @@ Status ProcessLoadChecker::Check(const std::string& model_dir, int64_t version,
     return OkStatus();
   }
   return InvalidArgument(ReasonFrom(output));
+}
+
+namespace {
+
+// "signal 11 (Segmentation fault)" as the checks report it.
+Status Crashed(int sig, const std::string& last_output) {
+  return InvalidArgument(fmt::format(
+      "loading the model killed the check process with signal {} ({}): it would have taken "
+      "the server down; not loaded{}",
+      sig, strsignal(sig), last_output.empty() ? "" : " (last output: " + last_output + ")"));
+}
+
+Status TimedOut(std::chrono::seconds timeout) {
+  return DeadlineExceeded(fmt::format(
+      "load did not finish within {} s (--model-load-timeout-secs) in the check process "
+      "(killed; --model-load-isolation)",
+      timeout.count()));
+}
+
+}  // namespace
+
+ProcessLoadChecker::~ProcessLoadChecker() {
+  std::thread reader;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (zygote_in_ >= 0) ::close(zygote_in_);  // EOF: the zygote kills its children and exits
+    zygote_in_ = -1;
+    reader = std::move(reader_);
+  }
+  if (reader.joinable()) reader.join();  // ends when the zygote has exited
+}
+
+namespace {
+
+// Starts `dais check-model --zygote` with pipes to its stdin (*in) and from its stdout (*out).
+pid_t SpawnZygote(bool allow_gpu, int* in, int* out) {
+  int to[2], from[2];
+  if (::pipe2(to, O_CLOEXEC) != 0) return -1;
+  if (::pipe2(from, O_CLOEXEC) != 0) {
+    ::close(to[0]);
+    ::close(to[1]);
+    return -1;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, to[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, from[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<std::string> args = {"dais", "check-model", "--zygote", "--allow-gpu",
+                                   allow_gpu ? "true" : "false"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(to[0]);
+  ::close(from[1]);
+  if (rc != 0) {
+    ::close(to[1]);
+    ::close(from[0]);
+    LOG_WARNING("cannot start the load check zygote: {}", strerror(rc));
+    return -1;
+  }
+  *in = to[1];
+  *out = from[0];
+  return pid;
+}
+
+}  // namespace
+
+int ProcessLoadChecker::ZygoteLocked(std::unique_lock<std::mutex>& lock) {
+  cv_.wait(lock, [this] { return !starting_; });  // another check is starting it
+  if (zygote_in_ >= 0) return zygote_in_;
+  if (reader_.joinable()) reader_.join();  // the last zygote's thread, which has ended
+  starting_ = true;
+  // The zygote is started by the thread that reads its answers, which lives as long as it does:
+  // PR_SET_PDEATHSIG fires when the *thread* that started a process ends, and the load threads
+  // that call Check end after each load (the zygote was killed after every check).
+  reader_ = std::thread([this] { RunZygote(); });
+  cv_.wait(lock, [this] { return !starting_; });
+  return zygote_in_;
+}
+
+void ProcessLoadChecker::RunZygote() {
+  int in = -1, out = -1;
+  const pid_t pid = SpawnZygote(allow_gpu_, &in, &out);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    starting_ = false;
+    zygote_in_ = in;
+    cv_.notify_all();
+  }
+  if (pid <= 0) return;
+  LOG_INFO("load check zygote started (pid {})", pid);
+  ReadAnswers(out);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
+
+void ProcessLoadChecker::ReadAnswers(int fd) {
+  std::string in;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t nl; (nl = in.find('\n')) != std::string::npos; in.erase(0, nl + 1)) {
+      std::string line = in.substr(0, nl);
+      size_t sp1 = line.find(' '), sp2 = line.find(' ', sp1 + 1);
+      if (sp1 == std::string::npos) continue;
+      auto it = pending_.find(std::strtoull(line.c_str(), nullptr, 10));
+      if (it == pending_.end()) continue;
+      Pending& p = *it->second;
+      const std::string kind = line.substr(sp1 + 1, sp2 - sp1 - 1);
+      const std::string rest = sp2 == std::string::npos ? "" : line.substr(sp2 + 1);
+      if (kind == "pid") {
+        p.pid = static_cast<pid_t>(std::atoi(rest.c_str()));
+      } else if (kind == "error") {
+        p.error = rest;
+      } else if (kind == "exit" || kind == "signal") {
+        p.done = true;
+        p.signaled = kind == "signal";
+        p.code = std::atoi(rest.c_str());
+      }
+    }
+    cv_.notify_all();
+  }
+  ::close(fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  // The zygote is gone: the checks it had cannot answer any more.
+  for (auto& [id, p] : pending_) {
+    if (!p->done) {
+      p->done = true;
+      p->code = -1;
+    }
+  }
+  if (zygote_in_ >= 0) ::close(zygote_in_);
+  zygote_in_ = -1;
+  cv_.notify_all();
+}
+
+Status ProcessLoadChecker::CheckInZygote(const std::string& model_dir, int64_t version,
+                                         std::chrono::seconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  auto p = std::make_shared<Pending>();
+  std::unique_lock<std::mutex> lock(mu_);
+  // The descriptor is used under mu_ only: the reader closes it (under mu_) when the zygote dies.
+  const int fd = ZygoteLocked(lock);
+  if (fd < 0) return Unavailable("the load check zygote is not running");
+  const uint64_t id = next_id_++;
+  pending_[id] = p;
+  const std::string request = fmt::format("{} {} {}\n", id, version, model_dir);
+  if (::write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    pending_.erase(id);
+    return Unavailable("the load check zygote does not take requests");
+  }
+  bool killed = false;
+  while (!p->done) {
+    if (!killed && timeout.count() > 0 && std::chrono::steady_clock::now() >= start + timeout &&
+        p->pid > 0) {
+      ::kill(p->pid, SIGKILL);  // the zygote then reports the child's end
+      killed = true;
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  pending_.erase(id);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  LOG_VERBOSE(1, "load check of {} version {} (zygote child {}) took {:.3f}s", model_dir, version,
+              p->pid, secs);
+  if (killed) return TimedOut(timeout);
+  if (p->code == -1 && !p->signaled) return Unavailable("the load check zygote died");
+  if (p->signaled) return Crashed(p->code, p->error);
+  if (p->code == 0) return OkStatus();
+  return InvalidArgument(p->error.empty() ? fmt::format("the check exited with code {}", p->code)
+                                          : p->error);
+}
+
+Status ProcessLoadChecker::Check(const std::string& model_dir, int64_t version,
+                                 std::chrono::seconds timeout) {
+  Status s = CheckInZygote(model_dir, version, timeout);
+  if (s.code() != StatusCode::kUnavailable) return s;
+  LOG_WARNING("load check of {} version {}: {}; checking in a process of its own", model_dir,
+              version, s.message());
+  return CheckInOwnProcess(model_dir, version, timeout);
 }
 
 }  // namespace dais::cmd

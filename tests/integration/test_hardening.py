@@ -438,3 +438,40 @@ def test_metrics_pass_promtool(start_server, repo_copy, tmp_path):
     assert "dais_listener_connections_evicted_total" in text
     r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    import os
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def test_load_check_zygote_is_restarted_when_it_dies(repo_copy, start_server, kv):
+    """Checks run in forks of one zygote process started at the first check; when it dies the
+    next check starts another (and a check it was running fails over to a process of its own)."""
+    import os
+    import signal as sig
+    srv = start_server(repo_copy, "--model-control-mode", "explicit")
+    assert srv.post("/v2/repository/models/xgb_binary/load", timeout=60).status_code == 200
+    zygotes = [c for c in children_of(srv.pid)
+               if b"--zygote" in open(f"/proc/{c}/cmdline", "rb").read()]
+    assert len(zygotes) == 1, zygotes
+    os.kill(zygotes[0], sig.SIGKILL)
+    # The check right after may still reach the dead zygote's pipe: it fails over to a process
+    # of its own; the one after starts a new zygote.
+    for model in ("mlp_small", "mlp_heavy"):
+        assert srv.post(f"/v2/repository/models/{model}/load", timeout=60).status_code == 200
+    again = [c for c in children_of(srv.pid)
+             if b"--zygote" in open(f"/proc/{c}/cmdline", "rb").read()]
+    assert len(again) == 1 and again != zygotes, (zygotes, again)
+    x = np.random.default_rng(5).normal(size=(1, 16)).astype(np.float32)
+    kv.json_outputs(srv.infer("mlp_small", {"INPUT__0": x}))
+    assert srv.stop(timeout=15) == 0
