@@ -99,10 +99,12 @@ void WriteLine(const std::string& line) {
 
 // The zygote (load_check_process.h): single-threaded, it has paid the process start and the
 // libraries' static initialisation once; each check is a fork of it. Requests on stdin, one per
-// line: "<id> <version> <model dir>"; answers on stdout: "<id> pid <pid>", "<id> error <reason>"
-// (from the child), then "<id> exit <code>" or "<id> signal <number>". Ends at EOF on stdin.
+// line: "<id> <version> <model dir>"; answers on stdout: "0 ready" once, then "<id> pid <pid>",
+// "<id> error <reason>" (from the child), then "<id> exit <code>" or "<id> signal <number>".
+// Ends at EOF on stdin.
 int RunZygote(const CheckModelOptions& o) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  WriteLine("0 ready");  // the libraries' static initialisation is done (ids start at 1)
   std::map<pid_t, std::string> children;
   std::string in;
   bool eof = false;

@@ -230,8 +230,10 @@ void ProcessLoadChecker::RunZygote() {
   const pid_t pid = SpawnZygote(allow_gpu_, &in, &out);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    starting_ = false;
     zygote_in_ = in;
+    // Started once the zygote says it is ready (its libraries initialised), so that its start
+    // does not count against the first check's load deadline; at once when it failed.
+    if (pid <= 0) starting_ = false;
     cv_.notify_all();
   }
   if (pid <= 0) return;
@@ -254,6 +256,10 @@ void ProcessLoadChecker::ReadAnswers(int fd) {
       std::string line = in.substr(0, nl);
       size_t sp1 = line.find(' '), sp2 = line.find(' ', sp1 + 1);
       if (sp1 == std::string::npos) continue;
+      if (line == "0 ready") {
+        starting_ = false;
+        continue;
+      }
       auto it = pending_.find(std::strtoull(line.c_str(), nullptr, 10));
       if (it == pending_.end()) continue;
       Pending& p = *it->second;
@@ -273,6 +279,7 @@ void ProcessLoadChecker::ReadAnswers(int fd) {
   }
   ::close(fd);
   std::lock_guard<std::mutex> lock(mu_);
+  starting_ = false;
   // The zygote is gone: the checks it had cannot answer any more.
   for (auto& [id, p] : pending_) {
     if (!p->done) {
@@ -287,12 +294,12 @@ void ProcessLoadChecker::ReadAnswers(int fd) {
 
 Status ProcessLoadChecker::CheckInZygote(const std::string& model_dir, int64_t version,
                                          std::chrono::seconds timeout) {
-  const auto start = std::chrono::steady_clock::now();
   auto p = std::make_shared<Pending>();
   std::unique_lock<std::mutex> lock(mu_);
   // The descriptor is used under mu_ only: the reader closes it (under mu_) when the zygote dies.
   const int fd = ZygoteLocked(lock);
   if (fd < 0) return Unavailable("the load check zygote is not running");
+  const auto start = std::chrono::steady_clock::now();
   const uint64_t id = next_id_++;
   pending_[id] = p;
   const std::string request = fmt::format("{} {} {}\n", id, version, model_dir);
@@ -318,8 +325,12 @@ Status ProcessLoadChecker::CheckInZygote(const std::string& model_dir, int64_t v
   if (p->code == -1 && !p->signaled) return Unavailable("the load check zygote died");
   if (p->signaled) return Crashed(p->code, p->error);
   if (p->code == 0) return OkStatus();
-  return InvalidArgument(p->error.empty() ? fmt::format("the check exited with code {}", p->code)
-                                          : p->error);
+  return InvalidArgument(
+      p->error.empty()
+          ? fmt::format("the check process ended with exit code {} without a reason (a crash "
+                        "caught by a handler, e.g. a sanitizer's?): not loaded",
+                        p->code)
+          : p->error);
 }
 
 Status ProcessLoadChecker::Check(const std::string& model_dir, int64_t version,
