@@ -61,38 +61,25 @@ bool ReadUntilEof(int fd, std::chrono::steady_clock::time_point deadline, bool h
   }
 }
 
-}  // namespace
-
-Status ProcessLoadChecker::CheckInOwnProcess(const std::string& model_dir, int64_t version,
-                                             std::chrono::seconds timeout) {
-  const auto start = std::chrono::steady_clock::now();
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", strerror(errno)));
+// Starts `dais <args>` (/proc/self/exe) with `stdin_fd` (or none, -1) as its stdin and `out_fd`
+// as its stdout and, when `stderr_too`, its stderr. It inherits no other descriptor of the
+// server (a client socket copy would delay its FIN until the child ends, a listener would keep
+// the port bound) and not the server's signal mask (which blocks SIGTERM/SIGINT for sigwait).
+// The pid, or -1 with the reason logged.
+pid_t Spawn(std::vector<std::string> args, int stdin_fd, int out_fd, bool stderr_too) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  // Nothing else of the server's: an inherited client socket would stay open (no FIN to the
-  // client) until the check ends, an inherited listener would keep the port bound.
+  if (stdin_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdin_fd, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  if (stderr_too) posix_spawn_file_actions_adddup2(&actions, out_fd, STDERR_FILENO);
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  // The server blocks SIGTERM/SIGINT in every thread (it waits for them with sigwait); the
-  // child must not inherit that mask, or it could not be stopped by those signals.
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<std::string> args = {"dais",
-                                   "check-model",
-                                   "--model-dir",
-                                   model_dir,
-                                   "--model-version",
-                                   std::to_string(version),
-                                   "--allow-gpu",
-                                   allow_gpu_ ? "true" : "false",
-                                   "--log-verbose",
-                                   std::to_string(log_verbose_)};
+  args.insert(args.begin(), "dais");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -100,45 +87,14 @@ Status ProcessLoadChecker::CheckInOwnProcess(const std::string& model_dir, int64
   int rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
   if (rc != 0) {
-    ::close(fds[0]);
-    return Internal(fmt::format("cannot start the load check process: {}", strerror(rc)));
+    LOG_WARNING("cannot start dais {}: {}", args[1], strerror(rc));
+    return -1;
   }
-  std::string output;
-  const bool finished = ReadUntilEof(fds[0], start + timeout, timeout.count() > 0, &output);
-  ::close(fds[0]);
-  if (!finished) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  LOG_VERBOSE(1, "load check of {} version {} (pid {}) took {:.3f}s:\n{}", model_dir, version, pid,
-              secs, output);
-  if (!finished) {
-    return DeadlineExceeded(fmt::format(
-        "load did not finish within {} s (--model-load-timeout-secs) in the check process "
-        "(killed; --model-load-isolation)",
-        timeout.count()));
-  }
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return InvalidArgument(fmt::format(
-        "loading the model killed the check process with signal {} ({}): it would have taken "
-        "the server down; not loaded{}",
-        sig, strsignal(sig), output.empty() ? "" : " (last output: " + ReasonFrom(output) + ")"));
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    LOG_VERBOSE(1, "model {} version {}: load check passed in {:.3f}s", model_dir, version, secs);
-    return OkStatus();
-  }
-  return InvalidArgument(ReasonFrom(output));
+  return pid;
 }
 
-namespace {
-
-// "signal 11 (Segmentation fault)" as the checks report it.
+// The outcomes of a check, worded the same whichever process ran it.
 Status Crashed(int sig, const std::string& last_output) {
   return InvalidArgument(fmt::format(
       "loading the model killed the check process with signal {} ({}): it would have taken "
@@ -154,6 +110,40 @@ Status TimedOut(std::chrono::seconds timeout) {
 }
 
 }  // namespace
+
+Status ProcessLoadChecker::CheckInOwnProcess(const std::string& model_dir, int64_t version,
+                                             std::chrono::seconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", strerror(errno)));
+  const pid_t pid = Spawn(
+      {"check-model", "--model-dir", model_dir, "--model-version", std::to_string(version),
+       "--allow-gpu", allow_gpu_ ? "true" : "false", "--log-verbose", std::to_string(log_verbose_)},
+      -1, fds[1], /*stderr_too=*/true);
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    return Internal("cannot start the load check process");
+  }
+  std::string output;
+  const bool finished = ReadUntilEof(fds[0], start + timeout, timeout.count() > 0, &output);
+  ::close(fds[0]);
+  if (!finished) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  LOG_VERBOSE(1, "load check of {} version {} (pid {}) took {:.3f}s:\n{}", model_dir, version, pid,
+              secs, output);
+  if (!finished) return TimedOut(timeout);
+  if (WIFSIGNALED(status)) return Crashed(WTERMSIG(status), ReasonFrom(output));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    LOG_VERBOSE(1, "model {} version {}: load check passed in {:.3f}s", model_dir, version, secs);
+    return OkStatus();
+  }
+  return InvalidArgument(ReasonFrom(output));
+}
 
 ProcessLoadChecker::~ProcessLoadChecker() {
   std::thread reader;
@@ -177,32 +167,13 @@ pid_t SpawnZygote(bool allow_gpu, int* in, int* out) {
     ::close(to[1]);
     return -1;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, to[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, from[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<std::string> args = {"dais", "check-model", "--zygote", "--allow-gpu",
-                                   allow_gpu ? "true" : "false"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  const pid_t pid = Spawn({"check-model", "--zygote", "--allow-gpu", allow_gpu ? "true" : "false"},
+                          to[0], from[1], /*stderr_too=*/false);
   ::close(to[0]);
   ::close(from[1]);
-  if (rc != 0) {
+  if (pid < 0) {
     ::close(to[1]);
     ::close(from[0]);
-    LOG_WARNING("cannot start the load check zygote: {}", strerror(rc));
     return -1;
   }
   *in = to[1];
