@@ -64,7 +64,6 @@ class ConnectionLimiter {
   void CountAcceptError(const std::string& error);
 
   int64_t open() const;
-  int64_t max() const { return max_; }
 
  private:
   struct Metrics;
