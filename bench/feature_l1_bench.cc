@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "features/cache_testing.h"
-#include "features/l1_cache.h"
+#include "features/cache/cache_testing.h"
+#include "features/cache/l1_cache.h"
 
 namespace {
 

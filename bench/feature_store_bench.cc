@@ -33,10 +33,10 @@
 #include <vector>
 
 #include "dais/clock.h"
-#include "features/feature_spec.h"
-#include "features/feature_store.h"
-#include "features/online_tier.h"
-#include "features/redis_tier.h"
+#include "features/spec/feature_spec.h"
+#include "features/store/feature_store.h"
+#include "features/store/online_tier.h"
+#include "features/store/redis_tier.h"
 #include "redis/client.h"
 #include "redis/options.h"
 

@@ -8,13 +8,15 @@
 #include <string>
 #include <string_view>
 
-#include "features/feast_api.h"
-#include "features/feature_spec.h"
-#include "features/memory_tier.h"
+#include "features/spec/feature_spec.h"
+#include "features/store/memory_tier.h"
+#include "frontends/http/feast_http.h"
+#include "frontends/http/http_status.h"
 
 namespace {
 
 using namespace dais::features;
+using dais::frontends::http::FeastHttp;
 
 constexpr const char* kSpec = R"(
 domain: shop
@@ -38,7 +40,7 @@ feature_groups:
 struct World {
   FeatureSpecPtr spec;
   std::unique_ptr<FeatureStore> store;
-  std::unique_ptr<FeastApi> api;
+  std::unique_ptr<FeastHttp> api;
   World() {
     auto s = ParseFeatureSpec(kSpec, "fuzz.yaml");
     if (!s.ok()) __builtin_trap();
@@ -50,7 +52,7 @@ struct World {
     std::vector<PushRow> rows = {{0, "1", UnixNowUs(), payload}, {0, "2", 1, payload}};
     store->PushSync(spec, rows);
     FeatureSpecPtr sp = spec;
-    api = std::make_unique<FeastApi>(
+    api = std::make_unique<FeastHttp>(
         store.get(), [sp] { return std::vector<FeatureSpecPtr>{sp}; },
         [sp](const std::string& name) { return name == "m" ? sp : FeatureSpecPtr(); });
   }
@@ -73,10 +75,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 1:
     case 2: {
       int answers = 0, status = 0;
-      auto done = [&](int s, std::string json) {
+      auto done = [&](dais::StatusOr<std::string> json) {
         ++answers;
-        status = s;
-        if (json.empty() || json[0] != '{') __builtin_trap();
+        status = json.ok() ? 200 : dais::frontends::http::HttpStatusFor(json.status().code());
+        if (json.ok() && (json->empty() || (*json)[0] != '{')) __builtin_trap();
       };
       if (data[0] % 3 == 1) {
         world.api->GetOnlineFeatures(body, done);

@@ -19,11 +19,11 @@
 
 namespace {
 
-using dais::grpcfe::H2Connection;
-using dais::grpcfe::H2Options;
-using dais::grpcfe::MethodTable;
-using dais::grpcfe::ServerCall;
-using dais::grpcfe::StreamHandler;
+using dais::frontends::grpc::H2Connection;
+using dais::frontends::grpc::H2Options;
+using dais::frontends::grpc::MethodTable;
+using dais::frontends::grpc::ServerCall;
+using dais::frontends::grpc::StreamHandler;
 
 struct Echo : StreamHandler {
   explicit Echo(std::shared_ptr<ServerCall> c) : call(std::move(c)) {}

@@ -1,6 +1,6 @@
-// libFuzzer target for the L1 invalidation message decoder (features/invalidation.h): payloads
-// arrive from Redis pub/sub, where any client of that Redis can publish. Checks, besides crashes
-// and sanitizer reports: every key decoded lies inside the payload; a payload that decodes
+// libFuzzer target for the L1 invalidation message decoder (features/store/invalidation.h):
+// payloads arrive from Redis pub/sub, where any client of that Redis can publish. Checks, besides
+// crashes and sanitizer reports: every key decoded lies inside the payload; a payload that decodes
 // without error re-encodes to the same bytes; a damaged one still yields a prefix of keys whose
 // encoding is a prefix of the input.
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "features/invalidation.h"
+#include "features/store/invalidation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view payload(reinterpret_cast<const char*>(data), size);

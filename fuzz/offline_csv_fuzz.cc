@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "features/feature_spec.h"
-#include "features/offline_files.h"
+#include "features/offline/offline_files.h"
+#include "features/spec/feature_spec.h"
 
 namespace {
 

@@ -1,22 +1,28 @@
 #include "cmd/features.h"
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <unordered_set>
 
 #include "common/logging.h"
-#include "features/feast_api.h"
-#include "features/invalidation.h"
-#include "features/offline_files.h"
-#include "features/offline_import.h"
-#include "features/redis_tier.h"
+#include "features/offline/offline_files.h"
+#include "features/store/invalidation.h"
+#include "features/store/offline_import.h"
+#include "features/store/redis_tier.h"
 #include "fmt/format.h"
+#include "frontends/http/feast_http.h"
+#include "tensor/infer_codec.h"
 
 namespace dais::cmd {
 
@@ -108,7 +114,7 @@ StatusOr<Opened> Open(const FeaturesCliOptions& o, bool need_spec) {
   so.lookup_timeout = std::chrono::milliseconds(2000);
   so.access_capacity = 0;
   // Writes (put, import, prewarm) publish their keys: running `dais serve` nodes drop their L1
-  // copies at once (features/invalidation.h).
+  // copies at once (features/store/invalidation.h).
   op.store = std::make_unique<features::FeatureStore>(
       so, std::make_unique<features::PublishingTier>(
               std::make_unique<features::RedisTier>(op.client.get()),
@@ -116,15 +122,18 @@ StatusOr<Opened> Open(const FeaturesCliOptions& o, bool need_spec) {
   return op;
 }
 
-std::pair<int, std::string> RunApi(features::FeastApi& api, bool push, const std::string& body) {
-  std::promise<std::pair<int, std::string>> pr;
-  auto done = [&pr](int code, std::string json) { pr.set_value({code, std::move(json)}); };
+// Runs one Feast API request in process and prints its answer (or {"error": ...}) on stdout.
+int RunApi(frontends::http::FeastHttp& api, bool push, const std::string& body) {
+  std::promise<StatusOr<std::string>> pr;
+  auto done = [&pr](StatusOr<std::string> json) { pr.set_value(std::move(json)); };
   if (push) {
     api.Push(body, done);
   } else {
     api.GetOnlineFeatures(body, done);
   }
-  return pr.get_future().get();
+  StatusOr<std::string> json = pr.get_future().get();
+  fmt::print("{}\n", json.ok() ? *json : ErrorJson(json.status().message()));
+  return json.ok() ? 0 : 1;
 }
 
 int Fail(const Status& s) {
@@ -168,194 +177,241 @@ StatusOr<std::vector<features::HeavyHitters::Item>> ReadAccess(const std::string
   return merged.Top(merged.size());
 }
 
-}  // namespace
+int RunStats(const FeaturesCliOptions& o) {
+  if (!o.store.redis.empty()) {
+    auto op = Open(o, false);
+    if (!op.ok()) return Fail(op.status());
+    fmt::print("{:<24} {:>12} {:>14} {:>14} {:>8}  {}\n", "node", "keys", "used_memory",
+               "maxmemory", "used", "policy");
+    for (const auto& node : op->client->Masters()) {
+      auto keys = op->client->RunOn(node, {"DBSIZE"});
+      auto mem = op->client->RunOn(node, {"INFO", "memory"});
+      auto field = [&](std::string_view name) -> std::string {
+        if (!mem.ok()) return "?";
+        size_t p = mem->str.find(std::string(name) + ":");
+        if (p == std::string::npos) return "?";
+        size_t e = mem->str.find('\r', p);
+        return mem->str.substr(p + name.size() + 1, e - p - name.size() - 1);
+      };
+      double used = std::atof(field("used_memory").c_str());
+      double max = std::atof(field("maxmemory").c_str());
+      fmt::print("{:<24} {:>12} {:>14} {:>14} {:>7.1f}%  {}\n", node,
+                 keys.ok() ? keys->integer : -1, field("used_memory"), field("maxmemory"),
+                 max > 0 ? 100 * used / max : 0.0, field("maxmemory_policy"));
+    }
+  }
+  if (!o.root.empty()) {
+    std::string date = o.date.empty() ? features::UtcDate(features::UnixNowUs() / 1000000) : o.date;
+    auto items = ReadAccess(o.root, date);
+    if (!items.ok()) return Fail(items.status());
+    fmt::print("top accessed entities on {} ({} tracked):\n", date, items->size());
+    for (size_t i = 0; i < items->size() && static_cast<int64_t>(i) < o.top; ++i) {
+      fmt::print("{:>12}  {}\n", (*items)[i].count, (*items)[i].key);
+    }
+  }
+  return 0;
+}
 
-int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
-  const std::string sub = cmd->get_subcommands().front()->get_name();
-  if (sub == "stats") {
-    if (!o.store.redis.empty()) {
-      auto op = Open(o, false);
-      if (!op.ok()) return Fail(op.status());
-      fmt::print("{:<24} {:>12} {:>14} {:>14} {:>8}  {}\n", "node", "keys", "used_memory",
-                 "maxmemory", "used", "policy");
-      for (const auto& node : op->client->Masters()) {
-        auto keys = op->client->RunOn(node, {"DBSIZE"});
-        auto mem = op->client->RunOn(node, {"INFO", "memory"});
-        auto field = [&](std::string_view name) -> std::string {
-          if (!mem.ok()) return "?";
-          size_t p = mem->str.find(std::string(name) + ":");
-          if (p == std::string::npos) return "?";
-          size_t e = mem->str.find('\r', p);
-          return mem->str.substr(p + name.size() + 1, e - p - name.size() - 1);
-        };
-        double used = std::atof(field("used_memory").c_str());
-        double max = std::atof(field("maxmemory").c_str());
-        fmt::print("{:<24} {:>12} {:>14} {:>14} {:>7.1f}%  {}\n", node,
-                   keys.ok() ? keys->integer : -1, field("used_memory"), field("maxmemory"),
-                   max > 0 ? 100 * used / max : 0.0, field("maxmemory_policy"));
+// The /get-online-features body for --entity NAME=ID,ID,... and --feature (default: every
+// feature of the groups keyed by the given entities).
+StatusOr<std::string> GetRequestJson(const FeaturesCliOptions& o,
+                                     const features::FeatureSpec& spec) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  std::vector<std::string> refs = o.features;
+  w.StartObject();
+  w.Key("project");
+  w.String(spec.domain.c_str());
+  w.Key("entities");
+  w.StartObject();
+  for (const auto& e : o.entities) {
+    size_t eq = e.find('=');
+    if (eq == std::string::npos) return InvalidArgument("--entity must be NAME=ID,ID,...");
+    std::string name = e.substr(0, eq);
+    const features::EntitySpec* es = spec.FindEntity(name);
+    w.Key(name.c_str());
+    w.StartArray();
+    std::stringstream ss(e.substr(eq + 1));
+    for (std::string id; std::getline(ss, id, ',');) {
+      // int64 ids go as JSON numbers when they look like one (echoed back as numbers).
+      int64_t n = 0;
+      auto r = std::from_chars(id.data(), id.data() + id.size(), n);
+      bool number = es && es->key_type == features::KeyType::kInt64 && !id.empty() &&
+                    r.ec == std::errc() && r.ptr == id.data() + id.size();
+      number ? w.Int64(n) : w.String(id.c_str());
+    }
+    w.EndArray();
+    if (o.features.empty()) {
+      for (const auto& g : spec.groups) {
+        if (g.entity != name) continue;
+        for (const auto& f : g.features) refs.push_back(g.name + ":" + f.name);
       }
     }
-    if (!o.root.empty()) {
-      std::string date =
-          o.date.empty() ? features::UtcDate(features::UnixNowUs() / 1000000) : o.date;
-      auto items = ReadAccess(o.root, date);
-      if (!items.ok()) return Fail(items.status());
-      fmt::print("top accessed entities on {} ({} tracked):\n", date, items->size());
-      for (size_t i = 0; i < items->size() && static_cast<int64_t>(i) < o.top; ++i) {
-        fmt::print("{:>12}  {}\n", (*items)[i].count, (*items)[i].key);
-      }
-    }
-    return 0;
   }
-  auto op = Open(o, true);
-  if (!op.ok()) return Fail(op.status());
-  const FeatureSpecPtr spec = op->spec;
-  features::FeastApi api(
-      op->store.get(), [spec] { return std::vector<FeatureSpecPtr>{spec}; },
-      [](const std::string&) { return FeatureSpecPtr(); });
-  if (sub == "get") {
-    std::string body = "{\"project\":\"" + spec->domain + "\",\"features\":[";
-    std::vector<std::string> refs = o.features;
-    std::string entities;
-    for (const auto& e : o.entities) {
-      size_t eq = e.find('=');
-      if (eq == std::string::npos) return Fail(InvalidArgument("--entity must be NAME=ID,ID,..."));
-      std::string name = e.substr(0, eq), ids;
-      std::stringstream ss(e.substr(eq + 1));
-      const features::EntitySpec* es = spec->FindEntity(name);
-      for (std::string id; std::getline(ss, id, ',');) {
-        // int64 ids go as JSON numbers when they look like one (echoed back as numbers).
-        bool number = es && es->key_type == features::KeyType::kInt64 && !id.empty() &&
-                      id.find_first_not_of("-0123456789") == std::string::npos;
-        ids += (ids.empty() ? "" : ",") + (number ? id : "\"" + id + "\"");
-      }
-      entities += (entities.empty() ? "" : ",") + fmt::format("\"{}\":[{}]", name, ids);
-      if (o.features.empty()) {
-        for (const auto& g : spec->groups) {
-          if (g.entity != name) continue;
-          for (const auto& f : g.features) refs.push_back(g.name + ":" + f.name);
-        }
-      }
-    }
-    for (size_t i = 0; i < refs.size(); ++i) body += (i ? ",\"" : "\"") + refs[i] + "\"";
-    body += "],\"entities\":{" + entities + "}}";
-    auto [code, json] = RunApi(api, false, body);
-    fmt::print("{}\n", json);
-    return code == 200 ? 0 : 1;
+  w.EndObject();
+  w.Key("features");
+  w.StartArray();
+  for (const std::string& r : refs) w.String(r.c_str());
+  w.EndArray();
+  w.EndObject();
+  return std::string(sb.GetString());
+}
+
+// --json: the body itself, "-" (stdin) or "@FILE".
+StatusOr<std::string> PutBody(const std::string& json) {
+  if (json != "-" && !json.starts_with("@")) return json;
+  std::stringstream ss;
+  if (json == "-") {
+    ss << std::cin.rdbuf();
+  } else {
+    std::ifstream in(json.substr(1));
+    if (!in) return NotFound("cannot read " + json.substr(1));
+    ss << in.rdbuf();
   }
-  if (sub == "put") {
-    std::string body = o.json;
-    if (body == "-" || body.starts_with("@")) {
-      std::stringstream ss;
-      if (body == "-") {
-        ss << std::cin.rdbuf();
-      } else {
-        std::ifstream in(body.substr(1));
-        if (!in) return Fail(NotFound("cannot read " + body.substr(1)));
-        ss << in.rdbuf();
-      }
-      body = ss.str();
-    }
-    auto [code, json] = RunApi(api, true, body);
-    fmt::print("{}\n", json);
-    return code == 200 ? 0 : 1;
+  return ss.str();
+}
+
+// What `prewarm` loads: the entity ids of the most accessed entities of the day before (or
+// --date), and the groups keyed by their entities.
+Status PrewarmSelection(const FeaturesCliOptions& o, const features::FeatureSpec& spec,
+                        std::unordered_set<std::string>* only, std::vector<size_t>* groups) {
+  std::string date =
+      o.date.empty() ? features::UtcDate(features::UnixNowUs() / 1000000 - 86400) : o.date;
+  ASSIGN_OR_RETURN(auto items, ReadAccess(o.root, date));
+  std::set<std::string> entities;
+  std::string prefix = spec.domain + ":";
+  for (const auto& it : items) {
+    if (static_cast<int64_t>(only->size()) >= o.top) break;
+    if (!it.key.starts_with(prefix)) continue;
+    size_t eq = it.key.find('=');
+    if (eq == std::string::npos) continue;
+    entities.insert(it.key.substr(prefix.size(), eq - prefix.size()));
+    only->insert(it.key.substr(eq + 1));
   }
-  // import / prewarm
+  fmt::print(stderr, "prewarm: top {} entities of {} (domain {})\n", only->size(), date,
+             spec.domain);
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    if (entities.count(spec.groups[g].entity)) groups->push_back(g);
+  }
+  return OkStatus();
+}
+
+// Pre-warm's brake on Redis memory: before every batch (one INFO per master, ~0.1 ms) it slows
+// down above the soft limit and pauses above the hard one until memory is back under the soft
+// limit. A batch is at most batch_rows records, so with window 2 it overshoots by two batches.
+struct PrewarmThrottle {
+  const FeaturesCliOptions& o;
+  redis::Client& client;
+  int64_t paused_ms = 0;
+  int64_t slowed = 0;
+
+  bool BeforeBatch() {
+    double ratio = MemoryRatio(client);
+    if (ratio > o.hard_limit) {
+      fmt::print(stderr,
+                 "\nprewarm: redis memory at {:.0f}% of maxmemory (hard limit {:.0f}%): paused\n",
+                 100 * ratio, 100 * o.hard_limit);
+      while (ratio > o.soft_limit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        paused_ms += 200;
+        ratio = MemoryRatio(client);
+      }
+      fmt::print(stderr, "prewarm: memory back to {:.0f}%: resumed\n", 100 * ratio);
+    } else if (ratio > o.soft_limit) {
+      // The further above the soft limit, the longer the pause per batch.
+      ++slowed;
+      double over = (ratio - o.soft_limit) / std::max(1e-6, o.hard_limit - o.soft_limit);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 + static_cast<int>(200 * over)));
+    }
+    return true;
+  }
+};
+
+// Imports one group's partition(s); false when it failed or some rows did not go in.
+bool ImportGroup(const std::string& sub, const FeaturesCliOptions& o, Opened& op, size_t g,
+                 features::ImportOptions io) {
   const bool tty = isatty(STDERR_FILENO);
+  io.progress = [&](const features::ImportProgress& p) {
+    std::string line = fmt::format(
+        "{} {} dt={}: {} rows, {} written, {} older kept, {} bad, {} errors, {:.0f} rows/s", sub,
+        p.group, p.date, p.rows, p.written, p.skipped_older, p.bad_rows, p.errors,
+        p.seconds > 0 ? static_cast<double>(p.rows) / p.seconds : 0.0);
+    fmt::print(stderr, "{}{}", line, tty ? "\r" : "\n");
+  };
+  const features::FeatureSpec& spec = *op.spec;
+  auto r = features::ImportPartition(op.store->tier(), spec, g, o.root,
+                                     o.date.empty() || sub == "prewarm" ? "" : o.date, io);
+  if (tty) fmt::print(stderr, "\n");
+  if (!r.ok()) {
+    fmt::print(stderr, "{} {}: {}\n", sub, spec.groups[g].name, r.status().message());
+    return false;
+  }
+  fmt::print(
+      "{} {} dt={}: files={} rows={} written={} skipped_older={} bad_rows={} errors={} "
+      "seconds={:.2f} rows_per_sec={:.0f}\n",
+      sub, r->group, r->date, r->files, r->rows, r->written, r->skipped_older, r->bad_rows,
+      r->errors, r->seconds, r->seconds > 0 ? static_cast<double>(r->rows) / r->seconds : 0.0);
+  if (r->errors > 0) fmt::print(stderr, "first error: {}\n", r->first_error);
+  return r->errors == 0;
+}
+
+// import / prewarm.
+int RunImport(const std::string& sub, const FeaturesCliOptions& o, Opened& op) {
+  const features::FeatureSpec& spec = *op.spec;
   std::unordered_set<std::string> only;
   std::vector<size_t> groups;
   if (sub == "prewarm") {
-    std::string date =
-        o.date.empty() ? features::UtcDate(features::UnixNowUs() / 1000000 - 86400) : o.date;
-    auto items = ReadAccess(o.root, date);
-    if (!items.ok()) return Fail(items.status());
-    std::set<std::string> entities;
-    std::string prefix = spec->domain + ":";
-    for (const auto& it : *items) {
-      if (static_cast<int64_t>(only.size()) >= o.top) break;
-      if (!it.key.starts_with(prefix)) continue;
-      size_t eq = it.key.find('=');
-      if (eq == std::string::npos) continue;
-      entities.insert(it.key.substr(prefix.size(), eq - prefix.size()));
-      only.insert(it.key.substr(eq + 1));
-    }
-    fmt::print(stderr, "prewarm: top {} entities of {} (domain {})\n", only.size(), date,
-               spec->domain);
-    for (size_t g = 0; g < spec->groups.size(); ++g) {
-      if (entities.count(spec->groups[g].entity)) groups.push_back(g);
-    }
+    if (Status s = PrewarmSelection(o, spec, &only, &groups); !s.ok()) return Fail(s);
   } else {
-    for (size_t g = 0; g < spec->groups.size(); ++g) {
+    for (size_t g = 0; g < spec.groups.size(); ++g) {
       if (o.groups.empty() ||
-          std::find(o.groups.begin(), o.groups.end(), spec->groups[g].name) != o.groups.end()) {
+          std::find(o.groups.begin(), o.groups.end(), spec.groups[g].name) != o.groups.end()) {
         groups.push_back(g);
       }
     }
     if (groups.empty()) return Fail(InvalidArgument("no such --group in " + o.spec));
   }
-  int64_t paused_ms = 0, slowed = 0;
+  PrewarmThrottle throttle{o, *op.client};
   int rc = 0;
-  double ratio = 0;  // pre-warm's view of Redis memory (outlives the callbacks)
   for (size_t g : groups) {
     features::ImportOptions io;
     io.batch_rows = o.batch_rows;
     if (sub == "prewarm") {
       io.only = &only;
       io.window = 2;
-      io.before_batch = [&](int64_t) {
-        // Before every batch (one INFO per master, ~0.1 ms): a batch is at most batch_rows
-        // records, so with window 2 pre-warm overshoots a limit by two batches at most.
-        ratio = MemoryRatio(*op->client);
-        if (ratio > o.hard_limit) {
-          fmt::print(
-              stderr,
-              "\nprewarm: redis memory at {:.0f}% of maxmemory (hard limit {:.0f}%): paused\n",
-              100 * ratio, 100 * o.hard_limit);
-          while (ratio > o.soft_limit) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(200));
-            paused_ms += 200;
-            ratio = MemoryRatio(*op->client);
-          }
-          fmt::print(stderr, "prewarm: memory back to {:.0f}%: resumed\n", 100 * ratio);
-        } else if (ratio > o.soft_limit) {
-          // Slow down: the further above the soft limit, the longer the pause per batch.
-          ++slowed;
-          double over = (ratio - o.soft_limit) / std::max(1e-6, o.hard_limit - o.soft_limit);
-          std::this_thread::sleep_for(std::chrono::milliseconds(10 + static_cast<int>(200 * over)));
-        }
-        return true;
-      };
+      io.before_batch = [&throttle](int64_t) { return throttle.BeforeBatch(); };
     }
-    io.progress = [&](const features::ImportProgress& p) {
-      std::string line = fmt::format(
-          "{} {} dt={}: {} rows, {} written, {} older kept, {} bad, {} errors, {:.0f} rows/s", sub,
-          p.group, p.date, p.rows, p.written, p.skipped_older, p.bad_rows, p.errors,
-          p.seconds > 0 ? static_cast<double>(p.rows) / p.seconds : 0.0);
-      fmt::print(stderr, "{}{}", line, tty ? "\r" : "\n");
-    };
-    auto r = features::ImportPartition(op->store->tier(), *spec, g, o.root,
-                                       o.date.empty() || sub == "prewarm" ? "" : o.date, io);
-    if (tty) fmt::print(stderr, "\n");
-    if (!r.ok()) {
-      fmt::print(stderr, "{} {}: {}\n", sub, spec->groups[g].name, r.status().message());
-      rc = 1;
-      continue;
-    }
-    fmt::print(
-        "{} {} dt={}: files={} rows={} written={} skipped_older={} bad_rows={} errors={} "
-        "seconds={:.2f} rows_per_sec={:.0f}\n",
-        sub, r->group, r->date, r->files, r->rows, r->written, r->skipped_older, r->bad_rows,
-        r->errors, r->seconds, r->seconds > 0 ? static_cast<double>(r->rows) / r->seconds : 0.0);
-    if (r->errors > 0) {
-      fmt::print(stderr, "first error: {}\n", r->first_error);
-      rc = 1;
-    }
+    if (!ImportGroup(sub, o, op, g, std::move(io))) rc = 1;
   }
   if (sub == "prewarm") {
-    fmt::print("prewarm: paused {:.1f}s, slowed {} batches\n", static_cast<double>(paused_ms) / 1e3,
-               slowed);
+    fmt::print("prewarm: paused {:.1f}s, slowed {} batches\n",
+               static_cast<double>(throttle.paused_ms) / 1e3, throttle.slowed);
   }
   return rc;
+}
+
+}  // namespace
+
+int RunFeatures(CLI::App* cmd, const FeaturesCliOptions& o) {
+  const std::string sub = cmd->get_subcommands().front()->get_name();
+  if (sub == "stats") return RunStats(o);
+  auto op = Open(o, true);
+  if (!op.ok()) return Fail(op.status());
+  const FeatureSpecPtr spec = op->spec;
+  frontends::http::FeastHttp api(
+      op->store.get(), [spec] { return std::vector<FeatureSpecPtr>{spec}; },
+      [](const std::string&) { return FeatureSpecPtr(); });
+  if (sub == "get") {
+    StatusOr<std::string> body = GetRequestJson(o, *spec);
+    if (!body.ok()) return Fail(body.status());
+    return RunApi(api, false, *body);
+  }
+  if (sub == "put") {
+    StatusOr<std::string> body = PutBody(o.json);
+    if (!body.ok()) return Fail(body.status());
+    return RunApi(api, true, *body);
+  }
+  return RunImport(sub, o, *op);
 }
 
 }  // namespace dais::cmd

@@ -14,15 +14,17 @@
 #include "frontends/connection_limit.h"
 #include "frontends/http/http_server.h"
 #include "frontends/http/kserve_http.h"
-#include "frontends/server_state.h"
 #ifdef DAIS_HAVE_GRPC
 #include "frontends/grpc/kserve_grpc.h"
 #endif
 #include "runtime/model_manager.h"
+#include "server/inference_server.h"
 
 namespace dais::cmd {
 
-void AddServeFlags(CLI::App* app, ServeOptions* o) {
+namespace {
+
+void AddHttpFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--model-repository", o->model_repositories,
                   "Path of a model repository (Triton layout: <repo>/<model>/config.pbtxt and "
                   "<repo>/<model>/<version>/<file>). Repeatable.")
@@ -51,6 +53,13 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
                   "before it is closed (keep-alive idle timeout).")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app->add_option("--metrics-port", o->metrics_port,
+                  "Port of /metrics (Prometheus). Default (-1) or equal to --http-port: served "
+                  "on the HTTP port. 0 picks a free port.")
+      ->capture_default_str();
+}
+
+void AddGrpcFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--grpc-port", o->grpc_port,
                   "Port of the KServe v2 gRPC endpoint (inference.GRPCInferenceService, as "
                   "Triton's, plus grpc.health.v1.Health). 0 picks a free port.")
@@ -79,10 +88,9 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
          "--grpc-http2-max-pings-without-data", o->grpc_http2_max_pings_without_data,
          "Pings allowed without data before the server stops answering them (0: no limit).")
       ->capture_default_str();
-  app->add_option("--metrics-port", o->metrics_port,
-                  "Port of /metrics (Prometheus). Default (-1) or equal to --http-port: served "
-                  "on the HTTP port. 0 picks a free port.")
-      ->capture_default_str();
+}
+
+void AddModelFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--model-control-mode", o->model_control_mode,
                   "none: load every model at start, no changes afterwards; poll: also rescan "
                   "the repository every --repository-poll-secs and load new, reload changed and "
@@ -124,6 +132,9 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
                   "Models loaded in parallel at start and by a repository poll.")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+void AddCoordinationFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--coordination", o->coordination,
                   "How loads of new versions are coordinated between the nodes that share a "
                   "repository (needs --redis): hierarchy (per-model, per-version and per-node "
@@ -147,6 +158,15 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
                   "that dies holds nobody up for longer than this.")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+}  // namespace
+
+void AddServeFlags(CLI::App* app, ServeOptions* o) {
+  AddHttpFlags(app, o);
+  AddGrpcFlags(app, o);
+  AddModelFlags(app, o);
+  AddCoordinationFlags(app, o);
   AddFeatureFlags(app, &o->features);
 }
 
@@ -156,6 +176,171 @@ ModelControlMode ParseMode(const std::string& m) {
   if (m == "poll") return ModelControlMode::kPoll;
   if (m == "explicit") return ModelControlMode::kExplicit;
   return ModelControlMode::kNone;
+}
+
+ManagerOptions ManagerOptionsFrom(const ServeOptions& o) {
+  ManagerOptions mo;
+  mo.repositories = o.model_repositories;
+  mo.mode = ParseMode(o.model_control_mode);
+  mo.startup_models = o.load_models;
+  mo.poll_secs = o.repository_poll_secs;
+  mo.strict_readiness = o.strict_readiness;
+  mo.load_threads = o.model_load_threads;
+  mo.load_timeout_secs = o.model_load_timeout_secs;
+  for (const std::string& name : BackendNames()) {
+    if (FindBackend(name)->GpuAvailable()) mo.allow_gpu = true;
+  }
+  return mo;
+}
+
+// The listeners of one `dais serve`: HTTP (KServe + Feast), an optional separate metrics port
+// and gRPC, all over one InferenceServer.
+class Frontends {
+ public:
+  Frontends(const ServeOptions& o, server::InferenceServer* server, FeatureRuntime* features)
+      : options_(o), kserve_(server, &http_ptr_) {
+    kserve_.SetFeatures(features->api());
+  }
+
+  // Listens on every port (health endpoints answer "not ready" while models load).
+  Status Start(const frontends::DefaultConnectionLimits& limits, server::InferenceServer* server) {
+    RETURN_IF_ERROR(StartHttp(limits));
+    RETURN_IF_ERROR(StartMetrics(limits));
+    RETURN_IF_ERROR(StartGrpc(limits, server));
+    LOG_INFO("connection limits: http {} grpc {} (open files {})", http_options_.max_connections,
+             options_.grpc_max_connections > 0 ? options_.grpc_max_connections : limits.grpc,
+             limits.open_files);
+    LOG_INFO("ports: http={} metrics={} grpc={}", http_->port(),
+             metrics_ ? metrics_->port() : http_->port(), GrpcPort());
+    return OkStatus();
+  }
+
+  // gRPC health says NOT_SERVING (the HTTP side reads the server's drain state).
+  void SetNotServing() {
+#ifdef DAIS_HAVE_GRPC
+    if (grpc_) grpc_->SetNotServing();
+#endif
+  }
+
+  void Stop() {
+#ifdef DAIS_HAVE_GRPC
+    if (grpc_) grpc_->Stop(/*deadline_ms=*/1000);
+#endif
+    if (http_) http_->Stop();
+    if (metrics_) metrics_->Stop();
+  }
+
+ private:
+  Status StartHttp(const frontends::DefaultConnectionLimits& limits) {
+    http_options_.address = options_.http_address;
+    http_options_.port = options_.http_port;
+    http_options_.threads = options_.http_threads;
+    http_options_.max_body_bytes = options_.http_max_body_bytes;
+    http_options_.max_connections =
+        options_.http_max_connections > 0 ? options_.http_max_connections : limits.http;
+    http_options_.idle_timeout_secs = options_.http_idle_timeout_secs;
+    http_ = std::make_unique<frontends::http::Server>(
+        http_options_, [this](frontends::http::Request r, frontends::http::Responder w) {
+          kserve_.Handle(std::move(r), std::move(w));
+        });
+    http_ptr_ = http_.get();
+    return http_->Start();
+  }
+
+  Status StartMetrics(const frontends::DefaultConnectionLimits& limits) {
+    if (options_.metrics_port < 0 || options_.metrics_port == options_.http_port) {
+      return OkStatus();
+    }
+    frontends::http::ServerOptions mso = http_options_;
+    mso.port = options_.metrics_port;
+    mso.threads = 1;
+    mso.listener = "metrics";
+    mso.max_connections = limits.metrics;
+    metrics_ = std::make_unique<frontends::http::Server>(
+        mso, [this](frontends::http::Request r, frontends::http::Responder w) {
+          kserve_.HandleMetricsOnly(std::move(r), std::move(w));
+        });
+    return metrics_->Start();
+  }
+
+  Status StartGrpc(const frontends::DefaultConnectionLimits& limits,
+                   server::InferenceServer* server) {
+#ifdef DAIS_HAVE_GRPC
+    if (!options_.allow_grpc) return OkStatus();
+    frontends::grpc::GrpcOptions go;
+    go.address = options_.grpc_address;
+    go.port = options_.grpc_port;
+    go.max_message_bytes = options_.grpc_max_message_bytes;
+    go.keepalive_time_ms = options_.grpc_keepalive_time_ms;
+    go.keepalive_timeout_ms = options_.grpc_keepalive_timeout_ms;
+    go.keepalive_permit_without_calls = options_.grpc_keepalive_permit_without_calls;
+    go.http2_max_pings_without_data = options_.grpc_http2_max_pings_without_data;
+    go.max_connections =
+        options_.grpc_max_connections > 0 ? options_.grpc_max_connections : limits.grpc;
+    grpc_ = std::make_unique<frontends::grpc::GrpcFrontend>(go, server);
+    return grpc_->Start();
+#else
+    (void)limits;
+    (void)server;
+    if (options_.allow_grpc) LOG_WARNING("this build has no gRPC frontend; --grpc-port is ignored");
+    return OkStatus();
+#endif
+  }
+
+  int GrpcPort() const {
+#ifdef DAIS_HAVE_GRPC
+    return grpc_ ? grpc_->port() : 0;
+#else
+    return 0;
+#endif
+  }
+
+  const ServeOptions& options_;
+  frontends::http::Server* http_ptr_ = nullptr;
+  frontends::http::KServeHttp kserve_;
+  frontends::http::ServerOptions http_options_;
+  std::unique_ptr<frontends::http::Server> http_;
+  std::unique_ptr<frontends::http::Server> metrics_;
+#ifdef DAIS_HAVE_GRPC
+  std::unique_ptr<frontends::grpc::GrpcFrontend> grpc_;
+#endif
+};
+
+// Shutdown is bounded even when something cannot be stopped (a model load stuck inside its
+// backend library holds the load lock that unloading needs): past the exit timeout and a grace
+// for the last answers, the process leaves without running destructors.
+void StartShutdownWatchdog(int exit_timeout_secs) {
+  std::thread([secs = exit_timeout_secs] {
+    std::this_thread::sleep_for(std::chrono::seconds(secs) + std::chrono::seconds(3));
+    LOG_ERROR(
+        "shutdown did not finish within --exit-timeout-secs={} (+3 s): exiting now ({} "
+        "model load(s) abandoned)",
+        secs, AbandonedLoads());
+    std::_Exit(1);
+  }).detach();
+}
+
+// SIGTERM / SIGINT: readiness false and new requests refused, in-flight ones finish (up to the
+// exit timeout), queued ones are answered, then everything stops.
+void Drain(const ServeOptions& o, int sig, server::InferenceServer* server, ModelManager* manager,
+           CoordinationRuntime* coordination, Frontends* frontends) {
+  LOG_INFO(
+      "received {}: draining (readiness false, new requests refused, up to {}s for {} "
+      "in-flight request(s))",
+      sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs, server->in_flight());
+  server->StartDraining();
+  StartShutdownWatchdog(o.exit_timeout_secs);
+  frontends->SetNotServing();
+  server->WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(o.exit_timeout_secs));
+  if (coordination) coordination->Cancel();  // no new or continued waits for load locks
+  server->JoinBackground();  // repository requests (bounded by the model's load time)
+  if (server->in_flight() > 0) {
+    LOG_WARNING("exit timeout: {} request(s) still in flight; answering the queued ones",
+                server->in_flight());
+  }
+  // Models first: every request still queued is answered (Unavailable) while the frontends can
+  // still deliver the answer; the gRPC server's shutdown waits for every call to be finished.
+  manager->Stop();
 }
 
 }  // namespace
@@ -170,22 +355,11 @@ int RunServe(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  ManagerOptions mo;
-  mo.repositories = o.model_repositories;
-  mo.mode = ParseMode(o.model_control_mode);
-  mo.startup_models = o.load_models;
-  mo.poll_secs = o.repository_poll_secs;
-  mo.strict_readiness = o.strict_readiness;
-  mo.load_threads = o.model_load_threads;
-  mo.load_timeout_secs = o.model_load_timeout_secs;
-  for (const std::string& name : BackendNames()) {
-    if (FindBackend(name)->GpuAvailable()) mo.allow_gpu = true;
-  }
+  const ManagerOptions mo = ManagerOptionsFrom(o);
   std::string backends;
   for (const auto& b : BackendNames()) backends += (backends.empty() ? "" : ", ") + b;
   LOG_INFO("dais serve starting: backends [{}], model control mode {}", backends,
            o.model_control_mode);
-
   ModelManager manager(mo);
   const bool isolate = o.model_load_isolation == "process" ||
                        (o.model_load_isolation == "auto" && mo.mode != ModelControlMode::kNone);
@@ -194,7 +368,6 @@ int RunServe(const ServeOptions& o) {
   LOG_INFO("model loads: {}, timeout {}", isolate ? "checked first in a child process" : "direct",
            o.model_load_timeout_secs > 0 ? std::to_string(o.model_load_timeout_secs) + " s"
                                          : std::string("none"));
-  const frontends::DefaultConnectionLimits limits = frontends::ConnectionLimitsFromRlimit();
   FeatureFlags feature_flags = o.features;
   if (feature_flags.node_id.empty()) feature_flags.node_id = DefaultNodeId();
   auto coordination = CoordinationRuntime::Create(o, feature_flags.node_id, &manager);
@@ -208,72 +381,15 @@ int RunServe(const ServeOptions& o) {
     return 1;
   }
   manager.SetEnricher((*features)->enricher());
-  http::Server* server_ptr = nullptr;
-  ServerState state;
-  http::KServeHttp kserve(&manager, &server_ptr, &state);
+  server::InferenceServer server(&manager);
   features::FeatureStore* store = (*features)->store();
-  kserve.SetFeatures((*features)->api(), [store] { return store->Healthy(); },
-                     (*features)->tier_name());
-  http::ServerOptions so;
-  so.address = o.http_address;
-  so.port = o.http_port;
-  so.threads = o.http_threads;
-  so.max_body_bytes = o.http_max_body_bytes;
-  so.max_connections = o.http_max_connections > 0 ? o.http_max_connections : limits.http;
-  so.idle_timeout_secs = o.http_idle_timeout_secs;
-  http::Server server(so, [&kserve](http::Request r, http::Responder w) {
-    kserve.Handle(std::move(r), std::move(w));
-  });
-  server_ptr = &server;
+  server.SetFeatureHealth([store] { return store->Healthy(); }, (*features)->tier_name());
+  Frontends frontends(o, &server, features->get());
   // Listen first (health endpoints answer "not ready" while models load), then load.
-  if (Status s = server.Start(); !s.ok()) {
+  if (Status s = frontends.Start(frontends::ConnectionLimitsFromRlimit(), &server); !s.ok()) {
     LOG_ERROR("{}", s.message());
     return 1;
   }
-  std::unique_ptr<http::Server> metrics_server;
-  int metrics_port = server.port();
-  if (o.metrics_port >= 0 && o.metrics_port != o.http_port) {
-    http::ServerOptions mso = so;
-    mso.port = o.metrics_port;
-    mso.threads = 1;
-    mso.listener = "metrics";
-    mso.max_connections = limits.metrics;
-    metrics_server =
-        std::make_unique<http::Server>(mso, [&kserve](http::Request r, http::Responder w) {
-          kserve.HandleMetricsOnly(std::move(r), std::move(w));
-        });
-    if (Status s = metrics_server->Start(); !s.ok()) {
-      LOG_ERROR("{}", s.message());
-      return 1;
-    }
-    metrics_port = metrics_server->port();
-  }
-#ifdef DAIS_HAVE_GRPC
-  std::unique_ptr<grpcfe::GrpcFrontend> grpc_frontend;
-  if (o.allow_grpc) {
-    grpcfe::GrpcOptions go;
-    go.address = o.grpc_address;
-    go.port = o.grpc_port;
-    go.max_message_bytes = o.grpc_max_message_bytes;
-    go.keepalive_time_ms = o.grpc_keepalive_time_ms;
-    go.keepalive_timeout_ms = o.grpc_keepalive_timeout_ms;
-    go.keepalive_permit_without_calls = o.grpc_keepalive_permit_without_calls;
-    go.http2_max_pings_without_data = o.grpc_http2_max_pings_without_data;
-    go.max_connections = o.grpc_max_connections > 0 ? o.grpc_max_connections : limits.grpc;
-    grpc_frontend = std::make_unique<grpcfe::GrpcFrontend>(go, &manager, &state);
-    if (Status s = grpc_frontend->Start(); !s.ok()) {
-      LOG_ERROR("{}", s.message());
-      return 1;
-    }
-  }
-  const int grpc_port = grpc_frontend ? grpc_frontend->port() : 0;
-#else
-  const int grpc_port = 0;
-  if (o.allow_grpc) LOG_WARNING("this build has no gRPC frontend; --grpc-port is ignored");
-#endif
-  LOG_INFO("connection limits: http {} grpc {} (open files {})", so.max_connections,
-           o.grpc_max_connections > 0 ? o.grpc_max_connections : limits.grpc, limits.open_files);
-  LOG_INFO("ports: http={} metrics={} grpc={}", server.port(), metrics_port, grpc_port);
   if (Status s = manager.Start(); !s.ok()) {
     LOG_ERROR("cannot start: {}", s.message());
     return 1;
@@ -285,56 +401,20 @@ int RunServe(const ServeOptions& o) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  LOG_INFO(
-      "received {}: draining (readiness false, new requests refused, up to {}s for {} "
-      "in-flight request(s))",
-      sig == SIGTERM ? "SIGTERM" : "SIGINT", o.exit_timeout_secs, state.in_flight.load());
-  state.draining.store(true);
-  // Shutdown is bounded even when something cannot be stopped (a model load stuck inside its
-  // backend library holds the load lock that unloading needs): past the exit timeout and a grace
-  // for the last answers, the process leaves without running destructors.
-  std::thread([secs = o.exit_timeout_secs] {
-    std::this_thread::sleep_for(std::chrono::seconds(secs) + std::chrono::seconds(3));
-    LOG_ERROR(
-        "shutdown did not finish within --exit-timeout-secs={} (+3 s): exiting now ({} "
-        "model load(s) abandoned)",
-        secs, AbandonedLoads());
-    std::_Exit(1);
-  }).detach();
-#ifdef DAIS_HAVE_GRPC
-  if (grpc_frontend) grpc_frontend->SetNotServing();
-#endif
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.exit_timeout_secs);
-  while (state.in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  int exit_code = 0;
-  if (*coordination) (*coordination)->Cancel();  // no new or continued waits for load locks
-  kserve.JoinBackground();  // repository requests (bounded by the model's load time)
-  if (state.in_flight.load() > 0) {
-    LOG_WARNING("exit timeout: {} request(s) still in flight; answering the queued ones",
-                state.in_flight.load());
-  }
-  // Models first: every request still queued is answered (Unavailable) while the frontends can
-  // still deliver the answer; the gRPC server's shutdown waits for every call to be finished.
-  manager.Stop();
+  Drain(o, sig, &server, &manager, coordination->get(), &frontends);
   coordination->reset();  // releases the locks still held
   // Give the last responses a moment to be written out before the I/O threads stop.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-#ifdef DAIS_HAVE_GRPC
-  if (grpc_frontend) grpc_frontend->Stop(/*deadline_ms=*/1000);
-#endif
-  server.Stop();
-  if (metrics_server) metrics_server->Stop();
+  frontends.Stop();
   features->reset();  // after the frontends: no lookup is in flight any more
   if (AbandonedLoads() > 0) {
     // Their threads may still be inside a backend library: no static destructors under them.
     LOG_WARNING("dais serve stopped with {} model load(s) abandoned at their deadline",
                 AbandonedLoads());
-    std::_Exit(exit_code);
+    std::_Exit(0);
   }
   LOG_INFO("dais serve stopped");
-  return exit_code;
+  return 0;
 }
 
 }  // namespace dais::cmd

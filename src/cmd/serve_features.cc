@@ -7,10 +7,10 @@
 #include <fstream>
 
 #include "common/logging.h"
-#include "features/memory_tier.h"
-#include "features/offline_files.h"
-#include "features/offline_import.h"
-#include "features/redis_tier.h"
+#include "features/offline/offline_files.h"
+#include "features/store/memory_tier.h"
+#include "features/store/offline_import.h"
+#include "features/store/redis_tier.h"
 #include "fmt/format.h"
 
 namespace dais::cmd {
@@ -158,13 +158,13 @@ StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFl
     LOG_INFO("feature store: L1 invalidation on (channel {})", features::kInvalidationChannel);
   }
   FeatureRuntime* self = rt.get();
-  rt->api_ = std::make_unique<features::FeastApi>(
+  rt->api_ = std::make_unique<frontends::http::FeastHttp>(
       rt->store_.get(), [self] { return self->AllSpecs(); },
       [self](const std::string& model) -> features::FeatureSpecPtr {
         auto mv = self->manager_->Find(model, -1);
         return mv.ok() ? (*mv)->features() : nullptr;
       },
-      features::PushOptions{std::chrono::seconds(flags.max_future_skew_secs), {}});
+      frontends::http::PushOptions{std::chrono::seconds(flags.max_future_skew_secs), {}});
   rt->enricher_ = std::make_unique<features::Enricher>(rt->store_.get());
   rt->access_day_ = features::UtcDate(features::UnixNowUs() / 1000000);
   if (!flags.offline_root.empty()) rt->flusher_ = std::thread([self] { self->FlushLoop(); });

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "dais/status.h"
-#include "features/enricher.h"
-#include "features/feast_api.h"
-#include "features/feature_store.h"
-#include "features/invalidation.h"
+#include "features/enrich/enricher.h"
+#include "features/store/feature_store.h"
+#include "features/store/invalidation.h"
+#include "frontends/http/feast_http.h"
 #include "redis/client.h"
 #include "runtime/model_manager.h"
 
@@ -56,7 +56,7 @@ class FeatureRuntime {
                                                           ModelManager* manager);
   ~FeatureRuntime();
 
-  features::FeastApi* api() { return api_.get(); }
+  frontends::http::FeastHttp* api() { return api_.get(); }
   features::Enricher* enricher() { return enricher_.get(); }
   features::FeatureStore* store() { return store_.get(); }
   std::string tier_name() const { return store_->tier()->name(); }
@@ -77,7 +77,7 @@ class FeatureRuntime {
   std::unique_ptr<redis::Client> redis_;
   std::unique_ptr<features::FeatureStore> store_;
   std::unique_ptr<features::InvalidationListener> invalidation_;
-  std::unique_ptr<features::FeastApi> api_;
+  std::unique_ptr<frontends::http::FeastHttp> api_;
   std::unique_ptr<features::Enricher> enricher_;
   std::string access_day_;
   std::thread flusher_;

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/status_testing.h"
+
 namespace dais::json {
 namespace {
 
@@ -12,12 +14,12 @@ std::string Nested(int depth) { return std::string(depth, '[') + std::string(dep
 
 TEST(ParseJsonTest, AcceptsTheLimitRefusesOneMore) {
   rapidjson::Document d;
-  EXPECT_TRUE(ParseJson(Nested(100), &d).ok());
+  EXPECT_OK(ParseJson(Nested(100), &d));
   EXPECT_TRUE(d.IsArray());
   Status s = ParseJson(Nested(101), &d);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("nested deeper than 100 levels"));
-  EXPECT_TRUE(ParseJson(Nested(5), &d, /*max_depth=*/5).ok());
+  EXPECT_OK(ParseJson(Nested(5), &d, /*max_depth=*/5));
   EXPECT_FALSE(ParseJson(Nested(6), &d, /*max_depth=*/5).ok());
 }
 
@@ -26,7 +28,7 @@ TEST(ParseJsonTest, MalformedTrailingAndNul) {
   EXPECT_THAT(ParseJson("{\"a\":", &d).message(), HasSubstr("malformed JSON at offset 5"));
   EXPECT_THAT(ParseJson("[1] x", &d).message(), HasSubstr("malformed JSON"));
   EXPECT_THAT(ParseJson(std::string_view("[1]\0[2]", 7), &d).message(), HasSubstr("NUL byte"));
-  ASSERT_TRUE(ParseJson(R"({"a":[1,{"b":"x"}]})", &d).ok());
+  ASSERT_OK(ParseJson(R"({"a":[1,{"b":"x"}]})", &d));
   EXPECT_EQ(d["a"][1]["b"].GetString(), std::string("x"));
 }
 

@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include "common/status_testing.h"
+
 namespace dais {
 namespace {
 
@@ -24,13 +26,13 @@ TEST(StatusTest, CodesAndMessages) {
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_EQ(s.ToString(), "NOT_FOUND: model 'x'");
   EXPECT_EQ(s.WithPrefix("load").message(), "load: model 'x'");
-  EXPECT_TRUE(OkStatus().ok());
+  EXPECT_OK(OkStatus());
   EXPECT_EQ(OkStatus().ToString(), "OK");
 }
 
 TEST(StatusTest, StatusOrPropagates) {
   int out = 0;
-  EXPECT_TRUE(Quarter(8, &out).ok());
+  EXPECT_OK(Quarter(8, &out));
   EXPECT_EQ(out, 2);
   Status s = Quarter(6, &out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -39,7 +41,7 @@ TEST(StatusTest, StatusOrPropagates) {
 
 TEST(StatusTest, StatusOrHoldsMoveOnly) {
   StatusOr<std::unique_ptr<int>> v = std::make_unique<int>(7);
-  ASSERT_TRUE(v.ok());
+  ASSERT_OK(v);
   std::unique_ptr<int> p = std::move(v).value();
   EXPECT_EQ(*p, 7);
 }

@@ -51,4 +51,31 @@ inline std::string EscapeInvalidUtf8(std::string_view s) {
   return out;
 }
 
+// Whether all of `s` is well-formed UTF-8.
+inline bool IsValidUtf8(std::string_view s) {
+  while (!s.empty()) {
+    const size_t n = Utf8SequenceLength(s);
+    if (n == 0) return false;
+    s.remove_prefix(n);
+  }
+  return true;
+}
+
+// `s` with each byte that is not part of well-formed UTF-8 replaced by U+FFFD.
+inline std::string SanitizeUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    size_t n = Utf8SequenceLength(s);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      n = 1;
+    } else {
+      out.append(s.data(), n);
+    }
+    s.remove_prefix(n);
+  }
+  return out;
+}
+
 }  // namespace dais

@@ -38,11 +38,11 @@ class FencedTable {
   int64_t Highest(std::string_view key) const;
 
  private:
-  Status CheckLocked(std::string_view key, int64_t token) REQUIRES(mu_);
+  Status CheckLocked(std::string_view key, int64_t token) DAIS_REQUIRES(mu_);
 
   const LockLevel level_;
   mutable Mutex mu_;
-  std::map<std::string, int64_t, std::less<>> highest_ GUARDED_BY(mu_);
+  std::map<std::string, int64_t, std::less<>> highest_ DAIS_GUARDED_BY(mu_);
 };
 
 }  // namespace dais::coord

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/status_testing.h"
 #include "coord/lock_metrics.h"
 #include "coord/lock_scripts.h"
 
@@ -17,24 +18,24 @@ TEST(FencedTableTest, AcceptsEqualAndHigherRejectsLower) {
   auto& rejections = internal::LockMetrics::For(LockLevel::kNode).fencing_rejections;
   const double before = rejections.Value();
   EXPECT_EQ(table.Highest("m"), 0);
-  EXPECT_TRUE(table.Check("m", 10).ok());
-  EXPECT_TRUE(table.Check("m", 10).ok());  // same holder, second operation
-  EXPECT_TRUE(table.Check("m", 12).ok());
+  EXPECT_OK(table.Check("m", 10));
+  EXPECT_OK(table.Check("m", 10));  // same holder, second operation
+  EXPECT_OK(table.Check("m", 12));
   Status stale = table.Check("m", 11);
   EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(stale.message().find("stale fencing token 11"), std::string::npos);
   EXPECT_EQ(table.Highest("m"), 12);
-  EXPECT_TRUE(table.Check("other", 1).ok());  // keys are independent
+  EXPECT_OK(table.Check("other", 1));  // keys are independent
   EXPECT_EQ(rejections.Value(), before + 1);
 }
 
 TEST(FencedTableTest, ApplyRunsTheEffectOnlyWhenAccepted) {
   FencedTable table;
   int active = 0;
-  EXPECT_TRUE(table.Apply("m", 5, [&] { active = 5; }).ok());
+  EXPECT_OK(table.Apply("m", 5, [&] { active = 5; }));
   EXPECT_FALSE(table.Apply("m", 4, [&] { active = 4; }).ok());
   EXPECT_EQ(active, 5);
-  EXPECT_TRUE(table.Apply("m", 7, [&] { active = 7; }).ok());
+  EXPECT_OK(table.Apply("m", 7, [&] { active = 7; }));
   EXPECT_EQ(active, 7);
 }
 
@@ -70,7 +71,7 @@ TEST(LockResourceTest, NamesKeysAndValidation) {
   EXPECT_EQ(k.member, "version:3@n1");
   EXPECT_EQ(internal::KeysFor(LockResource::Model("m")).member, "");
   EXPECT_EQ(internal::LevelOfName("node:x"), LockLevel::kNode);
-  EXPECT_TRUE(ValidateResource(LockResource::Version("m", "3", "n1")).ok());
+  EXPECT_OK(ValidateResource(LockResource::Version("m", "3", "n1")));
   EXPECT_FALSE(ValidateResource(LockResource::Model("")).ok());
   EXPECT_FALSE(ValidateResource(LockResource::Model("a{b}")).ok());
   EXPECT_FALSE(ValidateResource(LockResource::Model("a b")).ok());

@@ -53,23 +53,23 @@ struct LeaseState {
   SteadyTime granted_at;
 
   Mutex mu;
-  SteadyTime deadline GUARDED_BY(mu);
-  SteadyTime next_renew GUARDED_BY(mu);
-  bool renew_in_flight GUARDED_BY(mu) = false;
-  bool suspended GUARDED_BY(mu) = false;
-  bool lost GUARDED_BY(mu) = false;
-  bool released GUARDED_BY(mu) = false;
-  bool notified GUARDED_BY(mu) = false;  // on_lost has been called
-  bool hold_observed GUARDED_BY(mu) = false;
-  Status reason GUARDED_BY(mu);
+  SteadyTime deadline DAIS_GUARDED_BY(mu);
+  SteadyTime next_renew DAIS_GUARDED_BY(mu);
+  bool renew_in_flight DAIS_GUARDED_BY(mu) = false;
+  bool suspended DAIS_GUARDED_BY(mu) = false;
+  bool lost DAIS_GUARDED_BY(mu) = false;
+  bool released DAIS_GUARDED_BY(mu) = false;
+  bool notified DAIS_GUARDED_BY(mu) = false;  // on_lost has been called
+  bool hold_observed DAIS_GUARDED_BY(mu) = false;
+  Status reason DAIS_GUARDED_BY(mu);
 
-  void ObserveHoldLocked(SteadyTime now) REQUIRES(mu) {
+  void ObserveHoldLocked(SteadyTime now) DAIS_REQUIRES(mu) {
     if (hold_observed) return;
     hold_observed = true;
     metrics->hold.Observe(Seconds(now - granted_at));
   }
   // No-op once lost or released.
-  void MarkLostLocked(Status why, bool expired, SteadyTime now) REQUIRES(mu) {
+  void MarkLostLocked(Status why, bool expired, SteadyTime now) DAIS_REQUIRES(mu) {
     if (lost || released) return;
     lost = true;
     reason = std::move(why);
@@ -80,7 +80,7 @@ struct LeaseState {
                 reason.message());
   }
   // Lost by the holder-side deadline at `now`? Marks it.
-  void CheckDeadlineLocked(SteadyTime now) REQUIRES(mu) {
+  void CheckDeadlineLocked(SteadyTime now) DAIS_REQUIRES(mu) {
     if (!lost && !released && now >= deadline) {
       MarkLostLocked(DeadlineExceeded(fmt::format("lock {}: lease deadline passed without a "
                                                   "successful renewal",
@@ -96,10 +96,10 @@ struct LockCore {
 
   Mutex mu;
   CondVar cv{&mu};
-  redis::Client* client GUARDED_BY(mu) = nullptr;  // null once the service is destroyed
-  std::vector<std::shared_ptr<LeaseState>> leases GUARDED_BY(mu);
-  bool kicked GUARDED_BY(mu) = false;
-  bool stopping GUARDED_BY(mu) = false;
+  redis::Client* client DAIS_GUARDED_BY(mu) = nullptr;  // null once the service is destroyed
+  std::vector<std::shared_ptr<LeaseState>> leases DAIS_GUARDED_BY(mu);
+  bool kicked DAIS_GUARDED_BY(mu) = false;
+  bool stopping DAIS_GUARDED_BY(mu) = false;
 
   SteadyTime Now() const { return options.clock(); }
   void Kick() {
@@ -111,8 +111,9 @@ struct LockCore {
     MutexLock l(&mu);
     return client;
   }
-  // Waits for a Kick or `d`. (No analysis inside: CondVar's REQUIRES names its own pointer to mu.)
-  void WaitForKick(SteadyTime::duration d) REQUIRES(mu) NO_THREAD_SAFETY_ANALYSIS {
+  // Waits for a Kick or `d`. (No analysis inside: CondVar's DAIS_REQUIRES names its own pointer to
+  // mu.)
+  void WaitForKick(SteadyTime::duration d) DAIS_REQUIRES(mu) DAIS_NO_THREAD_SAFETY_ANALYSIS {
     cv.WaitUntil(RealClock::now() + d);
   }
 };
@@ -325,9 +326,9 @@ struct LockService::Impl {
   std::thread watchdog;
 
   Mutex mu;
-  std::mt19937_64 rng GUARDED_BY(mu);
-  std::vector<std::unique_ptr<redis::Client>> idle_waiters GUARDED_BY(mu);
-  int waiters_created GUARDED_BY(mu) = 0;
+  std::mt19937_64 rng DAIS_GUARDED_BY(mu);
+  std::vector<std::unique_ptr<redis::Client>> idle_waiters DAIS_GUARDED_BY(mu);
+  int waiters_created DAIS_GUARDED_BY(mu) = 0;
 
   ~Impl();
   std::string NewOwner();

@@ -16,6 +16,7 @@
 #include <functional>
 #include <thread>
 
+#include "common/status_testing.h"
 #include "coord/fenced_table.h"
 #include "coord/lock_metrics.h"
 #include "coord/lock_scripts.h"
@@ -34,7 +35,7 @@ constexpr milliseconds kShortLease{300};
 
 std::unique_ptr<redis::Client> MakeClient(const std::string& seeds) {
   auto client = redis::Client::Create(redis::testing::FastClientOptions(seeds));
-  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_OK(client);
   if (!client.ok()) return nullptr;
   EXPECT_TRUE((*client)->WaitUntilReachable(milliseconds(5000)));
   return std::move(*client);
@@ -48,7 +49,7 @@ std::unique_ptr<LockService> MakeService(redis::Client* client, const std::strin
   o.lease = lease;
   if (tweak) tweak(&o);
   auto s = LockService::Create(client, o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_OK(s);
   return s.ok() ? std::move(*s) : nullptr;
 }
 
@@ -67,10 +68,10 @@ class LockTest : public ::testing::TestWithParam<Mode> {
  protected:
   static void SetUpTestSuite() {
     auto server = RedisProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    ASSERT_OK(server);
     standalone_ = server->release();
     auto cluster = RedisCluster::Start(3);
-    ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+    ASSERT_OK(cluster);
     cluster_ = cluster->release();
   }
   static void TearDownTestSuite() {
@@ -109,7 +110,7 @@ RedisCluster* LockTest::cluster_ = nullptr;
 
 TEST_P(LockTest, TryAcquireExcludesAndReleaseFrees) {
   auto a = locks_->TryAcquire(LockResource::Model(model_));
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_OK(a);
   EXPECT_TRUE((*a)->owner().starts_with("node-a/"));
   EXPECT_FALSE((*a)->Lost());
   auto b = locks_->TryAcquire(LockResource::Model(model_));
@@ -117,11 +118,11 @@ TEST_P(LockTest, TryAcquireExcludesAndReleaseFrees) {
   EXPECT_EQ(b.status().code(), StatusCode::kAborted);
   EXPECT_NE(b.status().message().find((*a)->owner()), std::string::npos);
   const int64_t first = (*a)->token();
-  EXPECT_TRUE((*a)->Release().ok());
+  EXPECT_OK((*a)->Release());
   EXPECT_TRUE((*a)->Lost());  // released
   EXPECT_EQ((*a)->Release().code(), StatusCode::kFailedPrecondition);
   auto c = locks_->TryAcquire(LockResource::Model(model_));
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_GT((*c)->token(), first);
   EXPECT_NE((*c)->owner(), (*a)->owner());
 }
@@ -129,36 +130,36 @@ TEST_P(LockTest, TryAcquireExcludesAndReleaseFrees) {
 TEST_P(LockTest, DestroyingTheLeaseReleasesIt) {
   {
     auto a = locks_->TryAcquire(LockResource::Node(model_, "n1"));
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ASSERT_OK(a);
   }
-  EXPECT_TRUE(locks_->TryAcquire(LockResource::Node(model_, "n1")).ok());
+  EXPECT_OK(locks_->TryAcquire(LockResource::Node(model_, "n1")));
 }
 
 TEST_P(LockTest, ReleaseIsByOwnerOnly) {
   auto a = locks_->TryAcquire(LockResource::Model(model_));
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   const internal::LockKeys k = internal::KeysFor(LockResource::Model(model_));
   // Someone else's compare-and-delete does nothing.
   auto r = client_->RunEval(internal::ReleaseScript(), {k.lock, k.intents, k.waiters},
                             {"node-b/0000000000000000", "", k.wake, ""});
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(*r, redis::Reply::Integer(0));
   EXPECT_EQ(locks_->TryAcquire(LockResource::Model(model_)).status().code(), StatusCode::kAborted);
   // A holder whose lock was broken and taken over cannot release the new holder's lock.
-  ASSERT_TRUE(Break(client_.get(), LockResource::Model(model_)).ok());
+  ASSERT_OK(Break(client_.get(), LockResource::Model(model_)));
   auto b = locks_->TryAcquire(LockResource::Model(model_));
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_OK(b);
   EXPECT_EQ((*a)->Release().code(), StatusCode::kFailedPrecondition);
   EXPECT_FALSE((*b)->Lost());
   EXPECT_EQ(locks_->TryAcquire(LockResource::Model(model_)).status().code(), StatusCode::kAborted);
-  EXPECT_TRUE((*b)->Release().ok());
+  EXPECT_OK((*b)->Release());
 }
 
 TEST_P(LockTest, NotReentrant) {
   // Documented rule: every acquire is a new contender with a new owner, also in the same
   // process and thread; a second acquire of a held lock is refused / waits.
   auto a = locks_->TryAcquire(LockResource::Version(model_, "1"));
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(locks_->TryAcquire(LockResource::Version(model_, "1")).status().code(),
             StatusCode::kAborted);
   const auto start = Clock::now();
@@ -207,16 +208,16 @@ TEST_P(LockTest, RenewalKeepsAHolderAliveWellPastTheLease) {
   AcquireOptions ao;
   ao.on_lost = [&](const Status&) { ++lost_calls; };
   auto a = locks_->TryAcquire(LockResource::Model(model_), ao);
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   const auto initial_deadline = (*a)->deadline();
   for (int i = 0; i < 15; ++i) {  // 1.5 s = 5 leases
     std::this_thread::sleep_for(milliseconds(100));
-    ASSERT_TRUE((*a)->Check().ok()) << (*a)->Check().ToString();
+    ASSERT_OK((*a)->Check());
   }
   EXPECT_GT((*a)->deadline(), initial_deadline);
   EXPECT_GE(renewals.Value() - before, 10);
   EXPECT_EQ(locks_->TryAcquire(LockResource::Model(model_)).status().code(), StatusCode::kAborted);
-  EXPECT_TRUE((*a)->Release().ok());
+  EXPECT_OK((*a)->Release());
   EXPECT_EQ(lost_calls.load(), 0);
 }
 
@@ -230,19 +231,19 @@ TEST_P(LockTest, ExpiryFreesAStalledHolderAndFencingRejectsIt) {
     ++lost_calls;
   };
   auto stale = locks_->TryAcquire(LockResource::Model(model_), ao);
-  ASSERT_TRUE(stale.ok());
+  ASSERT_OK(stale);
   FencedTable table;  // the protected resource: e.g. a node's active-version table
-  ASSERT_TRUE(table.Check(model_, (*stale)->token()).ok());
+  ASSERT_OK(table.Check(model_, (*stale)->token()));
   (*stale)->SuspendRenewalForTesting(true);  // the holder "pauses"
 
   auto other_client = MakeClient(seeds());
   auto other = MakeService(other_client.get(), "node-b");
   const auto start = Clock::now();
   auto fresh = other->Acquire(LockResource::Model(model_), milliseconds(3000));
-  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  ASSERT_OK(fresh);
   EXPECT_LT(Clock::now() - start, milliseconds(1000));
   EXPECT_GT((*fresh)->token(), (*stale)->token());
-  ASSERT_TRUE(table.Check(model_, (*fresh)->token()).ok());
+  ASSERT_OK(table.Check(model_, (*fresh)->token()));
 
   // The stale holder's deadline (grant + lease - margin) came before the Redis expiry.
   EXPECT_TRUE((*stale)->Lost());
@@ -263,7 +264,7 @@ TEST_P(LockTest, ExpiryFreesAStalledHolderAndFencingRejectsIt) {
 
 TEST_P(LockTest, HierarchyModelExcludesVersionAndNodeAndViceVersa) {
   auto model_lock = locks_->TryAcquire(LockResource::Model(model_));
-  ASSERT_TRUE(model_lock.ok());
+  ASSERT_OK(model_lock);
   EXPECT_EQ(locks_->TryAcquire(LockResource::Version(model_, "1")).status().code(),
             StatusCode::kAborted);
   EXPECT_EQ(locks_->TryAcquire(LockResource::Node(model_, "n1")).status().code(),
@@ -271,9 +272,9 @@ TEST_P(LockTest, HierarchyModelExcludesVersionAndNodeAndViceVersa) {
   // Another model is independent.
   const std::string other = FreshModel("other");
   auto other_version = locks_->TryAcquire(LockResource::Version(other, "1"));
-  EXPECT_TRUE(other_version.ok());
+  EXPECT_OK(other_version);
   const int64_t t0 = (*model_lock)->token();
-  ASSERT_TRUE((*model_lock)->Release().ok());
+  ASSERT_OK((*model_lock)->Release());
 
   // VERSION and NODE locks of one model coexist; each takes an intention on the model.
   auto v1 = locks_->TryAcquire(LockResource::Version(model_, "1"));
@@ -291,23 +292,23 @@ TEST_P(LockTest, HierarchyModelExcludesVersionAndNodeAndViceVersa) {
   auto refused = locks_->TryAcquire(LockResource::Model(model_));
   EXPECT_EQ(refused.status().code(), StatusCode::kAborted);
   EXPECT_NE(refused.status().message().find("intentions"), std::string::npos);
-  ASSERT_TRUE((*v1)->Release().ok());
-  ASSERT_TRUE((*v2)->Release().ok());
-  ASSERT_TRUE((*v2b)->Release().ok());
+  ASSERT_OK((*v1)->Release());
+  ASSERT_OK((*v2)->Release());
+  ASSERT_OK((*v2b)->Release());
   EXPECT_EQ(locks_->TryAcquire(LockResource::Model(model_)).status().code(),
             StatusCode::kAborted);  // n1 still holds an intention
-  ASSERT_TRUE((*n1)->Release().ok());
+  ASSERT_OK((*n1)->Release());
   auto again = locks_->TryAcquire(LockResource::Model(model_));
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   EXPECT_GT((*again)->token(), (*n1)->token());
 }
 
 TEST_P(LockTest, ExpiredIntentionsDoNotBlockTheModelLock) {
   auto n1 = locks_->TryAcquire(LockResource::Node(model_, "n1"));
-  ASSERT_TRUE(n1.ok());
+  ASSERT_OK(n1);
   (*n1)->SuspendRenewalForTesting(true);  // its holder dies
   auto model_lock = locks_->Acquire(LockResource::Model(model_), milliseconds(3000));
-  ASSERT_TRUE(model_lock.ok()) << model_lock.status().ToString();
+  ASSERT_OK(model_lock);
   EXPECT_TRUE((*n1)->Lost());
 }
 
@@ -319,18 +320,18 @@ TEST_P(LockTest, BlockingAcquireWakesOnRelease) {
                   [](LockServiceOptions* o) { o->max_backoff = milliseconds(2000); });
   auto holder = locks_->TryAcquire(LockResource::Model(model_),
                                    {.lease = milliseconds(10000), .on_lost = {}});
-  ASSERT_TRUE(holder.ok());
+  ASSERT_OK(holder);
   std::atomic<int64_t> granted_after_release_ms{-1};
   std::atomic<Clock::rep> released_at{0};
   std::thread waiter([&] {
     auto lease = waiter_service->Acquire(LockResource::Model(model_), milliseconds(5000));
-    EXPECT_TRUE(lease.ok()) << lease.status().ToString();
+    EXPECT_OK(lease);
     const auto now = Clock::now().time_since_epoch().count();
     granted_after_release_ms = (now - released_at.load()) / 1000000;
   });
   std::this_thread::sleep_for(milliseconds(300));
   released_at = Clock::now().time_since_epoch().count();
-  ASSERT_TRUE((*holder)->Release().ok());
+  ASSERT_OK((*holder)->Release());
   waiter.join();
   EXPECT_GE(granted_after_release_ms.load(), 0);
   EXPECT_LT(granted_after_release_ms.load(), 150);
@@ -339,17 +340,17 @@ TEST_P(LockTest, BlockingAcquireWakesOnRelease) {
 TEST_P(LockTest, ModelWaiterWakesWhenIntentionsDrain) {
   auto node_lock = locks_->TryAcquire(LockResource::Node(model_, "n1"),
                                       {.lease = milliseconds(10000), .on_lost = {}});
-  ASSERT_TRUE(node_lock.ok());
+  ASSERT_OK(node_lock);
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     auto lease = locks_->Acquire(LockResource::Model(model_), milliseconds(5000));
-    EXPECT_TRUE(lease.ok()) << lease.status().ToString();
+    EXPECT_OK(lease);
     done = true;
   });
   std::this_thread::sleep_for(milliseconds(200));
   EXPECT_FALSE(done.load());
   const auto released = Clock::now();
-  ASSERT_TRUE((*node_lock)->Release().ok());
+  ASSERT_OK((*node_lock)->Release());
   waiter.join();
   EXPECT_LT(Clock::now() - released, milliseconds(200));
 }
@@ -366,7 +367,7 @@ TEST_P(LockTest, ListInspectBreak) {
   ASSERT_TRUE(v.ok() && n.ok());
 
   auto state = Inspect(client_.get(), model_);
-  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_OK(state);
   EXPECT_FALSE(state->model_lock.has_value());
   ASSERT_EQ(state->sub_locks.size(), 2u);
   EXPECT_EQ(state->fence, (*n)->token());
@@ -386,16 +387,16 @@ TEST_P(LockTest, ListInspectBreak) {
   }
 
   auto listed = List(client_.get(), model_);
-  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_OK(listed);
   ASSERT_EQ(listed->size(), 2u);
   EXPECT_EQ((*listed)[0].name, "node:n1");
   EXPECT_EQ((*listed)[1].name, "version:7@n1");
   auto all = List(client_.get(), "*");
-  ASSERT_TRUE(all.ok());
+  ASSERT_OK(all);
   EXPECT_GE(all->size(), 2u);
 
   auto removed = Break(client_.get(), LockResource::Node(model_, "n1"));
-  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  ASSERT_OK(removed);
   ASSERT_EQ(removed->size(), 1u);
   EXPECT_EQ((*removed)[0].owner, (*n)->owner());
   // The broken holder learns it at its next renewal (refused), once.
@@ -405,14 +406,14 @@ TEST_P(LockTest, ListInspectBreak) {
   EXPECT_TRUE(Break(client_.get(), LockResource::Node(model_, "n1"))->empty());
 
   auto everything = BreakModel(client_.get(), model_);
-  ASSERT_TRUE(everything.ok());
+  ASSERT_OK(everything);
   EXPECT_EQ(everything->size(), 1u);
   state = Inspect(client_.get(), model_);
-  ASSERT_TRUE(state.ok());
+  ASSERT_OK(state);
   EXPECT_TRUE(state->sub_locks.empty());
   EXPECT_EQ(state->fence, (*n)->token());  // the fence survives a break
   auto after = locks_->TryAcquire(LockResource::Model(model_));
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   EXPECT_GT((*after)->token(), (*n)->token());
 }
 
@@ -425,14 +426,14 @@ TEST_P(LockTest, WaitForReplicasWithoutReplicasIsUnavailableAndLeavesNoLock) {
   ASSERT_FALSE(lease.ok());
   EXPECT_EQ(lease.status().code(), StatusCode::kUnavailable) << lease.status().ToString();
   auto state = Inspect(client_.get(), model_);
-  ASSERT_TRUE(state.ok());
+  ASSERT_OK(state);
   EXPECT_TRUE(state->sub_locks.empty());
   EXPECT_TRUE(state->stale_intentions.empty());
-  EXPECT_TRUE(locks_->TryAcquire(LockResource::Model(model_)).ok());  // no intention left
+  EXPECT_OK(locks_->TryAcquire(LockResource::Model(model_)));  // no intention left
   // With 0 replicas required the same service grants.
   auto plain = MakeService(client_.get(), "node-d", kShortLease,
                            [](LockServiceOptions* o) { o->wait_replicas = 0; });
-  EXPECT_TRUE(plain->TryAcquire(LockResource::Node(model_, "n2")).ok());
+  EXPECT_OK(plain->TryAcquire(LockResource::Node(model_, "n2")));
 }
 
 TEST_P(LockTest, InvalidArguments) {
@@ -544,7 +545,7 @@ class LockProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = RedisProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    ASSERT_OK(server);
     server_ = std::move(*server);
     client_ = MakeClient(server_->address());
     ASSERT_NE(client_, nullptr);
@@ -568,7 +569,7 @@ TEST_F(LockProcessTest, SeveralProcessesMutualExclusion) {
   }
   for (auto& h : helpers) EXPECT_EQ(h->Wait(), 0);
   auto counter = client_->Run({"", {"GET", "test:{" + model_ + "}:counter"}});
-  ASSERT_TRUE(counter.ok());
+  ASSERT_OK(counter);
   EXPECT_EQ(counter->str, std::to_string(kProcesses * kIterations));
 }
 
@@ -578,10 +579,10 @@ TEST_F(LockProcessTest, KilledHolderBlocksNobodyBeyondTheLease) {
   const int64_t token = TokenOf(holder->ReadLine());
   ASSERT_GT(token, 0);
   EXPECT_EQ(locks_->TryAcquire(LockResource::Model(model_)).status().code(), StatusCode::kAborted);
-  ASSERT_TRUE(holder->Kill(SIGKILL).ok());
+  ASSERT_OK(holder->Kill(SIGKILL));
   const auto start = Clock::now();
   auto lease = locks_->Acquire(LockResource::Model(model_), milliseconds(3000));
-  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_OK(lease);
   EXPECT_LT(Clock::now() - start, milliseconds(600));  // within about one lease
   EXPECT_GT((*lease)->token(), token);
 }
@@ -592,14 +593,14 @@ TEST_F(LockProcessTest, PausedHolderFindsItsLockLostAndItsEffectFenced) {
   ASSERT_NE(holder, nullptr);
   const int64_t stale_token = TokenOf(holder->ReadLine());
   ASSERT_GT(stale_token, 0);
-  ASSERT_TRUE(table.Check(model_, stale_token).ok());  // its first effect went through
+  ASSERT_OK(table.Check(model_, stale_token));  // its first effect went through
 
-  ASSERT_TRUE(holder->Kill(SIGSTOP).ok());  // paused past its lease
+  ASSERT_OK(holder->Kill(SIGSTOP));  // paused past its lease
   auto lease = locks_->Acquire(LockResource::Model(model_), milliseconds(3000));
-  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_OK(lease);
   EXPECT_GT((*lease)->token(), stale_token);
-  ASSERT_TRUE(table.Check(model_, (*lease)->token()).ok());
-  ASSERT_TRUE(holder->Kill(SIGCONT).ok());
+  ASSERT_OK(table.Check(model_, (*lease)->token()));
+  ASSERT_OK(holder->Kill(SIGCONT));
 
   // The resumed holder still carries its old token: its operation is rejected...
   EXPECT_EQ(table.Check(model_, stale_token).code(), StatusCode::kFailedPrecondition);
@@ -617,12 +618,12 @@ TEST_F(LockProcessTest, RedisRestartWithoutPersistenceWhileHeld) {
   AcquireOptions ao;
   ao.on_lost = [&](const Status&) { ++lost_calls; };
   auto old_lease = locks_->TryAcquire(LockResource::Model(model_), ao);
-  ASSERT_TRUE(old_lease.ok());
+  ASSERT_OK(old_lease);
   FencedTable table;
   int active = 0;  // who applied last: 1 old holder, 2 new holder
-  ASSERT_TRUE(table.Apply(model_, (*old_lease)->token(), [&] { active = 1; }).ok());
+  ASSERT_OK(table.Apply(model_, (*old_lease)->token(), [&] { active = 1; }));
 
-  ASSERT_TRUE(server_->Restart().ok());  // empty dataset: the lock key and the fence are gone
+  ASSERT_OK(server_->Restart());  // empty dataset: the lock key and the fence are gone
   // The holder notices: its renewal is refused (or, while Redis is away, its deadline passes).
   EXPECT_TRUE(WaitFor([&] { return lost_calls.load() == 1; }, milliseconds(2000)));
   EXPECT_TRUE((*old_lease)->Lost());
@@ -630,10 +631,10 @@ TEST_F(LockProcessTest, RedisRestartWithoutPersistenceWhileHeld) {
   auto other_client = MakeClient(server_->address());
   auto other = MakeService(other_client.get(), "node-b");
   auto new_lease = other->Acquire(LockResource::Model(model_), milliseconds(3000));
-  ASSERT_TRUE(new_lease.ok()) << new_lease.status().ToString();
+  ASSERT_OK(new_lease);
   // The counter was lost with the dataset; the clock floor still makes the new token higher.
   EXPECT_GT((*new_lease)->token(), (*old_lease)->token());
-  ASSERT_TRUE(table.Apply(model_, (*new_lease)->token(), [&] { active = 2; }).ok());
+  ASSERT_OK(table.Apply(model_, (*new_lease)->token(), [&] { active = 2; }));
   // The old holder, unaware or not, cannot get its effect through any more.
   EXPECT_FALSE(table.Apply(model_, (*old_lease)->token(), [&] { active = 1; }).ok());
   EXPECT_EQ(active, 2);

@@ -69,13 +69,13 @@ class ConnectionLimiter {
   struct Metrics;
   bool EvictOneHere();
   // Takes the longest-idle slot out of the idle list; its close function, or empty. mu_ held.
-  std::function<void()> TakeOldestIdle() REQUIRES(mu_);
+  std::function<void()> TakeOldestIdle() DAIS_REQUIRES(mu_);
 
   const int64_t max_;
   Metrics* metrics_;
   mutable Mutex mu_;
-  int64_t open_ GUARDED_BY(mu_) = 0;
-  std::list<Slot*> idle_ GUARDED_BY(mu_);  // oldest first
+  int64_t open_ DAIS_GUARDED_BY(mu_) = 0;
+  std::list<Slot*> idle_ DAIS_GUARDED_BY(mu_);  // oldest first
 };
 
 // Default limits from the process's open-file limit (RLIMIT_NOFILE, raised to its hard limit

@@ -7,6 +7,7 @@
 #include <boost/asio.hpp>
 #include <thread>
 
+#include "common/status_testing.h"
 #include "frontends/listen.h"
 
 namespace dais::frontends {
@@ -75,7 +76,7 @@ TEST(ConnectionLimitsTest, DefaultsLeaveAReserveOfDescriptors) {
 TEST(AcceptLoopTest, RefusedConnectionsAreClosedAtOnce) {
   net::io_context ioc;
   tcp::acceptor acceptor(ioc);
-  ASSERT_TRUE(Listen(&acceptor, "127.0.0.1", 0, "test").ok());
+  ASSERT_OK(Listen(&acceptor, "127.0.0.1", 0, "test"));
   const int port = acceptor.local_endpoint().port();
   ConnectionLimiter limiter("test_loop", 2);
   std::vector<std::pair<tcp::socket, std::unique_ptr<ConnectionLimiter::Slot>>> held;

@@ -1,14 +1,21 @@
-// Binding a listening socket and starting the I/O threads, shared by the HTTP/1.1 and the gRPC
-// servers (both on Asio).
+// Binding a listening socket, accepting and running the I/O threads, shared by the HTTP/1.1 and
+// the gRPC servers (both on Asio).
 #pragma once
 
 #include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "dais/status.h"
+#include "frontends/connection_limit.h"
 
 namespace dais::frontends {
 
@@ -39,19 +46,66 @@ inline int IoThreads(int configured) {
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// Starts a server's I/O: Listen on impl->options.{address,port}, keep impl->ioc running
-// (impl->work, an optional work guard), impl->Accept(), then IoThreads(impl->options.threads)
-// threads into impl->threads running impl->ioc. Returns the bound port.
-template <typename Impl>
-StatusOr<int> StartServing(Impl* impl, std::string_view what) {
-  RETURN_IF_ERROR(Listen(&impl->acceptor, impl->options.address, impl->options.port, what));
-  const int port = impl->acceptor.local_endpoint().port();
-  impl->work.emplace(impl->ioc.get_executor());
-  impl->Accept();
-  for (int i = 0; i < IoThreads(impl->options.threads); ++i) {
-    impl->threads.emplace_back([impl] { impl->ioc.run(); });
+struct ListenerOptions {
+  std::string address;
+  int port = 0;      // 0: a free one
+  int threads = 0;   // I/O threads; 0: one per core
+  std::string name;  // the listener label of the connection metrics ("http", "grpc", ...)
+  std::string what;  // in errors: "HTTP", "gRPC"
+  int64_t max_connections = 1024;
+  bool strand = false;  // AcceptLoop: a strand per connection
+};
+
+// The part of the HTTP and gRPC servers that is the same: a listening socket, its connection
+// limiter (connection_limit.h) and accept loop, and the I/O threads that run its io_context.
+class Listener {
+ public:
+  Listener() = default;
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  ~Listener() { Join(/*stop_now=*/true); }
+
+  // Binds, starts accepting into `on_connection` and starts the I/O threads; the bound port.
+  StatusOr<int> Start(const ListenerOptions& options, AcceptLoop::OnConnection on_connection) {
+    RETURN_IF_ERROR(Listen(&acceptor_, options.address, options.port, options.what));
+    const int port = acceptor_.local_endpoint().port();
+    work_.emplace(ioc_.get_executor());
+    limiter_ = std::make_unique<ConnectionLimiter>(options.name, options.max_connections);
+    accept_loop_ = std::make_unique<AcceptLoop>(ioc_, acceptor_, *limiter_, options.strand,
+                                                std::move(on_connection));
+    accept_loop_->Start();
+    for (int i = 0; i < IoThreads(options.threads); ++i) {
+      threads_.emplace_back([this] { ioc_.run(); });
+    }
+    return port;
   }
-  return port;
-}
+
+  boost::asio::io_context& ioc() { return ioc_; }
+  bool running() const { return !threads_.empty(); }
+  // Closes the listening socket (on an I/O thread); open connections go on.
+  void StopAccepting() {
+    boost::asio::post(ioc_, [this] {
+      boost::system::error_code ec;
+      acceptor_.close(ec);
+    });
+  }
+  // Lets the I/O threads return once their work is done (`stop_now`: at once) and joins them.
+  void Join(bool stop_now) {
+    if (threads_.empty()) return;
+    work_.reset();
+    if (stop_now) ioc_.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  // Before ioc_: sessions still queued in ioc_ when it is destroyed release their slots into it.
+  std::unique_ptr<ConnectionLimiter> limiter_;
+  boost::asio::io_context ioc_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  boost::asio::ip::tcp::acceptor acceptor_{ioc_};
+  std::vector<std::thread> threads_;
+  std::unique_ptr<AcceptLoop> accept_loop_;
+};
 
 }  // namespace dais::frontends

@@ -109,8 +109,8 @@ class Family : public FamilyBase {
   friend class Registry;
   std::vector<double> bounds_;  // histograms only
   mutable Mutex mu_;
-  std::map<std::vector<std::string>, T*> live_ GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<T>> all_ GUARDED_BY(mu_);
+  std::map<std::vector<std::string>, T*> live_ DAIS_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<T>> all_ DAIS_GUARDED_BY(mu_);
 };
 
 // Defined in registry.cc for these three child types only.
@@ -142,7 +142,7 @@ class Registry {
                  std::vector<std::string> label_names, Type type, std::vector<double> bounds);
 
   mutable Mutex mu_;
-  std::map<std::string, std::unique_ptr<FamilyBase>> families_ GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<FamilyBase>> families_ DAIS_GUARDED_BY(mu_);
 };
 
 }  // namespace dais::metrics

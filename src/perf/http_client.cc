@@ -102,7 +102,7 @@ class Connection {
   beast::flat_buffer buffer_;
   std::atomic<bool> aborted_{false};
   Mutex fd_mu_;
-  int fd_ GUARDED_BY(fd_mu_) = -1;  // for Abort: shut down to wake a blocked read
+  int fd_ DAIS_GUARDED_BY(fd_mu_) = -1;  // for Abort: shut down to wake a blocked read
 };
 
 Status HttpError(unsigned status, std::string_view body) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include "common/status_testing.h"
 #include "perf/input_data.h"
 
 namespace dais::perf {
@@ -14,9 +15,9 @@ RequestInputs TwoInputs() {
   m.max_batch_size = 8;
   m.inputs = {{"x", "FP32", DataType::kFp32, {-1, 2}}, {"s", "BYTES", DataType::kBytes, {-1}}};
   auto r = ResolveInputs(m, 2);
-  EXPECT_TRUE(r.ok());
+  EXPECT_OK(r);
   auto data = ParseInputDataJson(R"({"data": [{"x": [0.1, -2], "s": ["ab"]}]})", *r);
-  EXPECT_TRUE(data.ok()) << data.status().ToString();
+  EXPECT_OK(data);
   return (*data)[0];
 }
 
@@ -55,7 +56,7 @@ TEST(ParseModelMetadata, DaisAnswer) {
   auto m = ParseModelMetadata(R"({"name":"mlp_small","versions":["1"],"platform":"pytorch_libtorch",
       "inputs":[{"name":"input__0","datatype":"FP32","shape":[-1,16]}],
       "outputs":[{"name":"output__0","datatype":"FP32","shape":[-1,4]}]})");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_EQ(m->name, "mlp_small");
   EXPECT_EQ(m->versions, std::vector<std::string>{"1"});
   ASSERT_EQ(m->inputs.size(), 1u);
@@ -80,7 +81,7 @@ TEST(ParseModelStatistics, SumsVersions) {
                           "compute_infer":{"count":5,"ns":500}}},
       {"name":"m","version":"2","inference_count":"4","execution_count":2,
        "inference_stats":{"success":{"count":4,"ns":"400"}}}]})");
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(s->inference_count, 14u);
   EXPECT_EQ(s->execution_count, 7u);
   EXPECT_EQ(s->success.count, 14u);

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "common/status_testing.h"
+
 namespace dais::perf {
 namespace {
 
@@ -29,7 +31,7 @@ std::vector<T> Values(const InputTensor& t) {
 TEST(ResolveInputs, BatchDimensionAndVariableDims) {
   auto r =
       ResolveInputs(Model(64, {Spec("x", "FP32", {-1, 16}), Spec("y", "INT64", {-1, -1, 3})}), 8);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ((*r)[0].shape, (std::vector<int64_t>{8, 16}));
   EXPECT_EQ((*r)[1].shape, (std::vector<int64_t>{8, 1, 3}));
   EXPECT_TRUE((*r)[0].batched);
@@ -37,7 +39,7 @@ TEST(ResolveInputs, BatchDimensionAndVariableDims) {
 
 TEST(ResolveInputs, NonBatchingModelKeepsItsShape) {
   auto r = ResolveInputs(Model(0, {Spec("x", "FP32", {-1, 4})}), 1);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ((*r)[0].shape, (std::vector<int64_t>{1, 4}));
   EXPECT_FALSE((*r)[0].batched);
   auto bad = ResolveInputs(Model(0, {Spec("x", "FP32", {4})}), 2);
@@ -53,7 +55,7 @@ TEST(ResolveInputs, Errors) {
 
 TEST(ResolveInputs, UnknownConfigInfersBatchingFromShapes) {
   auto r = ResolveInputs(Model(-1, {Spec("x", "FP32", {-1, 4})}), 3);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ((*r)[0].shape, (std::vector<int64_t>{3, 4}));
   EXPECT_FALSE(ResolveInputs(Model(-1, {Spec("x", "FP32", {2, 4})}), 3).ok());
 }
@@ -64,7 +66,7 @@ TEST(GenerateInputs, ShapesSizesAndDeterminism) {
                 Spec("i", "INT8", {-1, 3}), Spec("u", "UINT64", {-1}), Spec("d", "FP64", {-1}),
                 Spec("bf", "BF16", {-1}), Spec("s", "BYTES", {-1, 2})}),
       4);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   RequestInputs a = GenerateInputs(*r, DataMode::kRandom, 7, 5);
   ASSERT_EQ(a.size(), 8u);
   EXPECT_EQ(a[0].bytes.size(), 4u * 16 * 4);
@@ -101,12 +103,12 @@ TEST(ParseInputDataJson, SimpleAndObjectForms) {
   auto r = ResolveInputs(Model(8, {Spec("x", "FP32", {-1, 3}), Spec("n", "INT32", {-1, -1}),
                                    Spec("s", "BYTES", {-1})}),
                          2);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   auto data = ParseInputDataJson(R"({"data": [
       {"x": [1, 2.5, 3], "n": {"content": [[1, 2], [3, 4]], "shape": [4]}, "s": ["hi"]},
       {"x": [[4, 5, 6]], "n": [7], "s": "yo"}]})",
                                  *r);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  ASSERT_OK(data);
   ASSERT_EQ(data->size(), 2u);
   const RequestInputs& first = (*data)[0];
   EXPECT_EQ(first[0].shape, (std::vector<int64_t>{2, 3}));
@@ -121,7 +123,7 @@ TEST(ParseInputDataJson, SimpleAndObjectForms) {
 
 TEST(ParseInputDataJson, Errors) {
   auto r = ResolveInputs(Model(8, {Spec("x", "FP32", {-1, 3}), Spec("k", "UINT8", {-1})}), 1);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   auto expect_error = [&](const char* json, const char* needle) {
     auto d = ParseInputDataJson(json, *r);
     ASSERT_FALSE(d.ok()) << json;

@@ -39,7 +39,7 @@ struct Record {
 // Records of one load thread, collected by the coordinator.
 struct RecordBuffer {
   Mutex mu;
-  std::vector<Record> records GUARDED_BY(mu);
+  std::vector<Record> records DAIS_GUARDED_BY(mu);
 };
 
 // Send times of the request-rate mode, shared by the load threads.
@@ -64,9 +64,9 @@ class Schedule {
   const double gap_ns_;
   const bool poisson_;
   Mutex mu_;
-  std::exponential_distribution<double> exponential_ GUARDED_BY(mu_);
-  std::mt19937_64 rng_ GUARDED_BY(mu_);
-  double next_ns_ GUARDED_BY(mu_);
+  std::exponential_distribution<double> exponential_ DAIS_GUARDED_BY(mu_);
+  std::mt19937_64 rng_ DAIS_GUARDED_BY(mu_);
+  double next_ns_ DAIS_GUARDED_BY(mu_);
 };
 
 struct Window {
@@ -94,7 +94,7 @@ struct LoadRunner::Impl {
   std::vector<std::unique_ptr<InferSession>> sessions;  // index = load thread
 
   mutable Mutex error_mu;
-  Status first_error GUARDED_BY(error_mu);
+  Status first_error DAIS_GUARDED_BY(error_mu);
   bool error_printed = false;   // coordinator only
   bool progress_shown = false;  // coordinator only
 
@@ -104,8 +104,8 @@ struct LoadRunner::Impl {
   std::atomic<bool> stopping{false};
   Mutex stop_mu;
   CondVar stop_cv{&stop_mu};
-  bool stop GUARDED_BY(stop_mu) = false;
-  std::vector<bool> finished GUARDED_BY(stop_mu);
+  bool stop DAIS_GUARDED_BY(stop_mu) = false;
+  std::vector<bool> finished DAIS_GUARDED_BY(stop_mu);
 
   void NoteError(const Status& s) {
     if (stopping.load(std::memory_order_relaxed)) return;
@@ -114,8 +114,8 @@ struct LoadRunner::Impl {
   }
 
   // Waits until `until` unless stopping. Returns false when stopping.
-  // (No analysis: CondVar's REQUIRES names its own pointer to stop_mu.)
-  bool SleepUnlessStopped(Clock::time_point until) NO_THREAD_SAFETY_ANALYSIS {
+  // (No analysis: CondVar's DAIS_REQUIRES names its own pointer to stop_mu.)
+  bool SleepUnlessStopped(Clock::time_point until) DAIS_NO_THREAD_SAFETY_ANALYSIS {
     MutexLock lock(&stop_mu);
     while (!stop && Clock::now() < until) stop_cv.WaitUntil(until);
     return !stop;
@@ -357,7 +357,7 @@ struct LoadRunner::Impl {
     return m;
   }
 
-  void StopWorkers(std::vector<std::thread>* workers) NO_THREAD_SAFETY_ANALYSIS {
+  void StopWorkers(std::vector<std::thread>* workers) DAIS_NO_THREAD_SAFETY_ANALYSIS {
     stopping.store(true);
     std::vector<size_t> stuck;
     {

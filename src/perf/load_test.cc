@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/status_testing.h"
 
 namespace dais::perf {
 namespace {
@@ -20,8 +21,8 @@ class FakeSession : public InferSession {
   FakeSession(std::chrono::microseconds delay, int fail_every, bool hang)
       : delay_(delay), fail_every_(fail_every), hang_(hang) {}
 
-  // (No analysis: CondVar's REQUIRES names its own pointer to mu_.)
-  Status Infer() override NO_THREAD_SAFETY_ANALYSIS {
+  // (No analysis: CondVar's DAIS_REQUIRES names its own pointer to mu_.)
+  Status Infer() override DAIS_NO_THREAD_SAFETY_ANALYSIS {
     MutexLock lock(&mu_);
     if (aborted_) return Cancelled("aborted");
     if (hang_) {
@@ -45,8 +46,8 @@ class FakeSession : public InferSession {
   const bool hang_;
   Mutex mu_;
   CondVar cv_{&mu_};
-  bool aborted_ GUARDED_BY(mu_) = false;
-  int count_ GUARDED_BY(mu_) = 0;
+  bool aborted_ DAIS_GUARDED_BY(mu_) = false;
+  int count_ DAIS_GUARDED_BY(mu_) = 0;
 };
 
 LoadOptions FastOptions() {
@@ -88,7 +89,7 @@ TEST(LoadRunner, ConcurrencyLevelsReuseSessions) {
   Counters c;
   LoadRunner runner(FastOptions(), Factory(&c), Stats(&c));
   auto m = runner.Run(Level{2, 0});
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_EQ(c.sessions.load(), 2);
   EXPECT_TRUE(m->stable);
   EXPECT_EQ(m->windows, 3);
@@ -102,16 +103,16 @@ TEST(LoadRunner, ConcurrencyLevelsReuseSessions) {
   EXPECT_EQ(m->server->inferences, 30u);  // over the 3 windows reported
 
   auto m4 = runner.Run(Level{4, 0});
-  ASSERT_TRUE(m4.ok());
+  ASSERT_OK(m4);
   EXPECT_EQ(c.sessions.load(), 4);  // two more, the first two reused
-  EXPECT_TRUE(runner.first_error().ok());
+  EXPECT_OK(runner.first_error());
 }
 
 TEST(LoadRunner, ErrorsAreCountedAndTheFirstKept) {
   Counters c;
   LoadRunner runner(FastOptions(), Factory(&c, /*fail_every=*/2), []() { return std::nullopt; });
   auto m = runner.Run(Level{1, 0});
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   EXPECT_GT(m->errors, 0);
   EXPECT_GT(m->successes, 0);
   EXPECT_FALSE(m->server.has_value());
@@ -125,7 +126,7 @@ TEST(LoadRunner, UnstableAfterMaxTrials) {
   o.max_trials = 4;
   LoadRunner runner(o, Factory(&c), Stats(&c));
   auto m = runner.Run(Level{1, 0});
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   if (!m->stable) {
     EXPECT_EQ(m->windows, 4);
   }
@@ -139,7 +140,7 @@ TEST(LoadRunner, RequestRateSendsOnSchedule) {
   o.max_threads = 4;
   LoadRunner runner(o, Factory(&c), Stats(&c));
   auto m = runner.Run(Level{0, 200});
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   EXPECT_EQ(c.sessions.load(), 4);
   // 200/s over 3 x 0.2 s: about 120 requests; loose bounds for a loaded machine.
   EXPECT_GT(m->successes, 60);
@@ -151,10 +152,10 @@ TEST(LoadRunner, HungRequestsAreAbortedAndSessionsReplaced) {
   LoadRunner runner(FastOptions(), Factory(&c, 0, /*hang=*/true), Stats(&c));
   auto start = std::chrono::steady_clock::now();
   auto m = runner.Run(Level{2, 0});
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(m->successes, 0);
-  ASSERT_TRUE(runner.Run(Level{2, 0}).ok());
+  ASSERT_OK(runner.Run(Level{2, 0}));
   EXPECT_EQ(c.sessions.load(), 4);  // the aborted ones were made anew
 }
 
@@ -201,7 +202,7 @@ TEST(LoadRunner, FewerConnectionsThanRequestsSpreadsSlots) {
       },
       Stats(&c));
   auto m = runner.Run(Level{5, 0});
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_EQ(c.sessions.load(), 2);
   EXPECT_GT(m->successes, 0);
   EXPECT_EQ(m->errors, 0);
@@ -219,7 +220,7 @@ TEST(LoadRunner, FewerConnectionsNeedsAMultiplexingProtocol) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
   // Concurrency 1 with one connection is the plain case.
-  EXPECT_TRUE(runner.Run(Level{1, 0}).ok());
+  EXPECT_OK(runner.Run(Level{1, 0}));
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include "common/status_testing.h"
+
 namespace dais::perf {
 namespace {
 
 std::vector<int64_t> Levels(std::string_view text) {
   auto r = ParseConcurrencyRange("--concurrency-range", text);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
   return r.ok() ? *r : std::vector<int64_t>{};
 }
 
@@ -28,10 +30,10 @@ TEST(ParseRange, AddingStep) {
 
 TEST(ParseRange, Rates) {
   auto r = ParseRateRange("--request-rate-range", "100:200:100");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(*r, (std::vector<double>{100, 200}));
   r = ParseRateRange("--request-rate-range", "0.1:0.3:0.1");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   ASSERT_EQ(r->size(), 3u);
   EXPECT_DOUBLE_EQ((*r)[0], 0.1);
 }
@@ -51,15 +53,15 @@ TEST(ParseRange, Errors) {
 
 TEST(ParseUrl, Forms) {
   auto hp = ParseUrl("127.0.0.1:9000", 8000);
-  ASSERT_TRUE(hp.ok());
+  ASSERT_OK(hp);
   EXPECT_EQ(hp->host, "127.0.0.1");
   EXPECT_EQ(hp->port, "9000");
   hp = ParseUrl("http://example.com/", 8000);
-  ASSERT_TRUE(hp.ok());
+  ASSERT_OK(hp);
   EXPECT_EQ(hp->host, "example.com");
   EXPECT_EQ(hp->port, "8000");
   hp = ParseUrl("[::1]:8001", 8000);
-  ASSERT_TRUE(hp.ok());
+  ASSERT_OK(hp);
   EXPECT_EQ(hp->host, "::1");
   EXPECT_EQ(hp->port, "8001");
   EXPECT_FALSE(ParseUrl("host:0", 8000).ok());
@@ -71,7 +73,7 @@ TEST(ParseUrl, Forms) {
 TEST(ValidateOptions, Combinations) {
   PerfOptions o;
   o.model_name = "m";
-  EXPECT_TRUE(ValidateOptions(o).ok());
+  EXPECT_OK(ValidateOptions(o));
   o.concurrency_range = "1:2";
   o.request_rate_range = "10";
   EXPECT_FALSE(ValidateOptions(o).ok());

@@ -58,17 +58,9 @@ void WriteOutputs(const PerfOptions& o, const std::vector<LevelResult>& rows, in
   }
 }
 
-}  // namespace
-
-int RunPerf(const PerfOptions& o) {
-  signal(SIGPIPE, SIG_IGN);  // a server closing a connection must not kill us
-  if (Status s = ValidateOptions(o); !s.ok()) {
-    Error(s.message());
-    return kExitSetup;
-  }
-  const bool rate_mode = !o.request_rate_range.empty();
+std::vector<Level> Levels(const PerfOptions& o) {
   std::vector<Level> levels;
-  if (rate_mode) {
+  if (!o.request_rate_range.empty()) {
     auto rates = ParseRateRange("--request-rate-range", o.request_rate_range);
     for (double r : *rates) levels.push_back(Level{0, r});
   } else {
@@ -76,56 +68,36 @@ int RunPerf(const PerfOptions& o) {
                                     o.concurrency_range.empty() ? "1:1" : o.concurrency_range);
     for (int64_t c : *cs) levels.push_back(Level{c, 0});
   }
+  return levels;
+}
 
-  auto hp = ParseUrl(o.url.empty() ? "localhost" : o.url, o.protocol == "grpc" ? 8001 : 8000);
-  if (!hp.ok()) {
-    Error(hp.status().message());
-    return kExitSetup;
-  }
+StatusOr<std::unique_ptr<Client>> Connect(const PerfOptions& o, std::string* address) {
+  ASSIGN_OR_RETURN(
+      auto hp, ParseUrl(o.url.empty() ? "localhost" : o.url, o.protocol == "grpc" ? 8001 : 8000));
   ClientOptions co;
   co.protocol = o.protocol;
-  co.host = hp->host;
-  co.port = hp->port;
+  co.host = hp.host;
+  co.port = hp.port;
   co.model_name = o.model_name;
   co.model_version = o.model_version;
   co.http_binary = o.http_binary;
   co.grpc_stub = o.grpc_stub;
-  const std::string address = hp->host + ":" + hp->port;
-  auto client_or = MakeClient(co);
-  if (!client_or.ok()) {
-    Error(client_or.status().message());
-    return kExitSetup;
-  }
-  std::unique_ptr<Client> client = std::move(client_or).value();
+  *address = hp.host + ":" + hp.port;
+  return MakeClient(co);
+}
 
-  auto model = client->GetModelInfo();
-  if (!model.ok()) {
-    Error(DescribeModelError(o, address, model.status()));
-    return kExitSetup;
-  }
-  auto inputs_or = ResolveInputs(*model, o.batch_size);
-  if (!inputs_or.ok()) {
-    Error(inputs_or.status().message());
-    return kExitSetup;
-  }
-  const std::vector<ResolvedInput> inputs = std::move(inputs_or).value();
-
-  // Requests: from the file (shared by every session, each starting at its own entry), or
-  // generated per session from the seed and the session's index.
+// Requests: from the file (shared by every session, each starting at its own entry), or
+// generated per session from the seed and the session's index.
+StatusOr<SessionFactory> Sessions(const PerfOptions& o, const std::vector<ResolvedInput>& inputs,
+                                  Client* c) {
   std::vector<RequestInputs> file_requests;
   DataMode mode = DataMode::kRandom;
   if (o.input_data == "zero") {
     mode = DataMode::kZero;
   } else if (o.input_data != "random") {
-    auto loaded = LoadInputDataFile(o.input_data, inputs);
-    if (!loaded.ok()) {
-      Error(loaded.status().message());
-      return kExitSetup;
-    }
-    file_requests = std::move(loaded).value();
+    ASSIGN_OR_RETURN(file_requests, LoadInputDataFile(o.input_data, inputs));
   }
-  Client* c = client.get();
-  SessionFactory make_session = [&](int index) {
+  return SessionFactory([&o, inputs, c, mode, file_requests](int index) {
     std::vector<RequestInputs> requests;
     if (!file_requests.empty()) {
       for (size_t i = 0; i < file_requests.size(); ++i) {
@@ -136,33 +108,26 @@ int RunPerf(const PerfOptions& o) {
       requests.push_back(GenerateInputs(inputs, mode, seed, o.string_length));
     }
     return c->NewSession(requests);
-  };
+  });
+}
 
-  bool have_stats = true;
-  if (auto probe = client->GetStats(); !probe.ok()) {
-    have_stats = false;
-    fmt::print(stderr, "server statistics unavailable ({})\n", probe.status().message());
-  }
-  StatsSource stats = [c, have_stats]() -> std::optional<ServerStats> {
-    if (!have_stats) return std::nullopt;
-    auto s = c->GetStats();
-    if (!s.ok()) return std::nullopt;
-    return *s;
-  };
-
+void PrintHeader(const PerfOptions& o, const std::vector<ResolvedInput>& inputs,
+                 const Client& client, bool have_stats) {
   std::string shapes;
   for (const ResolvedInput& in : inputs) {
     shapes += fmt::format("{}{} {} {}", shapes.empty() ? "" : ", ", in.spec.name, in.spec.datatype,
                           ShapeToString(in.shape));
   }
   fmt::print("dais perf: model {} on {}, batch size {}, inputs: {}\n", ModelLabel(o),
-             client->Describe(), o.batch_size, shapes);
+             client.Describe(), o.batch_size, shapes);
   fmt::print(
       "measurement: {} ms windows until 3 agree within {:g}% (at most {}), warm-up {:g} s\n\n",
       o.measurement_interval_ms, o.stability_percentage, o.max_trials, o.warmup_secs);
-  fmt::print("{}", TableHeader(rate_mode, have_stats));
+  fmt::print("{}", TableHeader(!o.request_rate_range.empty(), have_stats));
   std::fflush(stdout);
+}
 
+LoadOptions LoadOptionsFrom(const PerfOptions& o) {
   LoadOptions lo;
   lo.batch_size = o.batch_size;
   lo.warmup_secs = o.warmup_secs;
@@ -174,19 +139,21 @@ int RunPerf(const PerfOptions& o) {
   lo.seed = o.seed;
   lo.max_threads = o.max_threads;
   lo.connections = o.grpc_connections;
-  LoadRunner runner(lo, make_session, stats);
+  return lo;
+}
 
-  std::vector<LevelResult> rows;
-  int exit_code = kExitOk;
-  for (const Level& level : levels) {
+// Measures every level, printing a row each; the exit code.
+int MeasureLevels(const PerfOptions& o, LoadRunner& runner, bool have_stats,
+                  std::vector<LevelResult>* rows) {
+  const bool rate_mode = !o.request_rate_range.empty();
+  for (const Level& level : Levels(o)) {
     auto m = runner.Run(level);
     if (!m.ok()) {
       Error(m.status().message());
-      exit_code = kExitSetup;
-      break;
+      return kExitSetup;
     }
     LevelResult r = MakeResult(&*m, o.batch_size);
-    rows.push_back(r);
+    rows->push_back(r);
     fmt::print("{}", TableRow(r, rate_mode, have_stats));
     std::fflush(stdout);
     if (rate_mode && r.delayed * 10 > r.requests + r.errors) {
@@ -199,8 +166,7 @@ int RunPerf(const PerfOptions& o) {
       Status e = runner.first_error();
       Error(fmt::format("every request failed at {} ({} errors){}", LevelLabel(level), r.errors,
                         e.ok() ? "" : ": " + e.message()));
-      exit_code = kExitAllFailed;
-      break;
+      return kExitAllFailed;
     }
     if (r.requests == 0) {
       Error(
@@ -209,6 +175,54 @@ int RunPerf(const PerfOptions& o) {
                       LevelLabel(level)));
     }
   }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunPerf(const PerfOptions& o) {
+  signal(SIGPIPE, SIG_IGN);  // a server closing a connection must not kill us
+  if (Status s = ValidateOptions(o); !s.ok()) {
+    Error(s.message());
+    return kExitSetup;
+  }
+  std::string address;
+  auto client = Connect(o, &address);
+  if (!client.ok()) {
+    Error(client.status().message());
+    return kExitSetup;
+  }
+  Client* c = client->get();
+  auto model = c->GetModelInfo();
+  if (!model.ok()) {
+    Error(DescribeModelError(o, address, model.status()));
+    return kExitSetup;
+  }
+  auto inputs = ResolveInputs(*model, o.batch_size);
+  if (!inputs.ok()) {
+    Error(inputs.status().message());
+    return kExitSetup;
+  }
+  auto make_session = Sessions(o, *inputs, c);
+  if (!make_session.ok()) {
+    Error(make_session.status().message());
+    return kExitSetup;
+  }
+  bool have_stats = true;
+  if (auto probe = c->GetStats(); !probe.ok()) {
+    have_stats = false;
+    fmt::print(stderr, "server statistics unavailable ({})\n", probe.status().message());
+  }
+  StatsSource stats = [c, have_stats]() -> std::optional<ServerStats> {
+    if (!have_stats) return std::nullopt;
+    auto s = c->GetStats();
+    if (!s.ok()) return std::nullopt;
+    return *s;
+  };
+  PrintHeader(o, *inputs, *c, have_stats);
+  LoadRunner runner(LoadOptionsFrom(o), *make_session, stats);
+  std::vector<LevelResult> rows;
+  int exit_code = MeasureLevels(o, runner, have_stats, &rows);
   WriteOutputs(o, rows, &exit_code);
   return exit_code;
 }

@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "common/status_testing.h"
 #include "redis/redis_metrics.h"
 #include "redis/testing/redis_process.h"
 
@@ -24,7 +25,7 @@ class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = RedisProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    ASSERT_OK(server);
     server_ = std::move(*server);
     client_ = MakeClient(testing::FastClientOptions(server_->address()));
     ASSERT_TRUE(client_->WaitUntilReachable(milliseconds(5000)));
@@ -32,7 +33,7 @@ class ClientTest : public ::testing::Test {
 
   static std::unique_ptr<Client> MakeClient(ClientOptions o) {
     auto client = Client::Create(std::move(o));
-    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    EXPECT_OK(client);
     return client.ok() ? std::move(*client) : nullptr;
   }
 
@@ -52,12 +53,12 @@ TEST_F(ClientTest, StandaloneModeDetected) {
 
 TEST_F(ClientTest, SetGet) {
   StatusOr<Reply> set = client_->Run({"k", {"SET", "k", "v1"}});
-  ASSERT_TRUE(set.ok()) << Str(set);
+  ASSERT_OK(set);
   EXPECT_EQ(*set, Reply::Status("OK"));
   EXPECT_EQ(*client_->Run({"k", {"GET", "k"}}), Reply::Bulk("v1"));
   EXPECT_EQ(*client_->Run({"missing", {"GET", "missing"}}), Reply::Nil());
   const std::string binary("a\0\r\nb", 5);
-  ASSERT_TRUE(client_->Run({"b", {"SET", "b", binary}}).ok());
+  ASSERT_OK(client_->Run({"b", {"SET", "b", binary}}));
   EXPECT_EQ(*client_->Run({"b", {"GET", "b"}}), Reply::Bulk(binary));
 }
 
@@ -81,7 +82,7 @@ TEST_F(ClientTest, BatchOf1000InOrder) {
   std::vector<StatusOr<Reply>> got = client_->RunBatch(std::move(gets));
   ASSERT_EQ(got.size(), 1001u);
   for (int i = 0; i < 1000; ++i) {
-    ASSERT_TRUE(got[i].ok()) << Str(got[i]);
+    ASSERT_OK(got[i]);
     EXPECT_EQ(got[i]->str, "value-" + std::to_string(i));
   }
   EXPECT_TRUE(got[1000]->is_nil());
@@ -92,32 +93,32 @@ TEST_F(ClientTest, EvalFallsBackToEvalOnNoScript) {
   const Script script("return {KEYS[1], ARGV[1], redis.call('INCR', KEYS[1])}");
   const Reply want = Reply::Array({Reply::Bulk("counter"), Reply::Bulk("x"), Reply::Integer(1)});
   StatusOr<Reply> r = client_->RunEval(script, {"counter"}, {"x"});
-  ASSERT_TRUE(r.ok()) << Str(r);
+  ASSERT_OK(r);
   EXPECT_EQ(*r, want);
   // EVAL loaded it: now EVALSHA alone works.
   EXPECT_EQ(*server_->Call({"SCRIPT", "EXISTS", script.sha1()}), Reply::Array({Reply::Integer(1)}));
   EXPECT_EQ(client_->RunEval(script, {"counter"}, {"x"})->elements[2], Reply::Integer(2));
-  ASSERT_TRUE(server_->Call({"SCRIPT", "FLUSH"}).ok());
+  ASSERT_OK(server_->Call({"SCRIPT", "FLUSH"}));
   r = client_->RunEval(script, {"counter"}, {"y"});
-  ASSERT_TRUE(r.ok()) << Str(r);
+  ASSERT_OK(r);
   EXPECT_EQ(r->elements[1], Reply::Bulk("y"));
   EXPECT_EQ(r->elements[2], Reply::Integer(3));
   // A script error is a reply too.
   StatusOr<Reply> bad = client_->RunEval(Script("return redis.call('NOPE')"), {}, {});
-  ASSERT_TRUE(bad.ok()) << Str(bad);
+  ASSERT_OK(bad);
   EXPECT_TRUE(bad->is_error());
 }
 
 TEST_F(ClientTest, ErrorReplyIsAReplyNotAStatus) {
   RedisMetrics& m = RedisMetrics::Get();
   const double before = m.error_reply.Value();
-  ASSERT_TRUE(client_->Run({"s", {"SET", "s", "text"}}).ok());
+  ASSERT_OK(client_->Run({"s", {"SET", "s", "text"}}));
   StatusOr<Reply> r = client_->Run({"s", {"INCR", "s"}});
-  ASSERT_TRUE(r.ok()) << Str(r);
+  ASSERT_OK(r);
   EXPECT_TRUE(r->is_error());
   EXPECT_NE(r->str.find("ERR"), std::string::npos);
   r = client_->Run({"", {"NOSUCHCOMMAND"}});
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_TRUE(r->is_error());
   EXPECT_EQ(m.error_reply.Value() - before, 2);
   // The connection is still fine.
@@ -151,13 +152,13 @@ TEST_F(ClientTest, ConcurrentCallersFromManyThreads) {
 
 TEST_F(ClientTest, ExecuteOnAndMasters) {
   StatusOr<Reply> info = client_->RunOn(server_->address(), {"INFO", "memory"});
-  ASSERT_TRUE(info.ok()) << Str(info);
+  ASSERT_OK(info);
   EXPECT_NE(info->str.find("used_memory:"), std::string::npos);
   EXPECT_EQ(client_->RunOn("127.0.0.1:1", {"PING"}).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(ClientTest, PausedServerAnswersDeadlineExceededAtTheDeadline) {
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(server_->Pause());
   const auto start = Clock::now();
   std::promise<StatusOr<Reply>> p;
   client_->Execute({"k", {"GET", "k"}}, start + milliseconds(150),
@@ -173,7 +174,7 @@ TEST_F(ClientTest, PausedServerAnswersDeadlineExceededAtTheDeadline) {
   for (const auto& e : batch) EXPECT_EQ(e.status().code(), StatusCode::kDeadlineExceeded);
   // Unanswered health PINGs make it unreachable.
   EXPECT_TRUE(WaitFor([&] { return !client_->Reachable(); }, milliseconds(2000)));
-  ASSERT_TRUE(server_->Resume().ok());
+  ASSERT_OK(server_->Resume());
   ASSERT_TRUE(client_->WaitUntilReachable(milliseconds(5000)));
   // The late replies to the abandoned requests are discarded: later replies stay matched.
   std::vector<KeyedCommand> cmds;
@@ -184,7 +185,7 @@ TEST_F(ClientTest, PausedServerAnswersDeadlineExceededAtTheDeadline) {
   }
   std::vector<StatusOr<Reply>> got = client_->RunBatch(std::move(cmds));
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(got[2 * i + 1].ok()) << Str(got[2 * i + 1]);
+    ASSERT_OK(got[2 * i + 1]);
     EXPECT_EQ(got[2 * i + 1]->str, std::to_string(i));
   }
 }
@@ -192,13 +193,13 @@ TEST_F(ClientTest, PausedServerAnswersDeadlineExceededAtTheDeadline) {
 TEST_F(ClientTest, StuckConnectionIsDroppedAndReconnected) {
   RedisMetrics& m = RedisMetrics::Get();
   const double reconnects = m.reconnects.Value();
-  ASSERT_TRUE(client_->Run({"k", {"SET", "k", "v"}}).ok());
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(client_->Run({"k", {"SET", "k", "v"}}));
+  ASSERT_OK(server_->Pause());
   EXPECT_EQ(client_->Run({"k", {"GET", "k"}}, milliseconds(50)).status().code(),
             StatusCode::kDeadlineExceeded);
   // stuck_connection_timeout (500 ms) after the deadline, the next health tick drops it.
   EXPECT_TRUE(WaitFor([&] { return m.reconnects.Value() > reconnects; }, milliseconds(3000)));
-  ASSERT_TRUE(server_->Resume().ok());
+  ASSERT_OK(server_->Resume());
   ASSERT_TRUE(client_->WaitUntilReachable(milliseconds(5000)));
   EXPECT_EQ(*client_->Run({"k", {"GET", "k"}}), Reply::Bulk("v"));
 }
@@ -206,7 +207,7 @@ TEST_F(ClientTest, StuckConnectionIsDroppedAndReconnected) {
 TEST_F(ClientTest, KilledServerFailsFastThenRestartRecovers) {
   RedisMetrics& m = RedisMetrics::Get();
   const double reconnects = m.reconnects.Value();
-  ASSERT_TRUE(server_->Stop().ok());
+  ASSERT_OK(server_->Stop());
   const auto start = Clock::now();
   StatusOr<Reply> r = client_->Run({"k", {"GET", "k"}}, milliseconds(2000));
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << Str(r);
@@ -218,7 +219,7 @@ TEST_F(ClientTest, KilledServerFailsFastThenRestartRecovers) {
             StatusCode::kUnavailable);
   EXPECT_LT(Clock::now() - start2, milliseconds(300));
 
-  ASSERT_TRUE(server_->Restart().ok());
+  ASSERT_OK(server_->Restart());
   ASSERT_TRUE(client_->WaitUntilReachable(milliseconds(5000)));
   EXPECT_GT(m.reconnects.Value(), reconnects);
   StatusOr<Reply> set = client_->Run({"k", {"SET", "k", "v"}});
@@ -227,19 +228,19 @@ TEST_F(ClientTest, KilledServerFailsFastThenRestartRecovers) {
 }
 
 TEST_F(ClientTest, CreateWithoutServerThenServerAppears) {
-  ASSERT_TRUE(server_->Stop().ok());
+  ASSERT_OK(server_->Stop());
   std::unique_ptr<Client> client = MakeClient(testing::FastClientOptions(server_->address()));
   EXPECT_FALSE(client->Reachable());
   const auto start = Clock::now();
   EXPECT_EQ(client->Run({"k", {"GET", "k"}}).status().code(), StatusCode::kUnavailable);
   EXPECT_LT(Clock::now() - start, milliseconds(300));  // fail fast, not the 1 s timeout
-  ASSERT_TRUE(server_->Restart().ok());
+  ASSERT_OK(server_->Restart());
   ASSERT_TRUE(client->WaitUntilReachable(milliseconds(5000)));
-  EXPECT_TRUE(client->Run({"k", {"PING"}}).ok());
+  EXPECT_OK(client->Run({"k", {"PING"}}));
 }
 
 TEST_F(ClientTest, ShutdownAnswersPendingCallbacks) {
-  ASSERT_TRUE(server_->Pause().ok());
+  ASSERT_OK(server_->Pause());
   std::promise<StatusOr<Reply>> p;
   client_->Execute({"k", {"GET", "k"}}, Clock::now() + std::chrono::hours(1),
                    [&](StatusOr<Reply> r) { p.set_value(std::move(r)); });
@@ -247,18 +248,18 @@ TEST_F(ClientTest, ShutdownAnswersPendingCallbacks) {
   StatusOr<Reply> r = p.get_future().get();
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("shutting down"), std::string::npos) << Str(r);
-  ASSERT_TRUE(server_->Resume().ok());
+  ASSERT_OK(server_->Resume());
 }
 
 TEST(ClientAuthTest, WrongPasswordIsAClearError) {
   RedisProcessOptions po;
   po.password = "s3cret";
   auto server = RedisProcess::Start(po);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_OK(server);
   ClientOptions o = testing::FastClientOptions((*server)->address());
   o.password = "wrong";
   auto bad = Client::Create(o);
-  ASSERT_TRUE(bad.ok());
+  ASSERT_OK(bad);
   // The first attempt fails within the connect timeout; then the status says why.
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -271,7 +272,7 @@ TEST(ClientAuthTest, WrongPasswordIsAClearError) {
 
   o.password.clear();  // no password at all: NOAUTH
   auto none = Client::Create(o);
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   ASSERT_TRUE(WaitFor(
       [&] {
         return (*none)->Run({"k", {"GET", "k"}}).status().code() == StatusCode::kUnauthenticated;
@@ -280,7 +281,7 @@ TEST(ClientAuthTest, WrongPasswordIsAClearError) {
 
   o.password = "s3cret";
   auto good = Client::Create(o);
-  ASSERT_TRUE(good.ok());
+  ASSERT_OK(good);
   ASSERT_TRUE((*good)->WaitUntilReachable(milliseconds(3000)));
   EXPECT_EQ(*(*good)->Run({"k", {"SET", "k", "v"}}), Reply::Status("OK"));
 }

@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "common/status_testing.h"
 #include "redis/client.h"
 #include "redis/redis_metrics.h"
 #include "redis/slot.h"
@@ -27,7 +28,7 @@ class ClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto cluster = RedisCluster::Start(3);
-    ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+    ASSERT_OK(cluster);
     cluster_ = cluster->release();
   }
   static void TearDownTestSuite() {
@@ -38,12 +39,12 @@ class ClusterTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NE(cluster_, nullptr);
     StatusOr<ClientOptions> o = ParseSeeds(cluster_->node(0).address());
-    ASSERT_TRUE(o.ok());
+    ASSERT_OK(o);
     o->command_timeout = milliseconds(1000);
     o->health_check_interval = milliseconds(100);
     o->slot_refresh_interval = milliseconds(60000);  // only MOVED updates the map in these tests
     auto client = Client::Create(*o);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    ASSERT_OK(client);
     client_ = std::move(*client);
     ASSERT_TRUE(client_->WaitUntilReachable(milliseconds(5000)));
   }
@@ -65,9 +66,9 @@ TEST_F(ClusterTest, ModeDetected) {
 
 TEST_F(ClusterTest, SeedListWithSeveralNodes) {
   StatusOr<ClientOptions> o = ParseSeeds("127.0.0.1:1," + cluster_->seeds());
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   auto client = Client::Create(*o);
-  ASSERT_TRUE(client.ok());
+  ASSERT_OK(client);
   ASSERT_TRUE((*client)->WaitUntilReachable(milliseconds(5000)));
   EXPECT_TRUE((*client)->cluster_mode());
   EXPECT_EQ((*client)->Masters().size(), 3u);
@@ -87,13 +88,13 @@ TEST_F(ClusterTest, BatchOverAllSlotsInOrder) {
   std::vector<StatusOr<Reply>> got = client_->RunBatch(std::move(gets));
   ASSERT_EQ(got.size(), 3000u);
   for (int i = 0; i < 3000; ++i) {
-    ASSERT_TRUE(got[i].ok()) << Str(got[i]);
+    ASSERT_OK(got[i]);
     ASSERT_EQ(got[i]->str, std::to_string(i * 7)) << i;
   }
   // Every master holds some of them.
   for (const std::string& node : client_->Masters()) {
     StatusOr<Reply> n = client_->RunOn(node, {"DBSIZE"});
-    ASSERT_TRUE(n.ok()) << Str(n);
+    ASSERT_OK(n);
     EXPECT_GT(n->integer, 500) << node;
   }
 }
@@ -108,7 +109,7 @@ TEST_F(ClusterTest, BatchKeepsInputOrderPerNode) {
   }
   std::vector<StatusOr<Reply>> got = client_->RunBatch(std::move(cmds));
   for (int i = 0; i < 500; ++i) {
-    ASSERT_TRUE(got[3 * i + 2].ok()) << Str(got[3 * i + 2]);
+    ASSERT_OK(got[3 * i + 2]);
     ASSERT_EQ(got[3 * i + 2]->str, std::to_string(i) + "+") << i;
   }
 }
@@ -122,7 +123,7 @@ TEST_F(ClusterTest, EvalRoutedByFirstKey) {
   }
   // Keys in different slots: the server refuses (a Reply, not a Status).
   StatusOr<Reply> cross = client_->RunEval(script, {"ev:a", "ev:b"}, {"1"});
-  ASSERT_TRUE(cross.ok());
+  ASSERT_OK(cross);
   EXPECT_TRUE(cross->is_error()) << Str(cross);
 }
 
@@ -133,7 +134,7 @@ TEST_F(ClusterTest, SlotMigrationUnderReadsHasNoFailedReads) {
   const std::string tag = "{migrating}";
   const uint16_t slot = KeySlot(tag);
   StatusOr<size_t> src = cluster_->SlotOwner(slot);
-  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_OK(src);
   const size_t dst = (*src + 1) % cluster_->size();
   StatusOr<std::string> src_id = cluster_->NodeId(*src);
   StatusOr<std::string> dst_id = cluster_->NodeId(dst);
@@ -143,7 +144,7 @@ TEST_F(ClusterTest, SlotMigrationUnderReadsHasNoFailedReads) {
   std::vector<std::string> keys;
   for (int i = 0; i < kKeys; ++i) {
     keys.push_back(tag + ":" + std::to_string(i));
-    ASSERT_TRUE(client_->Run({keys[i], {"SET", keys[i], "v" + std::to_string(i)}}).ok());
+    ASSERT_OK(client_->Run({keys[i], {"SET", keys[i], "v" + std::to_string(i)}}));
   }
 
   RedisMetrics& m = RedisMetrics::Get();
@@ -200,7 +201,7 @@ TEST_F(ClusterTest, SlotMigrationUnderReadsHasNoFailedReads) {
   EXPECT_GT(m.moved.Value(), moved0);
   // Once the map is updated, the slot's reads no longer redirect.
   const double moved1 = m.moved.Value(), ask1 = m.ask.Value();
-  for (const std::string& k : keys) ASSERT_TRUE(client_->Run({k, {"GET", k}}).ok());
+  for (const std::string& k : keys) ASSERT_OK(client_->Run({k, {"GET", k}}));
   EXPECT_EQ(m.moved.Value(), moved1);
   EXPECT_EQ(m.ask.Value(), ask1);
   EXPECT_EQ(*c.node(dst).Call({"CLUSTER", "COUNTKEYSINSLOT", slot_s}), Reply::Integer(kKeys));

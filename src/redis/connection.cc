@@ -1,6 +1,5 @@
 #include "redis/connection.h"
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <utility>
@@ -14,15 +13,6 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-bool IsAuthError(std::string_view error) {
-  return error.starts_with("WRONGPASS") || error.starts_with("NOAUTH") ||
-         error.starts_with("NOPERM") || error.find("AUTH") != std::string_view::npos;
-}
-
-}  // namespace
-
 std::shared_ptr<Connection> Connection::Create(asio::io_context* io, std::string address,
                                                const ClientOptions& options,
                                                StateCallback on_state) {
@@ -35,16 +25,13 @@ Connection::Connection(asio::io_context* io, std::string address, const ClientOp
       address_(std::move(address)),
       options_(options),
       on_state_(std::move(on_state)),
-      connect_timer_(*io),
       backoff_timer_(*io),
-      backoff_(options.reconnect_backoff_min),
-      rng_(static_cast<unsigned>(std::hash<std::string>()(address_) ^
-                                 Clock::now().time_since_epoch().count())) {
+      backoff_(options, Backoff::SeedFor(address_)) {
+  std::string host;
   uint16_t port = 0;
-  if (Status s = SplitHostPort(address_, &host_, &port); !s.ok()) {
+  if (Status s = SplitHostPort(address_, &host, &port); !s.ok()) {
     DAIS_BUG("redis connection to a malformed address: {}", s.ToString());
   }
-  port_ = std::to_string(port);
 }
 
 void Connection::Start() {
@@ -58,37 +45,20 @@ void Connection::Connect() {
   auto link = std::make_shared<Link>(io_);
   link_ = link;
   auto self = shared_from_this();
-  connect_timer_.expires_after(options_.connect_timeout);
-  connect_timer_.async_wait([this, self, link](error_code ec) {
-    if (ec || link != link_ || state_ == State::kReady) return;
-    RedisMetrics::Get().connect_errors.Increment();
-    Fail(Unavailable("redis " + address_ + ": connect timed out after " +
-                     std::to_string(options_.connect_timeout.count()) + " ms"));
-  });
-  link->resolver.async_resolve(
-      host_, port_,
-      [this, self, link](error_code ec, asio::ip::tcp::resolver::results_type results) {
+  // The connect deadline also covers the handshake: OnTcpConnected ends it once PING answers.
+  Dial(
+      link, address_, options_.connect_timeout,
+      [this, self, link] {
+        if (link == link_) OnTcpConnected(link);
+      },
+      [this, self, link](Status why) {
         if (link != link_) return;
-        if (ec) {
-          RedisMetrics::Get().connect_errors.Increment();
-          return Fail(Unavailable("redis " + address_ + ": resolve: " + ec.message()));
-        }
-        asio::async_connect(
-            link->socket, results,
-            [this, self, link](error_code ec, const asio::ip::tcp::endpoint&) {
-              if (link != link_) return;
-              if (ec) {
-                RedisMetrics::Get().connect_errors.Increment();
-                return Fail(Unavailable("redis " + address_ + ": connect: " + ec.message()));
-              }
-              OnTcpConnected(link);
-            });
+        RedisMetrics::Get().connect_errors.Increment();
+        Fail(std::move(why));
       });
 }
 
 void Connection::OnTcpConnected(const std::shared_ptr<Link>& link) {
-  error_code ignored;
-  link->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   state_ = State::kHandshake;
   StartRead(link);
   const Deadline deadline = Clock::now() + options_.connect_timeout;
@@ -96,14 +66,10 @@ void Connection::OnTcpConnected(const std::shared_ptr<Link>& link) {
   // A refused AUTH or a NOAUTH answer to PING: wrong or missing credentials.
   auto auth_failed = [this](const std::string& error) {
     RedisMetrics::Get().connect_errors.Increment();
-    Fail(Status(StatusCode::kUnauthenticated,
-                "redis " + address_ + ": authentication failed: " + error));
+    Fail(AuthFailed(address_, error));
   };
-  if (!options_.password.empty()) {
-    Command auth = {"AUTH"};
-    if (!options_.username.empty()) auth.push_back(options_.username);
-    auth.push_back(options_.password);
-    Enqueue(EncodeCommand(auth), deadline, [this, self, link, auth_failed](StatusOr<Reply> r) {
+  if (std::string auth; AppendAuth(options_, &auth)) {
+    Enqueue(auth, deadline, [this, self, link, auth_failed](StatusOr<Reply> r) {
       if (link != link_ || !r.ok() || !r->is_error()) return;
       auth_failed(r->str);
     });
@@ -115,11 +81,11 @@ void Connection::OnTcpConnected(const std::shared_ptr<Link>& link) {
       RedisMetrics::Get().connect_errors.Increment();
       return Fail(Unavailable("redis " + address_ + ": handshake PING: " + r->str));
     }
-    connect_timer_.cancel();
+    link->Established();
     state_ = State::kReady;
     healthy_ = true;
     ping_outstanding_ = false;
-    backoff_ = options_.reconnect_backoff_min;
+    backoff_.Reset();
     if (!last_error_.ok()) LOG_INFO("redis {}: connected", address_);
     last_error_ = OkStatus();
     Notify();
@@ -214,22 +180,16 @@ void Connection::Fail(Status why) {
   }
   last_error_ = why;
   if (link_) {
-    error_code ignored;
-    link_->socket.close(ignored);
+    link_->Close();
     link_.reset();
   }
-  connect_timer_.cancel();
   queued_.clear();
   writing_ = false;
   healthy_ = false;
   ping_outstanding_ = false;
   state_ = State::kBackoff;
 
-  // Jittered capped exponential backoff.
-  const double jitter = std::uniform_real_distribution<double>(0.8, 1.2)(rng_);
-  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(backoff_.count() * jitter));
-  backoff_ = std::min(backoff_ * 2, options_.reconnect_backoff_max);
-  backoff_timer_.expires_after(wait);
+  backoff_timer_.expires_after(backoff_.Next());
   backoff_timer_.async_wait([this, self = shared_from_this()](error_code ec) {
     if (ec || state_ != State::kBackoff) return;
     Connect();
@@ -247,12 +207,9 @@ void Connection::Shutdown(const Status& why) {
   state_ = State::kShutdown;
   on_state_ = nullptr;
   if (link_) {
-    error_code ignored;
-    link_->socket.close(ignored);
-    link_->resolver.cancel();
+    link_->Close();
     link_.reset();
   }
-  connect_timer_.cancel();
   backoff_timer_.cancel();
   queued_.clear();
   writing_ = false;

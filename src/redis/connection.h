@@ -1,6 +1,8 @@
 // One TCP connection to one Redis node: connect with timeout, handshake (AUTH, PING), pipelined
 // writes, replies matched to requests in FIFO order, reconnection with capped exponential
-// backoff, and a PING health check driven by the owner.
+// backoff (jittered), and a PING health check driven by the owner. The transport (socket,
+// resolve + connect under the connect deadline, AUTH) and the backoff are shared with
+// Subscriber: link.h, backoff.h.
 //
 // Thread-safety: none. A Connection lives on one io_context run by one thread, and every method
 // must be called on that thread. Owned through shared_ptr: pending asynchronous operations keep
@@ -13,20 +15,20 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "dais/status.h"
+#include "redis/backoff.h"
 #include "redis/command.h"
+#include "redis/link.h"
 #include "redis/options.h"
 #include "redis/resp.h"
 
@@ -75,15 +77,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   enum class State { kIdle, kConnecting, kHandshake, kReady, kBackoff, kShutdown };
-  // Socket and buffers of one connect attempt; handlers hold it so that a stale completion
-  // (after a reconnect) never touches the new attempt's state.
-  struct Link {
-    explicit Link(boost::asio::io_context* io) : socket(*io), resolver(*io) {}
-    boost::asio::ip::tcp::socket socket;
-    boost::asio::ip::tcp::resolver resolver;
-    std::vector<char> read_buf = std::vector<char>(64 * 1024);
-    std::string writing;  // the buffer of the write in flight
-  };
   struct Pending {
     ReplyCallback cb;
     Deadline deadline;
@@ -103,7 +96,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   boost::asio::io_context* io_;
   const std::string address_;
-  std::string host_, port_;
   const ClientOptions& options_;  // owned by the Client, outlives every connection
   StateCallback on_state_;
 
@@ -116,14 +108,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   RespParser parser_;
   std::vector<Reply> replies_;  // scratch for OnRead
 
-  boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer backoff_timer_;
-  std::chrono::milliseconds backoff_;
+  Backoff backoff_;
   int attempts_ = 0;
   bool healthy_ = false;
   bool ping_outstanding_ = false;
   Status last_error_;
-  std::minstd_rand rng_;
 };
 
 }  // namespace dais::redis

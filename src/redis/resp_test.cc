@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status_testing.h"
+
 namespace dais::redis {
 namespace {
 
@@ -13,14 +15,14 @@ void ExpectParses(const std::string& input, const std::vector<Reply>& want) {
   {
     RespParser p;
     std::vector<Reply> got;
-    ASSERT_TRUE(p.Feed(input, &got).ok());
+    ASSERT_OK(p.Feed(input, &got));
     EXPECT_EQ(got, want);
     EXPECT_EQ(p.buffered(), 0u);
   }
   {
     RespParser p;
     std::vector<Reply> got;
-    for (char c : input) ASSERT_TRUE(p.Feed(std::string_view(&c, 1), &got).ok());
+    for (char c : input) ASSERT_OK(p.Feed(std::string_view(&c, 1), &got));
     EXPECT_EQ(got, want);
     EXPECT_EQ(p.buffered(), 0u);
   }
@@ -83,15 +85,15 @@ TEST(RespParserTest, ArraysNestedAndMixed) {
 TEST(RespParserTest, PipelinedRepliesAndPartialFeeds) {
   RespParser p;
   std::vector<Reply> got;
-  ASSERT_TRUE(p.Feed("+OK\r\n$5\r\nhel", &got).ok());
+  ASSERT_OK(p.Feed("+OK\r\n$5\r\nhel", &got));
   ASSERT_EQ(got.size(), 1u);
   EXPECT_GT(p.buffered(), 0u);
-  ASSERT_TRUE(p.Feed("lo\r", &got).ok());
+  ASSERT_OK(p.Feed("lo\r", &got));
   ASSERT_EQ(got.size(), 1u);
-  ASSERT_TRUE(p.Feed("\n*2\r\n:1", &got).ok());
+  ASSERT_OK(p.Feed("\n*2\r\n:1", &got));
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1], Reply::Bulk("hello"));
-  ASSERT_TRUE(p.Feed("\r\n:2\r\n", &got).ok());
+  ASSERT_OK(p.Feed("\r\n:2\r\n", &got));
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[2], Reply::Array({Reply::Integer(1), Reply::Integer(2)}));
   EXPECT_EQ(p.buffered(), 0u);
@@ -109,7 +111,7 @@ TEST(RespParserTest, ManyRepliesInOneFeedKeepOrder) {
   std::vector<Reply> got;
   // Odd-sized chunks cross every boundary.
   for (size_t i = 0; i < input.size(); i += 7) {
-    ASSERT_TRUE(p.Feed(std::string_view(input).substr(i, 7), &got).ok());
+    ASSERT_OK(p.Feed(std::string_view(input).substr(i, 7), &got));
   }
   EXPECT_EQ(got, want);
 }
@@ -139,7 +141,7 @@ TEST(RespParserTest, NestingDepthLimit) {
   ok_input += ":1\r\n";
   RespParser p;
   std::vector<Reply> got;
-  ASSERT_TRUE(p.Feed(ok_input, &got).ok());
+  ASSERT_OK(p.Feed(ok_input, &got));
   ASSERT_EQ(got.size(), 1u);
   for (int i = 0; i < RespParser::kMaxDepth + 1; ++i) too_deep += "*1\r\n";
   too_deep += ":1\r\n";
@@ -148,13 +150,13 @@ TEST(RespParserTest, NestingDepthLimit) {
 
 TEST(RespParserTest, SizeLimits) {
   EXPECT_EQ(FeedAll("$536870913\r\n").code(), StatusCode::kInvalidArgument);  // 512 MiB + 1
-  EXPECT_TRUE(FeedAll("$536870912\r\n").ok());  // at the limit: waits for the bytes
+  EXPECT_OK(FeedAll("$536870912\r\n"));  // at the limit: waits for the bytes
   EXPECT_EQ(FeedAll("*16777217\r\n").code(), StatusCode::kInvalidArgument);  // 2^24 + 1
-  EXPECT_TRUE(FeedAll("*16777216\r\n").ok());
+  EXPECT_OK(FeedAll("*16777216\r\n"));
   // A line with no CRLF cannot grow without bound.
   EXPECT_EQ(FeedAll("+" + std::string(RespParser::kMaxLine + 10, 'a')).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_TRUE(FeedAll("+" + std::string(1000, 'a')).ok());
+  EXPECT_OK(FeedAll("+" + std::string(1000, 'a')));
 }
 
 TEST(RespParserTest, ReplyToString) {

@@ -25,22 +25,22 @@ namespace dais::redis {
 // What other threads may read: reachability, masters, mode. Thread-safe.
 class ClientState {
  public:
-  void SetReachable(bool reachable) EXCLUDES(mu_);
-  bool reachable() const EXCLUDES(mu_);
+  void SetReachable(bool reachable) DAIS_EXCLUDES(mu_);
+  bool reachable() const DAIS_EXCLUDES(mu_);
   // True once reachable, false if `deadline` passed first. (No analysis: CondVar's REQUIRES
   // names its own pointer to mu_.)
-  bool WaitReachable(Deadline deadline) const EXCLUDES(mu_) NO_THREAD_SAFETY_ANALYSIS;
-  void SetMasters(std::vector<std::string> masters) EXCLUDES(mu_);
-  std::vector<std::string> masters() const EXCLUDES(mu_);
-  void SetClusterMode(bool cluster) EXCLUDES(mu_);
-  bool cluster_mode() const EXCLUDES(mu_);
+  bool WaitReachable(Deadline deadline) const DAIS_EXCLUDES(mu_) DAIS_NO_THREAD_SAFETY_ANALYSIS;
+  void SetMasters(std::vector<std::string> masters) DAIS_EXCLUDES(mu_);
+  std::vector<std::string> masters() const DAIS_EXCLUDES(mu_);
+  void SetClusterMode(bool cluster) DAIS_EXCLUDES(mu_);
+  bool cluster_mode() const DAIS_EXCLUDES(mu_);
 
  private:
   mutable Mutex mu_;
   mutable CondVar cv_{&mu_};
-  bool reachable_ GUARDED_BY(mu_) = false;
-  bool cluster_mode_ GUARDED_BY(mu_) = false;
-  std::vector<std::string> masters_ GUARDED_BY(mu_);
+  bool reachable_ DAIS_GUARDED_BY(mu_) = false;
+  bool cluster_mode_ DAIS_GUARDED_BY(mu_) = false;
+  std::vector<std::string> masters_ DAIS_GUARDED_BY(mu_);
 };
 
 // One caller request (Execute, ExecuteBatch, Eval, ExecuteOn): its results, in input order, are

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/status_testing.h"
 #include "redis/options.h"
 
 namespace dais::redis {
@@ -18,7 +19,7 @@ TEST(TopologyTest, ParsesClusterSlots) {
       Reply::Array({Reply::Integer(5461), Reply::Integer(16383), Node("", 7001, "b")}),
   });
   StatusOr<SlotMap> map = ParseClusterSlots(r, "10.0.0.9");
-  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  ASSERT_OK(map);
   EXPECT_EQ(map->masters, (std::vector<std::string>{"10.0.0.1:7000", "10.0.0.9:7001"}));
   EXPECT_EQ(*map->Owner(0), "10.0.0.1:7000");
   EXPECT_EQ(*map->Owner(5460), "10.0.0.1:7000");
@@ -59,7 +60,7 @@ TEST(TopologyTest, ParsesRedirections) {
 
 TEST(OptionsTest, ParseSeeds) {
   StatusOr<ClientOptions> o = ParseSeeds("127.0.0.1:7000, redis-a:7001,[::1]:7002");
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_OK(o);
   EXPECT_EQ(o->seeds, (std::vector<std::string>{"127.0.0.1:7000", "redis-a:7001", "[::1]:7002"}));
   for (const char* bad : {"", "host", "host:", ":6379", "h:0", "h:65536", "h:1,,h:2", "h:x1"}) {
     StatusOr<ClientOptions> r = ParseSeeds(bad);
@@ -72,7 +73,7 @@ TEST(OptionsTest, Validate) {
   ClientOptions o;
   EXPECT_FALSE(ValidateOptions(o).ok());
   o.seeds = {"127.0.0.1:6379"};
-  EXPECT_TRUE(ValidateOptions(o).ok());
+  EXPECT_OK(ValidateOptions(o));
   o.connections_per_node = 0;
   EXPECT_FALSE(ValidateOptions(o).ok());
   o.connections_per_node = 2;

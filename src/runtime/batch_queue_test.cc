@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/status_testing.h"
+
 namespace dais {
 namespace {
 
@@ -42,7 +44,7 @@ TEST(BatchQueueTest, WaitsForQueueDelayThenDispatchesAll) {
   BatchQueue q(Dynamic(8, 100));
   for (int i = 0; i < 3; ++i) {
     auto r = MakeRequest(1);
-    ASSERT_TRUE(q.Push(r, 1000 * kUs + i).ok());
+    ASSERT_OK(q.Push(r, 1000 * kUs + i));
   }
   std::vector<RequestPtr> batch;
   uint64_t wake = 0;
@@ -57,7 +59,7 @@ TEST(BatchQueueTest, FullBatchDispatchesAtOnceAndRespectsMax) {
   BatchQueue q(Dynamic(4, 1000000));
   for (int i = 0; i < 6; ++i) {
     auto r = MakeRequest(1);
-    ASSERT_TRUE(q.Push(r, 0).ok());
+    ASSERT_OK(q.Push(r, 0));
   }
   std::vector<RequestPtr> batch;
   uint64_t wake = 0;
@@ -69,9 +71,9 @@ TEST(BatchQueueTest, FullBatchDispatchesAtOnceAndRespectsMax) {
 TEST(BatchQueueTest, ClientBatchesCountTowardsMax) {
   BatchQueue q(Dynamic(8, 1000000));
   auto a = MakeRequest(5), b = MakeRequest(4), c = MakeRequest(3);
-  ASSERT_TRUE(q.Push(a, 0).ok());
-  ASSERT_TRUE(q.Push(b, 0).ok());
-  ASSERT_TRUE(q.Push(c, 0).ok());
+  ASSERT_OK(q.Push(a, 0));
+  ASSERT_OK(q.Push(b, 0));
+  ASSERT_OK(q.Push(c, 0));
   std::vector<RequestPtr> batch;
   uint64_t wake = 0;
   ASSERT_TRUE(q.NextBatch(1, &batch, &wake));  // 5 + 3 = 8 (4 does not fit)
@@ -83,7 +85,7 @@ TEST(BatchQueueTest, PreferredSizeDispatchesWithoutWaiting) {
   BatchQueue q(Dynamic(16, 1000000, {4}));
   for (int i = 0; i < 5; ++i) {
     auto r = MakeRequest(1);
-    ASSERT_TRUE(q.Push(r, 0).ok());
+    ASSERT_OK(q.Push(r, 0));
   }
   std::vector<RequestPtr> batch;
   uint64_t wake = 0;
@@ -95,9 +97,9 @@ TEST(BatchQueueTest, PreferredSizeDispatchesWithoutWaiting) {
 TEST(BatchQueueTest, DifferentShapesAreNeverBatchedTogether) {
   BatchQueue q(Dynamic(8, 0));
   auto a = MakeRequest(1, 4), b = MakeRequest(1, 5), c = MakeRequest(1, 4);
-  ASSERT_TRUE(q.Push(a, 0).ok());
-  ASSERT_TRUE(q.Push(b, 0).ok());
-  ASSERT_TRUE(q.Push(c, 0).ok());
+  ASSERT_OK(q.Push(a, 0));
+  ASSERT_OK(q.Push(b, 0));
+  ASSERT_OK(q.Push(c, 0));
   std::vector<RequestPtr> batch;
   uint64_t wake = 0;
   ASSERT_TRUE(q.NextBatch(0, &batch, &wake));
@@ -115,7 +117,7 @@ TEST(BatchQueueTest, WithoutDynamicBatchingEachRequestRunsAlone) {
   BatchQueue q(o);
   for (int i = 0; i < 3; ++i) {
     auto r = MakeRequest(2);
-    ASSERT_TRUE(q.Push(r, 0).ok());
+    ASSERT_OK(q.Push(r, 0));
   }
   std::vector<RequestPtr> batch;
   uint64_t wake = 0;
@@ -128,8 +130,8 @@ TEST(BatchQueueTest, FullQueueRejectsAtOnce) {
   o.default_policy.max_queue_size = 2;
   BatchQueue q(o);
   auto a = MakeRequest(1), b = MakeRequest(1), c = MakeRequest(1);
-  ASSERT_TRUE(q.Push(a, 0).ok());
-  ASSERT_TRUE(q.Push(b, 0).ok());
+  ASSERT_OK(q.Push(a, 0));
+  ASSERT_OK(q.Push(b, 0));
   Status s = q.Push(c, 0);
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("full"), std::string::npos);
@@ -141,8 +143,8 @@ TEST(BatchQueueTest, ExpiredRequestsAreDroppedBeforeRunning) {
   o.default_policy.allow_timeout_override = true;
   BatchQueue q(o);
   auto a = MakeRequest(1, 4, 0, /*timeout_us=*/10), b = MakeRequest(1);
-  ASSERT_TRUE(q.Push(a, 0).ok());
-  ASSERT_TRUE(q.Push(b, 0).ok());
+  ASSERT_OK(q.Push(a, 0));
+  ASSERT_OK(q.Push(b, 0));
   EXPECT_EQ(q.EarliestDeadline(), 10 * kUs);
   std::vector<RequestPtr> expired;
   q.TakeExpired(9 * kUs, &expired);
@@ -157,7 +159,7 @@ TEST(BatchQueueTest, DefaultTimeoutAppliesWhenOverrideNotAllowed) {
   o.default_policy.default_timeout_us = 50;
   BatchQueue q(o);
   auto a = MakeRequest(1, 4, 0, /*timeout_us=*/5000);
-  ASSERT_TRUE(q.Push(a, 0).ok());
+  ASSERT_OK(q.Push(a, 0));
   EXPECT_EQ(q.EarliestDeadline(), 50 * kUs);
 }
 
@@ -167,7 +169,7 @@ TEST(BatchQueueTest, DelayActionKeepsExpiredRequests) {
   o.default_policy.reject_on_timeout = false;
   BatchQueue q(o);
   auto a = MakeRequest(1);
-  ASSERT_TRUE(q.Push(a, 0).ok());
+  ASSERT_OK(q.Push(a, 0));
   std::vector<RequestPtr> expired;
   q.TakeExpired(1000 * kUs, &expired);
   EXPECT_TRUE(expired.empty());
@@ -183,8 +185,8 @@ TEST(BatchQueueTest, HigherPriorityLevelIsServedFirst) {
   auto low = MakeRequest(1, 4, 2), high = MakeRequest(1, 4, 1);
   low->id = "low";
   high->id = "high";
-  ASSERT_TRUE(q.Push(low, 0).ok());
-  ASSERT_TRUE(q.Push(high, 1).ok());
+  ASSERT_OK(q.Push(low, 0));
+  ASSERT_OK(q.Push(high, 1));
   std::vector<RequestPtr> batch;
   uint64_t wake = 0;
   ASSERT_TRUE(q.NextBatch(2, &batch, &wake));
@@ -202,7 +204,7 @@ TEST(BatchQueueTest, HugeTimeoutMeansNoDeadlineNotInstantExpiry) {
   o.default_policy.allow_timeout_override = true;
   BatchQueue q(o);
   auto a = MakeRequest(1, 4, 0, /*timeout_us=*/UINT64_MAX);
-  ASSERT_TRUE(q.Push(a, 5000).ok());
+  ASSERT_OK(q.Push(a, 5000));
   EXPECT_EQ(q.EarliestDeadline(), 0u);
   std::vector<RequestPtr> expired;
   q.TakeExpired(6000, &expired);
@@ -215,8 +217,8 @@ TEST(BatchQueueTest, TakeAllEmptiesEveryLevel) {
   o.default_priority = 2;
   BatchQueue q(o);
   auto a = MakeRequest(1, 4, 1), b = MakeRequest(1, 4, 2);
-  ASSERT_TRUE(q.Push(a, 0).ok());
-  ASSERT_TRUE(q.Push(b, 0).ok());
+  ASSERT_OK(q.Push(a, 0));
+  ASSERT_OK(q.Push(b, 0));
   std::vector<RequestPtr> all;
   q.TakeAll(&all);
   EXPECT_EQ(all.size(), 2u);
@@ -234,8 +236,8 @@ TEST(BatchQueueTest, CancelledRequestsLeaveTheQueueAndDoNotFillBatches) {
   auto a = MakeRequest(1), b = MakeRequest(1);
   a->cancelled = std::make_shared<std::atomic<bool>>(false);
   auto flag = a->cancelled;
-  ASSERT_TRUE(q.Push(a, 0).ok());
-  ASSERT_TRUE(q.Push(b, 0).ok());
+  ASSERT_OK(q.Push(a, 0));
+  ASSERT_OK(q.Push(b, 0));
   flag->store(true);
   std::vector<RequestPtr> cancelled;
   q.TakeCancelled(&cancelled);

@@ -5,8 +5,6 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <charconv>
@@ -16,6 +14,8 @@
 #include <limits>
 #include <set>
 #include <utility>
+
+#include "common/utf8.h"
 
 namespace dais {
 namespace {
@@ -34,62 +34,6 @@ constexpr uint64_t kMaxPriorityLevels = std::numeric_limits<uint32_t>::max();
 
 // ---------------------------------------------------------------------------------------------
 // UTF-8
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is not valid (overlong forms,
-// surrogates and code points above U+10FFFF are invalid).
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
-bool IsValidUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
-// `s` with each invalid byte replaced by U+FFFD.
-std::string SanitizeUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s, i, n);
-      i += n;
-    }
-  }
-  return out;
-}
 
 // The first string (field value or map key) in `m` that is not valid UTF-8, as a field path;
 // empty when all are valid.
@@ -637,236 +581,6 @@ class Validator {
   std::vector<std::string>& warnings_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// JSON
-
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void WriteString(std::string_view s, JsonWriter& w) {
-  if (IsValidUtf8(s)) {
-    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-  } else {
-    const std::string clean = SanitizeUtf8(s);
-    w.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
-  }
-}
-
-// Shortest round-trip form, as protobuf's JSON printer does; non-finite values as strings.
-template <typename F>
-void WriteFloat(F v, JsonWriter& w) {
-  if (std::isnan(v)) {
-    w.String("NaN");
-  } else if (std::isinf(v)) {
-    w.String(v > 0 ? "Infinity" : "-Infinity");
-  } else {
-    char buf[64];
-    const auto res = std::to_chars(buf, buf + sizeof(buf), v);
-    w.RawValue(buf, static_cast<size_t>(res.ptr - buf), rapidjson::kNumberType);
-  }
-}
-
-void WriteMessage(const pb::Message& m, JsonWriter& w);
-
-void WriteEnum(const pb::EnumDescriptor* type, int value, JsonWriter& w) {
-  const pb::EnumValueDescriptor* v = type->FindValueByNumber(value);
-  if (v != nullptr) {
-    WriteString(v->name(), w);
-  } else {
-    w.Int(value);  // An open-enum value this schema does not name.
-  }
-}
-
-// Base64 (RFC 4648, padded), the JSON form of bytes fields.
-std::string Base64(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < in.size(); i += 3) {
-    uint32_t n = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size()) n |= static_cast<unsigned char>(in[i + 1]) << 8;
-    if (i + 2 < in.size()) n |= static_cast<unsigned char>(in[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=';
-    out += i + 2 < in.size() ? kAlphabet[n & 63] : '=';
-  }
-  return out;
-}
-
-void WriteStringValue(const pb::FieldDescriptor* f, const std::string& s, JsonWriter& w) {
-  if (f->type() == pb::FieldDescriptor::TYPE_BYTES) {
-    const std::string encoded = Base64(s);
-    w.String(encoded.data(), static_cast<rapidjson::SizeType>(encoded.size()));
-  } else {
-    WriteString(s, w);
-  }
-}
-
-void WriteSingular(const pb::Message& m, const pb::FieldDescriptor* f, JsonWriter& w) {
-  const pb::Reflection* r = m.GetReflection();
-  switch (f->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_INT32:
-      w.Int(r->GetInt32(m, f));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_INT64:
-      w.Int64(r->GetInt64(m, f));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_UINT32:
-      w.Uint(r->GetUInt32(m, f));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_UINT64:
-      w.Uint64(r->GetUInt64(m, f));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_DOUBLE:
-      WriteFloat(r->GetDouble(m, f), w);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_FLOAT:
-      WriteFloat(r->GetFloat(m, f), w);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_BOOL:
-      w.Bool(r->GetBool(m, f));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_ENUM:
-      WriteEnum(f->enum_type(), r->GetEnumValue(m, f), w);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_STRING:
-      WriteStringValue(f, r->GetString(m, f), w);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
-      WriteMessage(r->GetMessage(m, f), w);
-      break;
-  }
-}
-
-void WriteRepeatedElement(const pb::Message& m, const pb::FieldDescriptor* f, int i,
-                          JsonWriter& w) {
-  const pb::Reflection* r = m.GetReflection();
-  switch (f->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_INT32:
-      w.Int(r->GetRepeatedInt32(m, f, i));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_INT64:
-      w.Int64(r->GetRepeatedInt64(m, f, i));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_UINT32:
-      w.Uint(r->GetRepeatedUInt32(m, f, i));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_UINT64:
-      w.Uint64(r->GetRepeatedUInt64(m, f, i));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_DOUBLE:
-      WriteFloat(r->GetRepeatedDouble(m, f, i), w);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_FLOAT:
-      WriteFloat(r->GetRepeatedFloat(m, f, i), w);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_BOOL:
-      w.Bool(r->GetRepeatedBool(m, f, i));
-      break;
-    case pb::FieldDescriptor::CPPTYPE_ENUM:
-      WriteEnum(f->enum_type(), r->GetRepeatedEnumValue(m, f, i), w);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_STRING:
-      WriteStringValue(f, r->GetRepeatedString(m, f, i), w);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
-      WriteMessage(r->GetRepeatedMessage(m, f, i), w);
-      break;
-  }
-}
-
-// A map key as its JSON object key; also the sort key (integers sort numerically).
-struct MapKey {
-  std::string text;
-  bool is_signed = false;
-  int64_t s = 0;
-  uint64_t u = 0;
-  bool operator<(const MapKey& o) const {
-    if (is_signed) return s < o.s;
-    if (u != o.u) return u < o.u;
-    return text < o.text;
-  }
-};
-
-MapKey ReadMapKey(const pb::Message& entry, const pb::FieldDescriptor* f) {
-  const pb::Reflection* r = entry.GetReflection();
-  MapKey k;
-  switch (f->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_INT32:
-      k.is_signed = true;
-      k.s = r->GetInt32(entry, f);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_INT64:
-      k.is_signed = true;
-      k.s = r->GetInt64(entry, f);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_UINT32:
-      k.u = r->GetUInt32(entry, f);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_UINT64:
-      k.u = r->GetUInt64(entry, f);
-      break;
-    case pb::FieldDescriptor::CPPTYPE_BOOL:
-      k.u = r->GetBool(entry, f) ? 1 : 0;
-      break;
-    default:
-      k.text = r->GetString(entry, f);
-      return k;
-  }
-  if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_BOOL) {
-    k.text = k.u ? "true" : "false";
-  } else {
-    k.text = k.is_signed ? std::to_string(k.s) : std::to_string(k.u);
-  }
-  return k;
-}
-
-void WriteMap(const pb::Message& m, const pb::FieldDescriptor* f, JsonWriter& w) {
-  const pb::Reflection* r = m.GetReflection();
-  const pb::Descriptor* entry_type = f->message_type();
-  const pb::FieldDescriptor* key_field = entry_type->map_key();
-  const pb::FieldDescriptor* value_field = entry_type->map_value();
-  std::vector<std::pair<MapKey, const pb::Message*>> entries;
-  for (int i = 0; i < r->FieldSize(m, f); ++i) {
-    const pb::Message& entry = r->GetRepeatedMessage(m, f, i);
-    entries.emplace_back(ReadMapKey(entry, key_field), &entry);
-  }
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  w.StartObject();
-  for (const auto& [key, entry] : entries) {
-    WriteString(key.text, w);
-    WriteSingular(*entry, value_field, w);
-  }
-  w.EndObject();
-}
-
-void WriteMessage(const pb::Message& m, JsonWriter& w) {
-  const pb::Descriptor* d = m.GetDescriptor();
-  const pb::Reflection* r = m.GetReflection();
-  w.StartObject();
-  for (int i = 0; i < d->field_count(); ++i) {
-    const pb::FieldDescriptor* f = d->field(i);
-    if (!f->is_repeated()) {
-      const bool has_presence =
-          f->containing_oneof() != nullptr || f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE;
-      if (has_presence && !r->HasField(m, f)) continue;
-    }
-    WriteString(f->name(), w);
-    if (f->is_map()) {
-      WriteMap(m, f, w);
-    } else if (f->is_repeated()) {
-      w.StartArray();
-      for (int k = 0; k < r->FieldSize(m, f); ++k) WriteRepeatedElement(m, f, k, w);
-      w.EndArray();
-    } else {
-      WriteSingular(m, f, w);
-    }
-  }
-  w.EndObject();
-}
-
 }  // namespace
 
 StatusOr<inference::ModelConfig> ParseModelConfig(std::string_view text, const std::string& path) {
@@ -918,13 +632,6 @@ std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,
   if (n == 0) n = 1;
   if (n < available.size()) available.erase(available.begin(), available.end() - n);
   return available;
-}
-
-std::string ModelConfigToJson(const google::protobuf::Message& config) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter writer(buffer);
-  WriteMessage(config, writer);
-  return std::string(buffer.GetString(), buffer.GetSize());
 }
 
 std::string ConfigParameter(const inference::ModelConfig& config, const std::string& key) {

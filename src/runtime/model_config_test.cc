@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status_testing.h"
+
 namespace dais {
 namespace {
 
@@ -76,7 +78,7 @@ std::string Minimal(std::string_view extra) { return std::string(kMinimal) + std
 
 inference::ModelConfig Parse(std::string_view text) {
   auto config = ParseModelConfig(text, kPath);
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_OK(config);
   return config.ok() ? *config : inference::ModelConfig();
 }
 
@@ -102,7 +104,7 @@ std::string Joined(const std::vector<std::string>& lines) {
 TEST(ModelConfigTest, ParsesAndValidatesPytorchConfig) {
   inference::ModelConfig c = Parse(kPytorchConfig);
   std::vector<std::string> warnings;
-  ASSERT_TRUE(Validate(&c, "resnet", &warnings).ok());
+  ASSERT_OK(Validate(&c, "resnet", &warnings));
   EXPECT_THAT(warnings, IsEmpty());
   EXPECT_EQ(c.name(), "resnet");
   EXPECT_EQ(c.backend(), "pytorch");
@@ -127,7 +129,7 @@ TEST(ModelConfigTest, ParsesAndValidatesPytorchConfig) {
 
 TEST(ModelConfigTest, ParsesAndValidatesFilConfig) {
   inference::ModelConfig c = Parse(kFilConfig);
-  ASSERT_TRUE(Validate(&c, "trees").ok());
+  ASSERT_OK(Validate(&c, "trees"));
   EXPECT_EQ(c.name(), "trees");
   EXPECT_EQ(c.backend(), "fil");
   EXPECT_EQ(c.platform(), "");
@@ -143,7 +145,7 @@ TEST(ModelConfigTest, ParsesAndValidatesFilConfig) {
 
 TEST(ModelConfigTest, DefaultInstanceGroupIsOneCpuInstance) {
   inference::ModelConfig c = Parse(kMinimal);
-  ASSERT_TRUE(Validate(&c, "m").ok());
+  ASSERT_OK(Validate(&c, "m"));
   ASSERT_EQ(c.instance_group_size(), 1);
   EXPECT_EQ(c.instance_group(0).kind(), inference::ModelInstanceGroup::KIND_CPU);
   EXPECT_EQ(c.instance_group(0).count(), 1);
@@ -166,7 +168,7 @@ dynamic_batching {
   priority_queue_policy { key: 3 value: { timeout_action: REJECT default_timeout_microseconds: 10 } }
 }
 )cfg"));
-  ASSERT_TRUE(Validate(&c, "m").ok());
+  ASSERT_OK(Validate(&c, "m"));
   const auto& db = c.dynamic_batching();
   EXPECT_EQ(db.priority_levels(), 3u);
   EXPECT_EQ(db.default_priority_level(), 2u);
@@ -207,7 +209,7 @@ dynamic_batching {
   std::vector<std::string> warnings;
   s = ParseAndValidate(Minimal("dynamic_batching { priority_queue_policy { key: 1 value: {} } }"),
                        &warnings);
-  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_OK(s);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("'dynamic_batching.priority_queue_policy' is ignored"));
 }
@@ -238,17 +240,17 @@ dynamic_batching {}
 
 TEST(ModelConfigTest, VersionPolicies) {
   inference::ModelConfig c = Parse(Minimal("version_policy: { latest: { num_versions: 2 } }"));
-  ASSERT_TRUE(Validate(&c, "m").ok());
+  ASSERT_OK(Validate(&c, "m"));
   EXPECT_THAT(SelectVersions(c.version_policy(), {3, 1, 7, 5}), ElementsAre(5, 7));
   EXPECT_THAT(SelectVersions(c.version_policy(), {4}), ElementsAre(4));
   EXPECT_THAT(SelectVersions(c.version_policy(), {}), IsEmpty());
 
   c = Parse(Minimal("version_policy: { all: {} }"));
-  ASSERT_TRUE(Validate(&c, "m").ok());
+  ASSERT_OK(Validate(&c, "m"));
   EXPECT_THAT(SelectVersions(c.version_policy(), {3, 1, 3, 2}), ElementsAre(1, 2, 3));
 
   c = Parse(Minimal("version_policy: { specific: { versions: [ 1, 3, 9 ] } }"));
-  ASSERT_TRUE(Validate(&c, "m").ok());
+  ASSERT_OK(Validate(&c, "m"));
   EXPECT_THAT(SelectVersions(c.version_policy(), {4, 3, 2, 1}), ElementsAre(1, 3));
 
   // Unset, and num_versions 0, mean the single latest version.
@@ -334,7 +336,7 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]
 
 TEST(ModelConfigTest, GpuAllowedWhenBuiltWithGpu) {
   inference::ModelConfig c = Parse(Minimal("instance_group [ { kind: KIND_GPU gpus: [ 0, 1 ] } ]"));
-  EXPECT_TRUE(Validate(&c, "m", nullptr, /*allow_gpu=*/true).ok());
+  EXPECT_OK(Validate(&c, "m", nullptr, /*allow_gpu=*/true));
   EXPECT_EQ(c.instance_group(0).kind(), inference::ModelInstanceGroup::KIND_GPU);
   EXPECT_THAT(c.instance_group(0).gpus(), ElementsAre(0, 1));
 
@@ -354,7 +356,7 @@ response_cache { enable: true }
 instance_group [ { kind: KIND_AUTO gpus: [ 0 ] rate_limiter { priority: 2 } } ]
 )cfg"),
                               &warnings);
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_OK(s);
   std::string all = Joined(warnings);
   EXPECT_EQ(warnings.size(), 5u) << all;
   EXPECT_THAT(all, HasSubstr("field 'optimization' is ignored by dais"));
@@ -372,7 +374,7 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] label_filename: "labels.tx
 dynamic_batching { preserve_ordering: true }
 )cfg",
                        &warnings);
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_OK(s);
   all = Joined(warnings);
   EXPECT_EQ(warnings.size(), 3u) << all;
   EXPECT_THAT(all, HasSubstr("field 'input[0].optional' is ignored by dais"));
@@ -409,7 +411,7 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]
                   .message(),
               HasSubstr("requires backend 'pytorch'"));
   inference::ModelConfig c = Parse(Minimal(R"cfg(runtime: "libtriton_pytorch.so")cfg"));
-  EXPECT_TRUE(Validate(&c, "m").ok());
+  EXPECT_OK(Validate(&c, "m"));
 }
 
 // Validates a config with the given input list and output list; returns the error message.
@@ -511,7 +513,7 @@ model_warmup [
     inputs { key: "x" value: { data_type: TYPE_FP32 dims: [ 4 ] random_data: true } } }
 ])cfg"));
   std::vector<std::string> warnings;
-  ASSERT_TRUE(Validate(&c, "m", &warnings).ok());
+  ASSERT_OK(Validate(&c, "m", &warnings));
   ASSERT_EQ(c.model_warmup_size(), 1);
   EXPECT_EQ(c.model_warmup(0).name(), "one");
   ASSERT_EQ(warnings.size(), 1u);
@@ -520,7 +522,7 @@ model_warmup [
 
 TEST(ModelConfigTest, JsonHasNumbersAndEnumNames) {
   inference::ModelConfig c = Parse(kPytorchConfig);
-  ASSERT_TRUE(Validate(&c, "resnet").ok());
+  ASSERT_OK(Validate(&c, "resnet"));
   c.mutable_dynamic_batching()->set_priority_levels(2);
   c.mutable_dynamic_batching()->set_default_priority_level(1);
   (*c.mutable_dynamic_batching()->mutable_priority_queue_policy())[2].set_max_queue_size(3);

@@ -1,6 +1,6 @@
 #include "runtime/model_features.h"
 
-#include "features/feature_codec.h"
+#include "features/spec/feature_codec.h"
 #include "fmt/format.h"
 #include "runtime/request_enricher.h"
 #include "runtime/tensor_config.h"

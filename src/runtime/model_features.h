@@ -4,7 +4,7 @@
 #pragma once
 
 #include "dais/status.h"
-#include "features/feature_spec.h"
+#include "features/spec/feature_spec.h"
 #include "model_config.pb.h"
 #include "runtime/repository.h"
 

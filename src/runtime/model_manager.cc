@@ -22,24 +22,6 @@ namespace dais {
 
 namespace {
 
-metrics::Family<metrics::Counter>& LoadFailures() {
-  static auto& f = metrics::Registry::Global().AddCounter(
-      "dais_model_load_failures_total", "Model version loads that failed on this node", {"model"});
-  return f;
-}
-
-metrics::Family<metrics::Counter>& SwitchRejections() {
-  static auto& f = metrics::Registry::Global().AddCounter(
-      "dais_model_switch_rejections_total",
-      "Version switches refused by fencing (lease lost or an older token than already applied)",
-      {"model"});
-  return f;
-}
-
-}  // namespace
-
-namespace {
-
 // Gives freed pages back to the OS after an unload, so RSS returns near its baseline: jemalloc's
 // arenas when the executable links jemalloc (CMake DAIS_JEMALLOC; its mallctl is then defined,
 // otherwise this weak reference is null), glibc's heap otherwise. Never glibc's malloc_trim in a
@@ -55,14 +37,33 @@ void ReleaseFreedMemory() {
   }
 }
 
-metrics::Family<metrics::Gauge>& ReadyFamily() {
-  return metrics::Registry::Global().AddGauge(
-      "dais_model_ready",
-      "1 when the model version is ready, 0 while loading or after a failed load.",
-      {"model", "version"});
-}
+// The model manager's series in the global registry (docs/metrics.md), resolved once.
+struct ManagerMetrics {
+  metrics::Family<metrics::Counter>& load_failures;
+  metrics::Family<metrics::Counter>& switch_rejections;
+  metrics::Family<metrics::Gauge>& ready;
+
+  static ManagerMetrics& Get() {
+    auto& r = metrics::Registry::Global();
+    static ManagerMetrics m{
+        r.AddCounter("dais_model_load_failures_total",
+                     "Model version loads that failed on this node", {"model"}),
+        r.AddCounter(
+            "dais_model_switch_rejections_total",
+            "Version switches refused by fencing (lease lost or an older token than already "
+            "applied)",
+            {"model"}),
+        r.AddGauge("dais_model_ready",
+                   "1 when the model version is ready, 0 while loading or after a failed load.",
+                   {"model", "version"}),
+    };
+    return m;
+  }
+};
+ManagerMetrics& Metrics() { return ManagerMetrics::Get(); }
+
 void SetReady(const std::string& model, int64_t version, bool ready) {
-  ReadyFamily().Get({model, std::to_string(version)}).Set(ready ? 1 : 0);
+  Metrics().ready.Get({model, std::to_string(version)}).Set(ready ? 1 : 0);
 }
 
 }  // namespace
@@ -117,11 +118,11 @@ Status ModelManager::Start() {
 
 void ModelManager::Stop() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
     if (stop_) return;
     stop_ = true;
+    stop_cv_.SignalAll();
   }
-  stop_cv_.notify_all();
   if (poll_thread_.joinable()) poll_thread_.join();
   MutexLock lock(&load_mu_);
   std::vector<std::string> names;
@@ -136,11 +137,12 @@ void ModelManager::Stop() {
 void ModelManager::PollLoop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(stop_mu_);
-      if (stop_cv_.wait_for(lock, std::chrono::seconds(options_.poll_secs),
-                            [this] { return stop_; })) {
-        return;
+      MutexLock lock(&stop_mu_);
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(options_.poll_secs);
+      while (!stop_ && stop_cv_.WaitUntil(deadline)) {
       }
+      if (stop_) return;
     }
     Poll();
   }
@@ -170,7 +172,7 @@ void ModelManager::Poll() {
 }
 
 void ModelManager::LoadAllLocked(const std::vector<std::string>& names, bool from_poll) {
-  auto load = [this, from_poll](const std::string& name) NO_THREAD_SAFETY_ANALYSIS {
+  auto load = [this, from_poll](const std::string& name) DAIS_NO_THREAD_SAFETY_ANALYSIS {
     Status s = LoadLocked(name, from_poll);  // under the caller's load_mu_
     if (s.ok()) return;
     if (from_poll) {
@@ -202,7 +204,7 @@ void ModelManager::SetError(const std::string& name, const std::string& error) {
 }
 
 bool ModelManager::Stopping() {
-  std::lock_guard<std::mutex> lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   return stop_;
 }
 
@@ -218,7 +220,7 @@ Status ModelManager::UnloadModel(const std::string& name) {
   return UnloadLocked(name, /*drain=*/true);
 }
 
-Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
+StatusOr<ModelManager::Resolved> ModelManager::Resolve(const std::string& name) {
   auto src = ScanModel(options_.repositories, name);
   if (!src.ok()) {
     if (src.status().code() != StatusCode::kNotFound) SetError(name, src.status().message());
@@ -243,151 +245,172 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
     SetError(name, features.status().message());
     return features.status();
   }
-  Backend* backend = FindBackend(config->backend());
-  if (backend == nullptr) {
+  Resolved r{
+      std::move(src).value(), std::move(config).value(), std::move(features).value(), nullptr, {}};
+  r.backend = FindBackend(r.config.backend());
+  if (r.backend == nullptr) {
     std::string available;
     for (const auto& b : BackendNames()) available += (available.empty() ? "" : ", ") + b;
-    Status s = InvalidArgument("model '" + name + "': backend '" + config->backend() +
+    Status s = InvalidArgument("model '" + name + "': backend '" + r.config.backend() +
                                "' is not available in this build (available: " + available + ")");
     SetError(name, s.message());
     return s;
   }
   std::vector<int64_t> available;
-  for (const auto& [v, fp] : src->versions) available.push_back(v);
-  std::vector<int64_t> wanted = SelectVersions(config->version_policy(), available);
-  if (wanted.empty()) {
+  for (const auto& [v, fp] : r.source.versions) available.push_back(v);
+  r.wanted = SelectVersions(r.config.version_policy(), available);
+  if (r.wanted.empty()) {
     Status s = InvalidArgument("model '" + name + "' has no version directory to serve in '" +
-                               src->dir + "'");
+                               r.source.dir + "'");
     SetError(name, s.message());
     return s;
   }
+  return r;
+}
 
+bool ModelManager::NeedsLoad(const std::string& name, int64_t v, const std::string& fp,
+                             bool from_poll, Status* first_error, bool* has_old) {
+  MutexLock l(&mu_);
+  Entry& e = models_[name];
+  e.wanted = true;
+  e.error.clear();
+  auto it = e.versions.find(v);
+  if (it != e.versions.end() && it->second.fingerprint == fp) {
+    if (it->second.version) return false;  // unchanged and serving
+    if (from_poll && !it->second.reason.empty()) {
+      // Unchanged and broken: polling again would only repeat the failure.
+      if (first_error->ok()) *first_error = InvalidArgument(it->second.reason);
+      return false;
+    }
+  }
+  *has_old = it != e.versions.end() && it->second.version != nullptr;
+  Slot& slot = e.versions[v];
+  if (!*has_old) {
+    slot.state = ModelState::kLoading;
+    SetReady(name, v, false);
+  }
+  return true;
+}
+
+Status ModelManager::LoadOneVersion(const std::string& name, const Resolved& r, int64_t v,
+                                    bool has_old, Retired* retired) {
+  std::unique_ptr<LoadPermit> permit;
+  if (coordinator_ != nullptr) {
+    auto granted = coordinator_->BeginLoad(name, v);
+    if (!granted.ok()) {
+      // Not loaded now; the next poll (or load request) tries again.
+      std::string reason = "waiting for the load lock: " + granted.status().message();
+      LOG_WARNING("model '{}' version {}: {}", name, v, reason);
+      MutexLock l(&mu_);
+      Slot& slot = models_[name].versions[v];
+      if (!slot.version) slot.state = ModelState::kUnavailable;
+      slot.reason = reason;
+      slot.fingerprint.clear();
+      return granted.status();
+    }
+    permit = std::move(granted).value();
+  }
+  LOG_INFO("loading model '{}' version {}{}{}", name, v, has_old ? " (changed on disk)" : "",
+           permit ? fmt::format(" (fencing token {})", permit->token()) : "");
+  auto loaded = LoadVersion(name, v, r.source.dir, r.config, r.backend);
+  MutexLock l(&mu_);
+  Slot& slot = models_[name].versions[v];
+  if (loaded.ok() && permit) {
+    Status fenced = CheckFencing(name, *permit);
+    if (!fenced.ok()) {
+      std::string reason = "switch rejected: " + fenced.message();
+      LOG_WARNING("model '{}' version {}: {}; it will be loaded again", name, v, reason);
+      Metrics().switch_rejections.Get({name}).Increment();
+      retired->push_back(std::move(loaded).value());
+      slot.reason = reason;
+      slot.fingerprint.clear();
+      if (!slot.version) slot.state = ModelState::kUnavailable;
+      return fenced;
+    }
+  }
+  if (!loaded.ok()) {
+    Metrics().load_failures.Get({name}).Increment();
+    std::string reason = loaded.status().message();
+    LOG_ERROR("model '{}' version {} failed to load: {}", name, v, reason);
+    slot.reason = reason;
+    slot.fingerprint = r.source.versions.at(v);  // an unchanged broken version is not retried
+    if (!slot.version) {
+      slot.state = ModelState::kUnavailable;
+      SetReady(name, v, false);
+    }
+    return loaded.status();
+  }
+  if (slot.version) retired->push_back(std::move(slot.version));
+  (*loaded)->set_features(r.features);
+  slot.version = std::move(loaded).value();
+  slot.fingerprint = r.source.versions.at(v);
+  slot.state = ModelState::kReady;
+  slot.reason.clear();
+  SetReady(name, v, true);
+  return OkStatus();
+}
+
+// The switch of traffic to the new version is the fenced effect: refused when the lease was
+// lost meanwhile (the node was paused past it, Redis lost it) or when an operation with a newer
+// token has already been applied to this model here.
+Status ModelManager::CheckFencing(const std::string& name, const LoadPermit& permit) {
+  Status fenced = permit.Check();
+  int64_t& applied = applied_token_[name];
+  if (fenced.ok() && permit.token() < applied) {
+    fenced = FailedPrecondition(
+        fmt::format("fencing token {} is older than {} already applied", permit.token(), applied));
+  }
+  if (fenced.ok()) applied = permit.token();
+  return fenced;
+}
+
+// Unloads versions the policy no longer serves — only once one it does serve is ready: when the
+// new version failed to load or its switch was refused, the old one keeps serving.
+void ModelManager::RetireUnwanted(const std::string& name, const std::vector<int64_t>& wanted,
+                                  bool attempted, Retired* retired) {
+  MutexLock l(&mu_);
+  Entry& e = models_[name];
+  bool wanted_ready = false;
+  for (int64_t v : wanted) {
+    auto it = e.versions.find(v);
+    wanted_ready = wanted_ready || (it != e.versions.end() && it->second.version != nullptr);
+  }
+  for (auto it = e.versions.begin(); it != e.versions.end();) {
+    bool unwanted = std::find(wanted.begin(), wanted.end(), it->first) == wanted.end();
+    if (unwanted && !wanted_ready && it->second.version) {
+      if (attempted) {
+        LOG_WARNING(
+            "model '{}': keeping version {} serving until a version the policy selects is ready",
+            name, it->first);
+      }
+      ++it;
+      continue;
+    }
+    if (unwanted) {
+      LOG_INFO("unloading model '{}' version {} (no longer served)", name, it->first);
+      if (it->second.version) retired->push_back(std::move(it->second.version));
+      Metrics().ready.Remove({name, std::to_string(it->first)});
+      it = e.versions.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
+  ASSIGN_OR_RETURN(Resolved r, Resolve(name));
   // Load what is new or changed; the old instance of a changed version keeps serving meanwhile.
   Status first_error;
   bool attempted = false;  // a load was tried in this call (logs once, not on every poll)
-  std::vector<std::shared_ptr<ModelVersion>> retired;
-  for (int64_t v : wanted) {
-    const std::string& fp = src->versions.at(v);
+  Retired retired;
+  for (int64_t v : r.wanted) {
     bool has_old = false;
-    {
-      MutexLock l(&mu_);
-      Entry& e = models_[name];
-      e.wanted = true;
-      e.error.clear();
-      auto it = e.versions.find(v);
-      if (it != e.versions.end() && it->second.fingerprint == fp) {
-        if (it->second.version) continue;  // unchanged and serving
-        if (from_poll && !it->second.reason.empty()) {
-          // Unchanged and broken: polling again would only repeat the failure.
-          if (first_error.ok()) first_error = InvalidArgument(it->second.reason);
-          continue;
-        }
-      }
-      has_old = it != e.versions.end() && it->second.version != nullptr;
-      Slot& slot = e.versions[v];
-      if (!has_old) {
-        slot.state = ModelState::kLoading;
-        SetReady(name, v, false);
-      }
-    }
-    std::unique_ptr<LoadPermit> permit;
-    if (coordinator_ != nullptr) {
-      auto granted = coordinator_->BeginLoad(name, v);
-      if (!granted.ok()) {
-        // Not loaded now; the next poll (or load request) tries again.
-        std::string reason = "waiting for the load lock: " + granted.status().message();
-        LOG_WARNING("model '{}' version {}: {}", name, v, reason);
-        MutexLock l(&mu_);
-        Slot& slot = models_[name].versions[v];
-        if (!slot.version) slot.state = ModelState::kUnavailable;
-        slot.reason = reason;
-        slot.fingerprint.clear();
-        if (first_error.ok()) first_error = granted.status();
-        continue;
-      }
-      permit = std::move(granted).value();
-    }
-    LOG_INFO("loading model '{}' version {}{}{}", name, v, has_old ? " (changed on disk)" : "",
-             permit ? fmt::format(" (fencing token {})", permit->token()) : "");
+    if (!NeedsLoad(name, v, r.source.versions.at(v), from_poll, &first_error, &has_old)) continue;
     attempted = true;
-    auto loaded = LoadVersion(name, v, src->dir, *config, backend);
-    MutexLock l(&mu_);
-    Slot& slot = models_[name].versions[v];
-    if (loaded.ok() && permit) {
-      // The switch of traffic to the new version is the fenced effect: refused when the lease
-      // was lost meanwhile (the node was paused past it, Redis lost it) or when an operation
-      // with a newer token has already been applied to this model here.
-      Status fenced = permit->Check();
-      int64_t& applied = applied_token_[name];
-      if (fenced.ok() && permit->token() < applied) {
-        fenced = FailedPrecondition(fmt::format("fencing token {} is older than {} already applied",
-                                                permit->token(), applied));
-      }
-      if (!fenced.ok()) {
-        std::string reason = "switch rejected: " + fenced.message();
-        LOG_WARNING("model '{}' version {}: {}; it will be loaded again", name, v, reason);
-        SwitchRejections().Get({name}).Increment();
-        retired.push_back(std::move(loaded).value());
-        slot.reason = reason;
-        slot.fingerprint.clear();
-        if (!slot.version) slot.state = ModelState::kUnavailable;
-        if (first_error.ok()) first_error = fenced;
-        continue;
-      }
-      applied = permit->token();
-    }
-    if (!loaded.ok()) {
-      LoadFailures().Get({name}).Increment();
-      std::string reason = loaded.status().message();
-      LOG_ERROR("model '{}' version {} failed to load: {}", name, v, reason);
-      slot.reason = reason;
-      slot.fingerprint = fp;  // do not retry an unchanged broken version on every poll
-      if (!slot.version) {
-        slot.state = ModelState::kUnavailable;
-        SetReady(name, v, false);
-      }
-      if (first_error.ok()) first_error = loaded.status();
-      continue;
-    }
-    if (slot.version) retired.push_back(std::move(slot.version));
-    (*loaded)->set_features(*features);
-    slot.version = std::move(loaded).value();
-    slot.fingerprint = fp;
-    slot.state = ModelState::kReady;
-    slot.reason.clear();
-    SetReady(name, v, true);
+    Status s = LoadOneVersion(name, r, v, has_old, &retired);
+    if (first_error.ok()) first_error = s;
   }
-  // Unload versions the policy no longer serves — only once one it does serve is ready: when
-  // the new version failed to load or its switch was refused, the old one keeps serving.
-  {
-    MutexLock l(&mu_);
-    Entry& e = models_[name];
-    bool wanted_ready = false;
-    for (int64_t v : wanted) {
-      auto it = e.versions.find(v);
-      wanted_ready = wanted_ready || (it != e.versions.end() && it->second.version != nullptr);
-    }
-    for (auto it = e.versions.begin(); it != e.versions.end();) {
-      bool unwanted = std::find(wanted.begin(), wanted.end(), it->first) == wanted.end();
-      if (unwanted && !wanted_ready && it->second.version) {
-        if (attempted)
-          LOG_WARNING(
-              "model '{}': keeping version {} serving until a version the policy selects "
-              "is ready",
-              name, it->first);
-        ++it;
-        continue;
-      }
-      if (unwanted) {
-        LOG_INFO("unloading model '{}' version {} (no longer served)", name, it->first);
-        if (it->second.version) retired.push_back(std::move(it->second.version));
-        ReadyFamily().Remove({name, std::to_string(it->first)});
-        it = e.versions.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
+  RetireUnwanted(name, r.wanted, attempted, &retired);
   Retire(std::move(retired), /*remove_metrics=*/false, /*drain=*/true);
   return first_error;
 }
@@ -461,7 +484,7 @@ Status ModelManager::UnloadLocked(const std::string& name, bool drain) {
     it->second.error.clear();
     for (auto& [v, slot] : it->second.versions) {
       if (slot.version) retired.push_back(std::move(slot.version));
-      ReadyFamily().Remove({name, std::to_string(v)});
+      Metrics().ready.Remove({name, std::to_string(v)});
     }
     it->second.versions.clear();
   }

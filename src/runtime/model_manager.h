@@ -25,6 +25,7 @@
 #include "runtime/load_checker.h"
 #include "runtime/load_coordinator.h"
 #include "runtime/model_version.h"
+#include "runtime/repository.h"
 #include "runtime/request_enricher.h"
 
 namespace dais {
@@ -122,9 +123,32 @@ class ModelManager {
     std::string error;  // why the model as a whole is unavailable
     std::map<int64_t, Slot> versions;
   };
-  // `from_poll`: an unchanged version that failed before is not retried.
-  Status LoadLocked(const std::string& name, bool from_poll) REQUIRES(load_mu_);
-  Status UnloadLocked(const std::string& name, bool drain) REQUIRES(load_mu_);
+  // What a load of `name` works from: its files, config, features, backend and the versions its
+  // policy selects.
+  struct Resolved {
+    ModelSource source;
+    inference::ModelConfig config;
+    features::FeatureSpecPtr features;
+    Backend* backend = nullptr;
+    std::vector<int64_t> wanted;
+  };
+  using Retired = std::vector<std::shared_ptr<ModelVersion>>;
+
+  // Resolve, load each new or changed version, apply it under fencing, retire what the policy no
+  // longer serves. `from_poll`: an unchanged version that failed before is not retried.
+  Status LoadLocked(const std::string& name, bool from_poll) DAIS_REQUIRES(load_mu_);
+  // Errors are recorded as the model's (index, readiness).
+  StatusOr<Resolved> Resolve(const std::string& name) DAIS_REQUIRES(load_mu_);
+  // Whether version `v` (files `fp`) must be loaded; marks it LOADING when nothing serves it.
+  bool NeedsLoad(const std::string& name, int64_t v, const std::string& fp, bool from_poll,
+                 Status* first_error, bool* has_old) DAIS_REQUIRES(load_mu_) DAIS_EXCLUDES(mu_);
+  // Takes a load permit (coordination), loads the version and switches traffic to it.
+  Status LoadOneVersion(const std::string& name, const Resolved& r, int64_t v, bool has_old,
+                        Retired* retired) DAIS_REQUIRES(load_mu_) DAIS_EXCLUDES(mu_);
+  Status CheckFencing(const std::string& name, const LoadPermit& permit) DAIS_REQUIRES(mu_);
+  void RetireUnwanted(const std::string& name, const std::vector<int64_t>& wanted, bool attempted,
+                      Retired* retired) DAIS_REQUIRES(load_mu_) DAIS_EXCLUDES(mu_);
+  Status UnloadLocked(const std::string& name, bool drain) DAIS_REQUIRES(load_mu_);
   void Retire(std::vector<std::shared_ptr<ModelVersion>> versions, bool remove_metrics, bool drain);
   // The checker (if any), then ModelVersion::Load under the load timeout.
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const std::string& name, int64_t version,
@@ -132,27 +156,27 @@ class ModelManager {
                                                       const inference::ModelConfig& config,
                                                       Backend* backend);
   bool Stopping();
-  void SetError(const std::string& name, const std::string& error) EXCLUDES(mu_);
+  void SetError(const std::string& name, const std::string& error) DAIS_EXCLUDES(mu_);
   void Enqueue(RequestPtr request, std::shared_ptr<ModelVersion> version);
   void PollLoop();
   // LoadLocked for several models at once, on up to options_.load_threads threads. The caller
   // holds load_mu_ for all of them; each worker touches only its own model's entry.
-  void LoadAllLocked(const std::vector<std::string>& names, bool from_poll) REQUIRES(load_mu_);
+  void LoadAllLocked(const std::vector<std::string>& names, bool from_poll) DAIS_REQUIRES(load_mu_);
 
   const ManagerOptions options_;
   RequestEnricher* enricher_ = nullptr;
   LoadCoordinator* coordinator_ = nullptr;
   LoadChecker* checker_ = nullptr;
   // Per model: the highest fencing token a version switch was applied with.
-  std::map<std::string, int64_t> applied_token_ GUARDED_BY(mu_);
+  std::map<std::string, int64_t> applied_token_ DAIS_GUARDED_BY(mu_);
   Mutex load_mu_;
   mutable Mutex mu_;
-  std::map<std::string, Entry> models_ GUARDED_BY(mu_);
+  std::map<std::string, Entry> models_ DAIS_GUARDED_BY(mu_);
 
   std::thread poll_thread_;
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
+  Mutex stop_mu_;
+  CondVar stop_cv_{&stop_mu_};
+  bool stop_ DAIS_GUARDED_BY(stop_mu_) = false;
 };
 
 }  // namespace dais

@@ -56,7 +56,7 @@ class ModelStats {
  private:
   std::string model_, version_;
   mutable Mutex mu_;
-  std::map<int64_t, BatchStat> batch_stats_ GUARDED_BY(mu_);
+  std::map<int64_t, BatchStat> batch_stats_ DAIS_GUARDED_BY(mu_);
   metrics::Counter* success_total_;
   metrics::Counter* inference_total_;
   metrics::Counter* exec_total_;

@@ -393,7 +393,7 @@ void ModelVersion::Fail(RequestPtr request, const Status& status, FailReason rea
   if (request->on_complete) request->on_complete(status);
 }
 
-void ModelVersion::InstanceLoop(BackendInstance* instance) NO_THREAD_SAFETY_ANALYSIS {
+void ModelVersion::InstanceLoop(BackendInstance* instance) DAIS_NO_THREAD_SAFETY_ANALYSIS {
   mu_.Lock();
   while (true) {
     std::vector<RequestPtr> expired, cancelled;
@@ -438,22 +438,9 @@ void ModelVersion::InstanceLoop(BackendInstance* instance) NO_THREAD_SAFETY_ANAL
   mu_.Unlock();
 }
 
-void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch) {
-  // Requests whose client went away are answered, not run.
-  for (RequestPtr& r : batch) {
-    if (r->cancelled && r->cancelled->load(std::memory_order_relaxed)) {
-      Fail(std::move(r), Cancelled("the client cancelled the request before it ran"),
-           FailReason::kCancelled);
-    }
-  }
-  batch.erase(std::remove(batch.begin(), batch.end(), nullptr), batch.end());
-  if (batch.empty()) return;
-  const uint64_t start = NowNs();
+std::vector<Tensor> ModelVersion::GatherInputs(const std::vector<RequestPtr>& batch,
+                                               int64_t total) const {
   const bool batching = config_.max_batch_size() > 0;
-  int64_t total = 0;
-  for (const auto& r : batch) total += r->batch_size;
-
-  // Compute input: one tensor per config input, rows of every request back to back.
   std::vector<Tensor> inputs(config_.input_size());
   for (int i = 0; i < config_.input_size(); ++i) {
     const auto& in = config_.input(i);
@@ -480,22 +467,97 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
       p += r->inputs[i].data.size();
     }
   }
+  return inputs;
+}
+
+Status ModelVersion::CheckBatchOutputs(const std::vector<Tensor>& outputs, int64_t total) const {
+  if (outputs.size() != static_cast<size_t>(config_.output_size())) {
+    return Internal("model '" + name_ + "' produced " + std::to_string(outputs.size()) +
+                    " outputs, its configuration declares " +
+                    std::to_string(config_.output_size()));
+  }
+  const bool batching = config_.max_batch_size() > 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (batching && (outputs[i].shape.empty() || outputs[i].shape[0] != total)) {
+      return Internal("model '" + name_ + "' output '" + config_.output(i).name() + "' has shape " +
+                      ShapeToString(outputs[i].shape) + " for a batch of " + std::to_string(total));
+    }
+  }
+  return OkStatus();
+}
+
+Status ModelVersion::AddOutput(std::vector<Tensor>& outputs, int index, const InferenceRequest& r,
+                               BatchRows rows, bool binary, InferenceResponse* resp) const {
+  const bool batching = config_.max_batch_size() > 0;
+  const auto& cfg = config_.output(index);
+  Tensor& full = outputs[index];
+  Tensor out;
+  out.name = cfg.name();
+  out.dtype = full.dtype;
+  if (cfg.has_reshape()) {
+    out.shape.assign(cfg.dims().begin(), cfg.dims().end());
+    if (batching) out.shape.insert(out.shape.begin(), r.batch_size);
+  } else {
+    out.shape = full.shape;
+    if (batching) out.shape[0] = r.batch_size;
+  }
+  if (batching && rows.requests > 1) {
+    RETURN_IF_ERROR(SliceRows(full, rows.total, rows.first, r.batch_size, &out));
+  } else if (full.storage.empty() || full.data.data() != full.storage.data()) {
+    out.Own(std::vector<char>(full.data.begin(), full.data.end()));
+  } else {
+    out.storage = std::move(full.storage);  // the only request: take the bytes
+    out.data = std::string_view(out.storage.data(), out.storage.size());
+  }
+  resp->outputs.push_back(std::move(out));
+  resp->output_binary.push_back(binary);
+  return OkStatus();
+}
+
+StatusOr<ResponsePtr> ModelVersion::ScatterOutputs(std::vector<Tensor>& outputs,
+                                                   InferenceRequest& r, BatchRows rows) const {
+  auto resp = std::make_unique<InferenceResponse>();
+  resp->model_name = name_;
+  resp->model_version = version_label_;
+  resp->id = r.id;
+  resp->parameters = std::move(r.response_parameters);
+  if (r.outputs.empty()) {
+    for (int i = 0; i < config_.output_size(); ++i) {
+      RETURN_IF_ERROR(AddOutput(outputs, i, r, rows, r.binary_output_default, resp.get()));
+    }
+    return resp;
+  }
+  for (const RequestedOutput& o : r.outputs) {
+    for (int i = 0; i < config_.output_size(); ++i) {
+      if (config_.output(i).name() == o.name) {
+        RETURN_IF_ERROR(AddOutput(outputs, i, r, rows, o.binary, resp.get()));
+      }
+    }
+  }
+  return resp;
+}
+
+void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch) {
+  // Requests whose client went away are answered, not run.
+  for (RequestPtr& r : batch) {
+    if (r->cancelled && r->cancelled->load(std::memory_order_relaxed)) {
+      Fail(std::move(r), Cancelled("the client cancelled the request before it ran"),
+           FailReason::kCancelled);
+    }
+  }
+  batch.erase(std::remove(batch.begin(), batch.end(), nullptr), batch.end());
+  if (batch.empty()) return;
+  const uint64_t start = NowNs();
+  int64_t total = 0;
+  for (const auto& r : batch) total += r->batch_size;
+
+  // Compute input: one tensor per config input, rows of every request back to back.
+  std::vector<Tensor> inputs = GatherInputs(batch, total);
   const uint64_t infer_start = NowNs();
   std::vector<Tensor> outputs;
   Status status = instance->Execute(inputs, &outputs);
   const uint64_t infer_end = NowNs();
-  if (status.ok() && outputs.size() != static_cast<size_t>(config_.output_size())) {
-    status =
-        Internal("model '" + name_ + "' produced " + std::to_string(outputs.size()) +
-                 " outputs, its configuration declares " + std::to_string(config_.output_size()));
-  }
-  for (size_t i = 0; status.ok() && i < outputs.size(); ++i) {
-    if (batching && (outputs[i].shape.empty() || outputs[i].shape[0] != total)) {
-      status =
-          Internal("model '" + name_ + "' output '" + config_.output(i).name() + "' has shape " +
-                   ShapeToString(outputs[i].shape) + " for a batch of " + std::to_string(total));
-    }
-  }
+  if (status.ok()) status = CheckBatchOutputs(outputs, total);
   if (!status.ok()) {
     for (RequestPtr& r : batch) Fail(std::move(r), status, FailReason::kBackend);
     return;
@@ -503,57 +565,16 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
 
   // Compute output: slice each output per request, keep the requested ones.
   std::vector<ResponsePtr> responses;
-  int64_t row = 0;
+  BatchRows rows{total, 0, batch.size()};
   for (RequestPtr& r : batch) {
-    auto resp = std::make_unique<InferenceResponse>();
-    resp->model_name = name_;
-    resp->model_version = version_label_;
-    resp->id = r->id;
-    resp->parameters = std::move(r->response_parameters);
-    auto add = [&](int index, bool binary) -> Status {
-      const auto& cfg = config_.output(index);
-      Tensor& full = outputs[index];
-      Tensor out;
-      out.name = cfg.name();
-      out.dtype = full.dtype;
-      if (cfg.has_reshape()) {
-        out.shape.assign(cfg.dims().begin(), cfg.dims().end());
-        if (batching) out.shape.insert(out.shape.begin(), r->batch_size);
-      } else {
-        out.shape = full.shape;
-        if (batching) out.shape[0] = r->batch_size;
-      }
-      if (batching && batch.size() > 1) {
-        RETURN_IF_ERROR(SliceRows(full, total, row, r->batch_size, &out));
-      } else if (full.storage.empty() || full.data.data() != full.storage.data()) {
-        out.Own(std::vector<char>(full.data.begin(), full.data.end()));
-      } else {
-        out.storage = std::move(full.storage);
-        out.data = std::string_view(out.storage.data(), out.storage.size());
-      }
-      resp->outputs.push_back(std::move(out));
-      resp->output_binary.push_back(binary);
-      return OkStatus();
-    };
-    Status s;
-    if (r->outputs.empty()) {
-      for (int i = 0; s.ok() && i < config_.output_size(); ++i)
-        s = add(i, r->binary_output_default);
-    } else {
-      for (const RequestedOutput& o : r->outputs) {
-        for (int i = 0; s.ok() && i < config_.output_size(); ++i) {
-          if (config_.output(i).name() == o.name) s = add(i, o.binary);
-        }
-        if (!s.ok()) break;
-      }
-    }
-    row += r->batch_size;
-    if (!s.ok()) {
-      Fail(std::move(r), s, FailReason::kBackend);
+    StatusOr<ResponsePtr> resp = ScatterOutputs(outputs, *r, rows);
+    rows.first += r->batch_size;
+    if (!resp.ok()) {
+      Fail(std::move(r), resp.status(), FailReason::kBackend);
       responses.push_back(nullptr);
       continue;
     }
-    responses.push_back(std::move(resp));
+    responses.push_back(std::move(resp).value());
   }
   const uint64_t end = NowNs();
   stats_->RecordExecution(total, infer_start - start, infer_end - infer_start, end - infer_end);

@@ -21,7 +21,7 @@
 
 #include "common/mutex.h"
 #include "dais/backend.h"
-#include "features/feature_spec.h"
+#include "features/spec/feature_spec.h"
 #include "model_config.pb.h"
 #include "runtime/batch_queue.h"
 #include "runtime/model_stats.h"
@@ -72,7 +72,23 @@ class ModelVersion {
   // rather than failing (or answering wrongly shaped tensors) at the first request.
   Status CheckOutputs(const std::vector<Tensor>& outputs, int64_t batch) const;
   void InstanceLoop(BackendInstance* instance);
+  // Cancelled requests answered; gather inputs, compute, scatter outputs, answer.
   void ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch);
+  // One tensor per config input holding every request's rows back to back (`total` rows).
+  std::vector<Tensor> GatherInputs(const std::vector<RequestPtr>& batch, int64_t total) const;
+  // Internal when the backend's outputs do not match the config or the batch.
+  Status CheckBatchOutputs(const std::vector<Tensor>& outputs, int64_t total) const;
+  // Where a request's rows are in the batch's outputs.
+  struct BatchRows {
+    int64_t total = 0;    // rows in the batch
+    int64_t first = 0;    // the request's first row
+    size_t requests = 0;  // requests in the batch
+  };
+  // The request's response: its rows of the outputs it asked for (all by default).
+  StatusOr<ResponsePtr> ScatterOutputs(std::vector<Tensor>& outputs, InferenceRequest& request,
+                                       BatchRows rows) const;
+  Status AddOutput(std::vector<Tensor>& outputs, int index, const InferenceRequest& request,
+                   BatchRows rows, bool binary, InferenceResponse* response) const;
   void Fail(RequestPtr request, const Status& status, FailReason reason);
 
   const std::string name_;
@@ -86,10 +102,10 @@ class ModelVersion {
 
   Mutex mu_;
   CondVar cv_{&mu_};
-  BatchQueue queue_ GUARDED_BY(mu_);
-  bool accepting_ GUARDED_BY(mu_) = true;
-  bool stopping_ GUARDED_BY(mu_) = false;
-  int64_t executing_ GUARDED_BY(mu_) = 0;
+  BatchQueue queue_ DAIS_GUARDED_BY(mu_);
+  bool accepting_ DAIS_GUARDED_BY(mu_) = true;
+  bool stopping_ DAIS_GUARDED_BY(mu_) = false;
+  int64_t executing_ DAIS_GUARDED_BY(mu_) = 0;
   bool shut_down_ = false;  // only touched by the manager's thread
 };
 

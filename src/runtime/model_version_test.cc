@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "common/status_testing.h"
 #include "runtime/model_config.h"
 
 namespace dais {
@@ -66,7 +67,7 @@ inference::ModelConfig Config(const std::string& batching) {
     instance_group [{ count: 1 kind: KIND_CPU }]
   )" + batching;
   auto c = ParseModelConfig(text, "test");
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_OK(c);
   return *c;
 }
 
@@ -89,16 +90,16 @@ TEST(ModelVersionTest, ConcurrentRequestsAreBatchedAndAnsweredInOrder) {
   auto mv = ModelVersion::Load("m", 1, "/nonexistent",
                                Config("dynamic_batching { max_queue_delay_microseconds: 50000 }"),
                                &backend);
-  ASSERT_TRUE(mv.ok()) << mv.status().ToString();
+  ASSERT_OK(mv);
   constexpr int kN = 8;
   std::vector<std::promise<StatusOr<ResponsePtr>>> done(kN);
   for (int i = 0; i < kN; ++i) {
     RequestPtr r = Request(static_cast<float>(i), 1.f, &done[i]);
-    ASSERT_TRUE((*mv)->Enqueue(r).ok());
+    ASSERT_OK((*mv)->Enqueue(r));
   }
   for (int i = 0; i < kN; ++i) {
     auto res = done[i].get_future().get();
-    ASSERT_TRUE(res.ok()) << res.status().ToString();
+    ASSERT_OK(res);
     const float* out = reinterpret_cast<const float*>((*res)->outputs[0].data.data());
     EXPECT_EQ(out[0], 2.f * i);
     EXPECT_EQ(out[1], 2.f);
@@ -115,7 +116,7 @@ TEST(ModelVersionTest, ConcurrentRequestsAreBatchedAndAnsweredInOrder) {
 TEST(ModelVersionTest, ValidationNamesTheProblem) {
   FakeBackend backend(std::chrono::milliseconds(0));
   auto mv = ModelVersion::Load("m", 1, "/x", Config(""), &backend);
-  ASSERT_TRUE(mv.ok());
+  ASSERT_OK(mv);
   std::promise<StatusOr<ResponsePtr>> done;
   RequestPtr r = Request(1, 2, &done);
   r->inputs[0].shape = {1, 3};
@@ -141,15 +142,15 @@ TEST(ModelVersionTest, ValidationNamesTheProblem) {
 TEST(ModelVersionTest, ShutdownFinishesQueuedRequestsThenRefuses) {
   FakeBackend backend(std::chrono::milliseconds(10));
   auto mv = ModelVersion::Load("m", 1, "/x", Config(""), &backend);
-  ASSERT_TRUE(mv.ok());
+  ASSERT_OK(mv);
   constexpr int kN = 5;
   std::vector<std::promise<StatusOr<ResponsePtr>>> done(kN);
   for (int i = 0; i < kN; ++i) {
     RequestPtr r = Request(1, 1, &done[i]);
-    ASSERT_TRUE((*mv)->Enqueue(r).ok());
+    ASSERT_OK((*mv)->Enqueue(r));
   }
   (*mv)->Shutdown();
-  for (int i = 0; i < kN; ++i) EXPECT_TRUE(done[i].get_future().get().ok());
+  for (int i = 0; i < kN; ++i) EXPECT_OK(done[i].get_future().get());
   std::promise<StatusOr<ResponsePtr>> late;
   RequestPtr r = Request(1, 1, &late);
   EXPECT_EQ((*mv)->Enqueue(r).code(), StatusCode::kUnavailable);
@@ -161,14 +162,14 @@ TEST(ModelVersionTest, FullQueueRejects) {
                                Config("dynamic_batching { max_queue_delay_microseconds: 100000 "
                                       "default_queue_policy { max_queue_size: 2 } }"),
                                &backend);
-  ASSERT_TRUE(mv.ok());
+  ASSERT_OK(mv);
   std::vector<std::promise<StatusOr<ResponsePtr>>> done(3);
   RequestPtr a = Request(1, 1, &done[0]), b = Request(1, 1, &done[1]), c = Request(1, 1, &done[2]);
-  ASSERT_TRUE((*mv)->Enqueue(a).ok());
-  ASSERT_TRUE((*mv)->Enqueue(b).ok());
+  ASSERT_OK((*mv)->Enqueue(a));
+  ASSERT_OK((*mv)->Enqueue(b));
   EXPECT_EQ((*mv)->Enqueue(c).code(), StatusCode::kResourceExhausted);
   (*mv)->Shutdown();  // answers a and b while their promises are alive
-  EXPECT_TRUE(done[0].get_future().get().ok());
+  EXPECT_OK(done[0].get_future().get());
 }
 
 }  // namespace

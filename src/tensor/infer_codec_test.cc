@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status_testing.h"
+
 namespace dais {
 namespace {
 
@@ -87,7 +89,7 @@ TEST(ParseInferRequestTest, EveryDatatypeFromJson) {
     {"name":"bf16","shape":[2],"datatype":"BF16","data":[1,3.140625]},
     {"name":"bytes","shape":[3],"datatype":"BYTES","data":["ab","","\u0000z"]}
   ]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   const InferenceRequest& request = *parsed.request;
   EXPECT_EQ(request.id, "req-1");
   ASSERT_EQ(request.inputs.size(), 14u);
@@ -131,7 +133,7 @@ TEST(ParseInferRequestTest, NestedDataIsFlattenedRowMajor) {
     {"name":"c","shape":[4],"datatype":"INT32","data":[[[1],[2]],[[3],[4]]]},
     {"name":"d","shape":[2],"datatype":"BYTES","data":[["x"],["yz"]]}
   ]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   const auto& in = parsed.request->inputs;
   EXPECT_EQ(in[0].shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(Values<int32_t>(in[0]), (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
@@ -146,7 +148,7 @@ TEST(ParseInferRequestTest, IntegralDoublesAreAcceptedForIntegerTypes) {
     {"name":"u","shape":[2],"datatype":"UINT64","data":[1e19,18446744073709549568.0]},
     {"name":"l","shape":[1],"datatype":"INT64","data":[-9223372036854775808.0]}
   ]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   EXPECT_EQ(Values<int32_t>(parsed.request->inputs[0]), (std::vector<int32_t>{1, -2000, 0}));
   EXPECT_EQ(Values<uint64_t>(parsed.request->inputs[1]),
             (std::vector<uint64_t>{10000000000000000000ull, 18446744073709549568ull}));
@@ -161,7 +163,7 @@ TEST(ParseInferRequestTest, ScalarAndEmptyTensors) {
     {"name":"empty","shape":[0,3],"datatype":"FP32","data":[]},
     {"name":"empty_bytes","shape":[0],"datatype":"BYTES","data":[]}
   ]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   const auto& in = parsed.request->inputs;
   EXPECT_TRUE(in[0].shape.empty());
   EXPECT_EQ(Values<float>(in[0]), std::vector<float>{2.5f});
@@ -187,7 +189,7 @@ TEST(ParseInferRequestTest, Fp16AndBf16RoundToNearestEven) {
     {"name":"h","shape":[5],"datatype":"FP16","data":[65504,1.00048828125,1.00146484375,5.960464477539063e-8,-0.0]},
     {"name":"b","shape":[2],"datatype":"BF16","data":[1.00390625,1.01171875]}
   ]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   // 1 + 2^-11 ties to 1.0; 1 + 3*2^-11 ties to 1 + 2^-9; 2^-24 is the smallest subnormal.
   EXPECT_EQ(Values<uint16_t>(parsed.request->inputs[0]),
             (std::vector<uint16_t>{0x7bff, 0x3c00, 0x3c02, 0x0001, 0x8000}));
@@ -356,7 +358,7 @@ TEST(ParseInferRequestTest, MalformedJson) {
 TEST(ParseInferRequestTest, EmptyInputsIsAccepted) {
   // The protocol only requires the field; the runtime checks the model's inputs.
   Parsed parsed = Parse(R"({"inputs":[]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   EXPECT_TRUE(parsed.request->inputs.empty());
   EXPECT_TRUE(parsed.request->outputs.empty());
 }
@@ -369,7 +371,7 @@ TEST(ParseInferRequestTest, BinaryInputsBorrowFromTheBody) {
       R"({"inputs":[{"name":"A","shape":[2,2],"datatype":"FP32","parameters":{"binary_data_size":16}}]})";
   std::string binary = Bytes(std::vector<float>{1.f, 2.f, 3.f, 4.f});
   Parsed parsed = Parse(header + binary, header.size());
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   const InferenceRequest& request = *parsed.request;
   ASSERT_EQ(request.inputs.size(), 1u);
   const Tensor& a = request.inputs[0];
@@ -393,7 +395,7 @@ TEST(ParseInferRequestTest, MixedJsonAndBinaryInputsTakeSlicesInOrder) {
   std::string b3 = Bytes(std::vector<int64_t>{-42});
   ASSERT_EQ(b2.size(), 13u);
   Parsed parsed = Parse(header + b1 + b2 + b3, header.size());
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   const InferenceRequest& request = *parsed.request;
   const auto& in = request.inputs;
   ASSERT_EQ(in.size(), 6u);
@@ -448,7 +450,7 @@ TEST(ParseInferRequestTest, HeaderLengthLargerThanBody) {
   EXPECT_EQ(parsed.status.message(),
             "Inference-Header-Content-Length 14 is larger than the body (13 bytes)");
   // Exactly the body is fine: an empty binary section.
-  EXPECT_TRUE(Parse(body, body.size()).status.ok());
+  EXPECT_OK(Parse(body, body.size()).status);
   // Shorter than the JSON cuts it.
   EXPECT_THAT(Parse(body, 5).status.message(), StartsWith("malformed JSON at offset "));
 }
@@ -475,7 +477,7 @@ TEST(ParseInferRequestTest, BinaryBytesMustBeWellFormed) {
     return Parse(header + binary, header.size());
   };
   Parsed ok = parse_bytes("[3]", Serialized({"a", "", "bcd"}));
-  ASSERT_TRUE(ok.status.ok()) << ok.status.ToString();
+  ASSERT_OK(ok.status);
   EXPECT_EQ(ok.request->inputs[0].data, Serialized({"a", "", "bcd"}));
 
   EXPECT_EQ(parse_bytes("[3]", Serialized({"a", "b"})).status.message(),
@@ -499,7 +501,7 @@ TEST(ParseInferRequestTest, BinaryBytesMustBeWellFormed) {
 TEST(ParseInferRequestTest, RequestParameters) {
   Parsed parsed = Parse(R"({"parameters":{"timeout":1500,"priority":2,"binary_data_output":true,
     "unknown":{"nested":[1]}},"inputs":[]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   EXPECT_EQ(parsed.request->timeout_us, 1500u);
   EXPECT_EQ(parsed.request->priority, 2u);
   EXPECT_TRUE(parsed.request->binary_output_default);
@@ -547,7 +549,7 @@ TEST(ParseInferRequestTest, RequestedOutputs) {
     {"name":"b","parameters":{"binary_data":false}},
     {"name":"c"},
     {"name":"d","parameters":{"other":1}}]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   const auto& out = parsed.request->outputs;
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0].name, "a");
@@ -559,7 +561,7 @@ TEST(ParseInferRequestTest, RequestedOutputs) {
   // binary_data_output is the default for outputs that do not say, wherever it appears.
   parsed = Parse(R"({"outputs":[{"name":"a","parameters":{"binary_data":false}},{"name":"c"}],
     "inputs":[],"parameters":{"binary_data_output":true}})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   EXPECT_FALSE(parsed.request->outputs[0].binary);
   EXPECT_TRUE(parsed.request->outputs[1].binary);
 }
@@ -725,7 +727,7 @@ TEST(SerializeInferResponseTest, BytesRoundTripThroughJson) {
   // Parse a BYTES input from JSON, echo it as an output, read the response back.
   Parsed parsed = Parse(
       R"({"inputs":[{"name":"in","shape":[4],"datatype":"BYTES","data":["plain","qu\"ote\n","\u00e9\u4e2d","\u0000"]}]})");
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   Tensor& in = parsed.request->inputs[0];
   InferenceResponse response;
   response.model_name = "echo";
@@ -751,7 +753,7 @@ TEST(SerializeInferResponseTest, BinaryRequestEchoedAsBinaryResponse) {
       R"("outputs":[{"name":"x","parameters":{"binary_data":true}}]})";
   std::string binary = Bytes(std::vector<int16_t>{1, -2, 3});
   Parsed parsed = Parse(header + binary, header.size());
-  ASSERT_TRUE(parsed.status.ok()) << parsed.status.ToString();
+  ASSERT_OK(parsed.status);
   InferenceResponse response;
   response.model_name = "m";
   response.model_version = "1";
@@ -800,7 +802,7 @@ std::string WithData(const std::string& data, std::string_view shape) {
 TEST(ParseInferRequestTest, NestingDeeperThanTheLimitIsRefusedAtOnce) {
   InferenceRequest ok_request;
   // 100 levels in all: the request object, "inputs", the input object, and 97 of data.
-  ASSERT_TRUE(ParseInferRequest(WithData(Nested(97, "1"), "[1]"), 0, &ok_request).ok());
+  ASSERT_OK(ParseInferRequest(WithData(Nested(97, "1"), "[1]"), 0, &ok_request));
   InferenceRequest deep;
   Status s = ParseInferRequest(WithData(Nested(98, "1"), "[1]"), 0, &deep);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -821,7 +823,7 @@ TEST(ParseInferRequestTest, RaggedNestedDataIsRefused) {
   }
   for (const char* data : {"[1,2,3,4]", "[[1,2],[3,4]]", "[[[1],[2]],[[3],[4]]]"}) {
     InferenceRequest r;
-    EXPECT_TRUE(ParseInferRequest(WithData(data, "[4]"), 0, &r).ok()) << data;
+    EXPECT_OK(ParseInferRequest(WithData(data, "[4]"), 0, &r));
   }
 }
 

@@ -11,6 +11,8 @@
 #include <limits>
 #include <string>
 
+#include "common/status_testing.h"
+
 namespace dais {
 namespace {
 
@@ -137,18 +139,18 @@ class XgboostJsonCheckTest : public ::testing::Test {
 };
 
 TEST_F(XgboostJsonCheckTest, SoundModelsPass) {
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
   MakeCategorical();
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
   MakeDart();
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
   Load(kLinearModel);
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
 }
 
 TEST_F(XgboostJsonCheckTest, RootParentMayBeMinusOne) {
   Node(0, "parents", 0).SetInt(-1);  // loads like XGBoost's own 2147483647
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
   Node(0, "parents", 0).SetInt(3);
   EXPECT_THAT(Error(), HasSubstr("tree 0: parents[0] = 3 but the root has no parent"));
 }
@@ -156,7 +158,7 @@ TEST_F(XgboostJsonCheckTest, RootParentMayBeMinusOne) {
 TEST_F(XgboostJsonCheckTest, MultiClassModelPasses) {
   SetString(Learner()["learner_model_param"]["num_class"], "3");
   SetInts(Booster()["model"]["tree_info"], {0, 1, 2});
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
 }
 
 // libxgboost 1.7 segfaults loading this one.
@@ -244,7 +246,7 @@ TEST_F(XgboostJsonCheckTest, UnreachableNodesKeepXgboostsDeletedMarker) {
   Node(0, "right_children", 1).SetInt(-1);
   Node(0, "split_indices", 3).SetInt(2147483647);
   Node(0, "split_indices", 4).SetInt(2147483647);
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
 }
 
 TEST_F(XgboostJsonCheckTest, TreeInfoLengthMismatch) {
@@ -297,7 +299,7 @@ TEST_F(XgboostJsonCheckTest, WrongParameterType) {
 
 TEST_F(XgboostJsonCheckTest, DefaultLeftIsABoolean) {
   Node(0, "default_left", 1).SetBool(true);  // XGBoost writes 0/1 and reads either
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
   Node(0, "default_left", 1).SetInt(2);
   EXPECT_THAT(Error(), HasSubstr("tree 0: default_left[1] = 2 is not 0, 1, true or false"));
 }
@@ -308,7 +310,7 @@ TEST_F(XgboostJsonCheckTest, NonFiniteValues) {
   Node(0, "split_conditions", 3).SetDouble(1e300);  // finite, but not as a float
   EXPECT_THAT(Error(), HasSubstr("tree 0: split_conditions[3] = 1e+300 is not a finite float"));
   Node(0, "split_conditions", 3).SetDouble(3.4028235e38);  // XGBoost writes FLT_MAX so
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
   Node(0, "base_weights", 4).SetDouble(std::numeric_limits<double>::quiet_NaN());
   EXPECT_THAT(Error(), HasSubstr("tree 0: base_weights[4] = nan is not a finite float"));
 }
@@ -411,7 +413,7 @@ TEST_F(XgboostJsonCheckTest, CategoryBitFieldsAreBounded) {
   MakeCategorical();
   // 2^24 - 1 is a valid category, 2 MiB of bit field; 600 trees of it pass 1 GiB.
   Node(0, "categories", 2).SetInt((1 << 24) - 1);
-  EXPECT_TRUE(Check().ok()) << Check().ToString();
+  EXPECT_OK(Check());
   auto& a = doc_.GetAllocator();
   rapidjson::Value& trees = Booster()["model"]["trees"];
   rapidjson::Value& info = Booster()["model"]["tree_info"];

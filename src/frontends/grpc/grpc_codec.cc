@@ -7,7 +7,7 @@
 #include "tensor/datatype.h"
 #include "tensor/tensor.h"
 
-namespace dais::grpcfe {
+namespace dais::frontends::grpc {
 namespace {
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
@@ -140,9 +140,9 @@ Status CheckRawSize(const Tensor& t, int64_t elements) {
 
 }  // namespace
 
-grpc::Status ToGrpcStatus(const Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+::grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return ::grpc::Status::OK;
+  return ::grpc::Status(static_cast<::grpc::StatusCode>(status.code()), status.message());
 }
 
 Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceRequest* r) {
@@ -256,4 +256,4 @@ void ToInferResponse(const InferenceResponse& response, inference::ModelInferRes
   }
 }
 
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

@@ -1,4 +1,4 @@
-// KServe v2 gRPC messages <-> dais requests and responses, and Status -> grpc::Status (the one
+// KServe v2 gRPC messages <-> dais requests and responses, and Status -> ::grpc::Status (the one
 // place where that mapping happens for gRPC).
 #pragma once
 
@@ -8,10 +8,10 @@
 #include "grpc_service.pb.h"
 #include "runtime/inference_request.h"
 
-namespace dais::grpcfe {
+namespace dais::frontends::grpc {
 
 // dais's codes are gRPC's codes by construction.
-grpc::Status ToGrpcStatus(const Status& status);
+::grpc::Status ToGrpcStatus(const Status& status);
 
 // Fills `request` from `msg`. Inputs given as raw_input_contents borrow from `msg`, which must
 // outlive the request; typed `contents` are converted into owned bytes. Mixing the two, a raw
@@ -22,4 +22,4 @@ Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceReques
 // Fills `msg` from a response: outputs in raw_output_contents.
 void ToInferResponse(const InferenceResponse& response, inference::ModelInferResponse* msg);
 
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

@@ -4,7 +4,9 @@
 
 #include <cstring>
 
-namespace dais::grpcfe {
+#include "common/status_testing.h"
+
+namespace dais::frontends::grpc {
 namespace {
 
 inference::ModelInferRequest RawRequest(const std::string& bytes, std::vector<int64_t> shape,
@@ -28,7 +30,7 @@ TEST(GrpcCodecTest, RawInputsBorrowFromTheMessage) {
   msg.set_model_version("3");
   msg.set_id("abc");
   InferenceRequest r;
-  ASSERT_TRUE(FromInferRequest(msg, &r).ok());
+  ASSERT_OK(FromInferRequest(msg, &r));
   EXPECT_EQ(r.model_version, 3);
   EXPECT_EQ(r.id, "abc");
   ASSERT_EQ(r.inputs.size(), 1u);
@@ -76,7 +78,7 @@ TEST(GrpcCodecTest, TypedContentsAreConvertedAndRangeChecked) {
   in->mutable_contents()->add_int_contents(-2);
   in->mutable_contents()->add_int_contents(127);
   InferenceRequest r;
-  ASSERT_TRUE(FromInferRequest(msg, &r).ok());
+  ASSERT_OK(FromInferRequest(msg, &r));
   ASSERT_EQ(r.inputs[0].data.size(), 3u);
   EXPECT_EQ(static_cast<int8_t>(r.inputs[0].data[1]), -2);
 
@@ -102,7 +104,7 @@ TEST(GrpcCodecTest, BytesRawMustBeLengthPrefixed) {
     good += e;
   }
   InferenceRequest r;
-  EXPECT_TRUE(FromInferRequest(RawRequest(good, {2}, "BYTES"), &r).ok());
+  EXPECT_OK(FromInferRequest(RawRequest(good, {2}, "BYTES"), &r));
   InferenceRequest r2;
   EXPECT_FALSE(
       FromInferRequest(RawRequest(good.substr(0, good.size() - 1), {2}, "BYTES"), &r2).ok());
@@ -139,12 +141,13 @@ TEST(GrpcCodecTest, ResponseUsesRawOutputContents) {
 }
 
 TEST(GrpcCodecTest, StatusCodesMapOneToOne) {
-  EXPECT_EQ(ToGrpcStatus(NotFound("x")).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(ToGrpcStatus(NotFound("x")).error_code(), ::grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(ToGrpcStatus(ResourceExhausted("x")).error_code(),
-            grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(ToGrpcStatus(DeadlineExceeded("x")).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+            ::grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(ToGrpcStatus(DeadlineExceeded("x")).error_code(),
+            ::grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(ToGrpcStatus(OkStatus()).ok());
 }
 
 }  // namespace
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

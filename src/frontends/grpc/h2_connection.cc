@@ -9,7 +9,7 @@
 
 #include "dais/clock.h"
 
-namespace dais::grpcfe {
+namespace dais::frontends::grpc {
 
 struct H2Connection::Stream {
   int32_t id = 0;
@@ -34,7 +34,7 @@ struct H2Connection::Stream {
   bool response_started = false;
   bool finishing = false;  // Finish called: trailers follow the remaining output
   bool closed = false;     // trailers (or a Trailers-Only answer) submitted
-  grpc::Status status;
+  ::grpc::Status status;
 };
 
 namespace {
@@ -202,7 +202,7 @@ void ServerCall::Write(std::string message) {
   }
 }
 
-void ServerCall::Finish(grpc::Status status) {
+void ServerCall::Finish(::grpc::Status status) {
   if (auto c = conn_.lock()) {
     c->RunOnExecutor(
         [c, id = stream_id_, st = std::move(status)]() mutable { c->DoFinish(id, std::move(st)); });
@@ -213,7 +213,7 @@ void ServerCall::Reply(std::string message) {
   if (auto c = conn_.lock()) {
     c->RunOnExecutor([c, id = stream_id_, m = std::move(message)]() mutable {
       c->DoWrite(id, std::move(m));
-      c->DoFinish(id, grpc::Status::OK);
+      c->DoFinish(id, ::grpc::Status::OK);
     });
   }
 }
@@ -223,7 +223,7 @@ void ServerCall::ReplyEncoded(std::function<std::string()> encode) {
     c->RunOnExecutor([c, id = stream_id_, encode = std::move(encode)] {
       if (!c->Find(id)) return;
       c->DoWrite(id, encode());
-      c->DoFinish(id, grpc::Status::OK);
+      c->DoFinish(id, ::grpc::Status::OK);
     });
   }
 }
@@ -314,8 +314,8 @@ void H2Connection::OnRequestHeaders(Stream* s) {
   s->call->conn_ = weak_from_this();
   s->call->stream_id_ = s->id;
   if (s->http_method != "POST") {
-    return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                  "gRPC calls are POST requests, not " + s->http_method));
+    return Refuse(s, ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED,
+                                    "gRPC calls are POST requests, not " + s->http_method));
   }
   std::string_view ct = s->content_type;
   if (ct.substr(0, 16) != "application/grpc" ||
@@ -329,9 +329,10 @@ void H2Connection::OnRequestHeaders(Stream* s) {
   }
   auto it = methods_->find(s->path);
   if (it == methods_->end()) {
-    return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                  "unknown method " + s->path + " (dais serves " +
-                                      "inference.GRPCInferenceService and grpc.health.v1.Health)"));
+    return Refuse(s,
+                  ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED,
+                                 "unknown method " + s->path + " (dais serves " +
+                                     "inference.GRPCInferenceService and grpc.health.v1.Health)"));
   }
   s->method = &it->second;
   if (s->method->stream) s->handler = s->method->stream(s->call);
@@ -340,12 +341,12 @@ void H2Connection::OnRequestHeaders(Stream* s) {
 void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
   if (s->refused || !s->method) return;
   if (buffered_ + size > options_.max_buffered_bytes) {
-    return Refuse(s, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                  "this connection already holds " + std::to_string(buffered_) +
-                                      " bytes of unfinished requests (limit " +
-                                      std::to_string(options_.max_buffered_bytes) +
-                                      "): send large requests one after another or on more "
-                                      "connections"));
+    return Refuse(s, ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                    "this connection already holds " + std::to_string(buffered_) +
+                                        " bytes of unfinished requests (limit " +
+                                        std::to_string(options_.max_buffered_bytes) +
+                                        "): send large requests one after another or on more "
+                                        "connections"));
   }
   s->held += size;
   buffered_ += size;
@@ -357,19 +358,20 @@ void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
         (uint32_t{p[1]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 8) | uint32_t{p[4]};
     if (len > options_.max_receive_message_bytes) {
       return Refuse(
-          s, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "received message larger than max (" + std::to_string(len) + " vs. " +
-                              std::to_string(options_.max_receive_message_bytes) + ")"));
+          s, ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "received message larger than max (" + std::to_string(len) + " vs. " +
+                                std::to_string(options_.max_receive_message_bytes) + ")"));
     }
     if (p[0] != 0) {
       if (s->encoding.empty() || s->encoding == "identity") {
-        return Refuse(s, grpc::Status(grpc::StatusCode::INTERNAL,
-                                      "a message has the compressed flag set but the call has no "
-                                      "grpc-encoding"));
+        return Refuse(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                                        "a message has the compressed flag set but the call has no "
+                                        "grpc-encoding"));
       }
-      return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                    "message compression (grpc-encoding: " + s->encoding +
-                                        ") is not supported by dais: send messages uncompressed"));
+      return Refuse(s,
+                    ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED,
+                                   "message compression (grpc-encoding: " + s->encoding +
+                                       ") is not supported by dais: send messages uncompressed"));
     }
     if (s->in.size() - pos - kFrameHeader < len) break;  // (no reserve of the claimed length)
     std::string message = s->in.substr(pos + kFrameHeader, len);
@@ -382,8 +384,8 @@ void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
     } else if (s->messages++ == 0) {
       s->request = std::move(message);
     } else {
-      return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                    "a unary call carries one request message, this one more"));
+      return Refuse(s, ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED,
+                                      "a unary call carries one request message, this one more"));
     }
   }
   s->in.erase(0, pos);
@@ -393,14 +395,14 @@ void H2Connection::OnEndStream(Stream* s) {
   s->ended = true;
   if (s->refused || !s->method) return;
   if (!s->in.empty()) {
-    return Refuse(s, grpc::Status(grpc::StatusCode::INTERNAL,
-                                  "the request ended inside a message (" +
-                                      std::to_string(s->in.size()) + " bytes of a frame)"));
+    return Refuse(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                                    "the request ended inside a message (" +
+                                        std::to_string(s->in.size()) + " bytes of a frame)"));
   }
   if (s->handler) return s->handler->OnHalfClose();
   if (s->messages == 0) {
-    return Refuse(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                  "a unary call needs one request message, this one has none"));
+    return Refuse(s, ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED,
+                                    "a unary call needs one request message, this one has none"));
   }
   Release(s, s->held);
   s->method->unary(s->call, std::move(s->request));
@@ -421,7 +423,7 @@ void H2Connection::OnStreamClose(int32_t id) {
   if (s->call && !s->closed) s->call->cancelled_->store(true);
 }
 
-void H2Connection::Refuse(Stream* s, grpc::Status status) {
+void H2Connection::Refuse(Stream* s, ::grpc::Status status) {
   s->refused = true;
   s->in.clear();
   s->request.clear();
@@ -447,9 +449,9 @@ void H2Connection::DoWrite(int32_t id, std::string message) {
   if (!s || s->finishing) return;
   if (message.size() > options_.max_send_message_bytes) {
     return DoFinish(
-        id, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                         "response message larger than max (" + std::to_string(message.size()) +
-                             " vs. " + std::to_string(options_.max_send_message_bytes) + ")"));
+        id, ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           "response message larger than max (" + std::to_string(message.size()) +
+                               " vs. " + std::to_string(options_.max_send_message_bytes) + ")"));
   }
   const uint32_t len = static_cast<uint32_t>(message.size());
   const char header[kFrameHeader] = {0, static_cast<char>(len >> 24), static_cast<char>(len >> 16),
@@ -470,7 +472,7 @@ void H2Connection::DoWrite(int32_t id, std::string message) {
   }
 }
 
-void H2Connection::DoFinish(int32_t id, grpc::Status status) {
+void H2Connection::DoFinish(int32_t id, ::grpc::Status status) {
   Stream* s = Find(id);
   if (!s || s->finishing) return;
   s->finishing = true;
@@ -511,4 +513,4 @@ long H2Connection::ReadBody(Stream* s, uint8_t* buf, size_t length, uint32_t* fl
   return static_cast<long>(n);
 }
 
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

@@ -33,7 +33,7 @@
 
 struct nghttp2_session;
 
-namespace dais::grpcfe {
+namespace dais::frontends::grpc {
 
 class H2Connection;
 
@@ -50,7 +50,7 @@ class ServerCall {
   // Sends one serialized message. Any thread. Dropped after Finish or cancellation.
   void Write(std::string message);
   // Ends the call with `status` (trailers). Any thread; the first call wins.
-  void Finish(grpc::Status status);
+  void Finish(::grpc::Status status);
   // Write(message) then Finish(OK), in one step.
   void Reply(std::string message);
   // Reply(encode()), with `encode` run where the connection's work runs (not at all if the
@@ -145,11 +145,11 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void OnEndStream(Stream* s);
   void OnStreamClose(int32_t id);
   // Finishes the stream with an error and ignores the rest of its input.
-  void Refuse(Stream* s, grpc::Status status);
+  void Refuse(Stream* s, ::grpc::Status status);
   // Takes `bytes` off the stream's and the connection's buffered count.
   void Release(Stream* s, uint64_t bytes);
   void DoWrite(int32_t id, std::string message);
-  void DoFinish(int32_t id, grpc::Status status);
+  void DoFinish(int32_t id, ::grpc::Status status);
   void StartResponse(Stream* s);
   long ReadBody(Stream* s, uint8_t* buf, size_t length, uint32_t* flags);
   void RunOnExecutor(std::function<void()> fn);
@@ -165,4 +165,4 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   bool not_http2_ = false;
 };
 
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

@@ -9,7 +9,9 @@
 #include <deque>
 #include <map>
 
-namespace dais::grpcfe {
+#include "common/status_testing.h"
+
+namespace dais::frontends::grpc {
 namespace {
 
 std::string Frame(std::string_view message, uint8_t flag = 0) {
@@ -35,7 +37,7 @@ class Harness {
   explicit Harness(MethodTable methods, H2Options options = {}) : methods_(std::move(methods)) {
     server_ = std::make_shared<H2Connection>(
         &methods_, options, [this](std::function<void()> fn) { posted_.push_back(std::move(fn)); });
-    EXPECT_TRUE(server_->Start().ok());
+    EXPECT_OK(server_->Start());
     nghttp2_session_callbacks* cb;
     nghttp2_session_callbacks_new(&cb);
     nghttp2_session_callbacks_set_on_header_callback(cb, OnHeader);
@@ -81,7 +83,7 @@ class Harness {
       ssize_t n;
       while ((n = nghttp2_session_mem_send(client_, &data)) > 0) {
         moved = true;
-        EXPECT_TRUE(server_->Receive(data, static_cast<size_t>(n)).ok());
+        EXPECT_OK(server_->Receive(data, static_cast<size_t>(n)));
       }
       while (!posted_.empty()) {
         moved = true;
@@ -170,7 +172,7 @@ struct Fixture {
       call->Reply(std::string(req.rbegin(), req.rend()));
     };
     t["/t.S/Fail"].unary = [](std::shared_ptr<ServerCall> call, std::string) {
-      call->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "no such thing: 100% gone\n"));
+      call->Finish(::grpc::Status(::grpc::StatusCode::NOT_FOUND, "no such thing: 100% gone\n"));
     };
     t["/t.S/Hold"].unary = [this](std::shared_ptr<ServerCall> call, std::string) {
       held = std::move(call);
@@ -181,7 +183,7 @@ struct Fixture {
         fixture->streamed.push_back(m);
         call->Write(m);
       }
-      void OnHalfClose() override { call->Finish(grpc::Status::OK); }
+      void OnHalfClose() override { call->Finish(::grpc::Status::OK); }
       std::shared_ptr<ServerCall> call;
       Fixture* fixture;
     };
@@ -308,7 +310,7 @@ TEST(H2Connection, NotHttp2IsRecognised) {
   Fixture f;
   MethodTable t = f.Methods();
   auto conn = std::make_shared<H2Connection>(&t, H2Options{}, [](std::function<void()>) {});
-  ASSERT_TRUE(conn->Start().ok());
+  ASSERT_OK(conn->Start());
   std::string req = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
   Status s = conn->Receive(reinterpret_cast<const uint8_t*>(req.data()), req.size());
   EXPECT_FALSE(s.ok());
@@ -316,4 +318,4 @@ TEST(H2Connection, NotHttp2IsRecognised) {
 }
 
 }  // namespace
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

@@ -17,7 +17,7 @@
 #include "frontends/listen.h"
 #include "metrics/registry.h"
 
-namespace dais::grpcfe {
+namespace dais::frontends::grpc {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
@@ -369,30 +369,8 @@ class Session : public std::enable_shared_from_this<Session> {
 struct H2Server::Impl {
   H2ServerOptions options;
   MethodTable methods;
-  // Before ioc: sessions still queued in ioc when it is destroyed release their slots into it.
-  std::unique_ptr<frontends::ConnectionLimiter> limiter;
-  net::io_context ioc;
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
-  tcp::acceptor acceptor{ioc};
-  std::vector<std::thread> threads;
-  Registry registry;
-  std::unique_ptr<frontends::AcceptLoop> accept_loop;
-
-  void Accept() {
-    limiter = std::make_unique<frontends::ConnectionLimiter>("grpc", options.max_connections);
-    accept_loop = std::make_unique<frontends::AcceptLoop>(
-        ioc, acceptor, *limiter, /*strand=*/false,
-        [this](tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
-          auto session = std::make_shared<Session>(std::move(s), &methods, options, &registry,
-                                                   std::move(slot));
-          {
-            std::lock_guard<std::mutex> lock(registry.mu);
-            registry.sessions.insert(session);
-          }
-          session->Start();
-        });
-    accept_loop->Start();
-  }
+  Registry registry;  // before the listener: sessions queued in its io_context point to it
+  frontends::Listener listener;
 
   std::vector<std::shared_ptr<Session>> Sessions() {
     std::lock_guard<std::mutex> lock(registry.mu);
@@ -408,16 +386,27 @@ H2Server::H2Server(H2ServerOptions options, MethodTable methods) : impl_(std::ma
 H2Server::~H2Server() { Stop(0); }
 
 Status H2Server::Start() {
-  ASSIGN_OR_RETURN(port_, frontends::StartServing(impl_.get(), "gRPC"));
+  const H2ServerOptions& o = impl_->options;
+  Impl* impl = impl_.get();
+  ASSIGN_OR_RETURN(
+      port_,
+      impl->listener.Start(
+          {o.address, o.port, o.threads, "grpc", "gRPC", o.max_connections, /*strand=*/false},
+          [impl](tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
+            auto session = std::make_shared<Session>(std::move(s), &impl->methods, impl->options,
+                                                     &impl->registry, std::move(slot));
+            {
+              std::lock_guard<std::mutex> lock(impl->registry.mu);
+              impl->registry.sessions.insert(session);
+            }
+            session->Start();
+          }));
   return OkStatus();
 }
 
 void H2Server::Stop(int deadline_ms) {
-  if (!impl_ || impl_->threads.empty()) return;
-  net::post(impl_->ioc, [this] {
-    boost::system::error_code ec;
-    impl_->acceptor.close(ec);
-  });
+  if (!impl_ || !impl_->listener.running()) return;
+  impl_->listener.StopAccepting();
   for (auto& s : impl_->Sessions()) s->Shutdown();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -428,9 +417,7 @@ void H2Server::Stop(int deadline_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   for (auto& s : impl_->Sessions()) s->Close();
-  impl_->work.reset();
-  for (auto& t : impl_->threads) t.join();
-  impl_->threads.clear();
+  impl_->listener.Join(/*stop_now=*/false);
 }
 
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

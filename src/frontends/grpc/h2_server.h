@@ -10,7 +10,7 @@
 #include "dais/status.h"
 #include "frontends/grpc/h2_connection.h"
 
-namespace dais::grpcfe {
+namespace dais::frontends::grpc {
 
 struct H2ServerOptions {
   std::string address = "0.0.0.0";
@@ -46,4 +46,4 @@ class H2Server {
   int port_ = 0;
 };
 
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

@@ -4,27 +4,34 @@
 #include <deque>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "dais/clock.h"
-#include "frontends/background.h"
 #include "frontends/grpc/grpc_codec.h"
 #include "grpc_service.pb.h"
 #include "health.pb.h"
 #include "runtime/tensor_config.h"
 
-namespace dais::grpcfe {
+namespace dais::frontends::grpc {
 namespace {
 
-grpc::Status Bad(const std::string& message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+// Parses an optional version string ("" -> -1).
+StatusOr<int64_t> ParseVersion(const std::string& s) {
+  int64_t v = -1;
+  if (s.empty()) return v;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0) {
+    return InvalidArgument("invalid version '" + s + "'");
+  }
+  return v;
 }
 
-// Parses an optional version string ("" -> -1).
-bool ParseVersion(const std::string& s, int64_t* v) {
-  *v = -1;
-  if (s.empty()) return true;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), *v);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size() && *v >= 0;
-}
+#define ASSIGN_OR_RETURN_GRPC_IMPL(tmp, lhs, expr)  \
+  auto tmp = (expr);                                \
+  if (!tmp.ok()) return ToGrpcStatus(tmp.status()); \
+  lhs = std::move(tmp).value()
+// ASSIGN_OR_RETURN for a method that returns a ::grpc::Status.
+#define ASSIGN_OR_RETURN_GRPC(lhs, expr) \
+  ASSIGN_OR_RETURN_GRPC_IMPL(DAIS_CONCAT(dais_statusor_, __LINE__), lhs, expr)
 
 void FillStats(const std::string& name, const ModelVersion& mv, inference::ModelStatistics* out) {
   const ModelStats& s = mv.stats();
@@ -64,138 +71,96 @@ void FillStats(const std::string& name, const ModelVersion& mv, inference::Model
 
 class GrpcFrontend::Service final {
  public:
-  Service(ModelManager* manager, ServerState* state) : manager_(manager), state_(state) {}
+  explicit Service(server::InferenceServer* server) : server_(server) {}
 
   MethodTable Methods();
   void SetNotServing();
 
-  void JoinBackground() { background_.JoinAll(); }
-
  private:
-  grpc::Status ServerLive(const inference::ServerLiveRequest&,
-                          inference::ServerLiveResponse* resp) {
+  ::grpc::Status ServerLive(const inference::ServerLiveRequest&,
+                            inference::ServerLiveResponse* resp) {
     resp->set_live(true);
-    return (grpc::Status::OK);
+    return ::grpc::Status::OK;
   }
 
-  grpc::Status ServerReady(const inference::ServerReadyRequest&,
-                           inference::ServerReadyResponse* resp) {
-    resp->set_ready(!state_->draining.load() && manager_->Ready());
-    return (grpc::Status::OK);
+  ::grpc::Status ServerReady(const inference::ServerReadyRequest&,
+                             inference::ServerReadyResponse* resp) {
+    resp->set_ready(server_->Ready().ok());
+    return ::grpc::Status::OK;
   }
 
-  grpc::Status ModelReady(const inference::ModelReadyRequest& req,
-                          inference::ModelReadyResponse* resp) {
-    int64_t v;
-    if (!ParseVersion(req.version(), &v)) return (Bad("invalid version '" + req.version() + "'"));
-    resp->set_ready(manager_->Find(req.name(), v).ok());
-    return (grpc::Status::OK);
+  ::grpc::Status ModelReady(const inference::ModelReadyRequest& req,
+                            inference::ModelReadyResponse* resp) {
+    ASSIGN_OR_RETURN_GRPC(int64_t v, ParseVersion(req.version()));
+    resp->set_ready(server_->ModelReady(req.name(), v).ok());
+    return ::grpc::Status::OK;
   }
 
-  grpc::Status ServerMetadata(const inference::ServerMetadataRequest&,
-                              inference::ServerMetadataResponse* resp) {
-    resp->set_name(kServerName);
-    resp->set_version(kServerVersion);
-    for (const char* e : ServerExtensions()) resp->add_extensions(e);
-    return (grpc::Status::OK);
+  ::grpc::Status ServerMetadata(const inference::ServerMetadataRequest&,
+                                inference::ServerMetadataResponse* resp) {
+    resp->set_name(server::kServerName);
+    resp->set_version(server::kServerVersion);
+    for (const char* e : server::ServerExtensions()) resp->add_extensions(e);
+    return ::grpc::Status::OK;
   }
 
-  grpc::Status ModelMetadata(const inference::ModelMetadataRequest& req,
-                             inference::ModelMetadataResponse* resp) {
-    int64_t v;
-    if (!ParseVersion(req.version(), &v)) return (Bad("invalid version '" + req.version() + "'"));
-    auto mv = manager_->Find(req.name(), v);
-    if (!mv.ok()) return (ToGrpcStatus(mv.status()));
-    const auto& config = (*mv)->config();
-    const bool batching = config.max_batch_size() > 0;
-    resp->set_name(req.name());
-    if (v >= 0) {
-      resp->add_versions(std::to_string(v));
-    } else {
-      for (int64_t rv : manager_->ReadyVersions(req.name())) resp->add_versions(std::to_string(rv));
-    }
-    resp->set_platform(config.platform().empty() ? config.backend() : config.platform());
-    auto add = [batching](auto* t, const std::string& name, inference::DataType type,
-                          const google::protobuf::RepeatedField<int64_t>& dims) {
-      t->set_name(name);
-      t->set_datatype(std::string(DataTypeName(ConfigDataType(type))));
-      if (batching) t->add_shape(-1);
-      for (int64_t d : dims) t->add_shape(d);
+  ::grpc::Status ModelMetadata(const inference::ModelMetadataRequest& req,
+                               inference::ModelMetadataResponse* resp) {
+    ASSIGN_OR_RETURN_GRPC(int64_t v, ParseVersion(req.version()));
+    ASSIGN_OR_RETURN_GRPC(server::ModelMetadata m, server_->Metadata(req.name(), v));
+    resp->set_name(m.name);
+    for (const std::string& version : m.versions) resp->add_versions(version);
+    resp->set_platform(m.platform);
+    auto add = [](auto* t, const server::TensorMetadata& meta) {
+      t->set_name(meta.name);
+      t->set_datatype(meta.datatype);
+      for (int64_t d : meta.shape) t->add_shape(d);
     };
-    for (const auto& in : config.input())
-      add(resp->add_inputs(), in.name(), in.data_type(), in.dims());
-    for (const auto& out : config.output()) {
-      add(resp->add_outputs(), out.name(), out.data_type(), out.dims());
-    }
-    return (grpc::Status::OK);
+    for (const auto& in : m.inputs) add(resp->add_inputs(), in);
+    for (const auto& out : m.outputs) add(resp->add_outputs(), out);
+    return ::grpc::Status::OK;
   }
 
-  grpc::Status ModelConfig(const inference::ModelConfigRequest& req,
-                           inference::ModelConfigResponse* resp) {
-    int64_t v;
-    if (!ParseVersion(req.version(), &v)) return (Bad("invalid version '" + req.version() + "'"));
-    auto mv = manager_->Find(req.name(), v);
-    if (!mv.ok()) return (ToGrpcStatus(mv.status()));
-    *resp->mutable_config() = (*mv)->config();
-    return (grpc::Status::OK);
+  ::grpc::Status ModelConfig(const inference::ModelConfigRequest& req,
+                             inference::ModelConfigResponse* resp) {
+    ASSIGN_OR_RETURN_GRPC(int64_t v, ParseVersion(req.version()));
+    ASSIGN_OR_RETURN_GRPC(std::shared_ptr<ModelVersion> mv, server_->Find(req.name(), v));
+    *resp->mutable_config() = mv->config();
+    return ::grpc::Status::OK;
   }
 
-  grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& req,
-                               inference::ModelStatisticsResponse* resp) {
-    int64_t v;
-    if (!ParseVersion(req.version(), &v)) return (Bad("invalid version '" + req.version() + "'"));
-    std::vector<std::string> names;
-    if (req.name().empty()) {
-      for (const IndexEntry& e : manager_->Index(true)) {
-        if (names.empty() || names.back() != e.name) names.push_back(e.name);
-      }
-    } else {
-      names.push_back(req.name());
+  ::grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& req,
+                                 inference::ModelStatisticsResponse* resp) {
+    ASSIGN_OR_RETURN_GRPC(int64_t v, ParseVersion(req.version()));
+    ASSIGN_OR_RETURN_GRPC(std::vector<server::VersionStatistics> stats,
+                          server_->Statistics(req.name(), v));
+    for (const server::VersionStatistics& s : stats) {
+      FillStats(s.name, *s.version, resp->add_model_stats());
     }
-    for (const std::string& name : names) {
-      std::vector<int64_t> versions;
-      if (v >= 0) {
-        versions.push_back(v);
-      } else {
-        versions = manager_->ReadyVersions(name);
-      }
-      if (!req.name().empty() && versions.empty()) {
-        return (ToGrpcStatus(manager_->Find(name, -1).status()));
-      }
-      for (int64_t ver : versions) {
-        auto mv = manager_->Find(name, ver);
-        if (!mv.ok()) {
-          if (!req.name().empty()) return (ToGrpcStatus(mv.status()));
-          continue;
-        }
-        FillStats(name, **mv, resp->add_model_stats());
-      }
-    }
-    return (grpc::Status::OK);
+    return ::grpc::Status::OK;
   }
 
-  grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& req,
-                               inference::RepositoryIndexResponse* resp) {
-    for (const IndexEntry& e : manager_->Index(req.ready())) {
+  ::grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& req,
+                                 inference::RepositoryIndexResponse* resp) {
+    for (const IndexEntry& e : server_->Index(req.ready())) {
       auto* m = resp->add_models();
       m->set_name(e.name);
       m->set_version(e.version);
       m->set_state(std::string(ModelStateName(e.state)));
       m->set_reason(e.reason);
     }
-    return (grpc::Status::OK);
+    return ::grpc::Status::OK;
   }
 
   void Infer(std::shared_ptr<ServerCall> call, std::string bytes);
-  void Repository(std::shared_ptr<ServerCall> call, std::string bytes, bool load);
+  void Repository(std::shared_ptr<ServerCall> call, std::string bytes,
+                  server::RepositoryAction action);
   void HealthCheck(std::shared_ptr<ServerCall> call, std::string bytes, bool watch);
 
-  ModelManager* manager_;
-  ServerState* state_;
-  std::mutex mu_;
-  frontends::BackgroundTasks background_;            // repository load/unload requests
-  bool serving_ = true;                              // guarded by mu_
-  std::vector<std::weak_ptr<ServerCall>> watchers_;  // Health/Watch calls; guarded by mu_
+  server::InferenceServer* server_;
+  Mutex mu_;
+  bool serving_ DAIS_GUARDED_BY(mu_) = true;
+  std::vector<std::weak_ptr<ServerCall>> watchers_ DAIS_GUARDED_BY(mu_);  // Health/Watch calls
 };
 
 namespace {
@@ -205,19 +170,20 @@ const std::string kService = "/inference.GRPCInferenceService/";
 template <typename Req>
 bool Parse(const std::string& bytes, Req* req, ServerCall* call) {
   if (req->ParseFromString(bytes)) return true;
-  call->Finish(Bad("the request is not a valid " + req->GetTypeName() + " message"));
+  call->Finish(ToGrpcStatus(
+      InvalidArgument("the request is not a valid " + req->GetTypeName() + " message")));
   return false;
 }
 
 // A method answered at once from its request.
 template <typename Req, typename Resp>
-Method Sync(std::function<grpc::Status(const Req&, Resp*)> fn) {
+Method Sync(std::function<::grpc::Status(const Req&, Resp*)> fn) {
   Method m;
   m.unary = [fn = std::move(fn)](std::shared_ptr<ServerCall> call, std::string bytes) {
     Req req;
     if (!Parse(bytes, &req, call.get())) return;
     Resp resp;
-    grpc::Status s = fn(req, &resp);
+    ::grpc::Status s = fn(req, &resp);
     if (!s.ok()) return call->Finish(std::move(s));
     call->Reply(resp.SerializeAsString());
   };
@@ -227,10 +193,25 @@ Method Sync(std::function<grpc::Status(const Req&, Resp*)> fn) {
 Method NotImplemented(const std::string& what) {
   Method m;
   m.unary = [what](std::shared_ptr<ServerCall> call, std::string) {
-    call->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                              "the " + what + " extension is not implemented by dais"));
+    call->Finish(::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED,
+                                "the " + what + " extension is not implemented by dais"));
   };
   return m;
+}
+
+// A ModelInferRequest as a request for the server. The message owns the raw input
+// bytes the request borrows: the caller keeps `msg` until the answer. The call's deadline and
+// cancellation apply to the request.
+StatusOr<RequestPtr> DecodeInfer(const inference::ModelInferRequest& msg, const ServerCall& call) {
+  auto request = std::make_unique<InferenceRequest>();
+  request->arrival_ns = NowNs();
+  RETURN_IF_ERROR(FromInferRequest(msg, request.get()));
+  if (uint64_t t = call.timeout_us();
+      t > 0 && (request->timeout_us == 0 || t < request->timeout_us)) {
+    request->timeout_us = t;
+  }
+  request->cancelled = call.cancelled();
+  return request;
 }
 
 // ModelStreamInfer: every request read is submitted at once; responses are written in
@@ -238,34 +219,25 @@ Method NotImplemented(const std::string& what) {
 // once the client has half-closed and every request is answered.
 class InferStream : public StreamHandler, public std::enable_shared_from_this<InferStream> {
  public:
-  InferStream(std::shared_ptr<ServerCall> call, ModelManager* manager, ServerState* state)
-      : call_(std::move(call)), manager_(manager), state_(state) {}
+  InferStream(std::shared_ptr<ServerCall> call, server::InferenceServer* server)
+      : call_(std::move(call)), server_(server) {}
 
   void OnMessage(std::string bytes) override {
-    auto msg = std::make_shared<inference::ModelInferRequest>();
-    state_->in_flight.fetch_add(1);
     pending_.fetch_add(1);
-    Status s =
-        state_->draining.load()
-            ? Unavailable("server is shutting down; not accepting new inference requests")
-            : (msg->ParseFromString(bytes) ? OkStatus()
-                                           : InvalidArgument("a stream message is not a valid "
-                                                             "inference.ModelInferRequest"));
-    auto request = std::make_unique<InferenceRequest>();
-    request->arrival_ns = NowNs();
-    if (s.ok()) s = FromInferRequest(*msg, request.get());
-    if (!s.ok()) return Answer(s, nullptr, msg->id());
-    if (uint64_t t = call_->timeout_us();
-        t > 0 && (request->timeout_us == 0 || t < request->timeout_us)) {
-      request->timeout_us = t;
+    auto msg = std::make_shared<inference::ModelInferRequest>();
+    StatusOr<RequestPtr> request = server_->AcceptingInference();
+    if (request.status().ok()) {
+      request =
+          msg->ParseFromString(bytes)
+              ? DecodeInfer(*msg, *call_)
+              : InvalidArgument("a stream message is not a valid inference.ModelInferRequest");
     }
-    request->cancelled = call_->cancelled();
-    // The message owns the raw input bytes the request borrows: keep it until the answer.
-    request->on_complete = [self = shared_from_this(), msg](StatusOr<ResponsePtr> result) {
+    if (!request.ok()) return Answer(request.status(), nullptr, msg->id());
+    server_->Infer(std::move(*request), [self = shared_from_this(), msg](
+                                            StatusOr<ResponsePtr> result, server::InFlight) {
       if (!result.ok()) return self->Answer(result.status(), nullptr, msg->id());
       self->Answer(OkStatus(), result->get(), msg->id());
-    };
-    manager_->Infer(std::move(request));
+    });
   }
 
   void OnHalfClose() override {
@@ -284,120 +256,85 @@ class InferStream : public StreamHandler, public std::enable_shared_from_this<In
     }
     call_->Write(out.SerializeAsString());
     pending_.fetch_sub(1);
-    state_->in_flight.fetch_sub(1);
     MaybeFinish();
   }
 
   // Writes and Finish are carried out in the order they are called, so the trailers follow
   // every answer written before.
-  void MaybeFinish() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void MaybeFinish() DAIS_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (finished_ || !half_closed_.load() || pending_.load() > 0) return;
     finished_ = true;
-    call_->Finish(grpc::Status::OK);
+    call_->Finish(::grpc::Status::OK);
   }
 
   std::shared_ptr<ServerCall> call_;
-  ModelManager* manager_;
-  ServerState* state_;
+  server::InferenceServer* server_;
   std::atomic<int> pending_{0};
   std::atomic<bool> half_closed_{false};
-  std::mutex mu_;
-  bool finished_ = false;  // guarded by mu_
+  Mutex mu_;
+  bool finished_ DAIS_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
 void GrpcFrontend::Service::Infer(std::shared_ptr<ServerCall> call, std::string bytes) {
-  state_->in_flight.fetch_add(1);
-  auto fail = [this, &call](grpc::Status s) {
-    call->Finish(std::move(s));
-    state_->in_flight.fetch_sub(1);
-  };
-  if (state_->draining.load()) {
-    return fail(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                             "server is shutting down; not accepting new inference requests"));
-  }
+  if (Status s = server_->AcceptingInference(); !s.ok()) return call->Finish(ToGrpcStatus(s));
   auto msg = std::make_shared<inference::ModelInferRequest>();
   if (!msg->ParseFromString(bytes)) {
-    return fail(Bad("the request is not a valid inference.ModelInferRequest message"));
+    return call->Finish(ToGrpcStatus(
+        InvalidArgument("the request is not a valid inference.ModelInferRequest message")));
   }
-  auto request = std::make_unique<InferenceRequest>();
-  request->arrival_ns = NowNs();
-  if (Status s = FromInferRequest(*msg, request.get()); !s.ok()) return fail(ToGrpcStatus(s));
-  if (uint64_t t = call->timeout_us();
-      t > 0 && (request->timeout_us == 0 || t < request->timeout_us)) {
-    request->timeout_us = t;
-  }
-  request->cancelled = call->cancelled();
-  // `msg` owns the raw input bytes the request borrows.
-  request->on_complete = [call, msg, state = state_](StatusOr<ResponsePtr> result) {
-    if (!result.ok()) {
-      call->Finish(ToGrpcStatus(result.status()));
-    } else {
-      std::shared_ptr<InferenceResponse> response = std::move(*result);
-      call->ReplyEncoded([response] {
-        inference::ModelInferResponse out;
-        ToInferResponse(*response, &out);
-        return out.SerializeAsString();
-      });
-    }
-    state->in_flight.fetch_sub(1);
-  };
-  manager_->Infer(std::move(request));
+  StatusOr<RequestPtr> request = DecodeInfer(*msg, *call);
+  if (!request.ok()) return call->Finish(ToGrpcStatus(request.status()));
+  server_->Infer(std::move(*request),
+                 [call, msg](StatusOr<ResponsePtr> result, server::InFlight in_flight) {
+                   if (!result.ok()) return call->Finish(ToGrpcStatus(result.status()));
+                   std::shared_ptr<InferenceResponse> response = std::move(*result);
+                   call->ReplyEncoded([response] {
+                     inference::ModelInferResponse out;
+                     ToInferResponse(*response, &out);
+                     return out.SerializeAsString();
+                   });
+                 });
 }
 
 void GrpcFrontend::Service::Repository(std::shared_ptr<ServerCall> call, std::string bytes,
-                                       bool load) {
+                                       server::RepositoryAction action) {
+  const bool load = action == server::RepositoryAction::kLoad;
   std::string model;
+  bool has_parameters = false;
   if (load) {
     inference::RepositoryModelLoadRequest req;
     if (!Parse(bytes, &req, call.get())) return;
-    if (req.parameters_size() > 0) {
-      return call->Finish(
-          Bad("load parameters (config / file overrides) are not supported by dais"));
-    }
     model = req.model_name();
+    has_parameters = req.parameters_size() > 0;
   } else {
     inference::RepositoryModelUnloadRequest req;
     if (!Parse(bytes, &req, call.get())) return;
     model = req.model_name();
   }
-  if (manager_->mode() != ModelControlMode::kExplicit) {
-    return call->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                     "explicit model load / unload is not allowed unless "
-                                     "--model-control-mode=explicit"));
-  }
-  if (state_->draining.load()) {
-    return call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
-  }
-  state_->in_flight.fetch_add(1);
-  // Loading can take seconds: not on an I/O thread.
-  background_.Run([this, call, model, load] {
-    Status s = load ? manager_->LoadModel(model) : manager_->UnloadModel(model);
-    if (s.ok()) {
-      call->Reply(load ? inference::RepositoryModelLoadResponse().SerializeAsString()
-                       : inference::RepositoryModelUnloadResponse().SerializeAsString());
-    } else {
-      call->Finish(ToGrpcStatus(s.WithPrefix(
-          std::string(load ? "failed to load '" : "failed to unload '") + model + "'")));
-    }
-    state_->in_flight.fetch_sub(1);
+  Status s = server_->Repository(action, model, has_parameters, [call, load](Status result) {
+    if (!result.ok()) return call->Finish(ToGrpcStatus(result));
+    call->Reply(load ? inference::RepositoryModelLoadResponse().SerializeAsString()
+                     : inference::RepositoryModelUnloadResponse().SerializeAsString());
   });
+  if (!s.ok()) call->Finish(ToGrpcStatus(s));
 }
 
 // grpc.health.v1: the server ("") is SERVING until SIGTERM; a named service is known when it is
 // the inference service. Watch sends the status now and again when it changes.
 void GrpcFrontend::Service::HealthCheck(std::shared_ptr<ServerCall> call, std::string bytes,
                                         bool watch) {
-  using grpc::health::v1::HealthCheckResponse;
-  grpc::health::v1::HealthCheckRequest req;
+  using ::grpc::health::v1::HealthCheckResponse;
+  ::grpc::health::v1::HealthCheckRequest req;
   if (!Parse(bytes, &req, call.get())) return;
   const bool known = req.service().empty() || req.service() == "inference.GRPCInferenceService";
   HealthCheckResponse resp;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!known) {
-    if (!watch) return call->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+    if (!watch)
+      return call->Finish(::grpc::Status(::grpc::StatusCode::NOT_FOUND, "unknown service"));
     resp.set_status(HealthCheckResponse::SERVICE_UNKNOWN);
   } else {
     resp.set_status(serving_ ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
@@ -410,9 +347,9 @@ void GrpcFrontend::Service::HealthCheck(std::shared_ptr<ServerCall> call, std::s
 }
 
 void GrpcFrontend::Service::SetNotServing() {
-  grpc::health::v1::HealthCheckResponse resp;
-  resp.set_status(grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  std::lock_guard<std::mutex> lock(mu_);
+  ::grpc::health::v1::HealthCheckResponse resp;
+  resp.set_status(::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  MutexLock lock(&mu_);
   serving_ = false;
   for (auto& w : watchers_) {
     if (auto call = w.lock()) call->Write(resp.SerializeAsString());
@@ -447,17 +384,17 @@ MethodTable GrpcFrontend::Service::Methods() {
     return RepositoryIndex(q, r);
   });
   t[kService + "RepositoryModelLoad"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
-    Repository(std::move(c), std::move(b), true);
+    Repository(std::move(c), std::move(b), server::RepositoryAction::kLoad);
   };
   t[kService + "RepositoryModelUnload"].unary = [this](std::shared_ptr<ServerCall> c,
                                                        std::string b) {
-    Repository(std::move(c), std::move(b), false);
+    Repository(std::move(c), std::move(b), server::RepositoryAction::kUnload);
   };
   t[kService + "ModelInfer"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
     Infer(std::move(c), std::move(b));
   };
   t[kService + "ModelStreamInfer"].stream = [this](std::shared_ptr<ServerCall> c) {
-    return std::make_shared<InferStream>(std::move(c), manager_, state_);
+    return std::make_shared<InferStream>(std::move(c), server_);
   };
   for (const char* m :
        {"SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister"}) {
@@ -478,11 +415,8 @@ MethodTable GrpcFrontend::Service::Methods() {
   return t;
 }
 
-GrpcFrontend::GrpcFrontend(GrpcOptions options, ModelManager* manager, ServerState* state)
-    : options_(std::move(options)),
-      manager_(manager),
-      state_(state),
-      service_(std::make_unique<Service>(manager, state)) {}
+GrpcFrontend::GrpcFrontend(GrpcOptions options, server::InferenceServer* server)
+    : options_(std::move(options)), service_(std::make_unique<Service>(server)) {}
 
 GrpcFrontend::~GrpcFrontend() { Stop(0); }
 
@@ -513,9 +447,8 @@ void GrpcFrontend::SetNotServing() { service_->SetNotServing(); }
 
 void GrpcFrontend::Stop(int deadline_ms) {
   if (!server_) return;
-  service_->JoinBackground();
   server_->Stop(deadline_ms);
   server_.reset();
 }
 
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

@@ -12,10 +12,9 @@
 
 #include "dais/status.h"
 #include "frontends/grpc/h2_server.h"
-#include "frontends/server_state.h"
-#include "runtime/model_manager.h"
+#include "server/inference_server.h"
 
-namespace dais::grpcfe {
+namespace dais::frontends::grpc {
 
 struct GrpcOptions {
   std::string address = "0.0.0.0";
@@ -31,26 +30,25 @@ struct GrpcOptions {
 
 class GrpcFrontend {
  public:
-  GrpcFrontend(GrpcOptions options, ModelManager* manager, ServerState* state);
+  // `server` is borrowed and must outlive this object.
+  GrpcFrontend(GrpcOptions options, server::InferenceServer* server);
   ~GrpcFrontend();
   // Binds and starts serving. Unavailable if the port cannot be bound.
   Status Start();
   int port() const { return port_; }
   // Health service says NOT_SERVING (on SIGTERM).
   void SetNotServing();
-  // Joins repository load/unload threads, then shuts the server down (calls still running after
-  // `deadline_ms` are cancelled).
+  // Shuts the server down (calls still running after `deadline_ms` are cancelled). Join the
+  // server's repository threads first (InferenceServer::JoinBackground): they answer calls.
   void Stop(int deadline_ms);
 
   class Service;
 
  private:
   GrpcOptions options_;
-  ModelManager* manager_;
-  ServerState* state_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<H2Server> server_;
   int port_ = 0;
 };
 
-}  // namespace dais::grpcfe
+}  // namespace dais::frontends::grpc

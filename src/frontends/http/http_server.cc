@@ -14,7 +14,7 @@
 #include "frontends/connection_limit.h"
 #include "frontends/listen.h"
 
-namespace dais::http {
+namespace dais::frontends::http {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -243,24 +243,7 @@ class Session : public std::enable_shared_from_this<Session> {
 struct Server::Impl {
   ServerOptions options;
   Handler handler;
-  // Before ioc: sessions still queued in ioc when it is destroyed release their slots into it.
-  std::unique_ptr<frontends::ConnectionLimiter> limiter;
-  net::io_context ioc;
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
-  tcp::acceptor acceptor{ioc};
-  std::vector<std::thread> threads;
-  std::unique_ptr<frontends::AcceptLoop> accept_loop;
-
-  void Accept() {
-    limiter =
-        std::make_unique<frontends::ConnectionLimiter>(options.listener, options.max_connections);
-    accept_loop = std::make_unique<frontends::AcceptLoop>(
-        ioc, acceptor, *limiter, /*strand=*/true,
-        [this](tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
-          std::make_shared<Session>(std::move(s), handler, options, std::move(slot))->Start();
-        });
-    accept_loop->Start();
-  }
+  frontends::Listener listener;
 };
 
 Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
@@ -271,26 +254,27 @@ Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<
 Server::~Server() { Stop(); }
 
 Status Server::Start() {
-  ASSIGN_OR_RETURN(port_, frontends::StartServing(impl_.get(), "HTTP"));
+  const ServerOptions& o = impl_->options;
+  Impl* impl = impl_.get();
+  ASSIGN_OR_RETURN(
+      port_,
+      impl->listener.Start(
+          {o.address, o.port, o.threads, o.listener, "HTTP", o.max_connections, /*strand=*/true},
+          [impl](tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
+            std::make_shared<Session>(std::move(s), impl->handler, impl->options, std::move(slot))
+                ->Start();
+          }));
   return OkStatus();
 }
 
-void Server::Post(std::function<void()> fn) { net::post(impl_->ioc, std::move(fn)); }
+void Server::Post(std::function<void()> fn) { net::post(impl_->listener.ioc(), std::move(fn)); }
 
-void Server::StopAccepting() {
-  net::post(impl_->ioc, [this] {
-    beast::error_code ec;
-    impl_->acceptor.close(ec);
-  });
-}
+void Server::StopAccepting() { impl_->listener.StopAccepting(); }
 
 void Server::Stop() {
-  if (!impl_ || impl_->threads.empty()) return;
+  if (!impl_ || !impl_->listener.running()) return;
   StopAccepting();
-  impl_->work.reset();
-  impl_->ioc.stop();
-  for (auto& t : impl_->threads) t.join();
-  impl_->threads.clear();
+  impl_->listener.Join(/*stop_now=*/true);
 }
 
-}  // namespace dais::http
+}  // namespace dais::frontends::http

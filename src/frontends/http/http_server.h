@@ -20,7 +20,7 @@
 
 #include "dais/status.h"
 
-namespace dais::http {
+namespace dais::frontends::http {
 
 struct Request {
   std::string method;  // "GET", "POST", ...
@@ -76,4 +76,4 @@ class Server {
   int port_ = 0;
 };
 
-}  // namespace dais::http
+}  // namespace dais::frontends::http

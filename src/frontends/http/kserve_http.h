@@ -1,60 +1,63 @@
 // KServe v2 / Open Inference Protocol REST endpoints plus Triton's extensions (binary tensor
-// data, model repository, statistics, model configuration), /metrics and /healthz.
-// The one place where a dais Status becomes an HTTP status (HttpStatusFor).
+// data, model repository, statistics, model configuration), Feast's feature endpoints, /metrics
+// and /healthz: a codec over server::InferenceServer. Each route parses its request, calls one
+// operation of the server and encodes the answer; a Status becomes an HTTP status only in
+// http_status.h.
 #pragma once
 
-#include <atomic>
-#include <mutex>
+#include <functional>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "features/feast_api.h"
-#include "frontends/background.h"
+#include "frontends/http/feast_http.h"
 #include "frontends/http/http_server.h"
-#include "frontends/server_state.h"
-#include "runtime/model_manager.h"
+#include "frontends/http/router.h"
+#include "server/inference_server.h"
 
-namespace dais::http {
-
-int HttpStatusFor(StatusCode code);
+namespace dais::frontends::http {
 
 class KServeHttp {
  public:
-  // `server` is used to run response encoding on I/O threads. All must outlive this object.
-  KServeHttp(ModelManager* manager, Server** server, ServerState* state)
-      : manager_(manager), server_(server), state_(state) {}
+  // `io` is the Server this handler is given to (set before it serves); response encoding runs
+  // on its I/O threads. Both borrowed; they must outlive this object.
+  KServeHttp(server::InferenceServer* server, Server** io);
 
   // The Handler to give the Server.
-  void Handle(Request request, Responder respond);
-  // Serves only /metrics, /healthz and health (for a separate --metrics-port).
-  void HandleMetricsOnly(Request request, Responder respond);
-
-  // Serves Feast's /get-online-features and /push through `api` and reports the online tier's
-  // reachability in /healthz (`tier_healthy`). Both borrowed; call before the server starts.
-  void SetFeatures(features::FeastApi* api, std::function<bool()> tier_healthy,
-                   std::string tier_name) {
-    feast_ = api;
-    tier_healthy_ = std::move(tier_healthy);
-    tier_name_ = std::move(tier_name);
+  void Handle(Request request, Responder respond) { router_.Dispatch(request, respond); }
+  // Serves only /metrics and /healthz (for a separate --metrics-port).
+  void HandleMetricsOnly(Request request, Responder respond) {
+    metrics_router_.Dispatch(request, respond);
   }
 
-  // Joins the threads that run repository load/unload requests. Call once ServerState::draining
-  // is set (no new ones start) and before the Server stops (their responders post to it).
-  void JoinBackground();
+  // Serves Feast's /get-online-features and /push through `feast` (borrowed). Call before the
+  // server starts; without it those paths answer 404 naming the flags that enable them.
+  void SetFeatures(FeastHttp* feast) { feast_ = feast; }
 
  private:
-  void Infer(Request& request, const std::string& model, int64_t version, Responder respond);
-  void Metadata(const std::string& model, int64_t version, Responder& respond);
-  void Health(Responder& respond);
+  using ModelRoute =
+      std::function<void(Request&, const std::string& model, int64_t version, Responder&)>;
+  void AddRoutes();
+  // Adds `method` /v2/models/{model}[/versions/{version}]`suffix`.
+  void AddModelRoute(const std::string& method, const std::string& suffix, ModelRoute route);
 
-  ModelManager* manager_;
-  Server** server_;
-  ServerState* state_;
-  features::FeastApi* feast_ = nullptr;
-  std::function<bool()> tier_healthy_;
-  std::string tier_name_;
-  frontends::BackgroundTasks background_;  // repository load/unload requests
+  void ServerMetadata(Responder& respond);
+  void Health(Responder& respond);
+  void Metrics(Responder& respond);
+  void Ready(Responder& respond);
+  void RepositoryIndex(const Request& request, Responder& respond);
+  void RepositoryControl(const Request& request, const std::string& model,
+                         server::RepositoryAction action, Responder& respond);
+  void Statistics(const std::string& model, int64_t version, Responder& respond);
+  void ModelMetadata(const std::string& model, int64_t version, Responder& respond);
+  void ModelReady(const std::string& model, int64_t version, Responder& respond);
+  void ModelConfig(const std::string& model, int64_t version, Responder& respond);
+  void Infer(Request& request, const std::string& model, int64_t version, Responder& respond);
+  void Features(Request& request, Responder& respond);
+
+  server::InferenceServer* server_;
+  Server** io_;
+  FeastHttp* feast_ = nullptr;
+  Router router_;
+  Router metrics_router_;
 };
 
-}  // namespace dais::http
+}  // namespace dais::frontends::http

@@ -1,0 +1,71 @@
+// The transport under every Redis connection, shared by Connection (pipelined requests) and
+// Subscriber (pub/sub) so that it is written once: one connect attempt's socket and buffers
+// (Link), resolve + connect under a deadline that also covers the caller's handshake (Dial), and
+// the AUTH that opens every handshake. A TLS transport belongs here (the Link's stream and a TLS
+// handshake at the end of Dial), not in its users.
+//
+// Thread-safety: none. A Link lives on one io_context, and Dial and Link's methods are called on
+// the thread that runs it. Dial's handlers hold the Link (shared_ptr); after Close() they call
+// nothing.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dais/status.h"
+#include "redis/options.h"
+
+namespace dais::redis {
+
+// One connect attempt. Its owner keeps the current one and makes every handler check that it is
+// still current, so that a stale completion (after a reconnect) never touches the next attempt.
+struct Link {
+  explicit Link(boost::asio::io_context* io) : socket(*io), resolver(*io), deadline(*io) {}
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  // The handshake is done: Dial's deadline no longer applies.
+  void Established();
+  // Final: closes the socket, cancels the resolve and the deadline. Idempotent.
+  void Close();
+  bool established() const { return established_; }
+  bool closed() const { return closed_; }
+
+  boost::asio::ip::tcp::socket socket;
+  boost::asio::ip::tcp::resolver resolver;
+  boost::asio::steady_timer deadline;  // armed by Dial
+  std::vector<char> read_buf = std::vector<char>(64 * 1024);
+  std::string writing;  // the buffer of the write in flight (owned here: it must outlive it)
+
+ private:
+  bool established_ = false;
+  bool closed_ = false;
+};
+
+// Resolves `address` ("host:port"), connects link->socket (TCP_NODELAY) and arms link->deadline
+// for `timeout`, which covers the connect and the caller's handshake until it calls
+// link->Established(). Calls `on_connected` once the TCP connection is up, then the caller writes
+// its handshake (AppendAuth first). Calls `on_failed` at most once, after closing the link, with
+// Unavailable "redis <address>: resolve: ..." / "connect: ..." / "connect timed out after <n>
+// ms" (the deadline may pass after on_connected, during the handshake). Nothing is called after
+// link->Close().
+void Dial(const std::shared_ptr<Link>& link, const std::string& address,
+          std::chrono::milliseconds timeout, std::function<void()> on_connected,
+          std::function<void(Status)> on_failed);
+
+// Appends AUTH [username] password to *out when options.password is set; returns whether it did.
+bool AppendAuth(const ClientOptions& options, std::string* out);
+// An error reply that means the credentials were refused or are missing (WRONGPASS, NOAUTH,
+// NOPERM, or one that names AUTH).
+bool IsAuthError(std::string_view error);
+// Unauthenticated "redis <address>: authentication failed: <error>".
+Status AuthFailed(const std::string& address, std::string_view error);
+
+}  // namespace dais::redis

@@ -1,0 +1,179 @@
+#include "server/inference_server.h"
+
+#include <thread>
+
+#include "runtime/tensor_config.h"
+#include "tensor/datatype.h"
+
+namespace dais::server {
+namespace {
+
+TensorMetadata TensorMeta(const std::string& name, inference::DataType type,
+                          const google::protobuf::RepeatedField<int64_t>& dims, bool batching) {
+  TensorMetadata t;
+  t.name = name;
+  t.datatype = std::string(DataTypeName(ConfigDataType(type)));
+  if (batching) t.shape.push_back(-1);
+  t.shape.insert(t.shape.end(), dims.begin(), dims.end());
+  return t;
+}
+
+// What a failed load / unload answers with: the client can tell a missing model, a retryable
+// condition, a refused switch and a bad model apart.
+Status RepositoryFailure(RepositoryAction action, const std::string& model, const Status& s) {
+  StatusCode code = StatusCode::kInvalidArgument;
+  switch (s.code()) {
+    case StatusCode::kNotFound:
+      code = StatusCode::kNotFound;
+      break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      code = StatusCode::kUnavailable;  // a lock wait or a lost lease: try again
+      break;
+    case StatusCode::kFailedPrecondition:
+      code = StatusCode::kAborted;  // fencing refused the switch (a newer one was applied)
+      break;
+    default:
+      break;
+  }
+  const char* what = action == RepositoryAction::kLoad ? "failed to load '" : "failed to unload '";
+  return Status(code, what + model + "': " + s.message());
+}
+
+}  // namespace
+
+const std::vector<const char*>& ServerExtensions() {
+  static const std::vector<const char*> kExtensions = {"binary_tensor_data", "model_repository",
+                                                       "statistics", "model_configuration"};
+  return kExtensions;
+}
+
+InFlight::InFlight(std::atomic<int64_t>* count) {
+  count->fetch_add(1);
+  guard_ = std::shared_ptr<void>(
+      count, [](void* c) { static_cast<std::atomic<int64_t>*>(c)->fetch_sub(1); });
+}
+
+Status InferenceServer::Ready() const {
+  if (draining()) return FailedPrecondition("server is shutting down");
+  if (!manager_->Ready()) return FailedPrecondition("server is not ready");
+  return OkStatus();
+}
+
+HealthReport InferenceServer::Health() const {
+  HealthReport h;
+  h.models_not_ready = manager_->NotReady();
+  h.draining = draining();
+  h.has_feature_store = static_cast<bool>(tier_healthy_);
+  h.feature_store_ok = !tier_healthy_ || tier_healthy_();
+  h.feature_tier = tier_name_;
+  h.ok = h.models_not_ready.empty() && !h.draining && h.feature_store_ok;
+  return h;
+}
+
+bool InferenceServer::WaitIdle(std::chrono::steady_clock::time_point deadline) const {
+  while (in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return in_flight() == 0;
+}
+
+Status InferenceServer::AcceptingInference() const {
+  if (draining()) {
+    return Unavailable("server is shutting down; not accepting new inference requests");
+  }
+  return OkStatus();
+}
+
+StatusOr<InFlight> InferenceServer::Admit() {
+  if (draining()) return Unavailable("server is shutting down");
+  InFlight token(&in_flight_);
+  // Checked again: a drain that began in between must not miss this request in its count.
+  if (draining()) return Unavailable("server is shutting down");
+  return token;
+}
+
+Status InferenceServer::ModelReady(const std::string& model, int64_t version) const {
+  auto mv = manager_->Find(model, version);
+  if (mv.ok() || mv.status().code() == StatusCode::kNotFound) return mv.status();
+  return FailedPrecondition(mv.status().message());
+}
+
+StatusOr<ModelMetadata> InferenceServer::Metadata(const std::string& model, int64_t version) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> mv, manager_->Find(model, version));
+  const inference::ModelConfig& config = mv->config();
+  const bool batching = config.max_batch_size() > 0;
+  ModelMetadata m;
+  m.name = model;
+  if (version >= 0) {
+    m.versions.push_back(std::to_string(version));
+  } else {
+    for (int64_t v : manager_->ReadyVersions(model)) m.versions.push_back(std::to_string(v));
+  }
+  m.platform = config.platform().empty() ? config.backend() : config.platform();
+  for (const auto& in : config.input()) {
+    m.inputs.push_back(TensorMeta(in.name(), in.data_type(), in.dims(), batching));
+  }
+  for (const auto& out : config.output()) {
+    m.outputs.push_back(TensorMeta(out.name(), out.data_type(), out.dims(), batching));
+  }
+  return m;
+}
+
+StatusOr<std::vector<VersionStatistics>> InferenceServer::Statistics(const std::string& model,
+                                                                     int64_t version) const {
+  std::vector<std::string> names;
+  if (model.empty()) {
+    for (const IndexEntry& e : manager_->Index(/*ready_only=*/true)) {
+      if (names.empty() || names.back() != e.name) names.push_back(e.name);
+    }
+  } else {
+    names.push_back(model);
+  }
+  std::vector<VersionStatistics> out;
+  for (const std::string& name : names) {
+    std::vector<int64_t> versions =
+        version >= 0 ? std::vector<int64_t>{version} : manager_->ReadyVersions(name);
+    if (!model.empty() && versions.empty()) return manager_->Find(name, -1).status();
+    for (int64_t v : versions) {
+      auto mv = manager_->Find(name, v);
+      if (!mv.ok()) {
+        if (!model.empty()) return mv.status();
+        continue;  // all models: one that is not loaded has no statistics
+      }
+      out.push_back(VersionStatistics{name, std::move(*mv)});
+    }
+  }
+  return out;
+}
+
+Status InferenceServer::Repository(RepositoryAction action, const std::string& model,
+                                   bool has_parameters, std::function<void(Status)> done) {
+  if (manager_->mode() != ModelControlMode::kExplicit) {
+    return FailedPrecondition(
+        "explicit model load / unload is not allowed unless --model-control-mode=explicit");
+  }
+  if (has_parameters && action == RepositoryAction::kLoad) {
+    return InvalidArgument("load parameters (config / file overrides) are not supported by dais");
+  }
+  ASSIGN_OR_RETURN(InFlight token, Admit());
+  // Loading can take seconds: not on an I/O thread.
+  background_.Run(
+      [this, action, model, done = std::move(done), token = std::move(token)]() mutable {
+        Status s = action == RepositoryAction::kLoad ? manager_->LoadModel(model)
+                                                     : manager_->UnloadModel(model);
+        done(s.ok() ? s : RepositoryFailure(action, model, s));
+        token = InFlight();  // answered
+      });
+  return OkStatus();
+}
+
+void InferenceServer::Infer(RequestPtr request, InferDone done) {
+  auto token = Admit();
+  if (!token.ok()) return done(AcceptingInference(), InFlight());
+  request->on_complete = [done = std::move(done), token = std::move(*token)](
+                             StatusOr<ResponsePtr> result) { done(std::move(result), token); };
+  manager_->Infer(std::move(request));
+}
+
+}  // namespace dais::server
