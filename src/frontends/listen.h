@@ -16,6 +16,7 @@
 
 #include "dais/status.h"
 #include "frontends/connection_limit.h"
+#include "frontends/endpoint.h"
 
 namespace dais::frontends {
 
@@ -46,16 +47,6 @@ inline int IoThreads(int configured) {
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-struct ListenerOptions {
-  std::string address;
-  int port = 0;      // 0: a free one
-  int threads = 0;   // I/O threads; 0: one per core
-  std::string name;  // the listener label of the connection metrics ("http", "grpc", ...)
-  std::string what;  // in errors: "HTTP", "gRPC"
-  int64_t max_connections = 1024;
-  bool strand = false;  // AcceptLoop: a strand per connection
-};
-
 // The part of the HTTP and gRPC servers that is the same: a listening socket, its connection
 // limiter (connection_limit.h) and accept loop, and the I/O threads that run its io_context.
 class Listener {
@@ -65,14 +56,17 @@ class Listener {
   Listener& operator=(const Listener&) = delete;
   ~Listener() { Join(/*stop_now=*/true); }
 
-  // Binds, starts accepting into `on_connection` and starts the I/O threads; the bound port.
-  StatusOr<int> Start(const ListenerOptions& options, AcceptLoop::OnConnection on_connection) {
-    RETURN_IF_ERROR(Listen(&acceptor_, options.address, options.port, options.what));
+  // Binds, starts accepting into `on_connection` (on a strand per connection when `strand`) and
+  // starts the I/O threads; the bound port. `name` labels the connection metrics, `what` names
+  // the listener in errors ("HTTP", "gRPC").
+  StatusOr<int> Start(const EndpointOptions& options, const std::string& name,
+                      std::string_view what, bool strand, AcceptLoop::OnConnection on_connection) {
+    RETURN_IF_ERROR(Listen(&acceptor_, options.address, options.port, what));
     const int port = acceptor_.local_endpoint().port();
     work_.emplace(ioc_.get_executor());
-    limiter_ = std::make_unique<ConnectionLimiter>(options.name, options.max_connections);
-    accept_loop_ = std::make_unique<AcceptLoop>(ioc_, acceptor_, *limiter_, options.strand,
-                                                std::move(on_connection));
+    limiter_ = std::make_unique<ConnectionLimiter>(name, options.max_connections);
+    accept_loop_ =
+        std::make_unique<AcceptLoop>(ioc_, acceptor_, *limiter_, strand, std::move(on_connection));
     accept_loop_->Start();
     for (int i = 0; i < IoThreads(options.threads); ++i) {
       threads_.emplace_back([this] { ioc_.run(); });

@@ -70,29 +70,18 @@ uint64_t ParseTimeoutUs(std::string_view v) {
   uint64_t n = 0;
   auto r = std::from_chars(v.data(), v.data() + v.size() - 1, n);
   if (r.ec != std::errc() || r.ptr != v.data() + v.size() - 1) return 0;
+  // Unit -> nanoseconds it stands for.
+  static constexpr std::pair<char, uint64_t> kUnitNs[] = {
+      {'H', 3600'000'000'000ull}, {'M', 60'000'000'000ull}, {'S', 1'000'000'000ull},
+      {'m', 1'000'000ull},        {'u', 1'000ull},          {'n', 1ull}};
   uint64_t us = 0;
-  switch (v.back()) {
-    case 'H':
-      us = n * 3600'000'000ull;
-      break;
-    case 'M':
-      us = n * 60'000'000ull;
-      break;
-    case 'S':
-      us = n * 1'000'000ull;
-      break;
-    case 'm':
-      us = n * 1'000ull;
-      break;
-    case 'u':
-      us = n;
-      break;
-    case 'n':
-      us = n / 1000;
-      break;
-    default:
-      return 0;
+  bool known = false;
+  for (const auto& [unit, ns] : kUnitNs) {
+    if (v.back() != unit) continue;
+    known = true;
+    us = ns >= 1000 ? n * (ns / 1000) : n / 1000;  // at most 8 digits: no overflow
   }
+  if (!known) return 0;
   return std::max<uint64_t>(us, 1);
 }
 

@@ -372,6 +372,16 @@ struct H2Server::Impl {
   Registry registry;  // before the listener: sessions queued in its io_context point to it
   frontends::Listener listener;
 
+  void OnConnection(tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
+    auto session =
+        std::make_shared<Session>(std::move(s), &methods, options, &registry, std::move(slot));
+    {
+      std::lock_guard<std::mutex> lock(registry.mu);
+      registry.sessions.insert(session);
+    }
+    session->Start();
+  }
+
   std::vector<std::shared_ptr<Session>> Sessions() {
     std::lock_guard<std::mutex> lock(registry.mu);
     return {registry.sessions.begin(), registry.sessions.end()};
@@ -386,21 +396,11 @@ H2Server::H2Server(H2ServerOptions options, MethodTable methods) : impl_(std::ma
 H2Server::~H2Server() { Stop(0); }
 
 Status H2Server::Start() {
-  const H2ServerOptions& o = impl_->options;
   Impl* impl = impl_.get();
-  ASSIGN_OR_RETURN(
-      port_,
-      impl->listener.Start(
-          {o.address, o.port, o.threads, "grpc", "gRPC", o.max_connections, /*strand=*/false},
-          [impl](tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
-            auto session = std::make_shared<Session>(std::move(s), &impl->methods, impl->options,
-                                                     &impl->registry, std::move(slot));
-            {
-              std::lock_guard<std::mutex> lock(impl->registry.mu);
-              impl->registry.sessions.insert(session);
-            }
-            session->Start();
-          }));
+  ASSIGN_OR_RETURN(port_, impl->listener.Start(impl->options, "grpc", "gRPC", /*strand=*/false,
+                                               [impl](tcp::socket s, auto slot) {
+                                                 impl->OnConnection(std::move(s), std::move(slot));
+                                               }));
   return OkStatus();
 }
 

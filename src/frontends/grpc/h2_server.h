@@ -8,14 +8,13 @@
 #include <string>
 
 #include "dais/status.h"
+#include "frontends/endpoint.h"
 #include "frontends/grpc/h2_connection.h"
 
 namespace dais::frontends::grpc {
 
-struct H2ServerOptions {
-  std::string address = "0.0.0.0";
-  int port = 0;     // 0: pick a free port
-  int threads = 0;  // 0: one per core
+// Open connections (max_connections): a connection without open calls is idle.
+struct H2ServerOptions : EndpointOptions {
   H2Options h2;
   // Keepalive: a PING after this long without one (while calls are open, or always when
   // permit_without_calls); the connection is closed when it is not answered within the timeout.
@@ -24,9 +23,6 @@ struct H2ServerOptions {
   bool keepalive_permit_without_calls = false;
   // At most this many PINGs without DATA sent in between (0: no limit).
   int max_pings_without_data = 2;
-  // Open connections admitted (frontends/connection_limit.h: at the limit the longest-idle one,
-  // a connection without open calls, is closed to make room, or the new one refused).
-  int64_t max_connections = 1024;
 };
 
 class H2Server {

@@ -67,6 +67,31 @@ void FillStats(const std::string& name, const ModelVersion& mv, inference::Model
   }
 }
 
+const std::string kService = "/inference.GRPCInferenceService/";
+
+template <typename Req>
+bool Parse(const std::string& bytes, Req* req, ServerCall* call) {
+  if (req->ParseFromString(bytes)) return true;
+  call->Finish(ToGrpcStatus(
+      InvalidArgument("the request is not a valid " + req->GetTypeName() + " message")));
+  return false;
+}
+
+// A method answered at once from its request.
+template <typename Req, typename Resp>
+Method Sync(std::function<::grpc::Status(const Req&, Resp*)> fn) {
+  Method m;
+  m.unary = [fn = std::move(fn)](std::shared_ptr<ServerCall> call, std::string bytes) {
+    Req req;
+    if (!Parse(bytes, &req, call.get())) return;
+    Resp resp;
+    ::grpc::Status s = fn(req, &resp);
+    if (!s.ok()) return call->Finish(std::move(s));
+    call->Reply(resp.SerializeAsString());
+  };
+  return m;
+}
+
 }  // namespace
 
 class GrpcFrontend::Service final {
@@ -77,6 +102,14 @@ class GrpcFrontend::Service final {
   void SetNotServing();
 
  private:
+  // Registers `fn` as the unary method `name` of the inference service.
+  template <typename Req, typename Resp>
+  void AddSync(MethodTable& t, const std::string& name,
+               ::grpc::Status (Service::*fn)(const Req&, Resp*)) {
+    t[kService + name] =
+        Sync<Req, Resp>([this, fn](const Req& q, Resp* r) { return (this->*fn)(q, r); });
+  }
+
   ::grpc::Status ServerLive(const inference::ServerLiveRequest&,
                             inference::ServerLiveResponse* resp) {
     resp->set_live(true);
@@ -164,31 +197,6 @@ class GrpcFrontend::Service final {
 };
 
 namespace {
-
-const std::string kService = "/inference.GRPCInferenceService/";
-
-template <typename Req>
-bool Parse(const std::string& bytes, Req* req, ServerCall* call) {
-  if (req->ParseFromString(bytes)) return true;
-  call->Finish(ToGrpcStatus(
-      InvalidArgument("the request is not a valid " + req->GetTypeName() + " message")));
-  return false;
-}
-
-// A method answered at once from its request.
-template <typename Req, typename Resp>
-Method Sync(std::function<::grpc::Status(const Req&, Resp*)> fn) {
-  Method m;
-  m.unary = [fn = std::move(fn)](std::shared_ptr<ServerCall> call, std::string bytes) {
-    Req req;
-    if (!Parse(bytes, &req, call.get())) return;
-    Resp resp;
-    ::grpc::Status s = fn(req, &resp);
-    if (!s.ok()) return call->Finish(std::move(s));
-    call->Reply(resp.SerializeAsString());
-  };
-  return m;
-}
 
 Method NotImplemented(const std::string& what) {
   Method m;
@@ -360,29 +368,15 @@ void GrpcFrontend::Service::SetNotServing() {
 MethodTable GrpcFrontend::Service::Methods() {
   using namespace inference;  // NOLINT: the message names below are the protocol's
   MethodTable t;
-  auto sync = [&](const std::string& name, auto fn) {
-    t[kService + name] = Sync(std::function(fn));
-  };
-  sync("ServerLive",
-       [this](const ServerLiveRequest& q, ServerLiveResponse* r) { return ServerLive(q, r); });
-  sync("ServerReady",
-       [this](const ServerReadyRequest& q, ServerReadyResponse* r) { return ServerReady(q, r); });
-  sync("ModelReady",
-       [this](const ModelReadyRequest& q, ModelReadyResponse* r) { return ModelReady(q, r); });
-  sync("ServerMetadata", [this](const ServerMetadataRequest& q, ServerMetadataResponse* r) {
-    return ServerMetadata(q, r);
-  });
-  sync("ModelMetadata", [this](const ModelMetadataRequest& q, ModelMetadataResponse* r) {
-    return ModelMetadata(q, r);
-  });
-  sync("ModelConfig",
-       [this](const ModelConfigRequest& q, ModelConfigResponse* r) { return ModelConfig(q, r); });
-  sync("ModelStatistics", [this](const ModelStatisticsRequest& q, ModelStatisticsResponse* r) {
-    return ModelStatistics(q, r);
-  });
-  sync("RepositoryIndex", [this](const RepositoryIndexRequest& q, RepositoryIndexResponse* r) {
-    return RepositoryIndex(q, r);
-  });
+  // The methods answered at once from their request, by name.
+  AddSync(t, "ServerLive", &Service::ServerLive);
+  AddSync(t, "ServerReady", &Service::ServerReady);
+  AddSync(t, "ModelReady", &Service::ModelReady);
+  AddSync(t, "ServerMetadata", &Service::ServerMetadata);
+  AddSync(t, "ModelMetadata", &Service::ModelMetadata);
+  AddSync(t, "ModelConfig", &Service::ModelConfig);
+  AddSync(t, "ModelStatistics", &Service::ModelStatistics);
+  AddSync(t, "RepositoryIndex", &Service::RepositoryIndex);
   t[kService + "RepositoryModelLoad"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
     Repository(std::move(c), std::move(b), server::RepositoryAction::kLoad);
   };

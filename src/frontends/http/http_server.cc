@@ -244,6 +244,10 @@ struct Server::Impl {
   ServerOptions options;
   Handler handler;
   frontends::Listener listener;
+
+  void OnConnection(tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
+    std::make_shared<Session>(std::move(s), handler, options, std::move(slot))->Start();
+  }
 };
 
 Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
@@ -254,16 +258,12 @@ Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<
 Server::~Server() { Stop(); }
 
 Status Server::Start() {
-  const ServerOptions& o = impl_->options;
   Impl* impl = impl_.get();
-  ASSIGN_OR_RETURN(
-      port_,
-      impl->listener.Start(
-          {o.address, o.port, o.threads, o.listener, "HTTP", o.max_connections, /*strand=*/true},
-          [impl](tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
-            std::make_shared<Session>(std::move(s), impl->handler, impl->options, std::move(slot))
-                ->Start();
-          }));
+  auto on_connection = [impl](tcp::socket s, auto slot) {
+    impl->OnConnection(std::move(s), std::move(slot));
+  };
+  ASSIGN_OR_RETURN(port_, impl->listener.Start(impl->options, impl->options.listener, "HTTP",
+                                               /*strand=*/true, on_connection));
   return OkStatus();
 }
 

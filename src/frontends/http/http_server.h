@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "frontends/endpoint.h"
 
 namespace dais::frontends::http {
 
@@ -42,15 +43,10 @@ struct Response {
 using Responder = std::function<void(Response)>;
 using Handler = std::function<void(Request, Responder)>;
 
-struct ServerOptions {
-  std::string address = "0.0.0.0";
-  int port = 0;     // 0: pick a free port
-  int threads = 0;  // 0: one per core
+// Open connections (max_connections): a connection waiting for its next request is idle.
+struct ServerOptions : EndpointOptions {
   uint64_t max_body_bytes = 64ull << 20;
-  // Open connections admitted (frontends/connection_limit.h: at the limit the longest-idle one
-  // is closed to make room, or the new one refused); `listener` names them in the metrics.
-  int64_t max_connections = 1024;
-  std::string listener = "http";
+  std::string listener = "http";  // names the connections in the metrics
   // A connection waiting this long for (the rest of) a request is closed.
   int idle_timeout_secs = 120;
 };

@@ -1,38 +1,33 @@
 #include "frontends/http/http_status.h"
 
+#include <utility>
+
 #include "tensor/infer_codec.h"
 
 namespace dais::frontends::http {
 
 int HttpStatusFor(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return 200;
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kOutOfRange:
-    case StatusCode::kAlreadyExists:
-      return 400;
-    case StatusCode::kUnauthenticated:
-      return 401;
-    case StatusCode::kPermissionDenied:
-      return 403;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kAborted:
-      return 409;
-    case StatusCode::kCancelled:
-      return 499;
-    case StatusCode::kUnimplemented:
-      return 501;
-    case StatusCode::kUnavailable:
-    case StatusCode::kResourceExhausted:
-      return 503;
-    case StatusCode::kDeadlineExceeded:
-      return 504;
-    default:
-      return 500;
+  // What the client should do: fix the request (4xx), retry later (503), or report (500).
+  static constexpr std::pair<StatusCode, int> kTable[] = {
+      {StatusCode::kOk, 200},
+      {StatusCode::kInvalidArgument, 400},
+      {StatusCode::kFailedPrecondition, 400},
+      {StatusCode::kOutOfRange, 400},
+      {StatusCode::kAlreadyExists, 400},
+      {StatusCode::kUnauthenticated, 401},
+      {StatusCode::kPermissionDenied, 403},
+      {StatusCode::kNotFound, 404},
+      {StatusCode::kAborted, 409},
+      {StatusCode::kCancelled, 499},
+      {StatusCode::kUnimplemented, 501},
+      {StatusCode::kUnavailable, 503},
+      {StatusCode::kResourceExhausted, 503},
+      {StatusCode::kDeadlineExceeded, 504},
+  };
+  for (const auto& [c, http] : kTable) {
+    if (c == code) return http;
   }
+  return 500;  // Internal, Unknown, DataLoss
 }
 
 Response JsonResponse(int status, std::string body) {
