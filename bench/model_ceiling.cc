@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
   for (int i = 3; i < argc; ++i) batches.push_back(std::atoll(argv[i]));
   if (batches.empty()) batches = {1, 32};
 
-  auto src = ScanModel({dir.parent_path().string()}, dir.filename().string());
+  auto src = runtime::ScanModel({dir.parent_path().string()}, dir.filename().string());
   if (!src.ok()) return std::fprintf(stderr, "%s\n", src.status().ToString().c_str()), 1;
-  auto config = LoadModelConfig(*src, false);
+  auto config = runtime::LoadModelConfig(*src, false);
   if (!config.ok()) return std::fprintf(stderr, "%s\n", config.status().ToString().c_str()), 1;
   Backend* backend = FindBackend(config->backend());
   if (!backend) return std::fprintf(stderr, "no backend %s\n", config->backend().c_str()), 1;
@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
     for (const auto& in : config->input()) {
       Tensor t;
       t.name = in.name();
-      t.dtype = ConfigDataType(in.data_type());
-      t.shape = ModelDims(in);
+      t.dtype = runtime::ConfigDataType(in.data_type());
+      t.shape = runtime::ModelDims(in);
       t.shape.insert(t.shape.begin(), batch);
       int64_t n = ElementCount(t.shape);
       float* p = reinterpret_cast<float*>(t.Allocate(n * sizeof(float)));

@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "tensor/infer_codec.h"
+#include "frontends/http/infer_codec.h"
 
 namespace {
 
@@ -23,7 +23,7 @@ void Require(bool condition) {
 }
 
 // Checks what ParseInferRequest promises about a parsed input.
-void CheckInput(const dais::InferenceRequest& request, const dais::Tensor& tensor) {
+void CheckInput(const dais::runtime::InferenceRequest& request, const dais::Tensor& tensor) {
   const int64_t count = dais::ElementCount(tensor.shape);
   Require(count >= 0);
   Require(tensor.dtype != dais::DataType::kInvalid);
@@ -60,10 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t body_size = size - 2;
   const size_t header_length = selector % (body_size + 1);
 
-  auto request = std::make_unique<dais::InferenceRequest>();
-  dais::Status status =
-      dais::ParseInferRequest(std::string(reinterpret_cast<const char*>(data + 2), body_size),
-                              header_length, request.get());
+  auto request = std::make_unique<dais::runtime::InferenceRequest>();
+  dais::Status status = dais::frontends::http::ParseInferRequest(
+      std::string(reinterpret_cast<const char*>(data + 2), body_size), header_length,
+      request.get());
   Require(request->body.size() == body_size);
   if (!status.ok()) {
     Require(!status.message().empty());
@@ -74,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
 
-  dais::InferenceResponse response;
+  dais::runtime::InferenceResponse response;
   response.model_name = "fuzz";
   response.model_version = "1";
   response.id = request->id;

@@ -103,7 +103,7 @@ void CheckAccepted(std::string_view text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  dais::Status status = dais::CheckXgboostModelJson(text);
+  dais::Status status = dais::backends::CheckXgboostModelJson(text);
   if (!status.ok()) {
     Require(status.code() == dais::StatusCode::kInvalidArgument && !status.message().empty());
     return 0;

@@ -7,6 +7,9 @@ scripts/setup.sh
 scripts/build.sh release
 echo "== format check"
 scripts/check_format.sh
+echo "== structure check (docs/architecture.md: layering, code size)"
+scripts/check_layers.py
+scripts/check_sizes.py
 echo "== unit tests"
 ctest --test-dir build/release --output-on-failure -j 2
 echo "== integration tests"

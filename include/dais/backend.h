@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "dais/tensor.h"
 #include "model_config.pb.h"
-#include "tensor/tensor.h"
 
 namespace dais {
 

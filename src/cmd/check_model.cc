@@ -57,8 +57,9 @@ Status CheckOne(const std::string& model_dir, int64_t version, bool allow_gpu) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(model_dir).lexically_normal();
   const std::string name = dir.filename().string();
-  ASSIGN_OR_RETURN(ModelSource src, ScanModel({dir.parent_path().string()}, name));
-  ASSIGN_OR_RETURN(inference::ModelConfig config, LoadModelConfig(src, allow_gpu));
+  ASSIGN_OR_RETURN(runtime::ModelSource src,
+                   runtime::ScanModel({dir.parent_path().string()}, name));
+  ASSIGN_OR_RETURN(inference::ModelConfig config, runtime::LoadModelConfig(src, allow_gpu));
   Backend* backend = FindBackend(config.backend());
   if (backend == nullptr) {
     return InvalidArgument("backend '" + config.backend() + "' is not in this build");
@@ -71,7 +72,8 @@ Status CheckOne(const std::string& model_dir, int64_t version, bool allow_gpu) {
     one.mutable_instance_group(0)->set_count(1);
   }
   const std::string version_dir = dir.string() + "/" + std::to_string(version);
-  ASSIGN_OR_RETURN(auto loaded, ModelVersion::Load(name, version, version_dir, one, backend));
+  ASSIGN_OR_RETURN(auto loaded,
+                   runtime::ModelVersion::Load(name, version, version_dir, one, backend));
   loaded->Shutdown(/*drain=*/false);
   return OkStatus();
 }

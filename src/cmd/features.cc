@@ -22,7 +22,7 @@
 #include "features/store/redis_tier.h"
 #include "fmt/format.h"
 #include "frontends/http/feast_http.h"
-#include "tensor/infer_codec.h"
+#include "frontends/http/infer_codec.h"
 
 namespace dais::cmd {
 
@@ -132,7 +132,7 @@ int RunApi(frontends::http::FeastHttp& api, bool push, const std::string& body) 
     api.GetOnlineFeatures(body, done);
   }
   StatusOr<std::string> json = pr.get_future().get();
-  fmt::print("{}\n", json.ok() ? *json : ErrorJson(json.status().message()));
+  fmt::print("{}\n", json.ok() ? *json : frontends::http::ErrorJson(json.status().message()));
   return json.ok() ? 0 : 1;
 }
 

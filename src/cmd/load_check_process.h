@@ -23,7 +23,7 @@
 
 namespace dais::cmd {
 
-class ProcessLoadChecker : public LoadChecker {
+class ProcessLoadChecker : public runtime::LoadChecker {
  public:
   ProcessLoadChecker(bool allow_gpu, int log_verbose)
       : allow_gpu_(allow_gpu), log_verbose_(log_verbose) {}

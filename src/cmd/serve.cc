@@ -172,14 +172,14 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
 
 namespace {
 
-ModelControlMode ParseMode(const std::string& m) {
-  if (m == "poll") return ModelControlMode::kPoll;
-  if (m == "explicit") return ModelControlMode::kExplicit;
-  return ModelControlMode::kNone;
+runtime::ModelControlMode ParseMode(const std::string& m) {
+  if (m == "poll") return runtime::ModelControlMode::kPoll;
+  if (m == "explicit") return runtime::ModelControlMode::kExplicit;
+  return runtime::ModelControlMode::kNone;
 }
 
-ManagerOptions ManagerOptionsFrom(const ServeOptions& o) {
-  ManagerOptions mo;
+runtime::ManagerOptions ManagerOptionsFrom(const ServeOptions& o) {
+  runtime::ManagerOptions mo;
   mo.repositories = o.model_repositories;
   mo.mode = ParseMode(o.model_control_mode);
   mo.startup_models = o.load_models;
@@ -315,15 +315,16 @@ void StartShutdownWatchdog(int exit_timeout_secs) {
     LOG_ERROR(
         "shutdown did not finish within --exit-timeout-secs={} (+3 s): exiting now ({} "
         "model load(s) abandoned)",
-        secs, AbandonedLoads());
+        secs, runtime::AbandonedLoads());
     std::_Exit(1);
   }).detach();
 }
 
 // SIGTERM / SIGINT: readiness false and new requests refused, in-flight ones finish (up to the
 // exit timeout), queued ones are answered, then everything stops.
-void Drain(const ServeOptions& o, int sig, server::InferenceServer* server, ModelManager* manager,
-           CoordinationRuntime* coordination, Frontends* frontends) {
+void Drain(const ServeOptions& o, int sig, server::InferenceServer* server,
+           runtime::ModelManager* manager, CoordinationRuntime* coordination,
+           Frontends* frontends) {
   LOG_INFO(
       "received {}: draining (readiness false, new requests refused, up to {}s for {} "
       "in-flight request(s))",
@@ -355,14 +356,15 @@ int RunServe(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  const ManagerOptions mo = ManagerOptionsFrom(o);
+  const runtime::ManagerOptions mo = ManagerOptionsFrom(o);
   std::string backends;
   for (const auto& b : BackendNames()) backends += (backends.empty() ? "" : ", ") + b;
   LOG_INFO("dais serve starting: backends [{}], model control mode {}", backends,
            o.model_control_mode);
-  ModelManager manager(mo);
-  const bool isolate = o.model_load_isolation == "process" ||
-                       (o.model_load_isolation == "auto" && mo.mode != ModelControlMode::kNone);
+  runtime::ModelManager manager(mo);
+  const bool isolate =
+      o.model_load_isolation == "process" ||
+      (o.model_load_isolation == "auto" && mo.mode != runtime::ModelControlMode::kNone);
   ProcessLoadChecker checker(mo.allow_gpu, o.log_verbose);
   if (isolate) manager.SetLoadChecker(&checker);
   LOG_INFO("model loads: {}, timeout {}", isolate ? "checked first in a child process" : "direct",
@@ -407,10 +409,10 @@ int RunServe(const ServeOptions& o) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   frontends.Stop();
   features->reset();  // after the frontends: no lookup is in flight any more
-  if (AbandonedLoads() > 0) {
+  if (runtime::AbandonedLoads() > 0) {
     // Their threads may still be inside a backend library: no static destructors under them.
     LOG_WARNING("dais serve stopped with {} model load(s) abandoned at their deadline",
-                AbandonedLoads());
+                runtime::AbandonedLoads());
     std::_Exit(0);
   }
   LOG_INFO("dais serve stopped");

@@ -17,7 +17,7 @@ struct CoordinationRuntime::Impl {
 };
 
 StatusOr<std::unique_ptr<CoordinationRuntime>> CoordinationRuntime::Create(
-    const ServeOptions& o, const std::string& node_id, ModelManager* manager) {
+    const ServeOptions& o, const std::string& node_id, runtime::ModelManager* manager) {
   std::string policy = o.coordination;
   if (policy == "auto") {
     bool redis = !o.features.redis.empty() || !o.lock_redis.empty();

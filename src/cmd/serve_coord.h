@@ -17,7 +17,7 @@ class CoordinationRuntime {
   // Null (no coordination) for --coordination none, or auto without --redis / poll mode.
   static StatusOr<std::unique_ptr<CoordinationRuntime>> Create(const ServeOptions& options,
                                                                const std::string& node_id,
-                                                               ModelManager* manager);
+                                                               runtime::ModelManager* manager);
   ~CoordinationRuntime();
   // Ends waits for locks (shutdown).
   void Cancel();

@@ -115,7 +115,7 @@ std::string AccessFile(const std::string& root, const std::string& date, const s
 }
 
 StatusOr<std::unique_ptr<FeatureRuntime>> FeatureRuntime::Create(const FeatureFlags& flags,
-                                                                 ModelManager* manager) {
+                                                                 runtime::ModelManager* manager) {
   std::unique_ptr<FeatureRuntime> rt(new FeatureRuntime());
   rt->flags_ = flags;
   rt->manager_ = manager;

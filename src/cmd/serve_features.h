@@ -53,7 +53,7 @@ class FeatureRuntime {
  public:
   // `manager` (borrowed) supplies the models' specs.
   static StatusOr<std::unique_ptr<FeatureRuntime>> Create(const FeatureFlags& flags,
-                                                          ModelManager* manager);
+                                                          runtime::ModelManager* manager);
   ~FeatureRuntime();
 
   frontends::http::FeastHttp* api() { return api_.get(); }
@@ -72,7 +72,7 @@ class FeatureRuntime {
   void FlushLoop();
 
   FeatureFlags flags_;
-  ModelManager* manager_ = nullptr;
+  runtime::ModelManager* manager_ = nullptr;
   std::vector<features::FeatureSpecPtr> specs_;
   std::unique_ptr<redis::Client> redis_;
   std::unique_ptr<features::FeatureStore> store_;

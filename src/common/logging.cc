@@ -8,10 +8,12 @@
 #include <mutex>
 #include <string>
 
+#include "common/mutex.h"
+
 namespace dais::log {
 namespace {
 std::atomic<int> g_verbosity{0};
-std::mutex g_write_mu;
+Mutex g_write_mu;
 std::atomic<uint64_t> g_suppressed{0};
 
 // The recent distinct lines, for the repeat limit; a small table replaced least recently seen
@@ -103,7 +105,7 @@ void Write(Level level, const char* file, int line, std::string_view message) {
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
   const uint64_t hash = LineHash(level, file, line, message);
   {
-    std::lock_guard<std::mutex> lock(g_write_mu);
+    MutexLock lock(&g_write_mu);
     std::string note;
     // Fatal lines are always written: the process ends with them.
     if (level != Level::kFatal && !Admit(hash, now_ms, &note)) return;

@@ -7,7 +7,7 @@
 namespace dais::control {
 namespace {
 
-class LeasePermit : public LoadPermit {
+class LeasePermit : public runtime::LoadPermit {
  public:
   explicit LeasePermit(std::unique_ptr<coord::Lease> lease) : lease_(std::move(lease)) {}
   int64_t token() const override { return lease_->token(); }
@@ -19,8 +19,8 @@ class LeasePermit : public LoadPermit {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LoadPermit>> LockLoadCoordinator::BeginLoad(const std::string& model,
-                                                                     int64_t version) {
+StatusOr<std::unique_ptr<runtime::LoadPermit>> LockLoadCoordinator::BeginLoad(
+    const std::string& model, int64_t version) {
   coord::LockResource resource = policy_ == CoordinationPolicy::kGlobal
                                      ? coord::LockResource::Model("__global__")
                                      : coord::LockResource::Node(model, node_);
@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<LoadPermit>> LockLoadCoordinator::BeginLoad(const std::
   if (!lease.ok()) return lease.status();
   LOG_INFO("model '{}' version {}: {} granted after {:.3f}s (fencing token {})", model, version,
            resource.ToString(), static_cast<double>(NowNs() - start) / 1e9, (*lease)->token());
-  return std::unique_ptr<LoadPermit>(new LeasePermit(std::move(lease).value()));
+  return std::unique_ptr<runtime::LoadPermit>(new LeasePermit(std::move(lease).value()));
 }
 
 }  // namespace dais::control

@@ -22,7 +22,7 @@ namespace dais::control {
 
 enum class CoordinationPolicy { kHierarchy, kGlobal };
 
-class LockLoadCoordinator : public LoadCoordinator {
+class LockLoadCoordinator : public runtime::LoadCoordinator {
  public:
   // Borrows `locks`, which must outlive the coordinator.
   LockLoadCoordinator(coord::LockService* locks, CoordinationPolicy policy, std::string node_id,
@@ -31,8 +31,8 @@ class LockLoadCoordinator : public LoadCoordinator {
 
   // Waits for the lock up to `wait_timeout`, in slices of a second so that Cancel() (server
   // shutdown) ends the wait promptly.
-  StatusOr<std::unique_ptr<LoadPermit>> BeginLoad(const std::string& model,
-                                                  int64_t version) override;
+  StatusOr<std::unique_ptr<runtime::LoadPermit>> BeginLoad(const std::string& model,
+                                                           int64_t version) override;
   void Cancel() { cancelled_ = true; }
 
  private:

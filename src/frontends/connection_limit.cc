@@ -19,7 +19,7 @@ using tcp = net::ip::tcp;
 namespace {
 
 // Every limiter of the process, for EvictOne across listeners.
-std::mutex g_limiters_mu;
+Mutex g_limiters_mu;
 std::vector<ConnectionLimiter*>& Limiters() {
   static auto* v = new std::vector<ConnectionLimiter*>();
   return *v;
@@ -59,13 +59,13 @@ ConnectionLimiter::ConnectionLimiter(std::string listener, int64_t max_connectio
                    "off",
                    {"listener", "error"}),
       listener};
-  std::lock_guard<std::mutex> lock(g_limiters_mu);
+  MutexLock lock(&g_limiters_mu);
   Limiters().push_back(this);
 }
 
 ConnectionLimiter::~ConnectionLimiter() {
   {
-    std::lock_guard<std::mutex> lock(g_limiters_mu);
+    MutexLock lock(&g_limiters_mu);
     auto& v = Limiters();
     v.erase(std::remove(v.begin(), v.end(), this), v.end());
   }
@@ -138,7 +138,7 @@ bool ConnectionLimiter::EvictOneHere() {
 
 bool ConnectionLimiter::EvictOne() {
   if (EvictOneHere()) return true;
-  std::lock_guard<std::mutex> lock(g_limiters_mu);
+  MutexLock lock(&g_limiters_mu);
   for (ConnectionLimiter* other : Limiters()) {
     if (other != this && other->EvictOneHere()) return true;
   }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "common/mutex.h"
 #include "grpc_service.grpc.pb.h"
 #include "perf/grpc_h2.h"
 
@@ -36,7 +37,7 @@ class GrpcSession : public InferSession {
   Status Infer() override {
     grpc::ClientContext ctx;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (aborted_) return Cancelled("aborted");
       active_ = &ctx;
     }
@@ -44,14 +45,14 @@ class GrpcSession : public InferSession {
     next_ = (next_ + 1) % requests_.size();
     grpc::Status s = stub_->ModelInfer(&ctx, req, &response_);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       active_ = nullptr;
     }
     return FromGrpc(s);
   }
 
   void Abort() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     aborted_ = true;
     if (active_ != nullptr) active_->TryCancel();
   }
@@ -61,10 +62,9 @@ class GrpcSession : public InferSession {
   std::vector<inference::ModelInferRequest> requests_;
   size_t next_ = 0;
   inference::ModelInferResponse response_;  // reused: Clear keeps its memory
-  // std::mutex: gRPC's headers define Abseil's GUARDED_BY, which common/mutex.h would redefine.
-  std::mutex mu_;
-  grpc::ClientContext* active_ = nullptr;  // guarded by mu_
-  bool aborted_ = false;                   // guarded by mu_
+  Mutex mu_;
+  grpc::ClientContext* active_ DAIS_GUARDED_BY(mu_) = nullptr;
+  bool aborted_ DAIS_GUARDED_BY(mu_) = false;
 };
 
 // The same on dais perf's own HTTP/2 connection (grpc_h2.h): one connection per session.

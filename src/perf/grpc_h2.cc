@@ -124,14 +124,14 @@ Status GrpcH2Connection::Connect() {
   const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 16u << 20}};
   nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
   nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, 64 << 20);
-  std::lock_guard<std::mutex> lock(fd_mu_);
+  MutexLock lock(&fd_mu_);
   fd_ = socket_.native_handle();
   return OkStatus();
 }
 
 void GrpcH2Connection::Close() {
   {
-    std::lock_guard<std::mutex> lock(fd_mu_);
+    MutexLock lock(&fd_mu_);
     fd_ = -1;
   }
   boost::system::error_code ec;
@@ -142,7 +142,7 @@ void GrpcH2Connection::Close() {
 
 void GrpcH2Connection::Abort() {
   aborted_.store(true);
-  std::lock_guard<std::mutex> lock(fd_mu_);
+  MutexLock lock(&fd_mu_);
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "dais/status.h"
 
 struct nghttp2_session;
@@ -63,10 +64,8 @@ class GrpcH2Connection {
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;  // open calls
   std::vector<int32_t> ended_;                                    // closed since last looked
   std::atomic<bool> aborted_{false};
-  // std::mutex: gRPC's headers, included beside this one, define Abseil's GUARDED_BY, which
-  // common/mutex.h would redefine.
-  std::mutex fd_mu_;
-  int fd_ = -1;  // guarded by fd_mu_; for Abort: shut down to wake a blocked read
+  Mutex fd_mu_;
+  int fd_ DAIS_GUARDED_BY(fd_mu_) = -1;  // for Abort: shut down to wake a blocked read
 };
 
 }  // namespace dais::perf

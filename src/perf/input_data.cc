@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "common/json.h"
+#include "dais/tensor.h"
 #include "tensor/half.h"
-#include "tensor/tensor.h"
 
 namespace dais::perf {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/datatype.h"
+#include "dais/datatype.h"
 
 namespace dais::perf {
 

@@ -7,11 +7,11 @@
 #include <cstdio>
 #include <fstream>
 
+#include "dais/tensor.h"
 #include "perf/client.h"
 #include "perf/input_data.h"
 #include "perf/load.h"
 #include "perf/report.h"
-#include "tensor/tensor.h"
 
 namespace dais::perf {
 namespace {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/thread_checker.h"
 #include "redis/redis_metrics.h"
 #include "redis/slot.h"
 
@@ -88,6 +89,7 @@ Router::~Router() {
 }
 
 void Router::Start() {
+  DAIS_DCHECK_ON_THREAD(thread_);
   for (const std::string& seed : options_.seeds) GetOrCreatePool(seed);
   ArmHealthTimer();
 }
@@ -111,6 +113,7 @@ void Router::ArmRefreshTimer() {
 }
 
 void Router::HealthTick() {
+  DAIS_DCHECK_ON_THREAD(thread_);
   retired_.clear();
   const auto now = Clock::now();
   std::vector<NodePool*> pools;
@@ -197,6 +200,7 @@ void Router::Discover(NodePool* pool) {
 }
 
 void Router::Refresh() {
+  DAIS_DCHECK_ON_THREAD(thread_);
   if (!cluster_ || !discovered_ || shutting_down_) return;
   if (refreshing_) {
     refresh_again_ = true;
@@ -310,6 +314,7 @@ Status Router::NotConnectedStatus() const {
 // ---- Router: requests ----
 
 void Router::Submit(std::vector<OpPtr> ops, Deadline deadline, BatchCallback cb) {
+  DAIS_DCHECK_ON_THREAD(thread_);
   auto batch = std::make_shared<Batch>();
   batch->results.assign(ops.size(), DeadlineExceeded("redis command deadline exceeded"));
   batch->answered.assign(ops.size(), false);
@@ -397,6 +402,7 @@ void Router::Dispatch(const OpPtr& op) {
 }
 
 void Router::OnReply(const OpPtr& op, StatusOr<Reply> reply) {
+  DAIS_DCHECK_ON_THREAD(thread_);
   if (op->batch->finished) return;
   if (!reply.ok() || !reply->is_error()) return Complete(op, std::move(reply));
   const std::string& error = reply->str;
@@ -471,6 +477,7 @@ void Router::Finish(const std::shared_ptr<Batch>& batch) {
 }
 
 void Router::Shutdown() {
+  DAIS_DCHECK_ON_THREAD(thread_);
   shutting_down_ = true;
   health_timer_.cancel();
   refresh_timer_.cancel();

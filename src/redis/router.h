@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/thread_checker.h"
 #include "redis/command.h"
 #include "redis/node_pool.h"
 #include "redis/options.h"
@@ -123,6 +124,7 @@ class Router {
   std::map<NodePool*, Connection*>* pinned_ = nullptr;  // during Submit: connection per node
   boost::asio::steady_timer health_timer_;
   boost::asio::steady_timer refresh_timer_;
+  ThreadChecker thread_;  // the io_context's thread (debug builds check every entry point)
 };
 
 }  // namespace dais::redis

@@ -3,9 +3,8 @@
 
 #include "dais/backend.h"
 
-namespace dais {
-
 // Defined in the backend libraries that were built (see src/backends/CMakeLists.txt).
+namespace dais::backends {
 #ifdef DAIS_HAVE_TORCH
 std::unique_ptr<Backend> MakeTorchBackend();
 #endif
@@ -15,19 +14,22 @@ std::unique_ptr<Backend> MakeXgboostBackend();
 #ifdef DAIS_HAVE_IDENTITY
 std::unique_ptr<Backend> MakeIdentityBackend();
 #endif
+}  // namespace dais::backends
 
+// The registry implements the public lookup of include/dais/backend.h (namespace dais).
+namespace dais {
 namespace {
 std::vector<std::unique_ptr<Backend>>& Backends() {
   static auto* backends = [] {
     auto* v = new std::vector<std::unique_ptr<Backend>>();
 #ifdef DAIS_HAVE_TORCH
-    v->push_back(MakeTorchBackend());
+    v->push_back(backends::MakeTorchBackend());
 #endif
 #ifdef DAIS_HAVE_XGBOOST
-    v->push_back(MakeXgboostBackend());
+    v->push_back(backends::MakeXgboostBackend());
 #endif
 #ifdef DAIS_HAVE_IDENTITY
-    v->push_back(MakeIdentityBackend());
+    v->push_back(backends::MakeIdentityBackend());
 #endif
     return v;
   }();

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "tensor/datatype.h"
+#include "dais/datatype.h"
 
-namespace dais {
+namespace dais::runtime {
 
 std::string BatchShapeKey(const InferenceRequest& request, bool batching) {
   std::string key;
@@ -190,4 +190,4 @@ bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint
   return true;
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -25,7 +25,7 @@
 #include "dais/status.h"
 #include "runtime/inference_request.h"
 
-namespace dais {
+namespace dais::runtime {
 
 struct QueuePolicy {
   bool reject_on_timeout = true;  // timeout_action REJECT (else DELAY)
@@ -93,4 +93,4 @@ uint64_t AddMicros(uint64_t ns, uint64_t us);
 // The key under which requests may share a batch: datatype and non-batch dims of every input.
 std::string BatchShapeKey(const InferenceRequest& request, bool batching);
 
-}  // namespace dais
+}  // namespace dais::runtime

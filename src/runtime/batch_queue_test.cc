@@ -5,7 +5,7 @@
 
 #include "common/status_testing.h"
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
 constexpr uint64_t kUs = 1000;
@@ -194,9 +194,9 @@ TEST(BatchQueueTest, HigherPriorityLevelIsServedFirst) {
 }
 
 }  // namespace
-}  // namespace dais
+}  // namespace dais::runtime
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
 TEST(BatchQueueTest, HugeTimeoutMeansNoDeadlineNotInstantExpiry) {
@@ -226,9 +226,9 @@ TEST(BatchQueueTest, TakeAllEmptiesEveryLevel) {
 }
 
 }  // namespace
-}  // namespace dais
+}  // namespace dais::runtime
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
 TEST(BatchQueueTest, CancelledRequestsLeaveTheQueueAndDoNotFillBatches) {
@@ -249,4 +249,4 @@ TEST(BatchQueueTest, CancelledRequestsLeaveTheQueueAndDoNotFillBatches) {
 }
 
 }  // namespace
-}  // namespace dais
+}  // namespace dais::runtime

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "dais/status.h"
-#include "tensor/tensor.h"
+#include "dais/tensor.h"
 
-namespace dais {
+namespace dais::runtime {
 
 struct RequestedOutput {
   std::string name;
@@ -60,4 +60,4 @@ struct InferenceRequest {
 };
 using RequestPtr = std::unique_ptr<InferenceRequest>;
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -13,7 +13,7 @@
 
 #include "dais/status.h"
 
-namespace dais {
+namespace dais::runtime {
 
 class LoadChecker {
  public:
@@ -27,4 +27,4 @@ class LoadChecker {
                        std::chrono::seconds timeout) = 0;
 };
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -11,7 +11,7 @@
 
 #include "dais/status.h"
 
-namespace dais {
+namespace dais::runtime {
 
 class LoadPermit {
  public:
@@ -32,4 +32,4 @@ class LoadCoordinator {
                                                           int64_t version) = 0;
 };
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -17,7 +17,7 @@
 
 #include "common/utf8.h"
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
 namespace pb = google::protobuf;
@@ -639,4 +639,4 @@ std::string ConfigParameter(const inference::ModelConfig& config, const std::str
   return it == config.parameters().end() ? "" : it->second.string_value();
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -18,7 +18,7 @@
 #include "dais/status.h"
 #include "model_config.pb.h"
 
-namespace dais {
+namespace dais::runtime {
 
 // Parses protobuf text format into a ModelConfig. Nothing is validated beyond the syntax and the
 // schema (unknown fields and enum names are errors). `path` only names the file in messages.
@@ -63,4 +63,4 @@ std::string ModelConfigToJson(const google::protobuf::Message& config);
 // parameters[key].string_value, or "" when the key is absent.
 std::string ConfigParameter(const inference::ModelConfig& config, const std::string& key);
 
-}  // namespace dais
+}  // namespace dais::runtime

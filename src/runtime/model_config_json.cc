@@ -13,7 +13,7 @@
 #include "common/utf8.h"
 #include "runtime/model_config.h"
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
 namespace pb = google::protobuf;
@@ -257,4 +257,4 @@ std::string ModelConfigToJson(const google::protobuf::Message& config) {
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -10,7 +10,7 @@
 
 #include "common/status_testing.h"
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
 using ::testing::ElementsAre;
@@ -588,4 +588,4 @@ TEST(ModelConfigTest, JsonReplacesInvalidUtf8) {
 }
 
 }  // namespace
-}  // namespace dais
+}  // namespace dais::runtime

@@ -5,7 +5,7 @@
 #include "runtime/request_enricher.h"
 #include "runtime/tensor_config.h"
 
-namespace dais {
+namespace dais::runtime {
 
 StatusOr<features::FeatureSpecPtr> LoadModelFeatures(const ModelSource& source,
                                                      const inference::ModelConfig& config) {
@@ -48,9 +48,9 @@ StatusOr<features::FeatureSpecPtr> LoadModelFeatures(const ModelSource& source,
   return spec;
 }
 
-}  // namespace dais
+}  // namespace dais::runtime
 
-namespace dais {
+namespace dais::runtime {
 
 bool NeedsFeatures(const InferenceRequest& request, const ModelVersion& version) {
   const auto& spec = version.features();
@@ -63,4 +63,4 @@ bool NeedsFeatures(const InferenceRequest& request, const ModelVersion& version)
   return false;
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

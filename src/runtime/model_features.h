@@ -8,10 +8,10 @@
 #include "model_config.pb.h"
 #include "runtime/repository.h"
 
-namespace dais {
+namespace dais::runtime {
 
 // Null when the model has no features.yaml. InvalidArgument naming the file and the input.
 StatusOr<features::FeatureSpecPtr> LoadModelFeatures(const ModelSource& source,
                                                      const inference::ModelConfig& config);
 
-}  // namespace dais
+}  // namespace dais::runtime

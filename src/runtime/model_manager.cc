@@ -18,7 +18,7 @@
 extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
     __attribute__((weak));
 
-namespace dais {
+namespace dais::runtime {
 
 namespace {
 
@@ -664,4 +664,4 @@ bool ModelManager::Ready() const {
   return NotReady().empty();
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -28,7 +28,7 @@
 #include "runtime/repository.h"
 #include "runtime/request_enricher.h"
 
-namespace dais {
+namespace dais::runtime {
 
 enum class ModelControlMode { kNone, kPoll, kExplicit };
 
@@ -179,4 +179,4 @@ class ModelManager {
   bool stop_ DAIS_GUARDED_BY(stop_mu_) = false;
 };
 
-}  // namespace dais
+}  // namespace dais::runtime

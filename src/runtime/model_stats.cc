@@ -5,22 +5,63 @@
 
 #include <chrono>
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
-using metrics::Registry;
-const std::vector<std::string> kLabels = {"model", "version"};
+// The per-version series (docs/metrics.md), each family declared once: the constructor takes
+// its children from here and RemoveMetrics drops them from the same list.
+struct VersionFamilies {
+  metrics::Family<metrics::Counter>& success;
+  metrics::Family<metrics::Counter>& inferences;
+  metrics::Family<metrics::Counter>& executions;
+  metrics::Family<metrics::Counter>& failures;  // + reason
+  metrics::Family<metrics::Histogram>& request;
+  metrics::Family<metrics::Histogram>& queue;
+  metrics::Family<metrics::Histogram>& input;
+  metrics::Family<metrics::Histogram>& infer;
+  metrics::Family<metrics::Histogram>& output;
+  metrics::Family<metrics::Histogram>& batch_size;
+  metrics::Family<metrics::Gauge>& pending;
+  metrics::Family<metrics::Gauge>& load_seconds;
 
-metrics::Family<metrics::Counter>& FailureFamily() {
-  return Registry::Global().AddCounter("dais_inference_request_failure_total",
-                                       "Failed inference requests, by reason.",
-                                       {"model", "version", "reason"});
-}
+  static VersionFamilies& Get() {
+    static VersionFamilies f = Make(metrics::Registry::Global());
+    return f;
+  }
 
-metrics::Histogram& Hist(const char* name, const char* help, std::vector<double> bounds,
-                         const std::string& m, const std::string& v) {
-  return Registry::Global().AddHistogram(name, help, kLabels, std::move(bounds)).Get({m, v});
-}
+ private:
+  static VersionFamilies Make(metrics::Registry& r) {
+    const std::vector<std::string> l = {"model", "version"};
+    auto latency = [&](const char* name, const char* help) -> metrics::Family<metrics::Histogram>& {
+      return r.AddHistogram(name, help, l, metrics::LatencyBuckets());
+    };
+    return VersionFamilies{
+        r.AddCounter("dais_inference_request_success_total", "Successful inference requests.", l),
+        r.AddCounter("dais_inference_count_total", "Inferences performed (a batch of n counts n).",
+                     l),
+        r.AddCounter("dais_inference_exec_count_total", "Model executions (batches) performed.", l),
+        r.AddCounter("dais_inference_request_failure_total",
+                     "Failed inference requests, by reason.", {"model", "version", "reason"}),
+        latency("dais_request_duration_seconds",
+                "End-to-end inference request duration inside the server."),
+        latency("dais_queue_duration_seconds", "Time requests waited in the queue."),
+        latency("dais_compute_input_duration_seconds", "Time to assemble a batch's input tensors."),
+        latency("dais_compute_infer_duration_seconds", "Time the backend spent executing a batch."),
+        latency("dais_compute_output_duration_seconds",
+                "Time to split a batch's outputs into responses."),
+        r.AddHistogram("dais_batch_size", "Size of executed batches.", l,
+                       metrics::PowerOfTwoBuckets(1024)),
+        r.AddGauge("dais_pending_requests", "Requests queued or executing for the model version.",
+                   l),
+        r.AddGauge("dais_model_load_duration_seconds",
+                   "Time the last load of the model version took (incl. warm-up).", l),
+    };
+  }
+};
+
+constexpr FailReason kFailReasons[] = {FailReason::kInvalid,     FailReason::kRejected,
+                                       FailReason::kTimeout,     FailReason::kBackend,
+                                       FailReason::kUnavailable, FailReason::kCancelled};
 
 double Seconds(uint64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
@@ -51,40 +92,18 @@ const char* FailReasonLabel(FailReason reason) {
 }
 
 ModelStats::ModelStats(const std::string& m, const std::string& v) : model_(m), version_(v) {
-  auto& reg = Registry::Global();
-  success_total_ = &reg.AddCounter("dais_inference_request_success_total",
-                                   "Successful inference requests.", kLabels)
-                        .Get({m, v});
-  inference_total_ = &reg.AddCounter("dais_inference_count_total",
-                                     "Inferences performed (a batch of n counts n).", kLabels)
-                          .Get({m, v});
-  exec_total_ = &reg.AddCounter("dais_inference_exec_count_total",
-                                "Model executions (batches) performed.", kLabels)
-                     .Get({m, v});
-  request_seconds_ = &Hist("dais_request_duration_seconds",
-                           "End-to-end inference request duration inside the server.",
-                           metrics::LatencyBuckets(), m, v);
-  queue_seconds_ = &Hist("dais_queue_duration_seconds", "Time requests waited in the queue.",
-                         metrics::LatencyBuckets(), m, v);
-  input_seconds_ =
-      &Hist("dais_compute_input_duration_seconds", "Time to assemble a batch's input tensors.",
-            metrics::LatencyBuckets(), m, v);
-  infer_seconds_ =
-      &Hist("dais_compute_infer_duration_seconds", "Time the backend spent executing a batch.",
-            metrics::LatencyBuckets(), m, v);
-  output_seconds_ =
-      &Hist("dais_compute_output_duration_seconds",
-            "Time to split a batch's outputs into responses.", metrics::LatencyBuckets(), m, v);
-  batch_size_ =
-      &Hist("dais_batch_size", "Size of executed batches.", metrics::PowerOfTwoBuckets(1024), m, v);
-  pending_ = &reg.AddGauge("dais_pending_requests",
-                           "Requests queued or executing for the model version.", kLabels)
-                  .Get({m, v});
-  load_seconds_ =
-      &reg.AddGauge("dais_model_load_duration_seconds",
-                    "Time the last load of the model version took (incl. warm-up).", kLabels)
-           .Get({m, v});
-  FailureFamily();  // registered up front so that /metrics always lists it
+  VersionFamilies& f = VersionFamilies::Get();
+  success_total_ = &f.success.Get({m, v});
+  inference_total_ = &f.inferences.Get({m, v});
+  exec_total_ = &f.executions.Get({m, v});
+  request_seconds_ = &f.request.Get({m, v});
+  queue_seconds_ = &f.queue.Get({m, v});
+  input_seconds_ = &f.input.Get({m, v});
+  infer_seconds_ = &f.infer.Get({m, v});
+  output_seconds_ = &f.output.Get({m, v});
+  batch_size_ = &f.batch_size.Get({m, v});
+  pending_ = &f.pending.Get({m, v});
+  load_seconds_ = &f.load_seconds.Get({m, v});
 }
 
 void ModelStats::RecordSuccess(uint64_t request_ns, uint64_t queue_ns) {
@@ -97,7 +116,7 @@ void ModelStats::RecordSuccess(uint64_t request_ns, uint64_t queue_ns) {
 
 void ModelStats::RecordFailure(FailReason reason, uint64_t request_ns) {
   fail.Add(request_ns);
-  FailureFamily().Get({model_, version_, FailReasonLabel(reason)}).Increment();
+  VersionFamilies::Get().failures.Get({model_, version_, FailReasonLabel(reason)}).Increment();
 }
 
 void ModelStats::RecordExecution(int64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
@@ -123,23 +142,13 @@ void ModelStats::RecordExecution(int64_t batch_size, uint64_t input_ns, uint64_t
 }
 
 void ModelStats::RemoveMetrics(const std::string& m, const std::string& v) {
-  auto& reg = Registry::Global();
-  reg.AddCounter("dais_inference_request_success_total", "", kLabels).Remove({m, v});
-  reg.AddCounter("dais_inference_count_total", "", kLabels).Remove({m, v});
-  reg.AddCounter("dais_inference_exec_count_total", "", kLabels).Remove({m, v});
-  for (const char* h :
-       {"dais_request_duration_seconds", "dais_queue_duration_seconds",
-        "dais_compute_input_duration_seconds", "dais_compute_infer_duration_seconds",
-        "dais_compute_output_duration_seconds"}) {
-    reg.AddHistogram(h, "", kLabels, metrics::LatencyBuckets()).Remove({m, v});
+  VersionFamilies& f = VersionFamilies::Get();
+  for (auto* family : {&f.success, &f.inferences, &f.executions}) family->Remove({m, v});
+  for (auto* family : {&f.request, &f.queue, &f.input, &f.infer, &f.output, &f.batch_size}) {
+    family->Remove({m, v});
   }
-  reg.AddHistogram("dais_batch_size", "", kLabels, metrics::PowerOfTwoBuckets(1024)).Remove({m, v});
-  reg.AddGauge("dais_pending_requests", "", kLabels).Remove({m, v});
-  reg.AddGauge("dais_model_load_duration_seconds", "", kLabels).Remove({m, v});
-  for (FailReason r : {FailReason::kInvalid, FailReason::kRejected, FailReason::kTimeout,
-                       FailReason::kBackend, FailReason::kUnavailable, FailReason::kCancelled}) {
-    FailureFamily().Remove({m, v, FailReasonLabel(r)});
-  }
+  for (auto* family : {&f.pending, &f.load_seconds}) family->Remove({m, v});
+  for (FailReason r : kFailReasons) f.failures.Remove({m, v, FailReasonLabel(r)});
 }
 
 std::map<int64_t, BatchStat> ModelStats::BatchStats() const {
@@ -203,4 +212,4 @@ std::string ModelStats::ToJson(const std::string& model, const std::string& vers
   return sb.GetString();
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

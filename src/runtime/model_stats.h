@@ -10,7 +10,7 @@
 #include "common/mutex.h"
 #include "metrics/registry.h"
 
-namespace dais {
+namespace dais::runtime {
 
 struct DurationStat {
   std::atomic<uint64_t> count{0};
@@ -70,4 +70,4 @@ class ModelStats {
   metrics::Gauge* load_seconds_;
 };
 
-}  // namespace dais
+}  // namespace dais::runtime

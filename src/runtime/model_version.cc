@@ -11,7 +11,7 @@
 #include "dais/clock.h"
 #include "runtime/tensor_config.h"
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
 std::string OutputsList(const inference::ModelConfig& config, bool inputs) {
@@ -586,4 +586,4 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
   }
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

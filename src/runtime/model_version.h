@@ -26,7 +26,7 @@
 #include "runtime/batch_queue.h"
 #include "runtime/model_stats.h"
 
-namespace dais {
+namespace dais::runtime {
 
 // Queue bound applied when the configuration leaves max_queue_size at 0 (Triton: unbounded).
 inline constexpr uint64_t kDefaultMaxQueueSize = 4096;
@@ -112,4 +112,4 @@ class ModelVersion {
 // BatchingOptions from a configuration's max_batch_size and dynamic_batching.
 BatchingOptions BatchingOptionsFromConfig(const inference::ModelConfig& config);
 
-}  // namespace dais
+}  // namespace dais::runtime

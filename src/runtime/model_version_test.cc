@@ -11,7 +11,7 @@
 #include "common/status_testing.h"
 #include "runtime/model_config.h"
 
-namespace dais {
+namespace dais::runtime {
 namespace {
 
 // Doubles its FP32 input after sleeping `delay`; records batch sizes.
@@ -173,4 +173,4 @@ TEST(ModelVersionTest, FullQueueRejects) {
 }
 
 }  // namespace
-}  // namespace dais
+}  // namespace dais::runtime

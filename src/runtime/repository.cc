@@ -9,7 +9,7 @@
 #include "dais/backend.h"
 #include "runtime/model_config.h"
 
-namespace dais {
+namespace dais::runtime {
 namespace fs = std::filesystem;
 namespace {
 
@@ -139,4 +139,4 @@ StatusOr<inference::ModelConfig> LoadModelConfig(const ModelSource& src, bool al
   return config;
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -10,7 +10,7 @@
 #include "dais/status.h"
 #include "model_config.pb.h"
 
-namespace dais {
+namespace dais::runtime {
 
 struct ModelSource {
   std::string name;
@@ -37,4 +37,4 @@ StatusOr<ModelSource> ScanModel(const std::vector<std::string>& repositories,
 // Warnings about ignored fields are logged.
 StatusOr<inference::ModelConfig> LoadModelConfig(const ModelSource& source, bool allow_gpu);
 
-}  // namespace dais
+}  // namespace dais::runtime

@@ -9,7 +9,7 @@
 #include "runtime/inference_request.h"
 #include "runtime/model_version.h"
 
-namespace dais {
+namespace dais::runtime {
 
 class RequestEnricher {
  public:
@@ -24,4 +24,4 @@ class RequestEnricher {
 // True when the model declares features and the request lacks one of the inputs they fill.
 bool NeedsFeatures(const InferenceRequest& request, const ModelVersion& version);
 
-}  // namespace dais
+}  // namespace dais::runtime

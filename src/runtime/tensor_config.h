@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "dais/datatype.h"
 #include "model_config.pb.h"
-#include "tensor/datatype.h"
 
-namespace dais {
+namespace dais::runtime {
 
 inline DataType ConfigDataType(inference::DataType type) {
   return DataTypeFromConfigName(inference::DataType_Name(type));
@@ -19,4 +19,4 @@ inline std::vector<int64_t> ModelDims(const inference::ModelInput& in) {
   return {in.dims().begin(), in.dims().end()};
 }
 
-}  // namespace dais
+}  // namespace dais::runtime

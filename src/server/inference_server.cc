@@ -2,8 +2,8 @@
 
 #include <thread>
 
+#include "dais/datatype.h"
 #include "runtime/tensor_config.h"
-#include "tensor/datatype.h"
 
 namespace dais::server {
 namespace {
@@ -12,7 +12,7 @@ TensorMetadata TensorMeta(const std::string& name, inference::DataType type,
                           const google::protobuf::RepeatedField<int64_t>& dims, bool batching) {
   TensorMetadata t;
   t.name = name;
-  t.datatype = std::string(DataTypeName(ConfigDataType(type)));
+  t.datatype = std::string(DataTypeName(runtime::ConfigDataType(type)));
   if (batching) t.shape.push_back(-1);
   t.shape.insert(t.shape.end(), dims.begin(), dims.end());
   return t;
@@ -100,7 +100,7 @@ Status InferenceServer::ModelReady(const std::string& model, int64_t version) co
 }
 
 StatusOr<ModelMetadata> InferenceServer::Metadata(const std::string& model, int64_t version) const {
-  ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> mv, manager_->Find(model, version));
+  ASSIGN_OR_RETURN(std::shared_ptr<runtime::ModelVersion> mv, manager_->Find(model, version));
   const inference::ModelConfig& config = mv->config();
   const bool batching = config.max_batch_size() > 0;
   ModelMetadata m;
@@ -124,7 +124,7 @@ StatusOr<std::vector<VersionStatistics>> InferenceServer::Statistics(const std::
                                                                      int64_t version) const {
   std::vector<std::string> names;
   if (model.empty()) {
-    for (const IndexEntry& e : manager_->Index(/*ready_only=*/true)) {
+    for (const runtime::IndexEntry& e : manager_->Index(/*ready_only=*/true)) {
       if (names.empty() || names.back() != e.name) names.push_back(e.name);
     }
   } else {
@@ -149,7 +149,7 @@ StatusOr<std::vector<VersionStatistics>> InferenceServer::Statistics(const std::
 
 Status InferenceServer::Repository(RepositoryAction action, const std::string& model,
                                    bool has_parameters, std::function<void(Status)> done) {
-  if (manager_->mode() != ModelControlMode::kExplicit) {
+  if (manager_->mode() != runtime::ModelControlMode::kExplicit) {
     return FailedPrecondition(
         "explicit model load / unload is not allowed unless --model-control-mode=explicit");
   }
@@ -168,11 +168,13 @@ Status InferenceServer::Repository(RepositoryAction action, const std::string& m
   return OkStatus();
 }
 
-void InferenceServer::Infer(RequestPtr request, InferDone done) {
+void InferenceServer::Infer(runtime::RequestPtr request, InferDone done) {
   auto token = Admit();
   if (!token.ok()) return done(AcceptingInference(), InFlight());
-  request->on_complete = [done = std::move(done), token = std::move(*token)](
-                             StatusOr<ResponsePtr> result) { done(std::move(result), token); };
+  request->on_complete = [done = std::move(done),
+                          token = std::move(*token)](StatusOr<runtime::ResponsePtr> result) {
+    done(std::move(result), token);
+  };
   manager_->Infer(std::move(request));
 }
 

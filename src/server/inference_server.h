@@ -61,7 +61,7 @@ struct ModelMetadata {
 
 struct VersionStatistics {
   std::string name;
-  std::shared_ptr<ModelVersion> version;  // ModelVersion::stats() holds the counters
+  std::shared_ptr<runtime::ModelVersion> version;  // ModelVersion::stats() holds the counters
 };
 
 // GET /healthz: why the server is or is not healthy.
@@ -79,7 +79,7 @@ enum class RepositoryAction { kLoad, kUnload };
 class InferenceServer {
  public:
   // `manager` is borrowed and must outlive this object.
-  explicit InferenceServer(ModelManager* manager) : manager_(manager) {}
+  explicit InferenceServer(runtime::ModelManager* manager) : manager_(manager) {}
   ~InferenceServer() { background_.JoinAll(); }
   InferenceServer(const InferenceServer&) = delete;
   InferenceServer& operator=(const InferenceServer&) = delete;
@@ -115,7 +115,8 @@ class InferenceServer {
   // --- Models -----------------------------------------------------------------------------
   // A ready version (-1: the highest). NotFound for an unknown model, Unavailable when the
   // model or version is not ready.
-  StatusOr<std::shared_ptr<ModelVersion>> Find(const std::string& model, int64_t version) const {
+  StatusOr<std::shared_ptr<runtime::ModelVersion>> Find(const std::string& model,
+                                                        int64_t version) const {
     return manager_->Find(model, version);
   }
   // OK when ready; NotFound for an unknown model; FailedPrecondition when it is not ready.
@@ -129,7 +130,9 @@ class InferenceServer {
                                                       int64_t version) const;
 
   // --- Repository -------------------------------------------------------------------------
-  std::vector<IndexEntry> Index(bool ready_only) const { return manager_->Index(ready_only); }
+  std::vector<runtime::IndexEntry> Index(bool ready_only) const {
+    return manager_->Index(ready_only);
+  }
   // Refused at once (the status is returned, `done` never runs) unless the server runs in
   // explicit mode (FailedPrecondition), the load has no parameters (InvalidArgument) and the
   // server is not draining (Unavailable). Else OK, and the load / unload runs on a background
@@ -140,14 +143,14 @@ class InferenceServer {
                     std::function<void(Status)> done);
 
   // --- Inference --------------------------------------------------------------------------
-  using InferDone = std::function<void(StatusOr<ResponsePtr> result, InFlight in_flight)>;
+  using InferDone = std::function<void(StatusOr<runtime::ResponsePtr> result, InFlight in_flight)>;
   // Runs `request` (enriched with features when its model declares them) and answers through
   // `done` exactly once: Unavailable at once while draining, else from the model's thread.
   // `request->on_complete` is set here.
-  void Infer(RequestPtr request, InferDone done);
+  void Infer(runtime::RequestPtr request, InferDone done);
 
  private:
-  ModelManager* manager_;
+  runtime::ModelManager* manager_;
   std::function<bool()> tier_healthy_;
   std::string tier_name_;
   std::atomic<bool> draining_{false};

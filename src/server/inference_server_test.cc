@@ -57,18 +57,18 @@ class InferenceServerTest : public ::testing::Test {
     for (int v : versions) fs::create_directories(repo_ / name / std::to_string(v));
   }
 
-  void Start(ModelControlMode mode, std::vector<std::string> startup = {}) {
-    ManagerOptions o;
+  void Start(runtime::ModelControlMode mode, std::vector<std::string> startup = {}) {
+    runtime::ManagerOptions o;
     o.repositories = {repo_.string()};
     o.mode = mode;
     o.startup_models = std::move(startup);
-    manager_ = std::make_unique<ModelManager>(o);
+    manager_ = std::make_unique<runtime::ModelManager>(o);
     ASSERT_OK(manager_->Start());
     server_ = std::make_unique<InferenceServer>(manager_.get());
   }
 
-  static RequestPtr EchoRequest(const std::string& model, int64_t version = -1) {
-    auto r = std::make_unique<InferenceRequest>();
+  static runtime::RequestPtr EchoRequest(const std::string& model, int64_t version = -1) {
+    auto r = std::make_unique<runtime::InferenceRequest>();
     r->model_name = model;
     r->model_version = version;
     Tensor t;
@@ -82,9 +82,9 @@ class InferenceServerTest : public ::testing::Test {
   }
 
   // Runs one inference and waits for its answer.
-  StatusOr<ResponsePtr> Infer(RequestPtr r) {
-    std::promise<StatusOr<ResponsePtr>> p;
-    server_->Infer(std::move(r), [&p](StatusOr<ResponsePtr> result, InFlight) {
+  StatusOr<runtime::ResponsePtr> Infer(runtime::RequestPtr r) {
+    std::promise<StatusOr<runtime::ResponsePtr>> p;
+    server_->Infer(std::move(r), [&p](StatusOr<runtime::ResponsePtr> result, InFlight) {
       p.set_value(std::move(result));
     });
     return p.get_future().get();
@@ -99,13 +99,13 @@ class InferenceServerTest : public ::testing::Test {
   }
 
   fs::path repo_;
-  std::unique_ptr<ModelManager> manager_;
+  std::unique_ptr<runtime::ModelManager> manager_;
   std::unique_ptr<InferenceServer> server_;
 };
 
 TEST_F(InferenceServerTest, InferAnswersWithTheModelsOutput) {
-  Start(ModelControlMode::kNone);
-  ASSERT_OK_AND_ASSIGN(ResponsePtr r, Infer(EchoRequest("echo")));
+  Start(runtime::ModelControlMode::kNone);
+  ASSERT_OK_AND_ASSIGN(runtime::ResponsePtr r, Infer(EchoRequest("echo")));
   ASSERT_EQ(r->outputs.size(), 1u);
   EXPECT_EQ(r->outputs[0].name, "OUTPUT0");
   int32_t out[2];
@@ -119,7 +119,7 @@ TEST_F(InferenceServerTest, InferAnswersWithTheModelsOutput) {
 }
 
 TEST_F(InferenceServerTest, InferErrorsNameTheProblem) {
-  Start(ModelControlMode::kNone);
+  Start(runtime::ModelControlMode::kNone);
   auto unknown = Infer(EchoRequest("nope"));
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
   EXPECT_NE(unknown.status().message().find("nope"), std::string::npos);
@@ -133,9 +133,9 @@ TEST_F(InferenceServerTest, InferErrorsNameTheProblem) {
 }
 
 TEST_F(InferenceServerTest, DrainRefusesNewRequestsAndWaitsForInFlightOnes) {
-  Start(ModelControlMode::kNone);
-  std::promise<StatusOr<ResponsePtr>> slow;
-  server_->Infer(EchoRequest("slow"), [&slow](StatusOr<ResponsePtr> result, InFlight) {
+  Start(runtime::ModelControlMode::kNone);
+  std::promise<StatusOr<runtime::ResponsePtr>> slow;
+  server_->Infer(EchoRequest("slow"), [&slow](StatusOr<runtime::ResponsePtr> result, InFlight) {
     slow.set_value(std::move(result));
   });
   EXPECT_EQ(server_->in_flight(), 1);
@@ -152,9 +152,9 @@ TEST_F(InferenceServerTest, DrainRefusesNewRequestsAndWaitsForInFlightOnes) {
 }
 
 TEST_F(InferenceServerTest, InFlightLastsAsLongAsTheFrontendHoldsIt) {
-  Start(ModelControlMode::kNone);
+  Start(runtime::ModelControlMode::kNone);
   std::promise<InFlight> held;
-  server_->Infer(EchoRequest("echo"), [&held](StatusOr<ResponsePtr>, InFlight in_flight) {
+  server_->Infer(EchoRequest("echo"), [&held](StatusOr<runtime::ResponsePtr>, InFlight in_flight) {
     held.set_value(in_flight);  // a frontend that answers later, from its own thread
   });
   InFlight token = held.get_future().get();
@@ -164,7 +164,7 @@ TEST_F(InferenceServerTest, InFlightLastsAsLongAsTheFrontendHoldsIt) {
 }
 
 TEST_F(InferenceServerTest, ReadinessMetadataAndModelReady) {
-  Start(ModelControlMode::kNone);
+  Start(runtime::ModelControlMode::kNone);
   ASSERT_OK(server_->Ready());
   EXPECT_TRUE(server_->Health().ok);
   ASSERT_OK(server_->ModelReady("echo", 1));
@@ -182,7 +182,7 @@ TEST_F(InferenceServerTest, ReadinessMetadataAndModelReady) {
 }
 
 TEST_F(InferenceServerTest, StatisticsSelection) {
-  Start(ModelControlMode::kNone);
+  Start(runtime::ModelControlMode::kNone);
   ASSERT_OK(Infer(EchoRequest("echo", 1)));
   ASSERT_OK_AND_ASSIGN(auto all, server_->Statistics("", -1));
   EXPECT_EQ(all.size(), 3u);  // echo 1, echo 2, slow 1
@@ -200,7 +200,7 @@ TEST_F(InferenceServerTest, StatisticsSelection) {
 }
 
 TEST_F(InferenceServerTest, RepositoryRefusedOutsideExplicitMode) {
-  Start(ModelControlMode::kNone);
+  Start(runtime::ModelControlMode::kNone);
   Status s = server_->Repository(RepositoryAction::kUnload, "echo", false,
                                  [](Status) { ADD_FAILURE() << "done must not run"; });
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
@@ -209,7 +209,7 @@ TEST_F(InferenceServerTest, RepositoryRefusedOutsideExplicitMode) {
 }
 
 TEST_F(InferenceServerTest, RepositoryLoadUnloadInExplicitMode) {
-  Start(ModelControlMode::kExplicit);
+  Start(runtime::ModelControlMode::kExplicit);
   EXPECT_FALSE(server_->ModelReady("echo", -1).ok());  // in the repository, not loaded
   EXPECT_EQ(Repository(RepositoryAction::kLoad, "echo", /*params=*/true).code(),
             StatusCode::kInvalidArgument);
@@ -229,14 +229,14 @@ TEST_F(InferenceServerTest, RepositoryLoadUnloadInExplicitMode) {
 TEST_F(InferenceServerTest, ABadModelFailsToLoadWithInvalidArgument) {
   fs::create_directories(repo_ / "broken" / "1");
   std::ofstream(repo_ / "broken" / "config.pbtxt") << "name: \"broken\"\nbackend: \"nosuch\"\n";
-  Start(ModelControlMode::kExplicit);
+  Start(runtime::ModelControlMode::kExplicit);
   Status s = Repository(RepositoryAction::kLoad, "broken");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("failed to load 'broken'"), std::string::npos);
 }
 
 TEST_F(InferenceServerTest, HealthReportsTheFeatureTier) {
-  Start(ModelControlMode::kNone);
+  Start(runtime::ModelControlMode::kNone);
   bool reachable = true;
   server_->SetFeatureHealth([&reachable] { return reachable; }, "redis");
   EXPECT_TRUE(server_->Health().ok);

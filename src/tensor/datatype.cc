@@ -1,4 +1,4 @@
-#include "tensor/datatype.h"
+#include "dais/datatype.h"
 
 #include <array>
 

@@ -1,4 +1,4 @@
-#include "tensor/datatype.h"
+#include "dais/datatype.h"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "dais/tensor.h"
 #include "tensor/half.h"
-#include "tensor/tensor.h"
 
 namespace dais {
 namespace {

@@ -1,4 +1,4 @@
-#include "tensor/tensor.h"
+#include "dais/tensor.h"
 
 #include <limits>
 

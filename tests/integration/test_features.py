@@ -684,3 +684,24 @@ def test_lookup_duration_histogram_buckets(feat, kv):
     assert min(finite) <= 1e-6 and max(finite) >= 0.1, f"bucket bounds {sorted(finite)}"
     below_inf = max(v for l, v in buckets if l["le"] != "+Inf")
     assert below_inf > 0, "every lookup is counted only in the +Inf bucket"
+
+
+def test_busy_server_metrics_pass_promtool(feat, kv, enrich_data):
+    """Every series of a server that has served enriched inferences, failed ones, lookups and
+    pushes follows Prometheus's conventions: promtool check metrics finds nothing to say."""
+    ids, _, _ = enrich_data
+    for _ in range(3):
+        assert feat.infer("shop_mlp", [], parameters={"entity_ids": ids}).status_code == 200
+    assert feat.infer("shop_mlp", [], parameters={"entity_ids": [1, "abc"]}).status_code == 400
+    kv.get_online(feat, FEATURES, {"user_id": [2001, 2004]})
+    now = int(time.time())
+    kv.push(feat, "user_profile", {"user_id": [3201], "event_timestamp": [now], "age": [3],
+                                   "clicks": [[0] * 15]})
+    text = feat.metrics()
+    for series in ("dais_request_duration_seconds_bucket", "dais_inference_request_success_total",
+                   "dais_feature_lookup_duration_seconds_bucket", "dais_model_ready",
+                   "dais_feature_l1_requests_total", "dais_listener_connections"):
+        assert series in text, series
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

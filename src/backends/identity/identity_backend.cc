@@ -16,11 +16,11 @@
 #include "fmt/format.h"
 #include "runtime/model_config.h"
 
-namespace dais {
+namespace dais::backends {
 namespace {
 
 StatusOr<double> NumberParameter(const inference::ModelConfig& config, const std::string& key) {
-  std::string text = ConfigParameter(config, key);
+  std::string text = runtime::ConfigParameter(config, key);
   if (text.empty()) return 0.0;
   double v = -1;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -92,4 +92,4 @@ class IdentityBackend : public Backend {
 
 std::unique_ptr<Backend> MakeIdentityBackend() { return std::make_unique<IdentityBackend>(); }
 
-}  // namespace dais
+}  // namespace dais::backends

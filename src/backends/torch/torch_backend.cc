@@ -17,7 +17,7 @@
 #include "runtime/model_config.h"
 #include "runtime/tensor_config.h"
 
-namespace dais {
+namespace dais::backends {
 namespace {
 
 StatusOr<torch::ScalarType> TorchType(DataType t) {
@@ -189,9 +189,9 @@ class TorchBackend : public Backend {
       std::vector<DataType> types;
       std::vector<std::string> names;
       for (const auto& in : config.input())
-        RETURN_IF_ERROR(TorchType(ConfigDataType(in.data_type())).status());
+        RETURN_IF_ERROR(TorchType(runtime::ConfigDataType(in.data_type())).status());
       for (const auto& out : config.output()) {
-        types.push_back(ConfigDataType(out.data_type()));
+        types.push_back(runtime::ConfigDataType(out.data_type()));
         names.push_back(out.name());
         RETURN_IF_ERROR(TorchType(types.back()).status());
       }
@@ -245,7 +245,7 @@ class TorchBackend : public Backend {
   static void SetThreads(const inference::ModelConfig& config) {
     static std::atomic<bool> done{false};
     if (done.exchange(true)) return;
-    std::string v = ConfigParameter(config, "INTRA_OP_THREAD_COUNT");
+    std::string v = runtime::ConfigParameter(config, "INTRA_OP_THREAD_COUNT");
     int threads = v.empty() ? 1 : std::max(1, std::atoi(v.c_str()));
     at::set_num_threads(threads);
     LOG_INFO("pytorch backend: {} intra-op thread(s) per instance", threads);
@@ -256,4 +256,4 @@ class TorchBackend : public Backend {
 
 std::unique_ptr<Backend> MakeTorchBackend() { return std::make_unique<TorchBackend>(); }
 
-}  // namespace dais
+}  // namespace dais::backends

@@ -19,7 +19,7 @@
 #include "dais/backend.h"
 #include "runtime/model_config.h"
 
-namespace dais {
+namespace dais::backends {
 namespace {
 
 // XGBoost's last error without the stack trace it appends.
@@ -34,7 +34,7 @@ std::string LastError() {
 Status XgbError(const std::string& what) { return InvalidArgument(what + ": " + LastError()); }
 
 std::string ModelFile(const inference::ModelConfig& config, std::string* type) {
-  *type = ConfigParameter(config, "model_type");
+  *type = runtime::ConfigParameter(config, "model_type");
   if (type->empty()) *type = "xgboost_json";
   if (!config.default_model_filename().empty()) return config.default_model_filename();
   if (*type == "xgboost_ubj") return "xgboost.ubj";
@@ -206,7 +206,7 @@ class XgbInstance : public BackendInstance {
 };
 
 bool BoolParam(const inference::ModelConfig& config, const std::string& key, bool dflt) {
-  std::string v = ConfigParameter(config, key);
+  std::string v = runtime::ConfigParameter(config, key);
   if (v.empty()) return dflt;
   return v == "true" || v == "True" || v == "1";
 }
@@ -265,7 +265,7 @@ class XgboostBackend : public Backend {
     bool output_class = BoolParam(config, "output_class", false);
     bool proba = BoolParam(config, "predict_proba", false);
     float threshold = 0.5f;
-    std::string t = ConfigParameter(config, "threshold");
+    std::string t = runtime::ConfigParameter(config, "threshold");
     if (!t.empty()) threshold = std::strtof(t.c_str(), nullptr);
     auto inst = std::make_unique<XgbInstance>(info, output_class, proba, threshold, out.name());
     int64_t want = 1;
@@ -286,4 +286,4 @@ class XgboostBackend : public Backend {
 
 std::unique_ptr<Backend> MakeXgboostBackend() { return std::make_unique<XgboostBackend>(); }
 
-}  // namespace dais
+}  // namespace dais::backends

@@ -14,7 +14,7 @@
 
 #include "common/json.h"
 
-namespace dais {
+namespace dais::backends {
 namespace {
 
 using Json = rapidjson::Value;
@@ -569,4 +569,4 @@ Status CheckXgboostModelJson(std::string_view json) {
   return CheckBooster(*learner, shape);
 }
 
-}  // namespace dais
+}  // namespace dais::backends

@@ -52,8 +52,8 @@
 
 #include "dais/status.h"
 
-namespace dais {
+namespace dais::backends {
 
 Status CheckXgboostModelJson(std::string_view json);
 
-}  // namespace dais
+}  // namespace dais::backends

@@ -13,7 +13,7 @@
 
 #include "common/status_testing.h"
 
-namespace dais {
+namespace dais::backends {
 namespace {
 
 using ::testing::HasSubstr;
@@ -428,4 +428,4 @@ TEST_F(XgboostJsonCheckTest, CategoryBitFieldsAreBounded) {
 }
 
 }  // namespace
-}  // namespace dais
+}  // namespace dais::backends

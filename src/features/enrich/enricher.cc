@@ -48,8 +48,8 @@ StatusOr<std::vector<std::string>> IdsFromTensor(const Tensor& t) {
 
 }  // namespace
 
-void Enricher::Enrich(RequestPtr request, std::shared_ptr<ModelVersion> version,
-                      std::function<void(RequestPtr)> next) {
+void Enricher::Enrich(runtime::RequestPtr request, std::shared_ptr<runtime::ModelVersion> version,
+                      std::function<void(runtime::RequestPtr)> next) {
   FeatureSpecPtr spec = version->features();
   const auto& config = version->config();
   std::vector<std::string> raw = request->entity_ids;
@@ -102,9 +102,9 @@ void Enricher::Enrich(RequestPtr request, std::shared_ptr<ModelVersion> version,
     auto d = std::chrono::steady_clock::now() + std::chrono::microseconds(request->timeout_us);
     lr.deadline = std::min(d, std::chrono::steady_clock::now() + store_->options().lookup_timeout);
   }
-  auto shared = std::make_shared<RequestPtr>(std::move(request));
+  auto shared = std::make_shared<runtime::RequestPtr>(std::move(request));
   store_->Lookup(std::move(lr), [shared, version, next = std::move(next)](LookupResult res) {
-    RequestPtr req = std::move(*shared);
+    runtime::RequestPtr req = std::move(*shared);
     const FeatureSpec& spec = *res.spec;
     const auto& config = version->config();
     for (const auto& m : spec.inputs) {
@@ -114,7 +114,7 @@ void Enricher::Enrich(RequestPtr request, std::shared_ptr<ModelVersion> version,
       }
       Tensor t;
       t.name = m.input;
-      t.dtype = ConfigDataType(in->data_type());
+      t.dtype = runtime::ConfigDataType(in->data_type());
       t.shape.push_back(static_cast<int64_t>(res.rows));
       for (int64_t d : in->dims()) t.shape.push_back(d);
       size_t width = DataTypeSize(t.dtype);

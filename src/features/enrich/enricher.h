@@ -10,11 +10,11 @@
 
 namespace dais::features {
 
-class Enricher : public RequestEnricher {
+class Enricher : public runtime::RequestEnricher {
  public:
   explicit Enricher(FeatureStore* store) : store_(store) {}  // borrows
-  void Enrich(RequestPtr request, std::shared_ptr<ModelVersion> version,
-              std::function<void(RequestPtr)> next) override;
+  void Enrich(runtime::RequestPtr request, std::shared_ptr<runtime::ModelVersion> version,
+              std::function<void(runtime::RequestPtr)> next) override;
 
  private:
   FeatureStore* store_;

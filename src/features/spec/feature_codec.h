@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "dais/datatype.h"
 #include "dais/status.h"
-#include "tensor/datatype.h"
 
 namespace dais::features {
 

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "dais/datatype.h"
 #include "dais/status.h"
-#include "tensor/datatype.h"
 
 namespace dais::features {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <limits>
 
-#include "tensor/datatype.h"
-#include "tensor/tensor.h"
+#include "dais/datatype.h"
+#include "dais/tensor.h"
 
 namespace dais::frontends::grpc {
 namespace {
@@ -145,7 +145,7 @@ Status CheckRawSize(const Tensor& t, int64_t elements) {
   return ::grpc::Status(static_cast<::grpc::StatusCode>(status.code()), status.message());
 }
 
-Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceRequest* r) {
+Status FromInferRequest(const inference::ModelInferRequest& msg, runtime::InferenceRequest* r) {
   r->model_name = msg.model_name();
   if (!msg.model_version().empty()) {
     const std::string& v = msg.model_version();
@@ -228,7 +228,7 @@ Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceReques
     r->inputs.push_back(std::move(t));
   }
   for (const auto& out : msg.outputs()) {
-    for (const RequestedOutput& seen : r->outputs) {
+    for (const runtime::RequestedOutput& seen : r->outputs) {
       if (seen.name == out.name()) {
         return InvalidArgument("duplicate requested output " + Quote(out.name()));
       }
@@ -236,12 +236,13 @@ Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceReques
     if (out.parameters().count("classification")) {
       return Unimplemented("the classification extension is not supported by dais");
     }
-    r->outputs.push_back(RequestedOutput{out.name(), true});
+    r->outputs.push_back(runtime::RequestedOutput{out.name(), true});
   }
   return OkStatus();
 }
 
-void ToInferResponse(const InferenceResponse& response, inference::ModelInferResponse* msg) {
+void ToInferResponse(const runtime::InferenceResponse& response,
+                     inference::ModelInferResponse* msg) {
   msg->set_model_name(response.model_name);
   msg->set_model_version(response.model_version);
   msg->set_id(response.id);

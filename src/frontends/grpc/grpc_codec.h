@@ -17,9 +17,11 @@ namespace dais::frontends::grpc {
 // outlive the request; typed `contents` are converted into owned bytes. Mixing the two, a raw
 // content count different from the input count, sizes that do not match shapes, unknown
 // datatypes and bad parameters are InvalidArgument naming the input and the problem.
-Status FromInferRequest(const inference::ModelInferRequest& msg, InferenceRequest* request);
+Status FromInferRequest(const inference::ModelInferRequest& msg,
+                        runtime::InferenceRequest* request);
 
 // Fills `msg` from a response: outputs in raw_output_contents.
-void ToInferResponse(const InferenceResponse& response, inference::ModelInferResponse* msg);
+void ToInferResponse(const runtime::InferenceResponse& response,
+                     inference::ModelInferResponse* msg);
 
 }  // namespace dais::frontends::grpc

@@ -29,7 +29,7 @@ TEST(GrpcCodecTest, RawInputsBorrowFromTheMessage) {
   auto msg = RawRequest(Floats({1, 2, 3, 4}), {2, 2});
   msg.set_model_version("3");
   msg.set_id("abc");
-  InferenceRequest r;
+  runtime::InferenceRequest r;
   ASSERT_OK(FromInferRequest(msg, &r));
   EXPECT_EQ(r.model_version, 3);
   EXPECT_EQ(r.id, "abc");
@@ -40,7 +40,7 @@ TEST(GrpcCodecTest, RawInputsBorrowFromTheMessage) {
 
 TEST(GrpcCodecTest, RawSizeMustMatchShape) {
   auto msg = RawRequest(Floats({1, 2, 3}), {2, 2});
-  InferenceRequest r;
+  runtime::InferenceRequest r;
   Status s = FromInferRequest(msg, &r);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("holds 12 bytes"), std::string::npos) << s.message();
@@ -49,7 +49,7 @@ TEST(GrpcCodecTest, RawSizeMustMatchShape) {
 TEST(GrpcCodecTest, RawCountMustMatchInputs) {
   auto msg = RawRequest(Floats({1, 2}), {1, 2});
   msg.add_raw_input_contents(Floats({1}));
-  InferenceRequest r;
+  runtime::InferenceRequest r;
   Status s = FromInferRequest(msg, &r);
   EXPECT_NE(s.message().find("raw_input_contents has 2 entries for 1 inputs"), std::string::npos)
       << s.message();
@@ -63,7 +63,7 @@ TEST(GrpcCodecTest, MixingRawAndTypedIsRejected) {
   second->add_shape(1);
   second->mutable_contents()->add_fp32_contents(1);
   msg.add_raw_input_contents(Floats({1}));
-  InferenceRequest r;
+  runtime::InferenceRequest r;
   Status s = FromInferRequest(msg, &r);
   EXPECT_NE(s.message().find("use one or the other"), std::string::npos) << s.message();
 }
@@ -77,20 +77,20 @@ TEST(GrpcCodecTest, TypedContentsAreConvertedAndRangeChecked) {
   in->mutable_contents()->add_int_contents(1);
   in->mutable_contents()->add_int_contents(-2);
   in->mutable_contents()->add_int_contents(127);
-  InferenceRequest r;
+  runtime::InferenceRequest r;
   ASSERT_OK(FromInferRequest(msg, &r));
   ASSERT_EQ(r.inputs[0].data.size(), 3u);
   EXPECT_EQ(static_cast<int8_t>(r.inputs[0].data[1]), -2);
 
   in->mutable_contents()->set_int_contents(2, 300);
-  InferenceRequest r2;
+  runtime::InferenceRequest r2;
   Status s = FromInferRequest(msg, &r2);
   EXPECT_NE(s.message().find("value 300 at index 2 is out of range"), std::string::npos)
       << s.message();
 
   in->mutable_contents()->set_int_contents(2, 127);
   in->mutable_contents()->add_int_contents(4);
-  InferenceRequest r3;
+  runtime::InferenceRequest r3;
   s = FromInferRequest(msg, &r3);
   EXPECT_NE(s.message().find("has 3 elements but contents has 4"), std::string::npos)
       << s.message();
@@ -103,25 +103,25 @@ TEST(GrpcCodecTest, BytesRawMustBeLengthPrefixed) {
     good.append(reinterpret_cast<const char*>(&len), 4);
     good += e;
   }
-  InferenceRequest r;
+  runtime::InferenceRequest r;
   EXPECT_OK(FromInferRequest(RawRequest(good, {2}, "BYTES"), &r));
-  InferenceRequest r2;
+  runtime::InferenceRequest r2;
   EXPECT_FALSE(
       FromInferRequest(RawRequest(good.substr(0, good.size() - 1), {2}, "BYTES"), &r2).ok());
 }
 
 TEST(GrpcCodecTest, UnknownDatatypeAndBadVersion) {
-  InferenceRequest r;
+  runtime::InferenceRequest r;
   Status s = FromInferRequest(RawRequest(Floats({1}), {1}, "FP31"), &r);
   EXPECT_NE(s.message().find("unknown datatype 'FP31'"), std::string::npos);
   auto msg = RawRequest(Floats({1}), {1});
   msg.set_model_version("x1");
-  InferenceRequest r2;
+  runtime::InferenceRequest r2;
   EXPECT_NE(FromInferRequest(msg, &r2).message().find("invalid model_version"), std::string::npos);
 }
 
 TEST(GrpcCodecTest, ResponseUsesRawOutputContents) {
-  InferenceResponse resp;
+  runtime::InferenceResponse resp;
   resp.model_name = "m";
   resp.model_version = "1";
   resp.id = "q";

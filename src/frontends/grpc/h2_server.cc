@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "frontends/connection_limit.h"
 #include "frontends/listen.h"
 #include "metrics/registry.h"
@@ -37,8 +38,8 @@ std::string NotHttp2Answer() {
 class Session;
 
 struct Registry {
-  std::mutex mu;
-  std::unordered_set<std::shared_ptr<Session>> sessions;
+  Mutex mu;
+  std::unordered_set<std::shared_ptr<Session>> sessions DAIS_GUARDED_BY(mu);
   // I/O threads running one of this server's handlers now, and calls open over all
   // connections. At light load (no I/O thread running, at most kInlineCalls calls open) an answer
   // completed on another thread (a model's) is written from that thread instead of waking an I/O
@@ -149,7 +150,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Run(std::function<void()> fn) {
     bool schedule = false;
     {
-      std::lock_guard<std::mutex> lock(ops_mu_);
+      MutexLock lock(&ops_mu_);
       ops_.push_back(std::move(fn));
       if (owner_.load() == std::this_thread::get_id()) return;
       if (!drain_scheduled_) schedule = drain_scheduled_ = true;
@@ -193,7 +194,7 @@ class Session : public std::enable_shared_from_this<Session> {
     for (;;) {
       std::vector<std::function<void()>> ops;
       {
-        std::lock_guard<std::mutex> lock(ops_mu_);
+        MutexLock lock(&ops_mu_);
         if (ops_.empty()) {
           drain_scheduled_ = false;
           return;
@@ -327,7 +328,7 @@ class Session : public std::enable_shared_from_this<Session> {
     keepalive_.cancel();
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
-    std::lock_guard<std::mutex> lock(registry_->mu);
+    MutexLock lock(&registry_->mu);
     registry_->sessions.erase(shared_from_this());
   }
 
@@ -339,9 +340,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::mutex mu_;
   std::atomic<std::thread::id> owner_{};
-  std::mutex ops_mu_;
-  std::vector<std::function<void()>> ops_;  // guarded by ops_mu_
-  bool drain_scheduled_ = false;            // guarded by ops_mu_
+  Mutex ops_mu_;
+  std::vector<std::function<void()>> ops_ DAIS_GUARDED_BY(ops_mu_);
+  bool drain_scheduled_ DAIS_GUARDED_BY(ops_mu_) = false;
   // Guarded by mu_:
   tcp::socket socket_;
   net::steady_timer keepalive_;
@@ -376,14 +377,14 @@ struct H2Server::Impl {
     auto session =
         std::make_shared<Session>(std::move(s), &methods, options, &registry, std::move(slot));
     {
-      std::lock_guard<std::mutex> lock(registry.mu);
+      MutexLock lock(&registry.mu);
       registry.sessions.insert(session);
     }
     session->Start();
   }
 
   std::vector<std::shared_ptr<Session>> Sessions() {
-    std::lock_guard<std::mutex> lock(registry.mu);
+    MutexLock lock(&registry.mu);
     return {registry.sessions.begin(), registry.sessions.end()};
   }
 };
@@ -411,7 +412,7 @@ void H2Server::Stop(int deadline_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
   while (std::chrono::steady_clock::now() < deadline) {
     {
-      std::lock_guard<std::mutex> lock(impl_->registry.mu);
+      MutexLock lock(&impl_->registry.mu);
       if (impl_->registry.sessions.empty()) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -33,14 +33,15 @@ StatusOr<int64_t> ParseVersion(const std::string& s) {
 #define ASSIGN_OR_RETURN_GRPC(lhs, expr) \
   ASSIGN_OR_RETURN_GRPC_IMPL(DAIS_CONCAT(dais_statusor_, __LINE__), lhs, expr)
 
-void FillStats(const std::string& name, const ModelVersion& mv, inference::ModelStatistics* out) {
-  const ModelStats& s = mv.stats();
+void FillStats(const std::string& name, const runtime::ModelVersion& mv,
+               inference::ModelStatistics* out) {
+  const runtime::ModelStats& s = mv.stats();
   out->set_name(name);
   out->set_version(std::to_string(mv.version()));
   out->set_last_inference(s.last_inference_ms.load());
   out->set_inference_count(s.inference_count.load());
   out->set_execution_count(s.execution_count.load());
-  auto dur = [](const DurationStat& d, inference::StatisticDuration* o) {
+  auto dur = [](const runtime::DurationStat& d, inference::StatisticDuration* o) {
     o->set_count(d.count.load(std::memory_order_relaxed));
     o->set_ns(d.ns.load(std::memory_order_relaxed));
   };
@@ -157,7 +158,7 @@ class GrpcFrontend::Service final {
   ::grpc::Status ModelConfig(const inference::ModelConfigRequest& req,
                              inference::ModelConfigResponse* resp) {
     ASSIGN_OR_RETURN_GRPC(int64_t v, ParseVersion(req.version()));
-    ASSIGN_OR_RETURN_GRPC(std::shared_ptr<ModelVersion> mv, server_->Find(req.name(), v));
+    ASSIGN_OR_RETURN_GRPC(std::shared_ptr<runtime::ModelVersion> mv, server_->Find(req.name(), v));
     *resp->mutable_config() = mv->config();
     return ::grpc::Status::OK;
   }
@@ -175,11 +176,11 @@ class GrpcFrontend::Service final {
 
   ::grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& req,
                                  inference::RepositoryIndexResponse* resp) {
-    for (const IndexEntry& e : server_->Index(req.ready())) {
+    for (const runtime::IndexEntry& e : server_->Index(req.ready())) {
       auto* m = resp->add_models();
       m->set_name(e.name);
       m->set_version(e.version);
-      m->set_state(std::string(ModelStateName(e.state)));
+      m->set_state(std::string(runtime::ModelStateName(e.state)));
       m->set_reason(e.reason);
     }
     return ::grpc::Status::OK;
@@ -210,8 +211,9 @@ Method NotImplemented(const std::string& what) {
 // A ModelInferRequest as a request for the server. The message owns the raw input
 // bytes the request borrows: the caller keeps `msg` until the answer. The call's deadline and
 // cancellation apply to the request.
-StatusOr<RequestPtr> DecodeInfer(const inference::ModelInferRequest& msg, const ServerCall& call) {
-  auto request = std::make_unique<InferenceRequest>();
+StatusOr<runtime::RequestPtr> DecodeInfer(const inference::ModelInferRequest& msg,
+                                          const ServerCall& call) {
+  auto request = std::make_unique<runtime::InferenceRequest>();
   request->arrival_ns = NowNs();
   RETURN_IF_ERROR(FromInferRequest(msg, request.get()));
   if (uint64_t t = call.timeout_us();
@@ -233,7 +235,7 @@ class InferStream : public StreamHandler, public std::enable_shared_from_this<In
   void OnMessage(std::string bytes) override {
     pending_.fetch_add(1);
     auto msg = std::make_shared<inference::ModelInferRequest>();
-    StatusOr<RequestPtr> request = server_->AcceptingInference();
+    StatusOr<runtime::RequestPtr> request = server_->AcceptingInference();
     if (request.status().ok()) {
       request =
           msg->ParseFromString(bytes)
@@ -241,11 +243,12 @@ class InferStream : public StreamHandler, public std::enable_shared_from_this<In
               : InvalidArgument("a stream message is not a valid inference.ModelInferRequest");
     }
     if (!request.ok()) return Answer(request.status(), nullptr, msg->id());
-    server_->Infer(std::move(*request), [self = shared_from_this(), msg](
-                                            StatusOr<ResponsePtr> result, server::InFlight) {
-      if (!result.ok()) return self->Answer(result.status(), nullptr, msg->id());
-      self->Answer(OkStatus(), result->get(), msg->id());
-    });
+    server_->Infer(
+        std::move(*request),
+        [self = shared_from_this(), msg](StatusOr<runtime::ResponsePtr> result, server::InFlight) {
+          if (!result.ok()) return self->Answer(result.status(), nullptr, msg->id());
+          self->Answer(OkStatus(), result->get(), msg->id());
+        });
   }
 
   void OnHalfClose() override {
@@ -254,7 +257,7 @@ class InferStream : public StreamHandler, public std::enable_shared_from_this<In
   }
 
  private:
-  void Answer(const Status& s, const InferenceResponse* response, const std::string& id) {
+  void Answer(const Status& s, const runtime::InferenceResponse* response, const std::string& id) {
     inference::ModelStreamInferResponse out;
     if (s.ok()) {
       ToInferResponse(*response, out.mutable_infer_response());
@@ -293,12 +296,12 @@ void GrpcFrontend::Service::Infer(std::shared_ptr<ServerCall> call, std::string 
     return call->Finish(ToGrpcStatus(
         InvalidArgument("the request is not a valid inference.ModelInferRequest message")));
   }
-  StatusOr<RequestPtr> request = DecodeInfer(*msg, *call);
+  StatusOr<runtime::RequestPtr> request = DecodeInfer(*msg, *call);
   if (!request.ok()) return call->Finish(ToGrpcStatus(request.status()));
   server_->Infer(std::move(*request),
-                 [call, msg](StatusOr<ResponsePtr> result, server::InFlight in_flight) {
+                 [call, msg](StatusOr<runtime::ResponsePtr> result, server::InFlight in_flight) {
                    if (!result.ok()) return call->Finish(ToGrpcStatus(result.status()));
-                   std::shared_ptr<InferenceResponse> response = std::move(*result);
+                   std::shared_ptr<runtime::InferenceResponse> response = std::move(*result);
                    call->ReplyEncoded([response] {
                      inference::ModelInferResponse out;
                      ToInferResponse(*response, &out);

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "tensor/infer_codec.h"
+#include "frontends/http/infer_codec.h"
 
 namespace dais::frontends::http {
 

@@ -9,9 +9,9 @@
 #include "common/json.h"
 #include "dais/clock.h"
 #include "frontends/http/http_status.h"
+#include "frontends/http/infer_codec.h"
 #include "metrics/registry.h"
 #include "runtime/model_config.h"
-#include "tensor/infer_codec.h"
 
 namespace dais::frontends::http {
 namespace {
@@ -105,11 +105,11 @@ std::string HealthJson(const server::HealthReport& h) {
   return sb.GetString();
 }
 
-std::string IndexJson(const std::vector<IndexEntry>& entries) {
+std::string IndexJson(const std::vector<runtime::IndexEntry>& entries) {
   rapidjson::StringBuffer sb;
   Writer w(sb);
   w.StartArray();
-  for (const IndexEntry& e : entries) {
+  for (const runtime::IndexEntry& e : entries) {
     w.StartObject();
     w.Key("name");
     WriteString(w, e.name);
@@ -118,7 +118,7 @@ std::string IndexJson(const std::vector<IndexEntry>& entries) {
       WriteString(w, e.version);
     }
     w.Key("state");
-    WriteString(w, ModelStateName(e.state));
+    WriteString(w, runtime::ModelStateName(e.state));
     w.Key("reason");
     WriteString(w, e.reason);
     w.EndObject();
@@ -160,7 +160,7 @@ StatusOr<size_t> HeaderLength(const Request& request) {
   return n;
 }
 
-Response InferResponse(const InferenceResponse& response) {
+Response InferResponse(const runtime::InferenceResponse& response) {
   EncodedResponse enc = SerializeInferResponse(response);
   Response r;
   r.body = std::move(enc.body);
@@ -320,7 +320,7 @@ void KServeHttp::ModelReady(const std::string& model, int64_t version, Responder
 void KServeHttp::ModelConfig(const std::string& model, int64_t version, Responder& respond) {
   auto mv = server_->Find(model, version);
   if (!mv.ok()) return respond(ErrorResponse(mv.status()));
-  respond(JsonResponse(200, ModelConfigToJson((*mv)->config())));
+  respond(JsonResponse(200, runtime::ModelConfigToJson((*mv)->config())));
 }
 
 void KServeHttp::Infer(Request& request, const std::string& model, int64_t version,
@@ -329,20 +329,21 @@ void KServeHttp::Infer(Request& request, const std::string& model, int64_t versi
   if (Status s = server_->AcceptingInference(); !s.ok()) return respond(ErrorResponse(s));
   StatusOr<size_t> header_length = HeaderLength(request);
   if (!header_length.ok()) return respond(ErrorResponse(header_length.status()));
-  auto r = std::make_unique<InferenceRequest>();
+  auto r = std::make_unique<runtime::InferenceRequest>();
   r->model_name = model;
   r->model_version = version;
   r->arrival_ns = NowNs();
   if (Status s = ParseInferRequest(std::move(request.body), *header_length, r.get()); !s.ok()) {
     return respond(ErrorResponse(s));
   }
-  server_->Infer(std::move(r), [this, respond = std::move(respond)](StatusOr<ResponsePtr> result,
-                                                                    server::InFlight in_flight) {
-    if (!result.ok()) return respond(ErrorResponse(result.status()));
-    // Encode on an I/O thread, not on the model's instance thread.
-    auto shared = std::make_shared<ResponsePtr>(std::move(*result));
-    (*io_)->Post([respond, shared, in_flight] { respond(InferResponse(**shared)); });
-  });
+  server_->Infer(std::move(r),
+                 [this, respond = std::move(respond)](StatusOr<runtime::ResponsePtr> result,
+                                                      server::InFlight in_flight) {
+                   if (!result.ok()) return respond(ErrorResponse(result.status()));
+                   // Encode on an I/O thread, not on the model's instance thread.
+                   auto shared = std::make_shared<runtime::ResponsePtr>(std::move(*result));
+                   (*io_)->Post([respond, shared, in_flight] { respond(InferResponse(**shared)); });
+                 });
 }
 
 void KServeHttp::Features(Request& request, Responder& respond) {

@@ -13,14 +13,15 @@
 #include "dais/status.h"
 #include "runtime/inference_request.h"
 
-namespace dais {
+namespace dais::frontends::http {
 
 // Parses an inference request body into `request` (model name/version are set by the caller).
 // `body` is moved into request->body; binary inputs borrow from it (no copy), JSON inputs are
 // converted into owned bytes. `header_length` is the Inference-Header-Content-Length header
 // value, or 0 when absent (the whole body is JSON).
 // Errors are InvalidArgument with a message naming the input and the problem.
-Status ParseInferRequest(std::string body, size_t header_length, InferenceRequest* request);
+Status ParseInferRequest(std::string body, size_t header_length,
+                         runtime::InferenceRequest* request);
 
 struct EncodedResponse {
   std::string body;
@@ -28,9 +29,9 @@ struct EncodedResponse {
 };
 // Serializes a response. Outputs flagged binary go after the JSON header as raw bytes with
 // parameters.binary_data_size; the others go as JSON "data" (flat, row-major).
-EncodedResponse SerializeInferResponse(const InferenceResponse& response);
+EncodedResponse SerializeInferResponse(const runtime::InferenceResponse& response);
 
 // {"error": "<message>"}
 std::string ErrorJson(const std::string& message);
 
-}  // namespace dais
+}  // namespace dais::frontends::http

@@ -1,4 +1,4 @@
-#include "tensor/infer_codec.h"
+#include "frontends/http/infer_codec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 
 #include "common/status_testing.h"
 
-namespace dais {
+namespace dais::frontends::http {
 namespace {
 
 using ::testing::HasSubstr;
@@ -20,12 +20,12 @@ using ::testing::StartsWith;
 
 struct Parsed {
   Status status;
-  std::unique_ptr<InferenceRequest> request;
+  std::unique_ptr<runtime::InferenceRequest> request;
 };
 
 Parsed Parse(std::string body, size_t header_length = 0) {
   Parsed parsed;
-  parsed.request = std::make_unique<InferenceRequest>();
+  parsed.request = std::make_unique<runtime::InferenceRequest>();
   parsed.status = ParseInferRequest(std::move(body), header_length, parsed.request.get());
   return parsed;
 }
@@ -90,7 +90,7 @@ TEST(ParseInferRequestTest, EveryDatatypeFromJson) {
     {"name":"bytes","shape":[3],"datatype":"BYTES","data":["ab","","\u0000z"]}
   ]})");
   ASSERT_OK(parsed.status);
-  const InferenceRequest& request = *parsed.request;
+  const runtime::InferenceRequest& request = *parsed.request;
   EXPECT_EQ(request.id, "req-1");
   ASSERT_EQ(request.inputs.size(), 14u);
   const auto& in = request.inputs;
@@ -372,7 +372,7 @@ TEST(ParseInferRequestTest, BinaryInputsBorrowFromTheBody) {
   std::string binary = Bytes(std::vector<float>{1.f, 2.f, 3.f, 4.f});
   Parsed parsed = Parse(header + binary, header.size());
   ASSERT_OK(parsed.status);
-  const InferenceRequest& request = *parsed.request;
+  const runtime::InferenceRequest& request = *parsed.request;
   ASSERT_EQ(request.inputs.size(), 1u);
   const Tensor& a = request.inputs[0];
   EXPECT_EQ(a.shape, (std::vector<int64_t>{2, 2}));
@@ -396,7 +396,7 @@ TEST(ParseInferRequestTest, MixedJsonAndBinaryInputsTakeSlicesInOrder) {
   ASSERT_EQ(b2.size(), 13u);
   Parsed parsed = Parse(header + b1 + b2 + b3, header.size());
   ASSERT_OK(parsed.status);
-  const InferenceRequest& request = *parsed.request;
+  const runtime::InferenceRequest& request = *parsed.request;
   const auto& in = request.inputs;
   ASSERT_EQ(in.size(), 6u);
   const char* binary = request.body.data() + header.size();
@@ -599,7 +599,7 @@ TEST(ParseInferRequestTest, RequestedOutputErrors) {
 // Responses.
 
 TEST(SerializeInferResponseTest, JsonOnly) {
-  InferenceResponse response;
+  runtime::InferenceResponse response;
   response.model_name = "simple";
   response.model_version = "3";
   response.id = "r1";
@@ -617,7 +617,7 @@ TEST(SerializeInferResponseTest, JsonOnly) {
 }
 
 TEST(SerializeInferResponseTest, EmptyIdIsOmitted) {
-  InferenceResponse response;
+  runtime::InferenceResponse response;
   response.model_name = "m";
   response.model_version = "1";
   EncodedResponse encoded = SerializeInferResponse(response);
@@ -626,7 +626,7 @@ TEST(SerializeInferResponseTest, EmptyIdIsOmitted) {
 }
 
 TEST(SerializeInferResponseTest, EveryDatatypeAsJson) {
-  InferenceResponse response;
+  runtime::InferenceResponse response;
   response.model_name = "m";
   response.model_version = "1";
   response.outputs.push_back(MakeTensor("b", DataType::kBool, {3}, std::string("\1\0\2", 3)));
@@ -683,7 +683,7 @@ TEST(SerializeInferResponseTest, EveryDatatypeAsJson) {
 }
 
 TEST(SerializeInferResponseTest, BinaryOutputsFollowTheJsonHeader) {
-  InferenceResponse response;
+  runtime::InferenceResponse response;
   response.model_name = "m";
   response.model_version = "2";
   std::string a = Bytes(std::vector<float>{1.f, 2.f});
@@ -704,7 +704,7 @@ TEST(SerializeInferResponseTest, BinaryOutputsFollowTheJsonHeader) {
 }
 
 TEST(SerializeInferResponseTest, MissingBinaryFlagsMeanJson) {
-  InferenceResponse response;
+  runtime::InferenceResponse response;
   response.outputs.push_back(MakeTensor("A", DataType::kUint8, {1}, "\x05"));
   // output_binary shorter than outputs: the rest are JSON.
   EncodedResponse encoded = SerializeInferResponse(response);
@@ -713,7 +713,7 @@ TEST(SerializeInferResponseTest, MissingBinaryFlagsMeanJson) {
 }
 
 TEST(SerializeInferResponseTest, MalformedOutputBytesDoNotCrash) {
-  InferenceResponse response;
+  runtime::InferenceResponse response;
   response.outputs.push_back(MakeTensor("S", DataType::kBytes, {2}, Serialized({"ok"}) + "\x09"));
   response.outputs.push_back(MakeTensor("F", DataType::kFp32, {1}, "\x01\x02\x03"));
   response.output_binary = {false, false};
@@ -729,7 +729,7 @@ TEST(SerializeInferResponseTest, BytesRoundTripThroughJson) {
       R"({"inputs":[{"name":"in","shape":[4],"datatype":"BYTES","data":["plain","qu\"ote\n","\u00e9\u4e2d","\u0000"]}]})");
   ASSERT_OK(parsed.status);
   Tensor& in = parsed.request->inputs[0];
-  InferenceResponse response;
+  runtime::InferenceResponse response;
   response.model_name = "echo";
   response.model_version = "1";
   response.outputs.push_back(std::move(in));
@@ -754,7 +754,7 @@ TEST(SerializeInferResponseTest, BinaryRequestEchoedAsBinaryResponse) {
   std::string binary = Bytes(std::vector<int16_t>{1, -2, 3});
   Parsed parsed = Parse(header + binary, header.size());
   ASSERT_OK(parsed.status);
-  InferenceResponse response;
+  runtime::InferenceResponse response;
   response.model_name = "m";
   response.model_version = "1";
   Tensor out;
@@ -800,14 +800,14 @@ std::string WithData(const std::string& data, std::string_view shape) {
 
 // Issue 11: nesting depth was unbounded (a 40 MB body of '[' took 11.7 s and 0.9 GB).
 TEST(ParseInferRequestTest, NestingDeeperThanTheLimitIsRefusedAtOnce) {
-  InferenceRequest ok_request;
+  runtime::InferenceRequest ok_request;
   // 100 levels in all: the request object, "inputs", the input object, and 97 of data.
   ASSERT_OK(ParseInferRequest(WithData(Nested(97, "1"), "[1]"), 0, &ok_request));
-  InferenceRequest deep;
+  runtime::InferenceRequest deep;
   Status s = ParseInferRequest(WithData(Nested(98, "1"), "[1]"), 0, &deep);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("nested deeper than 100 levels"));
-  InferenceRequest huge;
+  runtime::InferenceRequest huge;
   std::string body(40 << 20, '[');
   s = ParseInferRequest(std::move(body), 0, &huge);
   EXPECT_THAT(s.message(), HasSubstr("nested deeper than 100 levels at offset 10"));
@@ -816,16 +816,16 @@ TEST(ParseInferRequestTest, NestingDeeperThanTheLimitIsRefusedAtOnce) {
 TEST(ParseInferRequestTest, RaggedNestedDataIsRefused) {
   for (const char* data :
        {"[[[1]],2,[3,[4]]]", "[[1,2],[3]]", "[[1,2],3,4]", "[1,[2]]", "[[1],[[2]]]", "[[],[1]]"}) {
-    InferenceRequest r;
+    runtime::InferenceRequest r;
     Status s = ParseInferRequest(WithData(data, "[4]"), 0, &r);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << data;
     EXPECT_THAT(s.message(), HasSubstr("ragged")) << data;
   }
   for (const char* data : {"[1,2,3,4]", "[[1,2],[3,4]]", "[[[1],[2]],[[3],[4]]]"}) {
-    InferenceRequest r;
+    runtime::InferenceRequest r;
     EXPECT_OK(ParseInferRequest(WithData(data, "[4]"), 0, &r));
   }
 }
 
 }  // namespace
-}  // namespace dais
+}  // namespace dais::frontends::http

@@ -1,4 +1,4 @@
-#include "tensor/infer_codec.h"
+#include "frontends/http/infer_codec.h"
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -19,7 +19,7 @@
 #include "common/utf8.h"
 #include "tensor/half.h"
 
-namespace dais {
+namespace dais::frontends::http {
 namespace {
 
 static_assert(std::endian::native == std::endian::little,
@@ -149,7 +149,7 @@ Status CheckRectangular(const Value& root, const std::string& where) {
   return OkStatus();
 }
 
-Status ParseRequestParameters(const Value& parameters, InferenceRequest* request) {
+Status ParseRequestParameters(const Value& parameters, runtime::InferenceRequest* request) {
   if (!parameters.IsObject()) {
     return InvalidArgument(std::string("request 'parameters' must be an object, got ") +
                            JsonTypeName(parameters));
@@ -506,7 +506,7 @@ Status ParseInput(const Value& input, size_t position, std::string_view binary, 
 }
 
 Status ParseRequestedOutput(const Value& output, size_t position, bool binary_default,
-                            RequestedOutput* requested) {
+                            runtime::RequestedOutput* requested) {
   std::string where = "output " + std::to_string(position);
   if (!output.IsObject()) {
     return InvalidArgument("requested " + where + " must be an object, got " +
@@ -540,7 +540,8 @@ Status ParseRequestedOutput(const Value& output, size_t position, bool binary_de
   return OkStatus();
 }
 
-Status ParseDocument(const Value& root, std::string_view binary, InferenceRequest* request) {
+Status ParseDocument(const Value& root, std::string_view binary,
+                     runtime::InferenceRequest* request) {
   if (!root.IsObject()) {
     return InvalidArgument(std::string("request body must be a JSON object, got ") +
                            JsonTypeName(root));
@@ -591,7 +592,7 @@ Status ParseDocument(const Value& root, std::string_view binary, InferenceReques
       RETURN_IF_ERROR(ParseRequestedOutput((*outputs)[i], i, request->binary_output_default,
                                            &request->outputs[i]));
     }
-    for (const RequestedOutput& output : request->outputs) {
+    for (const runtime::RequestedOutput& output : request->outputs) {
       if (!names.insert(output.name).second) {
         return InvalidArgument("duplicate requested output " + Quoted(output.name));
       }
@@ -602,7 +603,8 @@ Status ParseDocument(const Value& root, std::string_view binary, InferenceReques
 
 }  // namespace
 
-Status ParseInferRequest(std::string body, size_t header_length, InferenceRequest* request) {
+Status ParseInferRequest(std::string body, size_t header_length,
+                         runtime::InferenceRequest* request) {
   request->body = std::move(body);
   const std::string_view whole(request->body);
   if (header_length > whole.size()) {
@@ -617,4 +619,4 @@ Status ParseInferRequest(std::string body, size_t header_length, InferenceReques
   return ParseDocument(document, binary, request);
 }
 
-}  // namespace dais
+}  // namespace dais::frontends::http

@@ -11,17 +11,16 @@
 
 #include "common/logging.h"
 #include "common/utf8.h"
+#include "frontends/http/infer_codec.h"
 #include "tensor/half.h"
-#include "tensor/infer_codec.h"
 
-namespace dais {
+namespace dais::frontends::http {
 namespace {
 
 using rapidjson::SizeType;
 
 // Bytes per length prefix of a BYTES element.
 constexpr size_t kBytesPrefix = 4;
-
 
 // rapidjson output stream that appends to a std::string (no intermediate buffer).
 class StringOutput {
@@ -149,7 +148,7 @@ void WriteString(std::string_view text, JsonWriter* writer) {
 
 }  // namespace
 
-EncodedResponse SerializeInferResponse(const InferenceResponse& response) {
+EncodedResponse SerializeInferResponse(const runtime::InferenceResponse& response) {
   EncodedResponse encoded;
   std::string& body = encoded.body;
   StringOutput stream(&body);
@@ -233,4 +232,4 @@ std::string ErrorJson(const std::string& message) {
   return out;
 }
 
-}  // namespace dais
+}  // namespace dais::frontends::http

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/datatype.h"
+#include "dais/datatype.h"
 
 namespace dais {
 
