@@ -25,6 +25,7 @@ struct H2ServerOptions : EndpointOptions {
   int max_pings_without_data = 2;
 };
 
+// A gRPC server on a frontends::Listener: each call goes to its method in the table.
 class H2Server {
  public:
   H2Server(H2ServerOptions options, MethodTable methods);

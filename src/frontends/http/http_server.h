@@ -51,6 +51,8 @@ struct ServerOptions : EndpointOptions {
   int idle_timeout_secs = 120;
 };
 
+// An HTTP/1.1 server on a frontends::Listener: each request goes to the handler, which answers
+// through the Responder (from any thread, exactly once).
 class Server {
  public:
   Server(ServerOptions options, Handler handler);

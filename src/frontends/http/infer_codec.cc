@@ -237,6 +237,20 @@ class ElementConverter {
   ElementConverter(const std::string& where, DataType dtype) : where_(where), dtype_(dtype) {}
 
   Status Convert(const Value& value, size_t index, char* out) const {
+    using IntegerConverter = Status (ElementConverter::*)(const Value&, size_t, char*) const;
+    static constexpr std::pair<DataType, IntegerConverter> kIntegers[] = {
+        {DataType::kUint8, &ElementConverter::Integer<uint8_t>},
+        {DataType::kUint16, &ElementConverter::Integer<uint16_t>},
+        {DataType::kUint32, &ElementConverter::Integer<uint32_t>},
+        {DataType::kUint64, &ElementConverter::Integer<uint64_t>},
+        {DataType::kInt8, &ElementConverter::Integer<int8_t>},
+        {DataType::kInt16, &ElementConverter::Integer<int16_t>},
+        {DataType::kInt32, &ElementConverter::Integer<int32_t>},
+        {DataType::kInt64, &ElementConverter::Integer<int64_t>},
+    };
+    for (const auto& [type, convert] : kIntegers) {
+      if (type == dtype_) return (this->*convert)(value, index, out);
+    }
     switch (dtype_) {
       case DataType::kBool: {
         if (!value.IsBool()) return TypeError(value, index, "a boolean");
@@ -244,22 +258,6 @@ class ElementConverter {
         std::memcpy(out, &byte, 1);
         return OkStatus();
       }
-      case DataType::kUint8:
-        return Integer<uint8_t>(value, index, out);
-      case DataType::kUint16:
-        return Integer<uint16_t>(value, index, out);
-      case DataType::kUint32:
-        return Integer<uint32_t>(value, index, out);
-      case DataType::kUint64:
-        return Integer<uint64_t>(value, index, out);
-      case DataType::kInt8:
-        return Integer<int8_t>(value, index, out);
-      case DataType::kInt16:
-        return Integer<int16_t>(value, index, out);
-      case DataType::kInt32:
-        return Integer<int32_t>(value, index, out);
-      case DataType::kInt64:
-        return Integer<int64_t>(value, index, out);
       case DataType::kFp32: {
         if (!value.IsNumber()) return TypeError(value, index, "a number");
         double number = value.GetDouble();
@@ -286,8 +284,7 @@ class ElementConverter {
         std::memcpy(out, &bits, sizeof(bits));
         return OkStatus();
       }
-      case DataType::kBytes:
-      case DataType::kInvalid:
+      default:  // BYTES is not fixed-size; the integers are in kIntegers
         break;
     }
     return Internal(where_ + ": no JSON conversion for " + std::string(DataTypeName(dtype_)));
