@@ -23,6 +23,18 @@ def is_test(path):
             or "/fuzz/" in path)
 
 
+def member_functions(lines):
+    """Yields (name line, first line number, length) of each function defined inside a class body
+    (indented two spaces, as clang-format lays out a top-level class's members)."""
+    for i, line in enumerate(lines):
+        if line.startswith("  ") and not line.startswith("   ") and "(" in line and \
+                line.rstrip().endswith("{") and not line.lstrip().startswith(("//", "if ", "for ", "while ", "switch ", "}", "case ", "return ", "struct ", "class ", "namespace ", "enum ")):
+            j = i + 1
+            while j < len(lines) and not (lines[j].startswith("  }") and not lines[j].startswith("   ")):
+                j += 1
+            yield line.strip(), i + 1, j - i + 1
+
+
 def functions(lines):
     """Yields (name line, first line number, length) of each column-0 function body."""
     i = 0
@@ -69,7 +81,7 @@ def main():
                 lines.pop()
             if len(lines) > args.max_file:
                 bad.append(f"{rel}: {len(lines)} lines (file limit {args.max_file})")
-            for sig, first, length in functions(lines):
+            for sig, first, length in list(functions(lines)) + list(member_functions(lines)):
                 all_fns.append((length, f"{rel}:{first}", sig))
                 if length > args.max_function:
                     bad.append(f"{rel}:{first}: {length} lines (function limit "

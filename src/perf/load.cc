@@ -250,7 +250,9 @@ struct LoadRunner::Impl {
     ShowProgress(ProgressLine(level, window, rate, p99_us));
   }
 
-  StatusOr<LevelMeasurement> Run(const Level& level) {
+  // The requests each worker thread keeps in flight (one thread per slot, or fewer connections
+  // each carrying several), with a session per thread.
+  StatusOr<std::vector<int>> PrepareSessions(const Level& level) {
     size_t threads = level.concurrency > 0 ? static_cast<size_t>(level.concurrency)
                                            : static_cast<size_t>(o.max_threads);
     std::vector<int> slots(threads, 1);
@@ -270,6 +272,37 @@ struct LoadRunner::Impl {
             "requests at once on a connection (gRPC)");
       }
     }
+    return slots;
+  }
+
+  // The measurement of a level from its last (up to) three windows and the server statistics
+  // around them.
+  LevelMeasurement Summarize(const Level& level, std::vector<Window>& windows,
+                             const std::vector<double>& throughputs, bool stable,
+                             const std::vector<std::optional<ServerStats>>& snapshots) {
+    LevelMeasurement m;
+    m.level = level;
+    m.windows = static_cast<int>(windows.size());
+    m.stable = stable;
+    m.window_throughputs = throughputs;
+    const size_t used = std::min<size_t>(3, windows.size());
+    for (size_t i = windows.size() - used; i < windows.size(); ++i) {
+      Window& w = windows[i];
+      m.seconds += static_cast<double>(w.end_ns - w.start_ns) / 1e9;
+      m.successes += w.successes;
+      m.errors += w.errors;
+      m.delayed += w.delayed;
+      m.latencies_ns.insert(m.latencies_ns.end(), w.latencies_ns.begin(), w.latencies_ns.end());
+    }
+    const auto& before = snapshots[snapshots.size() - 1 - used];
+    const auto& after = snapshots.back();
+    if (before && after) m.server = Delta(*before, *after);
+    return m;
+  }
+
+  StatusOr<LevelMeasurement> Run(const Level& level) {
+    ASSIGN_OR_RETURN(std::vector<int> slots, PrepareSessions(level));
+    const size_t threads = slots.size();
     buffers.clear();
     for (size_t i = 0; i < threads; ++i) buffers.push_back(std::make_unique<RecordBuffer>());
     carry.clear();
@@ -337,24 +370,7 @@ struct LoadRunner::Impl {
     ClearProgress();
     PrintFirstErrorOnce();
 
-    LevelMeasurement m;
-    m.level = level;
-    m.windows = static_cast<int>(windows.size());
-    m.stable = stable;
-    m.window_throughputs = throughputs;
-    const size_t used = std::min<size_t>(3, windows.size());
-    for (size_t i = windows.size() - used; i < windows.size(); ++i) {
-      Window& w = windows[i];
-      m.seconds += static_cast<double>(w.end_ns - w.start_ns) / 1e9;
-      m.successes += w.successes;
-      m.errors += w.errors;
-      m.delayed += w.delayed;
-      m.latencies_ns.insert(m.latencies_ns.end(), w.latencies_ns.begin(), w.latencies_ns.end());
-    }
-    const auto& before = snapshots[snapshots.size() - 1 - used];
-    const auto& after = snapshots.back();
-    if (before && after) m.server = Delta(*before, *after);
-    return m;
+    return Summarize(level, windows, throughputs, stable, snapshots);
   }
 
   void StopWorkers(std::vector<std::thread>* workers) DAIS_NO_THREAD_SAFETY_ANALYSIS {
