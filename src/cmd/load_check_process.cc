@@ -148,7 +148,7 @@ Status ProcessLoadChecker::CheckInOwnProcess(const std::string& model_dir, int64
 ProcessLoadChecker::~ProcessLoadChecker() {
   std::thread reader;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (zygote_in_ >= 0) ::close(zygote_in_);  // EOF: the zygote kills its children and exits
     zygote_in_ = -1;
     reader = std::move(reader_);
@@ -183,8 +183,8 @@ pid_t SpawnZygote(bool allow_gpu, int* in, int* out) {
 
 }  // namespace
 
-int ProcessLoadChecker::ZygoteLocked(std::unique_lock<std::mutex>& lock) {
-  cv_.wait(lock, [this] { return !starting_; });  // another check is starting it
+int ProcessLoadChecker::ZygoteLocked() {
+  while (starting_) cv_.Wait();  // another check is starting it
   if (zygote_in_ >= 0) return zygote_in_;
   if (reader_.joinable()) reader_.join();  // the last zygote's thread, which has ended
   starting_ = true;
@@ -192,7 +192,7 @@ int ProcessLoadChecker::ZygoteLocked(std::unique_lock<std::mutex>& lock) {
   // PR_SET_PDEATHSIG fires when the *thread* that started a process ends, and the load threads
   // that call Check end after each load (the zygote was killed after every check).
   reader_ = std::thread([this] { RunZygote(); });
-  cv_.wait(lock, [this] { return !starting_; });
+  while (starting_) cv_.Wait();
   return zygote_in_;
 }
 
@@ -200,12 +200,12 @@ void ProcessLoadChecker::RunZygote() {
   int in = -1, out = -1;
   const pid_t pid = SpawnZygote(allow_gpu_, &in, &out);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     zygote_in_ = in;
     // Started once the zygote says it is ready (its libraries initialised), so that its start
     // does not count against the first check's load deadline; at once when it failed.
     if (pid <= 0) starting_ = false;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (pid <= 0) return;
   LOG_INFO("load check zygote started (pid {})", pid);
@@ -222,7 +222,7 @@ void ProcessLoadChecker::ReadAnswers(int fd) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     in.append(buf, static_cast<size_t>(n));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t nl; (nl = in.find('\n')) != std::string::npos; in.erase(0, nl + 1)) {
       std::string line = in.substr(0, nl);
       size_t sp1 = line.find(' '), sp2 = line.find(' ', sp1 + 1);
@@ -246,10 +246,10 @@ void ProcessLoadChecker::ReadAnswers(int fd) {
         p.code = std::atoi(rest.c_str());
       }
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   ::close(fd);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   starting_ = false;
   // The zygote is gone: the checks it had cannot answer any more.
   for (auto& [id, p] : pending_) {
@@ -260,15 +260,15 @@ void ProcessLoadChecker::ReadAnswers(int fd) {
   }
   if (zygote_in_ >= 0) ::close(zygote_in_);
   zygote_in_ = -1;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Status ProcessLoadChecker::CheckInZygote(const std::string& model_dir, int64_t version,
                                          std::chrono::seconds timeout) {
   auto p = std::make_shared<Pending>();
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // The descriptor is used under mu_ only: the reader closes it (under mu_) when the zygote dies.
-  const int fd = ZygoteLocked(lock);
+  const int fd = ZygoteLocked();
   if (fd < 0) return Unavailable("the load check zygote is not running");
   const auto start = std::chrono::steady_clock::now();
   const uint64_t id = next_id_++;
@@ -285,7 +285,7 @@ Status ProcessLoadChecker::CheckInZygote(const std::string& model_dir, int64_t v
       ::kill(p->pid, SIGKILL);  // the zygote then reports the child's end
       killed = true;
     }
-    cv_.wait_for(lock, std::chrono::milliseconds(50));
+    WaitTick();
   }
   pending_.erase(id);
   const double secs =

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "runtime/load_checker.h"
 
 namespace dais::cmd {
@@ -42,7 +43,12 @@ class ProcessLoadChecker : public runtime::LoadChecker {
   };
   // The zygote's stdin, starting it first if needed; -1 when it cannot be started. `lock` holds
   // mu_ (released while the zygote starts).
-  int ZygoteLocked(std::unique_lock<std::mutex>& lock);
+  // (No analysis inside: CondVar's DAIS_REQUIRES names its own pointer to mu_.)
+  int ZygoteLocked() DAIS_REQUIRES(mu_) DAIS_NO_THREAD_SAFETY_ANALYSIS;
+  // Waits up to 50 ms for an answer of the zygote (the same caveat).
+  void WaitTick() DAIS_REQUIRES(mu_) DAIS_NO_THREAD_SAFETY_ANALYSIS {
+    cv_.WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+  }
   void RunZygote();          // the zygote's thread: starts it, reads its answers, reaps it
   void ReadAnswers(int fd);  // the zygote's lines into pending_, until it exits
   Status CheckInZygote(const std::string& model_dir, int64_t version, std::chrono::seconds timeout);
@@ -51,13 +57,14 @@ class ProcessLoadChecker : public runtime::LoadChecker {
 
   const bool allow_gpu_;
   const int log_verbose_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool starting_ = false;                                 // guarded by mu_
-  int zygote_in_ = -1;                                    // guarded by mu_
-  std::thread reader_;                                    // guarded by mu_
-  uint64_t next_id_ = 1;                                  // guarded by mu_
-  std::map<uint64_t, std::shared_ptr<Pending>> pending_;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  bool starting_ DAIS_GUARDED_BY(mu_) = false;
+  int zygote_in_ DAIS_GUARDED_BY(mu_) = -1;
+  std::thread reader_ DAIS_GUARDED_BY(mu_);
+  uint64_t next_id_ DAIS_GUARDED_BY(mu_) = 1;
+  // Each Pending's fields are read and written under mu_ too.
+  std::map<uint64_t, std::shared_ptr<Pending>> pending_ DAIS_GUARDED_BY(mu_);
 };
 
 }  // namespace dais::cmd

@@ -422,12 +422,21 @@ std::atomic<int64_t> g_abandoned_loads{0};
 // A load on its own thread, waited for with a deadline. Shared by the waiter and the thread,
 // which outlives the waiter when abandoned.
 struct TimedLoad {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;       // guarded by mu
-  bool abandoned = false;  // guarded by mu
-  StatusOr<std::shared_ptr<ModelVersion>> result{Internal("not loaded")};
+  Mutex mu;
+  CondVar cv{&mu};
+  bool done DAIS_GUARDED_BY(mu) = false;
+  bool abandoned DAIS_GUARDED_BY(mu) = false;
+  StatusOr<std::shared_ptr<ModelVersion>> result DAIS_GUARDED_BY(mu){Internal("not loaded")};
 };
+
+// Waits until the load is done or `deadline` passes; true when done. (No analysis inside:
+// CondVar's DAIS_REQUIRES names its own pointer to the mutex.)
+bool WaitDone(TimedLoad& load, std::chrono::steady_clock::time_point deadline)
+    DAIS_REQUIRES(load.mu) DAIS_NO_THREAD_SAFETY_ANALYSIS {
+  while (!load.done && load.cv.WaitUntil(deadline)) {
+  }
+  return load.done;
+}
 
 }  // namespace
 
@@ -446,22 +455,26 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(
   auto load = std::make_shared<TimedLoad>();
   std::thread([load, name, version, version_dir, config, backend] {
     auto result = ModelVersion::Load(name, version, version_dir, config, backend);
-    std::unique_lock<std::mutex> lock(load->mu);
-    if (load->abandoned) {
-      lock.unlock();
+    bool abandoned = false;
+    {
+      MutexLock lock(&load->mu);
+      abandoned = load->abandoned;
+      if (!abandoned) {
+        load->result = std::move(result);
+        load->done = true;
+        load->cv.SignalAll();
+      }
+    }
+    if (abandoned) {
       LOG_WARNING(
           "model '{}' version {}: a load abandoned at its deadline finished ({}); discarded", name,
           version, result.ok() ? "loaded" : result.status().message());
       if (result.ok()) (*result)->Shutdown(/*drain=*/false);
       g_abandoned_loads.fetch_sub(1);
-      return;
     }
-    load->result = std::move(result);
-    load->done = true;
-    load->cv.notify_all();
   }).detach();
-  std::unique_lock<std::mutex> lock(load->mu);
-  if (!load->cv.wait_for(lock, timeout, [&] { return load->done; })) {
+  MutexLock lock(&load->mu);
+  if (!WaitDone(*load, std::chrono::steady_clock::now() + timeout)) {
     load->abandoned = true;
     g_abandoned_loads.fetch_add(1);
     return DeadlineExceeded(fmt::format(

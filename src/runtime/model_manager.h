@@ -158,7 +158,9 @@ class ModelManager {
   bool Stopping();
   void SetError(const std::string& name, const std::string& error) DAIS_EXCLUDES(mu_);
   void Enqueue(RequestPtr request, std::shared_ptr<ModelVersion> version);
-  void PollLoop();
+  // Polls every poll_secs until Stop. (No analysis: CondVar's DAIS_REQUIRES names its own
+  // pointer to stop_mu_.)
+  void PollLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS;
   // LoadLocked for several models at once, on up to options_.load_threads threads. The caller
   // holds load_mu_ for all of them; each worker touches only its own model's entry.
   void LoadAllLocked(const std::vector<std::string>& names, bool from_poll) DAIS_REQUIRES(load_mu_);
