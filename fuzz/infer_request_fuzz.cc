@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(request->body.size() == body_size);
   if (!status.ok()) {
     Require(!status.message().empty());
-    std::string error = dais::ErrorJson(status.message());
+    std::string error = dais::frontends::http::ErrorJson(status.message());
     rapidjson::Document document;
     document.Parse(error.data(), error.size());
     Require(!document.HasParseError() && document.IsObject());
@@ -95,7 +95,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     response.output_binary.push_back(requested_binary || i % 2 == 1);
   }
 
-  dais::EncodedResponse encoded = dais::SerializeInferResponse(response);
+  dais::frontends::http::EncodedResponse encoded =
+      dais::frontends::http::SerializeInferResponse(response);
   Require(encoded.header_length <= encoded.body.size());
   const size_t json_size = encoded.header_length > 0 ? encoded.header_length : encoded.body.size();
   size_t binary_size = 0;
