@@ -394,6 +394,8 @@ int RunServe(const ServeOptions& o) {
   }
   if (Status s = manager.Start(); !s.ok()) {
     LOG_ERROR("cannot start: {}", s.message());
+    server.StartDraining();
+    server.JoinBackground();  // a repository request's answer goes out before the frontends stop
     return 1;
   }
   (*features)->LoadOffline();

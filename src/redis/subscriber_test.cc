@@ -159,6 +159,14 @@ TEST(SubscriberTest, ConnectTimeoutCoversTheHandshake) {
   ASSERT_OK((*server)->Resume());
   ASSERT_TRUE(WaitFor([&] { return sub->subscribed(); }, milliseconds(5000)));
   EXPECT_EQ(sub->subscriptions(), 1u);
+  // The handshake timed out and was retried while the server was paused (connect_timeout 300 ms
+  // in a 1 s pause): the server accepted several connections, not the first one only.
+  auto info = (*server)->Call({"INFO", "stats"});
+  ASSERT_OK(info);
+  const std::string key = "total_connections_received:";
+  const size_t at = info->str.find(key);
+  ASSERT_NE(at, std::string::npos) << info->str;
+  EXPECT_GE(std::stoll(info->str.substr(at + key.size())), 3) << info->str;  // + this call
 }
 
 // The destructor returns promptly whatever the connection is doing (in a handshake with a silent

@@ -293,7 +293,7 @@ bool ModelManager::NeedsLoad(const std::string& name, int64_t v, const std::stri
 }
 
 Status ModelManager::LoadOneVersion(const std::string& name, const Resolved& r, int64_t v,
-                                    bool has_old, Retired* retired) {
+                                    bool has_old, Retired* retired, bool* attempted) {
   std::unique_ptr<LoadPermit> permit;
   if (coordinator_ != nullptr) {
     auto granted = coordinator_->BeginLoad(name, v);
@@ -310,6 +310,7 @@ Status ModelManager::LoadOneVersion(const std::string& name, const Resolved& r, 
     }
     permit = std::move(granted).value();
   }
+  *attempted = true;
   LOG_INFO("loading model '{}' version {}{}{}", name, v, has_old ? " (changed on disk)" : "",
            permit ? fmt::format(" (fencing token {})", permit->token()) : "");
   auto loaded = LoadVersion(name, v, r.source.dir, r.config, r.backend);
@@ -406,8 +407,7 @@ Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
   for (int64_t v : r.wanted) {
     bool has_old = false;
     if (!NeedsLoad(name, v, r.source.versions.at(v), from_poll, &first_error, &has_old)) continue;
-    attempted = true;
-    Status s = LoadOneVersion(name, r, v, has_old, &retired);
+    Status s = LoadOneVersion(name, r, v, has_old, &retired, &attempted);
     if (first_error.ok()) first_error = s;
   }
   RetireUnwanted(name, r.wanted, attempted, &retired);

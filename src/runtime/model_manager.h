@@ -143,8 +143,10 @@ class ModelManager {
   bool NeedsLoad(const std::string& name, int64_t v, const std::string& fp, bool from_poll,
                  Status* first_error, bool* has_old) DAIS_REQUIRES(load_mu_) DAIS_EXCLUDES(mu_);
   // Takes a load permit (coordination), loads the version and switches traffic to it.
+  // `attempted` is set once a load was started (a permit that was not granted is no attempt).
   Status LoadOneVersion(const std::string& name, const Resolved& r, int64_t v, bool has_old,
-                        Retired* retired) DAIS_REQUIRES(load_mu_) DAIS_EXCLUDES(mu_);
+                        Retired* retired, bool* attempted) DAIS_REQUIRES(load_mu_)
+      DAIS_EXCLUDES(mu_);
   Status CheckFencing(const std::string& name, const LoadPermit& permit) DAIS_REQUIRES(mu_);
   void RetireUnwanted(const std::string& name, const std::vector<int64_t>& wanted, bool attempted,
                       Retired* retired) DAIS_REQUIRES(load_mu_) DAIS_EXCLUDES(mu_);

@@ -134,7 +134,12 @@ StatusOr<std::vector<VersionStatistics>> InferenceServer::Statistics(const std::
   for (const std::string& name : names) {
     std::vector<int64_t> versions =
         version >= 0 ? std::vector<int64_t>{version} : manager_->ReadyVersions(name);
-    if (!model.empty() && versions.empty()) return manager_->Find(name, -1).status();
+    if (!model.empty() && versions.empty()) {
+      // Why it has none (unknown, not ready); a version that became ready since is taken.
+      auto latest = manager_->Find(name, -1);
+      if (!latest.ok()) return latest.status();
+      versions.push_back((*latest)->version());
+    }
     for (int64_t v : versions) {
       auto mv = manager_->Find(name, v);
       if (!mv.ok()) {

@@ -1,7 +1,6 @@
 #include "frontends/grpc/kserve_grpc.h"
 
 #include <charconv>
-#include <deque>
 
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -9,7 +8,6 @@
 #include "frontends/grpc/grpc_codec.h"
 #include "grpc_service.pb.h"
 #include "health.pb.h"
-#include "runtime/tensor_config.h"
 
 namespace dais::frontends::grpc {
 namespace {
@@ -235,13 +233,13 @@ class InferStream : public StreamHandler, public std::enable_shared_from_this<In
   void OnMessage(std::string bytes) override {
     pending_.fetch_add(1);
     auto msg = std::make_shared<inference::ModelInferRequest>();
-    StatusOr<runtime::RequestPtr> request = server_->AcceptingInference();
-    if (request.status().ok()) {
-      request =
-          msg->ParseFromString(bytes)
-              ? DecodeInfer(*msg, *call_)
-              : InvalidArgument("a stream message is not a valid inference.ModelInferRequest");
-    }
+    const Status accepting = server_->AcceptingInference();
+    StatusOr<runtime::RequestPtr> request =
+        !accepting.ok() ? StatusOr<runtime::RequestPtr>(accepting)
+        : msg->ParseFromString(bytes)
+            ? DecodeInfer(*msg, *call_)
+            : StatusOr<runtime::RequestPtr>(InvalidArgument("a stream message is not a valid "
+                                                            "inference.ModelInferRequest"));
     if (!request.ok()) return Answer(request.status(), nullptr, msg->id());
     server_->Infer(
         std::move(*request),
@@ -419,9 +417,7 @@ GrpcFrontend::~GrpcFrontend() { Stop(0); }
 
 Status GrpcFrontend::Start() {
   H2ServerOptions o;
-  o.address = options_.address;
-  o.port = options_.port;
-  o.threads = options_.threads;
+  static_cast<EndpointOptions&>(o) = options_;  // address, port, threads, max_connections
   o.h2.max_receive_message_bytes = static_cast<uint32_t>(options_.max_message_bytes);
   o.h2.max_send_message_bytes = static_cast<uint32_t>(options_.max_message_bytes);
   o.h2.max_buffered_bytes = 2 * static_cast<uint64_t>(options_.max_message_bytes);
@@ -429,7 +425,6 @@ Status GrpcFrontend::Start() {
   o.keepalive_timeout_ms = options_.keepalive_timeout_ms;
   o.keepalive_permit_without_calls = options_.keepalive_permit_without_calls;
   o.max_pings_without_data = options_.http2_max_pings_without_data;
-  o.max_connections = options_.max_connections;
   server_ = std::make_unique<H2Server>(std::move(o), service_->Methods());
   Status s = server_->Start();
   if (!s.ok()) {

@@ -5,27 +5,22 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "dais/status.h"
+#include "frontends/endpoint.h"
 #include "frontends/grpc/h2_server.h"
 #include "server/inference_server.h"
 
 namespace dais::frontends::grpc {
 
-struct GrpcOptions {
-  std::string address = "0.0.0.0";
-  int port = 8001;  // 0: pick a free port
-  int threads = 0;  // I/O threads; 0: one per core
+struct GrpcOptions : EndpointOptions {
+  GrpcOptions() { port = 8001; }  // Triton's gRPC port
   int max_message_bytes = 64 << 20;
   int keepalive_time_ms = 7200000;  // gRPC's default: 2 hours
   int keepalive_timeout_ms = 20000;
   bool keepalive_permit_without_calls = false;
   int http2_max_pings_without_data = 2;
-  int64_t max_connections = 1024;  // frontends/connection_limit.h
 };
 
 class GrpcFrontend {

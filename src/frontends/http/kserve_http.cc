@@ -182,9 +182,13 @@ void KServeHttp::AddRoutes() {
     r->Add("GET", "/metrics", [this](Request&, const RouteParams&, Responder& w) { Metrics(w); });
     r->Add("GET", "/healthz", [this](Request&, const RouteParams&, Responder& w) { Health(w); });
   }
-  auto features = [this](Request& q, const RouteParams&, Responder& w) { Features(q, w); };
-  router_.Add("*", "/get-online-features", features);
-  router_.Add("*", "/push", features);
+  router_.Add("*", "/get-online-features", [this](Request& q, const RouteParams&, Responder& w) {
+    Features(q, /*push=*/false, w);
+  });
+  router_.Add("*", "/push", [this](Request& q, const RouteParams&, Responder& w) {
+    Features(q, /*push=*/true, w);
+  });
+  metrics_router_.SetNotFoundHint("this port serves /metrics and /healthz");
   router_.Add("GET", "/v2",
               [this](Request&, const RouteParams&, Responder& w) { ServerMetadata(w); });
   router_.Add("GET", "/v2/health/live",
@@ -346,7 +350,7 @@ void KServeHttp::Infer(Request& request, const std::string& model, int64_t versi
                  });
 }
 
-void KServeHttp::Features(Request& request, Responder& respond) {
+void KServeHttp::Features(Request& request, bool push, Responder& respond) {
   if (feast_ == nullptr) {
     return respond(ErrorResponse(
         404, request.path +
@@ -362,7 +366,7 @@ void KServeHttp::Features(Request& request, Responder& respond) {
   auto reply = [respond, in_flight = *admitted](StatusOr<std::string> json) {
     respond(json.ok() ? JsonResponse(200, std::move(*json)) : ErrorResponse(json.status()));
   };
-  if (request.path == "/push") return feast_->Push(request.body, std::move(reply));
+  if (push) return feast_->Push(request.body, std::move(reply));
   feast_->GetOnlineFeatures(request.body, std::move(reply));
 }
 

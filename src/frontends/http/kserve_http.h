@@ -20,6 +20,9 @@ class KServeHttp {
   // `io` is the Server this handler is given to (set before it serves); response encoding runs
   // on its I/O threads. Both borrowed; they must outlive this object.
   KServeHttp(server::InferenceServer* server, Server** io);
+  // Its routes capture `this`.
+  KServeHttp(const KServeHttp&) = delete;
+  KServeHttp& operator=(const KServeHttp&) = delete;
 
   // The Handler to give the Server.
   void Handle(Request request, Responder respond) { router_.Dispatch(request, respond); }
@@ -51,7 +54,7 @@ class KServeHttp {
   void ModelReady(const std::string& model, int64_t version, Responder& respond);
   void ModelConfig(const std::string& model, int64_t version, Responder& respond);
   void Infer(Request& request, const std::string& model, int64_t version, Responder& respond);
-  void Features(Request& request, Responder& respond);
+  void Features(Request& request, bool push, Responder& respond);
 
   server::InferenceServer* server_;
   Server** io_;

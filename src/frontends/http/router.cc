@@ -65,7 +65,8 @@ void Router::Dispatch(Request& request, Responder& respond) const {
     return respond(
         ErrorResponse(405, "method " + request.method + " not allowed on " + request.path));
   }
-  respond(ErrorResponse(404, "not found: " + request.path));
+  respond(ErrorResponse(404, "not found: " + request.path +
+                                 (not_found_hint_.empty() ? "" : " (" + not_found_hint_ + ")")));
 }
 
 }  // namespace dais::frontends::http

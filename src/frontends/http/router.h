@@ -33,6 +33,8 @@ class Router {
   void Add(std::string method, std::string_view pattern, Route route);
   // Calls the route for `request`, or answers 404 / 405.
   void Dispatch(Request& request, Responder& respond) const;
+  // Appended to the 404 message, e.g. what this listener serves.
+  void SetNotFoundHint(std::string hint) { not_found_hint_ = std::move(hint); }
 
  private:
   struct Entry {
@@ -42,6 +44,7 @@ class Router {
   };
   static bool Match(const Entry& e, const std::vector<std::string_view>& path, RouteParams* params);
   std::vector<Entry> routes_;
+  std::string not_found_hint_;
 };
 
 // The non-empty '/'-separated segments of `path`.
