@@ -179,10 +179,7 @@ void Connection::Fail(Status why) {
     LOG_WARNING("{}", why.message());
   }
   last_error_ = why;
-  if (link_) {
-    link_->Close();
-    link_.reset();
-  }
+  DropLink(&link_);
   queued_.clear();
   writing_ = false;
   healthy_ = false;
@@ -206,10 +203,7 @@ void Connection::Shutdown(const Status& why) {
   if (state_ == State::kShutdown) return;
   state_ = State::kShutdown;
   on_state_ = nullptr;
-  if (link_) {
-    link_->Close();
-    link_.reset();
-  }
+  DropLink(&link_);
   backoff_timer_.cancel();
   queued_.clear();
   writing_ = false;

@@ -49,6 +49,13 @@ struct Link {
   bool closed_ = false;
 };
 
+// Closes the owner's current link, if any, and forgets it: its pending handlers then see that it
+// is no longer current.
+inline void DropLink(std::shared_ptr<Link>* link) {
+  if (*link) (*link)->Close();
+  link->reset();
+}
+
 // Resolves `address` ("host:port"), connects link->socket (TCP_NODELAY) and arms link->deadline
 // for `timeout`, which covers the connect and the caller's handshake until it calls
 // link->Established(). Calls `on_connected` once the TCP connection is up, then the caller writes

@@ -215,10 +215,7 @@ void Subscriber::Impl::Flush() {
 void Subscriber::Impl::Fail(Status why) {
   if (stopped_) return;
   subscribed_ = false;
-  if (link_) {
-    link_->Close();
-    link_.reset();
-  }
+  DropLink(&link_);
   health_timer_.cancel();
   queued_.clear();
   writing_ = false;
@@ -236,10 +233,7 @@ void Subscriber::Impl::Fail(Status why) {
 void Subscriber::Impl::Shutdown() {
   stopped_ = true;
   subscribed_ = false;
-  if (link_) {
-    link_->Close();
-    link_.reset();
-  }
+  DropLink(&link_);
   health_timer_.cancel();
   backoff_timer_.cancel();
   work_.reset();  // run() returns once the closed link's handlers have drained
