@@ -12,13 +12,6 @@ const std::string& RouteParams::Get(std::string_view name) const {
   return kEmpty;
 }
 
-bool RouteParams::Has(std::string_view name) const {
-  for (const auto& kv : values_) {
-    if (kv.first == name) return true;
-  }
-  return false;
-}
-
 std::vector<std::string_view> PathSegments(std::string_view path) {
   std::vector<std::string_view> parts;
   size_t i = 0;

@@ -18,7 +18,6 @@ class RouteParams {
  public:
   // The segment captured as `name`, or "" when the pattern has no such capture.
   const std::string& Get(std::string_view name) const;
-  bool Has(std::string_view name) const;
 
  private:
   friend class Router;
