@@ -37,9 +37,35 @@ void AddHttpFlags(CLI::App* app, ServeOptions* o) {
       ->capture_default_str();
   app->add_option("--http-thread-count", o->http_threads, "HTTP I/O threads (0: one per core).")
       ->capture_default_str();
-  app->add_option("--http-max-body-bytes", o->http_max_body_bytes,
-                  "Largest accepted request body; larger ones get HTTP 413.")
-      ->capture_default_str();
+  app->add_option("--http-max-input-size,--http-max-body-bytes", o->http_max_body_bytes,
+                  "Largest request body in bytes (Triton's flag name; --http-max-body-bytes is "
+                  "the same), as sent and, for Content-Encoding gzip / deflate, once "
+                  "decompressed; larger ones get HTTP 413. 1 byte to 4 GiB.")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4} << 30));
+  app->add_option("--http-max-body-chunks", o->http_max_body_chunks,
+                  "A chunked request body (Transfer-Encoding: chunked) in more chunks than this "
+                  "gets HTTP 413.")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
+  app->add_option("--http-max-json-depth", o->http_max_json_depth,
+                  "JSON bodies nested deeper than this get HTTP 400 (Triton: 100), refused as "
+                  "they arrive.")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  app->add_option("--http-compression-min-bytes", o->http_compression_min_bytes,
+                  "Answers at least this long are compressed when the request's Accept-Encoding "
+                  "allows gzip or deflate (as tritonclient's response_compression_algorithm "
+                  "asks); request bodies with Content-Encoding gzip / deflate are always "
+                  "accepted.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--http-restricted-api", o->http_restricted_api,
+                  "<api>[,<api>...]:<key>=<value>: these API groups answer 403 unless the request "
+                  "has header <key> with <value> (as tritonserver's). Groups: health, metadata, "
+                  "inference, shared-memory, model-config, model-repository, statistics, trace, "
+                  "logging, features (dais's Feast endpoints). Repeatable; a group in one flag "
+                  "only.");
   app->add_option("--http-max-connections", o->http_max_connections,
                   "Open HTTP connections admitted. At the limit the connection idle the longest "
                   "is closed to make room for a new one, or the new one is closed at once when "
@@ -88,6 +114,10 @@ void AddGrpcFlags(CLI::App* app, ServeOptions* o) {
          "--grpc-http2-max-pings-without-data", o->grpc_http2_max_pings_without_data,
          "Pings allowed without data before the server stops answering them (0: no limit).")
       ->capture_default_str();
+  app->add_option("--grpc-restricted-protocol", o->grpc_restricted_protocol,
+                  "<api>[,<api>...]:<key>=<value>: calls of these API groups end with "
+                  "UNAVAILABLE unless their metadata has triton-grpc-protocol-<key> with <value> "
+                  "(as tritonserver's; groups as --http-restricted-api). Repeatable.");
 }
 
 void AddModelFlags(CLI::App* app, ServeOptions* o) {
@@ -197,8 +227,29 @@ runtime::ManagerOptions ManagerOptionsFrom(const ServeOptions& o) {
 // and gRPC, all over one InferenceServer.
 class Frontends {
  public:
-  Frontends(const ServeOptions& o, server::InferenceServer* server, FeatureRuntime* features)
-      : options_(o), kserve_(server, &http_ptr_) {
+  // The restricted-API flags, parsed; InvalidArgument naming the flag and the fault.
+  struct Restrictions {
+    server::ApiRestrictions http;
+    server::ApiRestrictions grpc;
+  };
+  static StatusOr<Restrictions> ParseRestrictions(const ServeOptions& o) {
+    Restrictions r;
+    ASSIGN_OR_RETURN(
+        r.http, server::ApiRestrictions::Parse(o.http_restricted_api, "--http-restricted-api", ""));
+    ASSIGN_OR_RETURN(r.grpc, server::ApiRestrictions::Parse(o.grpc_restricted_protocol,
+                                                            "--grpc-restricted-protocol",
+                                                            "triton-grpc-protocol-"));
+    return r;
+  }
+
+  Frontends(const ServeOptions& o, Restrictions restrictions, server::InferenceServer* server,
+            FeatureRuntime* features)
+      : options_(o),
+        grpc_restrictions_(std::move(restrictions.grpc)),
+        kserve_(server, &http_ptr_,
+                frontends::http::KServeHttpOptions{o.http_max_json_depth,
+                                                   std::move(restrictions.http)}) {
+    if (features->api() != nullptr) features->api()->set_max_json_depth(o.http_max_json_depth);
     kserve_.SetFeatures(features->api());
   }
 
@@ -235,7 +286,10 @@ class Frontends {
     http_options_.address = options_.http_address;
     http_options_.port = options_.http_port;
     http_options_.threads = options_.http_threads;
-    http_options_.max_body_bytes = options_.http_max_body_bytes;
+    http_options_.max_body_bytes = static_cast<uint64_t>(options_.http_max_body_bytes);
+    http_options_.max_body_chunks = static_cast<uint64_t>(options_.http_max_body_chunks);
+    http_options_.max_json_depth = options_.http_max_json_depth;
+    http_options_.compress_min_bytes = static_cast<uint64_t>(options_.http_compression_min_bytes);
     http_options_.max_connections =
         options_.http_max_connections > 0 ? options_.http_max_connections : limits.http;
     http_options_.idle_timeout_secs = options_.http_idle_timeout_secs;
@@ -275,6 +329,7 @@ class Frontends {
     go.keepalive_timeout_ms = options_.grpc_keepalive_timeout_ms;
     go.keepalive_permit_without_calls = options_.grpc_keepalive_permit_without_calls;
     go.http2_max_pings_without_data = options_.grpc_http2_max_pings_without_data;
+    go.restrictions = grpc_restrictions_;
     go.max_connections =
         options_.grpc_max_connections > 0 ? options_.grpc_max_connections : limits.grpc;
     grpc_ = std::make_unique<frontends::grpc::GrpcFrontend>(go, server);
@@ -296,6 +351,7 @@ class Frontends {
   }
 
   const ServeOptions& options_;
+  const server::ApiRestrictions grpc_restrictions_;
   frontends::http::Server* http_ptr_ = nullptr;
   frontends::http::KServeHttp kserve_;
   frontends::http::ServerOptions http_options_;
@@ -356,6 +412,11 @@ int RunServe(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  auto restrictions = Frontends::ParseRestrictions(o);
+  if (!restrictions.ok()) {
+    LOG_ERROR("{}", restrictions.status().message());
+    return 1;
+  }
   const runtime::ManagerOptions mo = ManagerOptionsFrom(o);
   std::string backends;
   for (const auto& b : BackendNames()) backends += (backends.empty() ? "" : ", ") + b;
@@ -386,7 +447,7 @@ int RunServe(const ServeOptions& o) {
   server::InferenceServer server(&manager);
   features::FeatureStore* store = (*features)->store();
   server.SetFeatureHealth([store] { return store->Healthy(); }, (*features)->tier_name());
-  Frontends frontends(o, &server, features->get());
+  Frontends frontends(o, std::move(*restrictions), &server, features->get());
   // Listen first (health endpoints answer "not ready" while models load), then load.
   if (Status s = frontends.Start(frontends::ConnectionLimitsFromRlimit(), &server); !s.ok()) {
     LOG_ERROR("{}", s.message());

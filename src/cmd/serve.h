@@ -27,7 +27,12 @@ struct ServeOptions {
   int metrics_port = -1;
   std::string http_address = "0.0.0.0";
   int http_threads = 0;
-  uint64_t http_max_body_bytes = 64ull << 20;
+  int64_t http_max_body_bytes = 64ll << 20;
+  int64_t http_max_body_chunks = 65536;
+  int http_max_json_depth = 100;
+  int64_t http_compression_min_bytes = 1024;
+  std::vector<std::string> http_restricted_api;
+  std::vector<std::string> grpc_restricted_protocol;
   std::string model_control_mode = "none";
   int repository_poll_secs = 15;
   std::vector<std::string> load_models;

@@ -111,6 +111,7 @@ StatusOr<ModelMetadata> InferenceServer::Metadata(const std::string& model, int6
     for (int64_t v : manager_->ReadyVersions(model)) m.versions.push_back(std::to_string(v));
   }
   m.platform = config.platform().empty() ? config.backend() : config.platform();
+  m.max_batch_size = config.max_batch_size();
   for (const auto& in : config.input()) {
     m.inputs.push_back(TensorMeta(in.name(), in.data_type(), in.dims(), batching));
   }
@@ -155,7 +156,9 @@ StatusOr<std::vector<VersionStatistics>> InferenceServer::Statistics(const std::
 Status InferenceServer::Repository(RepositoryAction action, const std::string& model,
                                    bool has_parameters, std::function<void(Status)> done) {
   if (manager_->mode() != runtime::ModelControlMode::kExplicit) {
-    return FailedPrecondition(
+    // Unavailable, as Triton answers (HTTP 503, gRPC UNAVAILABLE): this server does not take
+    // repository control now; another (or this one restarted in explicit mode) may.
+    return Unavailable(
         "explicit model load / unload is not allowed unless --model-control-mode=explicit");
   }
   if (has_parameters && action == RepositoryAction::kLoad) {

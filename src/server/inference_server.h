@@ -55,6 +55,7 @@ struct ModelMetadata {
   std::string name;
   std::vector<std::string> versions;
   std::string platform;
+  int64_t max_batch_size = 0;  // > 0: the inputs' and outputs' first dimension is the batch
   std::vector<TensorMetadata> inputs;
   std::vector<TensorMetadata> outputs;
 };

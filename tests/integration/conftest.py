@@ -214,7 +214,8 @@ class DaisServer:
         while True:
             try:
                 last = requests.get(self.url + path, timeout=5).status_code
-                if last == 200:
+                # (403: answering, with health behind --http-restricted-api.)
+                if last == 200 or (not wait_ready and last == 403):
                     return
             except requests.RequestException as e:
                 last = repr(e)

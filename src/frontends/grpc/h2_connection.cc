@@ -85,6 +85,13 @@ uint64_t ParseTimeoutUs(std::string_view v) {
   return std::max<uint64_t>(us, 1);
 }
 
+// A header that is the application's metadata, not the transport's (nghttp2 hands names in
+// lower case).
+bool IsCustomMetadata(std::string_view n) {
+  return !n.empty() && n[0] != ':' && n != "te" && n != "user-agent" && n != "content-type" &&
+         n.substr(0, 5) != "grpc-" && n != "accept-encoding";
+}
+
 }  // namespace
 
 // nghttp2's C callbacks, forwarding to the connection (user_data).
@@ -118,6 +125,9 @@ struct H2Callbacks {
     } else if (n == "grpc-timeout") {
       if (!s->call) s->call = std::make_shared<ServerCall>();
       if (uint64_t us = ParseTimeoutUs(v); us > 0) s->call->deadline_ns_ = NowNs() + us * 1000;
+    } else if (IsCustomMetadata(n)) {
+      if (!s->call) s->call = std::make_shared<ServerCall>();
+      s->call->metadata_.emplace_back(n, v);
     }
     return 0;
   }
@@ -205,6 +215,13 @@ void ServerCall::Reply(std::string message) {
       c->DoFinish(id, ::grpc::Status::OK);
     });
   }
+}
+
+std::optional<std::string_view> ServerCall::Metadata(std::string_view name) const {
+  for (const auto& [k, v] : metadata_) {
+    if (k == name) return std::string_view(v);
+  }
+  return std::nullopt;
 }
 
 void ServerCall::ReplyEncoded(std::function<std::string()> encode) {
@@ -324,6 +341,9 @@ void H2Connection::OnRequestHeaders(Stream* s) {
                                      "inference.GRPCInferenceService and grpc.health.v1.Health)"));
   }
   s->method = &it->second;
+  if (s->method->admit) {
+    if (::grpc::Status st = s->method->admit(*s->call); !st.ok()) return Refuse(s, std::move(st));
+  }
   if (s->method->stream) s->handler = s->method->stream(s->call);
 }
 

@@ -25,9 +25,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "dais/status.h"
 
@@ -53,6 +56,9 @@ class ServerCall {
   void Finish(::grpc::Status status);
   // Write(message) then Finish(OK), in one step.
   void Reply(std::string message);
+  // A custom metadata entry (request header) by lower-case name; nullopt when absent. The
+  // transport's own headers (content-type, te, user-agent, grpc-*) are not kept.
+  std::optional<std::string_view> Metadata(std::string_view name) const;
   // Reply(encode()), with `encode` run where the connection's work runs (not at all if the
   // call is gone meanwhile).
   void ReplyEncoded(std::function<std::string()> encode);
@@ -63,6 +69,7 @@ class ServerCall {
   std::weak_ptr<H2Connection> conn_;
   int32_t stream_id_ = 0;
   uint64_t deadline_ns_ = 0;  // steady clock; 0: none
+  std::vector<std::pair<std::string, std::string>> metadata_;
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
@@ -81,6 +88,9 @@ struct Method {
   std::function<void(std::shared_ptr<ServerCall>, std::string request)> unary;
   // Client-streaming and bidirectional calls: called when the call starts.
   std::function<std::shared_ptr<StreamHandler>(std::shared_ptr<ServerCall>)> stream;
+  // Optional: called with the call's headers before anything else; a status that is not OK
+  // ends the call with it at once (its messages are ignored).
+  std::function<::grpc::Status(const ServerCall&)> admit;
 };
 
 // Key: the HTTP/2 :path, "/package.Service/Method".

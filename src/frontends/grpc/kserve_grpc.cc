@@ -95,7 +95,8 @@ Method Sync(std::function<::grpc::Status(const Req&, Resp*)> fn) {
 
 class GrpcFrontend::Service final {
  public:
-  explicit Service(server::InferenceServer* server) : server_(server) {}
+  Service(server::InferenceServer* server, server::ApiRestrictions restrictions)
+      : server_(server), restrictions_(std::move(restrictions)) {}
 
   MethodTable Methods();
   void SetNotServing();
@@ -188,8 +189,11 @@ class GrpcFrontend::Service final {
   void Repository(std::shared_ptr<ServerCall> call, std::string bytes,
                   server::RepositoryAction action);
   void HealthCheck(std::shared_ptr<ServerCall> call, std::string bytes, bool watch);
+  // Puts each method of `t` behind its API group's restriction, if any.
+  void Restrict(MethodTable& t) const;
 
   server::InferenceServer* server_;
+  const server::ApiRestrictions restrictions_;
   Mutex mu_;
   bool serving_ DAIS_GUARDED_BY(mu_) = true;
   std::vector<std::weak_ptr<ServerCall>> watchers_ DAIS_GUARDED_BY(mu_);  // Health/Watch calls
@@ -407,11 +411,55 @@ MethodTable GrpcFrontend::Service::Methods() {
   t["/grpc.health.v1.Health/Watch"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
     HealthCheck(std::move(c), std::move(b), true);
   };
+  Restrict(t);
   return t;
 }
 
+void GrpcFrontend::Service::Restrict(MethodTable& t) const {
+  using server::ApiGroup;
+  // Triton's grouping (--grpc-restricted-protocol); grpc.health.v1 is in "health" too.
+  static const std::pair<const char*, ApiGroup> kGroups[] = {
+      {"ServerLive", ApiGroup::kHealth},
+      {"ServerReady", ApiGroup::kHealth},
+      {"ModelReady", ApiGroup::kHealth},
+      {"ServerMetadata", ApiGroup::kMetadata},
+      {"ModelMetadata", ApiGroup::kMetadata},
+      {"ModelInfer", ApiGroup::kInference},
+      {"ModelStreamInfer", ApiGroup::kInference},
+      {"ModelConfig", ApiGroup::kModelConfig},
+      {"ModelStatistics", ApiGroup::kStatistics},
+      {"RepositoryIndex", ApiGroup::kModelRepository},
+      {"RepositoryModelLoad", ApiGroup::kModelRepository},
+      {"RepositoryModelUnload", ApiGroup::kModelRepository},
+      {"SystemSharedMemoryStatus", ApiGroup::kSharedMemory},
+      {"SystemSharedMemoryRegister", ApiGroup::kSharedMemory},
+      {"SystemSharedMemoryUnregister", ApiGroup::kSharedMemory},
+      {"CudaSharedMemoryStatus", ApiGroup::kSharedMemory},
+      {"CudaSharedMemoryRegister", ApiGroup::kSharedMemory},
+      {"CudaSharedMemoryUnregister", ApiGroup::kSharedMemory},
+      {"TraceSetting", ApiGroup::kTrace},
+      {"LogSettings", ApiGroup::kLogging},
+  };
+  auto restrict = [this, &t](const std::string& path, ApiGroup group) {
+    if (restrictions_.RequiredHeader(group) == nullptr) return;
+    t.at(path).admit = [this, group](const ServerCall& call) {
+      Status s =
+          restrictions_.Check(group, [&call](std::string_view n) { return call.Metadata(n); });
+      if (s.ok()) return ::grpc::Status::OK;
+      // Triton's words and code for a restricted protocol.
+      return ::grpc::Status(::grpc::StatusCode::UNAVAILABLE,
+                            "This protocol is restricted, expecting header '" +
+                                *restrictions_.RequiredHeader(group) + "'");
+    };
+  };
+  for (const auto& [method, group] : kGroups) restrict(kService + method, group);
+  restrict("/grpc.health.v1.Health/Check", ApiGroup::kHealth);
+  restrict("/grpc.health.v1.Health/Watch", ApiGroup::kHealth);
+}
+
 GrpcFrontend::GrpcFrontend(GrpcOptions options, server::InferenceServer* server)
-    : options_(std::move(options)), service_(std::make_unique<Service>(server)) {}
+    : options_(std::move(options)),
+      service_(std::make_unique<Service>(server, options_.restrictions)) {}
 
 GrpcFrontend::~GrpcFrontend() { Stop(0); }
 

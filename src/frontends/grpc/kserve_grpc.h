@@ -10,6 +10,7 @@
 #include "dais/status.h"
 #include "frontends/endpoint.h"
 #include "frontends/grpc/h2_server.h"
+#include "server/api_restrictions.h"
 #include "server/inference_server.h"
 
 namespace dais::frontends::grpc {
@@ -21,6 +22,9 @@ struct GrpcOptions : EndpointOptions {
   int keepalive_timeout_ms = 20000;
   bool keepalive_permit_without_calls = false;
   int http2_max_pings_without_data = 2;
+  // --grpc-restricted-protocol: groups of methods that need a metadata entry; a call without it
+  // ends with UNAVAILABLE, as Triton's does.
+  server::ApiRestrictions restrictions;
 };
 
 class GrpcFrontend {

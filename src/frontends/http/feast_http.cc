@@ -308,10 +308,11 @@ StatusOr<FeatureSpecPtr> RequestedFeatures(const Value& d, const FeastHttp::Spec
 }
 
 Status ParseFeatureQuery(std::string_view body, const FeastHttp::SpecList& specs,
-                         const FeastHttp::ServiceSpec& services, FeatureQuery* q) {
+                         const FeastHttp::ServiceSpec& services, int max_json_depth,
+                         FeatureQuery* q) {
   q->body = std::make_shared<rapidjson::Document>();
   rapidjson::Document& d = *q->body;
-  RETURN_IF_ERROR(json::ParseJson(body, &d));
+  RETURN_IF_ERROR(json::ParseJson(body, &d, max_json_depth));
   if (!d.IsObject()) return InvalidArgument("the body must be a JSON object");
   q->full_names = d.HasMember("full_feature_names") && d["full_feature_names"].IsBool() &&
                   d["full_feature_names"].GetBool();
@@ -329,7 +330,7 @@ Status ParseFeatureQuery(std::string_view body, const FeastHttp::SpecList& specs
 
 void FeastHttp::GetOnlineFeatures(std::string_view body, Done done) {
   auto q = std::make_shared<FeatureQuery>();
-  Status s = ParseFeatureQuery(body, specs_, services_, q.get());
+  Status s = ParseFeatureQuery(body, specs_, services_, max_json_depth_, q.get());
   if (!s.ok()) return done(s);
   LookupRequest lookup = std::move(q->lookup);
   store_->Lookup(std::move(lookup),
@@ -487,7 +488,7 @@ StatusOr<PushRow> ParsePushRow(const PushColumns& c, size_t r, const PushOptions
 
 void FeastHttp::Push(std::string_view body, Done done) {
   rapidjson::Document d;
-  if (Status s = json::ParseJson(body, &d); !s.ok()) return done(s);
+  if (Status s = json::ParseJson(body, &d, max_json_depth_); !s.ok()) return done(s);
   if (!d.IsObject()) return done(InvalidArgument("the body must be a JSON object"));
   StatusOr<PushColumns> columns = FindPushColumns(d, specs_());
   if (!columns.ok()) return done(columns.status());

@@ -45,6 +45,9 @@ class FeastHttp {
   FeastHttp(features::FeatureStore* store, SpecList specs, ServiceSpec services,
             PushOptions push = {});
 
+  // JSON bodies nested deeper are refused (default 100). Call before serving.
+  void set_max_json_depth(int depth) { max_json_depth_ = depth; }
+
   // Both answer through `done` exactly once, on any thread.
   void GetOnlineFeatures(std::string_view body, Done done);
   void Push(std::string_view body, Done done);
@@ -54,6 +57,7 @@ class FeastHttp {
   SpecList specs_;
   ServiceSpec services_;
   PushOptions push_;
+  int max_json_depth_ = 100;
 };
 
 // "2026-11-30T12:00:00Z" (seconds; fractions dropped, as Feast prints them).

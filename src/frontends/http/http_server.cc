@@ -11,7 +11,10 @@
 
 #include "common/json.h"
 #include "common/logging.h"
+#include "common/zlib_codec.h"
 #include "frontends/connection_limit.h"
+#include "frontends/http/content_coding.h"
+#include "frontends/http/infer_codec.h"
 #include "frontends/listen.h"
 
 namespace dais::frontends::http {
@@ -54,6 +57,10 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
+    chunks_ = 0;
+    parser_->on_chunk_header(on_chunk_);
+    answer_coding_.reset();
+    inflater_.reset();
     // An idle keep-alive connection, or a client that stalls mid-request, is closed after this,
     // or earlier when the listener is at its connection limit and this one has waited longest.
     stream_.expires_after(std::chrono::seconds(options_.idle_timeout_secs));
@@ -90,7 +97,18 @@ class Session : public std::enable_shared_from_this<Session> {
         json_bytes_ = 0;
       }
     }
-    scanner_.emplace();
+    inflater_.reset();
+    decoded_.clear();
+    auto ce = h.find(bhttp::field::content_encoding);
+    if (ce != h.end()) {
+      auto coding = RequestCoding(std::string_view(ce->value().data(), ce->value().size()));
+      if (!coding.ok()) {
+        // RFC 9110 §15.5.16: a 415 for a content coding names the ones accepted.
+        return AnswerEarly(415, coding.status().message(), {{"Accept-Encoding", "gzip, deflate"}});
+      }
+      if (*coding) inflater_.emplace(**coding, options_.max_body_bytes);
+    }
+    scanner_.emplace(options_.max_json_depth);
     scanned_ = 0;
     // Reads of at least 64 KiB while a body comes in: Beast reads what the buffer's spare
     // capacity allows, 512 bytes at a time for a fresh buffer (80,000 reads for 40 MB).
@@ -116,25 +134,40 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnBody(beast::error_code ec) {
     if (ec) return OnRead(ec);
-    const std::string& body = parser_->get().body();
+    std::string& wire = parser_->get().body();
+    if (inflater_) {
+      // Decompressed as it arrives; the compressed bytes are dropped once inflated (Beast
+      // appends each read at the body's end, wherever that is).
+      Status s = inflater_->Feed(wire, &decoded_);
+      wire.clear();
+      if (!s.ok()) {
+        return AnswerEarly(s.code() == StatusCode::kResourceExhausted ? 413 : 400, s.message());
+      }
+    }
+    const std::string& body = inflater_ ? decoded_ : wire;
     const uint64_t until = std::min<uint64_t>(body.size(), json_bytes_);
     if (until > scanned_) {
       if (!scanner_->Feed(std::string_view(body).substr(scanned_, until - scanned_))) {
-        keep_alive_ = false;
-        discard_rest_ = true;
-        return Write(Response{400,
-                              "application/json",
-                              "{\"error\":\"JSON nested deeper than " +
-                                  std::to_string(scanner_->max_depth()) + " levels at offset " +
-                                  std::to_string(scanner_->offset()) + "\"}",
-                              {}});
+        return AnswerEarly(400, "JSON nested deeper than " + std::to_string(scanner_->max_depth()) +
+                                    " levels at offset " + std::to_string(scanner_->offset()));
       }
       scanned_ = until;
     }
     if (!parser_->is_done()) return ReadBody();
+    if (inflater_ && !decoded_.empty()) {
+      if (Status s = inflater_->Finish(); !s.ok()) return AnswerEarly(400, s.message());
+    }
     // Idle keep-alive connections must not each keep 64 KiB (thousands of them are allowed).
     if (buffer_.capacity() > 4096) buffer_.shrink_to_fit();
     OnRead(ec);
+  }
+
+  // Answers before the whole request was read, then drops the rest of it and closes.
+  void AnswerEarly(int status, const std::string& message,
+                   std::vector<std::pair<std::string, std::string>> headers = {}) {
+    keep_alive_ = false;
+    discard_rest_ = true;
+    Write(Response{status, "application/json", ErrorJson(message), std::move(headers)});
   }
 
   void OnRead(beast::error_code ec) {
@@ -144,13 +177,13 @@ class Session : public std::enable_shared_from_this<Session> {
       return Close();
     }
     if (ec == bhttp::error::body_limit) {
-      keep_alive_ = false;
-      discard_rest_ = true;  // answered before the body: drain it so the 413 is not reset away
-      return Write(Response{413,
-                            "application/json",
-                            "{\"error\":\"request body exceeds the limit of " +
-                                std::to_string(options_.max_body_bytes) + " bytes\"}",
-                            {}});
+      // Answered before the body: the rest is drained so that the 413 is not reset away.
+      return AnswerEarly(413, "request body exceeds the limit of " +
+                                  std::to_string(options_.max_body_bytes) + " bytes");
+    }
+    if (chunks_ > options_.max_body_chunks) {
+      return AnswerEarly(413, "chunked request body in more than " +
+                                  std::to_string(options_.max_body_chunks) + " chunks");
     }
     if (ec) {
       keep_alive_ = false;
@@ -175,11 +208,14 @@ class Session : public std::enable_shared_from_this<Session> {
     r.path = std::string(target.substr(0, q));
     if (q != std::string_view::npos) r.query = std::string(target.substr(q + 1));
     for (const auto& f : req) {
+      if (inflater_ && f.name() == bhttp::field::content_encoding) continue;  // decoded below
       r.headers.emplace_back(
           Lower(std::string_view(f.name_string().data(), f.name_string().size())),
           std::string(f.value().data(), f.value().size()));
     }
-    r.body = std::move(req.body());
+    r.body = inflater_ ? std::move(decoded_) : std::move(req.body());
+    inflater_.reset();
+    answer_coding_ = AnswerCoding(r.Header("accept-encoding"));
     handler_(std::move(r), [self = shared_from_this()](Response resp) {
       net::post(self->stream_.get_executor(),
                 [self, resp = std::move(resp)]() mutable { self->Write(std::move(resp)); });
@@ -194,6 +230,17 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!r.content_type.empty()) res->set(bhttp::field::content_type, r.content_type);
     for (auto& [k, v] : r.headers) res->set(k, v);
     res->keep_alive(keep_alive_);
+    if (r.body.size() >= options_.compress_min_bytes) {
+      res->set(bhttp::field::vary, "Accept-Encoding");
+      if (answer_coding_) {
+        std::string packed = Deflate(r.body, *answer_coding_);
+        if (!packed.empty() && packed.size() < r.body.size()) {
+          r.body = std::move(packed);
+          res->set(bhttp::field::content_encoding,
+                   std::string(ContentEncodingName(*answer_coding_)));
+        }
+      }
+    }
     res->body() = std::move(r.body);
     res->prepare_payload();
     bhttp::async_write(stream_, *res,
@@ -234,6 +281,15 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t json_bytes_ = 0;
   uint64_t scanned_ = 0;
   std::optional<json::DepthScanner> scanner_;
+  std::optional<Inflater> inflater_;         // the body came with Content-Encoding gzip / deflate
+  std::string decoded_;                      // what it decompressed to so far
+  std::optional<ZlibFormat> answer_coding_;  // the request's Accept-Encoding allows it
+  uint64_t chunks_ = 0;
+  // Counts a chunked body's chunks; past the limit the parser stops with an error.
+  std::function<void(uint64_t, beast::string_view, beast::error_code&)> on_chunk_ =
+      [this](uint64_t, beast::string_view, beast::error_code& ec) {
+        if (++chunks_ > options_.max_body_chunks) ec = bhttp::error::bad_chunk;
+      };
   bool discard_rest_ = false;  // answered early: drop the rest of the body, then close
   std::unique_ptr<std::array<char, kBodyReadBytes>> discard_buf_;
 };

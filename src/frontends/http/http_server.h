@@ -28,7 +28,7 @@ struct Request {
   std::string path;    // without the query string
   std::string query;
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::string body;
+  std::string body;  // decompressed when it came with Content-Encoding gzip / deflate
   // Value of a header (name lower-case), or empty.
   std::string_view Header(std::string_view name) const;
 };
@@ -45,7 +45,16 @@ using Handler = std::function<void(Request, Responder)>;
 
 // Open connections (max_connections): a connection waiting for its next request is idle.
 struct ServerOptions : EndpointOptions {
+  // Largest request body, as sent and (Content-Encoding gzip / deflate) once decompressed.
   uint64_t max_body_bytes = 64ull << 20;
+  // A chunked (Transfer-Encoding) body in more chunks than this is refused with 413.
+  uint64_t max_body_chunks = 65536;
+  // A JSON body (or the JSON header of a binary one) nested deeper is refused with 400 as it
+  // arrives. The handler's parsers apply the same limit.
+  int max_json_depth = 100;
+  // Answers at least this long are compressed when the request's Accept-Encoding allows gzip
+  // or deflate.
+  uint64_t compress_min_bytes = 1024;
   std::string listener = "http";  // names the connections in the metrics
   // A connection waiting this long for (the rest of) a request is closed.
   int idle_timeout_secs = 120;

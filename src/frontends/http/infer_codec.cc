@@ -600,8 +600,8 @@ Status ParseDocument(const Value& root, std::string_view binary,
 
 }  // namespace
 
-Status ParseInferRequest(std::string body, size_t header_length,
-                         runtime::InferenceRequest* request) {
+Status ParseInferRequest(std::string body, size_t header_length, runtime::InferenceRequest* request,
+                         int max_json_depth) {
   request->body = std::move(body);
   const std::string_view whole(request->body);
   if (header_length > whole.size()) {
@@ -612,8 +612,73 @@ Status ParseInferRequest(std::string body, size_t header_length,
   const std::string_view binary =
       header_length > 0 ? whole.substr(header_length) : std::string_view();
   rapidjson::Document document;
-  RETURN_IF_ERROR(json::ParseJson<kParseFlags>(json, &document));
+  RETURN_IF_ERROR(json::ParseJson<kParseFlags>(json, &document, max_json_depth));
   return ParseDocument(document, binary, request);
+}
+
+Status ParseRawInferRequest(std::string body, const std::string& name, DataType dtype,
+                            std::vector<int64_t> shape, runtime::InferenceRequest* request) {
+  request->body = std::move(body);
+  request->binary_output_default = true;
+  const std::string where = "raw binary request: input " + Quoted(name) + " " +
+                            std::string(DataTypeName(dtype)) + " " + ShapeToString(shape);
+  Tensor t;
+  t.name = name;
+  t.dtype = dtype;
+  const std::string_view bytes(request->body);
+  if (dtype == DataType::kBytes) {
+    for (int64_t& d : shape) {
+      if (d != 1 && d != -1) {
+        return InvalidArgument(where +
+                               ": a raw body is one BYTES element, so the model's input "
+                               "must have shape [1]; send a JSON inference header");
+      }
+      d = 1;
+    }
+    if (bytes.size() > std::numeric_limits<uint32_t>::max()) {
+      return InvalidArgument(where + ": a BYTES element is at most 4 GiB");
+    }
+    // Triton's serialized form: a 4-byte little-endian length, then the element's bytes.
+    std::vector<char> serialized(4 + bytes.size());
+    const auto n = static_cast<uint32_t>(bytes.size());
+    for (int i = 0; i < 4; ++i) serialized[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    std::copy(bytes.begin(), bytes.end(), serialized.begin() + 4);
+    t.Own(std::move(serialized));
+  } else {
+    int64_t* variable = nullptr;
+    uint64_t fixed = DataTypeSize(dtype);  // bytes per row of the fixed dimensions
+    for (int64_t& d : shape) {
+      if (d >= 0) {
+        fixed *= static_cast<uint64_t>(d);
+        continue;
+      }
+      if (variable != nullptr) {
+        return InvalidArgument(where +
+                               ": more than one variable dimension cannot be deduced "
+                               "from the body's size; send a JSON inference header");
+      }
+      variable = &d;
+    }
+    if (variable != nullptr && fixed > 0) {
+      if (bytes.size() % fixed != 0) {
+        return InvalidArgument(where + ": the body's " + std::to_string(bytes.size()) +
+                               " bytes are not a whole number of " + std::to_string(fixed) +
+                               "-byte rows");
+      }
+      *variable = static_cast<int64_t>(bytes.size() / fixed);
+    } else if (variable != nullptr) {
+      *variable = 0;
+    }
+    const uint64_t want = static_cast<uint64_t>(ElementCount(shape)) * DataTypeSize(dtype);
+    if (bytes.size() != want) {
+      return InvalidArgument(where + " takes " + std::to_string(want) + " bytes, the body has " +
+                             std::to_string(bytes.size()));
+    }
+    t.data = bytes;
+  }
+  t.shape = std::move(shape);
+  request->inputs.push_back(std::move(t));
+  return OkStatus();
 }
 
 }  // namespace dais::frontends::http

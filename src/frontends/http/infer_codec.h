@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
+#include "dais/datatype.h"
 #include "dais/status.h"
 #include "runtime/inference_request.h"
 
@@ -19,9 +21,18 @@ namespace dais::frontends::http {
 // `body` is moved into request->body; binary inputs borrow from it (no copy), JSON inputs are
 // converted into owned bytes. `header_length` is the Inference-Header-Content-Length header
 // value, or 0 when absent (the whole body is JSON).
+// JSON nested deeper than `max_json_depth` is refused.
 // Errors are InvalidArgument with a message naming the input and the problem.
-Status ParseInferRequest(std::string body, size_t header_length,
-                         runtime::InferenceRequest* request);
+Status ParseInferRequest(std::string body, size_t header_length, runtime::InferenceRequest* request,
+                         int max_json_depth = 100);
+
+// A raw binary request (Inference-Header-Content-Length: 0, Triton's binary data extension): the
+// body is the bytes of the model's one input `name`, whose datatype and configured shape (batch
+// dimension already set to 1) are given. At most one dimension may be -1; it is deduced from the
+// body's size. A BYTES input must hold one element (dims 1 or -1): the body is that element's
+// bytes. Every output is answered as binary data. InvalidArgument when the body does not fit.
+Status ParseRawInferRequest(std::string body, const std::string& name, DataType dtype,
+                            std::vector<int64_t> shape, runtime::InferenceRequest* request);
 
 struct EncodedResponse {
   std::string body;

@@ -5,6 +5,7 @@
 #include <rapidjson/writer.h>
 
 #include <charconv>
+#include <optional>
 
 #include "common/json.h"
 #include "dais/clock.h"
@@ -17,6 +18,15 @@ namespace dais::frontends::http {
 namespace {
 
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+using server::ApiGroup;
+
+// A request header by lower-case name; nullopt when absent (an empty value is present).
+std::optional<std::string_view> FindHeader(const Request& request, std::string_view name) {
+  for (const auto& [k, v] : request.headers) {
+    if (k == name) return std::string_view(v);
+  }
+  return std::nullopt;
+}
 
 void WriteString(Writer& w, std::string_view s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
@@ -128,13 +138,14 @@ std::string IndexJson(const std::vector<runtime::IndexEntry>& entries) {
 }
 
 // The optional JSON object body of a repository request; `what` names it in errors.
-StatusOr<rapidjson::Document> ObjectBody(const std::string& body, const std::string& what) {
+StatusOr<rapidjson::Document> ObjectBody(const std::string& body, const std::string& what,
+                                         int max_depth) {
   rapidjson::Document d;
   if (body.empty()) {
     d.SetObject();
     return d;
   }
-  if (Status s = json::ParseJson(body, &d); !s.ok()) return s.WithPrefix(what);
+  if (Status s = json::ParseJson(body, &d, max_depth); !s.ok()) return s.WithPrefix(what);
   if (!d.IsObject()) return InvalidArgument(what + ": the body must be a JSON object");
   return d;
 }
@@ -148,16 +159,16 @@ StatusOr<int64_t> ParseVersion(const std::string& s) {
   return v;
 }
 
-// The Inference-Header-Content-Length header (binary tensor data extension); 0 when absent.
-StatusOr<size_t> HeaderLength(const Request& request) {
-  std::string_view hl = request.Header("inference-header-content-length");
+// The Inference-Header-Content-Length header (binary tensor data extension); nullopt when absent.
+StatusOr<std::optional<size_t>> HeaderLength(const Request& request) {
+  std::optional<std::string_view> hl = FindHeader(request, "inference-header-content-length");
+  if (!hl) return std::optional<size_t>();
   size_t n = 0;
-  if (hl.empty()) return n;
-  auto r = std::from_chars(hl.data(), hl.data() + hl.size(), n);
-  if (r.ec != std::errc() || r.ptr != hl.data() + hl.size()) {
-    return InvalidArgument("invalid Inference-Header-Content-Length '" + std::string(hl) + "'");
+  auto r = std::from_chars(hl->data(), hl->data() + hl->size(), n);
+  if (r.ec != std::errc() || r.ptr != hl->data() + hl->size()) {
+    return InvalidArgument("invalid Inference-Header-Content-Length '" + std::string(*hl) + "'");
   }
-  return n;
+  return std::optional<size_t>(n);
 }
 
 Response InferResponse(const runtime::InferenceResponse& response) {
@@ -173,69 +184,121 @@ Response InferResponse(const runtime::InferenceResponse& response) {
 
 }  // namespace
 
-KServeHttp::KServeHttp(server::InferenceServer* server, Server** io) : server_(server), io_(io) {
+KServeHttp::KServeHttp(server::InferenceServer* server, Server** io, KServeHttpOptions options)
+    : server_(server), io_(io), options_(std::move(options)) {
   AddRoutes();
+  AddUnimplementedRoutes();
+}
+
+Router::Route KServeHttp::Guard(ApiGroup group, Router::Route route) const {
+  return [this, group, route = std::move(route)](Request& q, const RouteParams& p, Responder& w) {
+    Status s = options_.restrictions.Check(
+        group, [&q](std::string_view name) { return FindHeader(q, name); });
+    if (!s.ok()) return w(ErrorResponse(s));
+    route(q, p, w);
+  };
+}
+
+void KServeHttp::AddUnimplementedRoutes() {
+  struct Extension {
+    const char* what;
+    ApiGroup group;
+    std::vector<const char*> patterns;
+  };
+  const Extension kExtensions[] = {
+      {"system shared memory",
+       ApiGroup::kSharedMemory,
+       {"/v2/systemsharedmemory/{action}", "/v2/systemsharedmemory/region/{region}/{action}"}},
+      {"CUDA shared memory",
+       ApiGroup::kSharedMemory,
+       {"/v2/cudasharedmemory/{action}", "/v2/cudasharedmemory/region/{region}/{action}"}},
+      {"trace", ApiGroup::kTrace, {"/v2/trace/setting", "/v2/models/{model}/trace/setting"}},
+      {"logging", ApiGroup::kLogging, {"/v2/logging"}},
+  };
+  for (const Extension& e : kExtensions) {
+    for (const char* pattern : e.patterns) {
+      router_.Add(
+          "*", pattern,
+          Guard(e.group, [what = std::string(e.what)](Request&, const RouteParams&, Responder& w) {
+            w(ErrorResponse(
+                Unimplemented("the " + what + " extension is not implemented by dais")));
+          }));
+    }
+  }
 }
 
 void KServeHttp::AddRoutes() {
+  // /metrics is in no group (Triton serves it on its own port, unrestricted).
   for (Router* r : {&router_, &metrics_router_}) {
     r->Add("GET", "/metrics", [this](Request&, const RouteParams&, Responder& w) { Metrics(w); });
-    r->Add("GET", "/healthz", [this](Request&, const RouteParams&, Responder& w) { Health(w); });
+    r->Add("GET", "/healthz",
+           Guard(ApiGroup::kHealth,
+                 [this](Request&, const RouteParams&, Responder& w) { Health(w); }));
   }
-  router_.Add("*", "/get-online-features", [this](Request& q, const RouteParams&, Responder& w) {
-    Features(q, /*push=*/false, w);
-  });
-  router_.Add("*", "/push", [this](Request& q, const RouteParams&, Responder& w) {
-    Features(q, /*push=*/true, w);
-  });
+  router_.Add("*", "/get-online-features",
+              Guard(ApiGroup::kFeatures, [this](Request& q, const RouteParams&, Responder& w) {
+                Features(q, /*push=*/false, w);
+              }));
+  router_.Add("*", "/push",
+              Guard(ApiGroup::kFeatures, [this](Request& q, const RouteParams&, Responder& w) {
+                Features(q, /*push=*/true, w);
+              }));
   metrics_router_.SetNotFoundHint("this port serves /metrics and /healthz");
   router_.Add("GET", "/v2",
-              [this](Request&, const RouteParams&, Responder& w) { ServerMetadata(w); });
+              Guard(ApiGroup::kMetadata,
+                    [this](Request&, const RouteParams&, Responder& w) { ServerMetadata(w); }));
   router_.Add("GET", "/v2/health/live",
-              [](Request&, const RouteParams&, Responder& w) { w(JsonResponse(200, "")); });
-  router_.Add("GET", "/v2/health/ready",
-              [this](Request&, const RouteParams&, Responder& w) { Ready(w); });
+              Guard(ApiGroup::kHealth,
+                    [](Request&, const RouteParams&, Responder& w) { w(JsonResponse(200, "")); }));
+  router_.Add(
+      "GET", "/v2/health/ready",
+      Guard(ApiGroup::kHealth, [this](Request&, const RouteParams&, Responder& w) { Ready(w); }));
   router_.Add("POST", "/v2/repository/index",
-              [this](Request& q, const RouteParams&, Responder& w) { RepositoryIndex(q, w); });
-  router_.Add("POST", "/v2/repository/models/{model}/load",
-              [this](Request& q, const RouteParams& p, Responder& w) {
-                RepositoryControl(q, p.Get("model"), server::RepositoryAction::kLoad, w);
-              });
-  router_.Add("POST", "/v2/repository/models/{model}/unload",
-              [this](Request& q, const RouteParams& p, Responder& w) {
-                RepositoryControl(q, p.Get("model"), server::RepositoryAction::kUnload, w);
-              });
+              Guard(ApiGroup::kModelRepository, [this](Request& q, const RouteParams&,
+                                                       Responder& w) { RepositoryIndex(q, w); }));
+  for (auto action : {server::RepositoryAction::kLoad, server::RepositoryAction::kUnload}) {
+    const bool load = action == server::RepositoryAction::kLoad;
+    router_.Add(
+        "POST",
+        load ? "/v2/repository/models/{model}/load" : "/v2/repository/models/{model}/unload",
+        Guard(ApiGroup::kModelRepository,
+              [this, action](Request& q, const RouteParams& p, Responder& w) {
+                RepositoryControl(q, p.Get("model"), action, w);
+              }));
+  }
   // Before /v2/models/{model}: "stats" is not a model name here.
   router_.Add("GET", "/v2/models/stats",
-              [this](Request&, const RouteParams&, Responder& w) { Statistics("", -1, w); });
-  AddModelRoute("GET", "", [this](Request&, const std::string& m, int64_t v, Responder& w) {
-    ModelMetadata(m, v, w);
-  });
-  AddModelRoute("GET", "/ready", [this](Request&, const std::string& m, int64_t v, Responder& w) {
-    ModelReady(m, v, w);
-  });
-  AddModelRoute("GET", "/config", [this](Request&, const std::string& m, int64_t v, Responder& w) {
-    ModelConfig(m, v, w);
-  });
-  AddModelRoute("GET", "/stats", [this](Request&, const std::string& m, int64_t v, Responder& w) {
-    Statistics(m, v, w);
-  });
+              Guard(ApiGroup::kStatistics,
+                    [this](Request&, const RouteParams&, Responder& w) { Statistics("", -1, w); }));
   AddModelRoute(
-      "POST", "/infer",
+      "GET", "", ApiGroup::kMetadata,
+      [this](Request&, const std::string& m, int64_t v, Responder& w) { ModelMetadata(m, v, w); });
+  AddModelRoute(
+      "GET", "/ready", ApiGroup::kHealth,
+      [this](Request&, const std::string& m, int64_t v, Responder& w) { ModelReady(m, v, w); });
+  AddModelRoute(
+      "GET", "/config", ApiGroup::kModelConfig,
+      [this](Request&, const std::string& m, int64_t v, Responder& w) { ModelConfig(m, v, w); });
+  AddModelRoute(
+      "GET", "/stats", ApiGroup::kStatistics,
+      [this](Request&, const std::string& m, int64_t v, Responder& w) { Statistics(m, v, w); });
+  AddModelRoute(
+      "POST", "/infer", ApiGroup::kInference,
       [this](Request& q, const std::string& m, int64_t v, Responder& w) { Infer(q, m, v, w); });
 }
 
-void KServeHttp::AddModelRoute(const std::string& method, const std::string& suffix,
+void KServeHttp::AddModelRoute(const std::string& method, const std::string& suffix, ApiGroup group,
                                ModelRoute route) {
-  router_.Add(
-      method, "/v2/models/{model}" + suffix,
-      [route](Request& q, const RouteParams& p, Responder& w) { route(q, p.Get("model"), -1, w); });
+  router_.Add(method, "/v2/models/{model}" + suffix,
+              Guard(group, [route](Request& q, const RouteParams& p, Responder& w) {
+                route(q, p.Get("model"), -1, w);
+              }));
   router_.Add(method, "/v2/models/{model}/versions/{version}" + suffix,
-              [route](Request& q, const RouteParams& p, Responder& w) {
+              Guard(group, [route](Request& q, const RouteParams& p, Responder& w) {
                 StatusOr<int64_t> v = ParseVersion(p.Get("version"));
                 if (!v.ok()) return w(ErrorResponse(v.status()));
                 route(q, p.Get("model"), *v, w);
-              });
+              }));
 }
 
 void KServeHttp::Metrics(Responder& respond) {
@@ -270,7 +333,8 @@ void KServeHttp::Ready(Responder& respond) {
 }
 
 void KServeHttp::RepositoryIndex(const Request& request, Responder& respond) {
-  StatusOr<rapidjson::Document> d = ObjectBody(request.body, "repository index request");
+  StatusOr<rapidjson::Document> d =
+      ObjectBody(request.body, "repository index request", options_.max_json_depth);
   if (!d.ok()) return respond(ErrorResponse(d.status()));
   bool ready_only = false;
   if (d->HasMember("ready")) {
@@ -286,8 +350,9 @@ void KServeHttp::RepositoryIndex(const Request& request, Responder& respond) {
 void KServeHttp::RepositoryControl(const Request& request, const std::string& model,
                                    server::RepositoryAction action, Responder& respond) {
   const bool load = action == server::RepositoryAction::kLoad;
-  StatusOr<rapidjson::Document> d = ObjectBody(
-      request.body, std::string("repository ") + (load ? "load" : "unload") + " request");
+  StatusOr<rapidjson::Document> d =
+      ObjectBody(request.body, std::string("repository ") + (load ? "load" : "unload") + " request",
+                 options_.max_json_depth);
   if (!d.ok()) return respond(ErrorResponse(d.status()));
   const bool has_parameters = d->HasMember("parameters") && (*d)["parameters"].IsObject() &&
                               (*d)["parameters"].MemberCount() > 0;
@@ -331,15 +396,17 @@ void KServeHttp::Infer(Request& request, const std::string& model, int64_t versi
                        Responder& respond) {
   // Refused before the body is parsed; Infer checks again (a drain may begin in between).
   if (Status s = server_->AcceptingInference(); !s.ok()) return respond(ErrorResponse(s));
-  StatusOr<size_t> header_length = HeaderLength(request);
+  StatusOr<std::optional<size_t>> header_length = HeaderLength(request);
   if (!header_length.ok()) return respond(ErrorResponse(header_length.status()));
   auto r = std::make_unique<runtime::InferenceRequest>();
   r->model_name = model;
   r->model_version = version;
   r->arrival_ns = NowNs();
-  if (Status s = ParseInferRequest(std::move(request.body), *header_length, r.get()); !s.ok()) {
-    return respond(ErrorResponse(s));
-  }
+  Status parsed = *header_length == 0
+                      ? ParseRawRequest(request, model, version, r.get())
+                      : ParseInferRequest(std::move(request.body), header_length->value_or(0),
+                                          r.get(), options_.max_json_depth);
+  if (!parsed.ok()) return respond(ErrorResponse(parsed));
   server_->Infer(std::move(r),
                  [this, respond = std::move(respond)](StatusOr<runtime::ResponsePtr> result,
                                                       server::InFlight in_flight) {
@@ -348,6 +415,22 @@ void KServeHttp::Infer(Request& request, const std::string& model, int64_t versi
                    auto shared = std::make_shared<runtime::ResponsePtr>(std::move(*result));
                    (*io_)->Post([respond, shared, in_flight] { respond(InferResponse(**shared)); });
                  });
+}
+
+Status KServeHttp::ParseRawRequest(Request& request, const std::string& model, int64_t version,
+                                   runtime::InferenceRequest* r) const {
+  ASSIGN_OR_RETURN(server::ModelMetadata m, server_->Metadata(model, version));
+  if (m.inputs.size() != 1) {
+    return InvalidArgument(
+        "a raw binary request (Inference-Header-Content-Length: 0) needs a model with one "
+        "input; '" +
+        model + "' has " + std::to_string(m.inputs.size()) + ": send a JSON inference header");
+  }
+  const server::TensorMetadata& in = m.inputs[0];
+  std::vector<int64_t> shape = in.shape;
+  if (m.max_batch_size > 0) shape[0] = 1;  // without a header: a batch of one, as Triton does
+  return ParseRawInferRequest(std::move(request.body), in.name, DataTypeFromName(in.datatype),
+                              std::move(shape), r);
 }
 
 void KServeHttp::Features(Request& request, bool push, Responder& respond) {

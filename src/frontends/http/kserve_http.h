@@ -11,15 +11,23 @@
 #include "frontends/http/feast_http.h"
 #include "frontends/http/http_server.h"
 #include "frontends/http/router.h"
+#include "server/api_restrictions.h"
 #include "server/inference_server.h"
 
 namespace dais::frontends::http {
+
+struct KServeHttpOptions {
+  // JSON bodies nested deeper are refused (the Server's scanner applies the same limit earlier).
+  int max_json_depth = 100;
+  // --http-restricted-api: groups of routes that need a header (403 without it).
+  server::ApiRestrictions restrictions;
+};
 
 class KServeHttp {
  public:
   // `io` is the Server this handler is given to (set before it serves); response encoding runs
   // on its I/O threads. Both borrowed; they must outlive this object.
-  KServeHttp(server::InferenceServer* server, Server** io);
+  KServeHttp(server::InferenceServer* server, Server** io, KServeHttpOptions options = {});
   // Its routes capture `this`.
   KServeHttp(const KServeHttp&) = delete;
   KServeHttp& operator=(const KServeHttp&) = delete;
@@ -39,8 +47,14 @@ class KServeHttp {
   using ModelRoute =
       std::function<void(Request&, const std::string& model, int64_t version, Responder&)>;
   void AddRoutes();
-  // Adds `method` /v2/models/{model}[/versions/{version}]`suffix`.
-  void AddModelRoute(const std::string& method, const std::string& suffix, ModelRoute route);
+  // `route`, answering 403 first when `group` is restricted and the request lacks its header.
+  Router::Route Guard(server::ApiGroup group, Router::Route route) const;
+  // Adds `method` /v2/models/{model}[/versions/{version}]`suffix`, in `group`.
+  void AddModelRoute(const std::string& method, const std::string& suffix, server::ApiGroup group,
+                     ModelRoute route);
+  // Triton's extensions dais does not implement (shared memory, trace, logging): 501 naming
+  // the extension, behind their groups' restrictions.
+  void AddUnimplementedRoutes();
 
   void ServerMetadata(Responder& respond);
   void Health(Responder& respond);
@@ -54,10 +68,14 @@ class KServeHttp {
   void ModelReady(const std::string& model, int64_t version, Responder& respond);
   void ModelConfig(const std::string& model, int64_t version, Responder& respond);
   void Infer(Request& request, const std::string& model, int64_t version, Responder& respond);
+  // Inference-Header-Content-Length: 0: the body is the raw bytes of the model's one input.
+  Status ParseRawRequest(Request& request, const std::string& model, int64_t version,
+                         runtime::InferenceRequest* r) const;
   void Features(Request& request, bool push, Responder& respond);
 
   server::InferenceServer* server_;
   Server** io_;
+  const KServeHttpOptions options_;
   FeastHttp* feast_ = nullptr;
   Router router_;
   Router metrics_router_;

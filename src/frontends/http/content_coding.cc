@@ -1,0 +1,84 @@
+#include "frontends/http/content_coding.h"
+
+#include <cctype>
+#include <string>
+
+namespace dais::frontends::http {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool EqualsNoCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A qvalue (RFC 9110 §12.4.2) is zero when it is "0", "0.", "0.0", ... ("q=0" refuses).
+bool QIsZero(std::string_view params) {
+  while (!params.empty()) {
+    const size_t semi = params.find(';');
+    std::string_view p = Trim(params.substr(0, semi));
+    params = semi == std::string_view::npos ? std::string_view() : params.substr(semi + 1);
+    if (p.size() < 2 || std::tolower(static_cast<unsigned char>(p[0])) != 'q' || p[1] != '=') {
+      continue;
+    }
+    std::string_view v = p.substr(2);
+    if (v.empty() || v[0] != '0') return false;
+    for (char c : v.substr(1)) {
+      if (c != '.' && c != '0') return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<std::optional<ZlibFormat>> RequestCoding(std::string_view content_encoding) {
+  const std::string_view v = Trim(content_encoding);
+  if (v.empty() || EqualsNoCase(v, "identity")) return std::optional<ZlibFormat>();
+  if (EqualsNoCase(v, "gzip") || EqualsNoCase(v, "x-gzip")) {
+    return std::optional<ZlibFormat>(ZlibFormat::kGzip);
+  }
+  if (EqualsNoCase(v, "deflate")) return std::optional<ZlibFormat>(ZlibFormat::kZlib);
+  return Unimplemented("Content-Encoding '" + std::string(v) +
+                       "' is not supported: send the body as gzip, deflate or identity");
+}
+
+std::optional<ZlibFormat> AnswerCoding(std::string_view accept_encoding) {
+  // Each coding: unnamed, refused (q=0) or acceptable.
+  std::optional<bool> gzip;
+  std::optional<bool> deflate;
+  bool any = false;
+  while (!accept_encoding.empty()) {
+    const size_t comma = accept_encoding.find(',');
+    std::string_view item = accept_encoding.substr(0, comma);
+    accept_encoding =
+        comma == std::string_view::npos ? std::string_view() : accept_encoding.substr(comma + 1);
+    const size_t semi = item.find(';');
+    const std::string_view coding = Trim(item.substr(0, semi));
+    const bool ok = semi == std::string_view::npos || !QIsZero(item.substr(semi + 1));
+    if (EqualsNoCase(coding, "gzip") || EqualsNoCase(coding, "x-gzip")) {
+      gzip = ok;
+    } else if (EqualsNoCase(coding, "deflate")) {
+      deflate = ok;
+    } else if (coding == "*") {
+      any = ok;
+    }
+  }
+  if (gzip.value_or(any)) return ZlibFormat::kGzip;
+  if (deflate.value_or(any)) return ZlibFormat::kZlib;
+  return std::nullopt;
+}
+
+}  // namespace dais::frontends::http
