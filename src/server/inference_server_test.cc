@@ -203,7 +203,7 @@ TEST_F(InferenceServerTest, RepositoryRefusedOutsideExplicitMode) {
   Start(runtime::ModelControlMode::kNone);
   Status s = server_->Repository(RepositoryAction::kUnload, "echo", false,
                                  [](Status) { ADD_FAILURE() << "done must not run"; });
-  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("--model-control-mode=explicit"), std::string::npos);
   ASSERT_OK(server_->ModelReady("echo", -1));
 }

@@ -41,22 +41,24 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 2 ] } ]
     fs::remove_all(repo_);
   }
 
-  void Start(runtime::ModelControlMode mode) {
+  void Start(runtime::ModelControlMode mode, KServeHttpOptions options = {}) {
     runtime::ManagerOptions o;
     o.repositories = {repo_.string()};
     o.mode = mode;
     manager_ = std::make_unique<runtime::ModelManager>(o);
     ASSERT_OK(manager_->Start());
     server_ = std::make_unique<server::InferenceServer>(manager_.get());
-    kserve_ = std::make_unique<KServeHttp>(server_.get(), &io_);
+    kserve_ = std::make_unique<KServeHttp>(server_.get(), &io_, std::move(options));
   }
 
   Response Call(const std::string& method, const std::string& path, std::string body = "",
-                bool metrics_port = false) {
+                bool metrics_port = false,
+                std::vector<std::pair<std::string, std::string>> headers = {}) {
     Request r;
     r.method = method;
     r.path = path;
     r.body = std::move(body);
+    r.headers = std::move(headers);
     std::promise<Response> p;
     Responder w = [&p](Response resp) { p.set_value(std::move(resp)); };
     metrics_port ? kserve_->HandleMetricsOnly(std::move(r), w) : kserve_->Handle(std::move(r), w);
@@ -113,7 +115,7 @@ TEST_F(KServeHttpTest, ErrorsNameWhatWasWrong) {
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("expected a boolean"), std::string::npos) << r.body;
   r = Call("POST", "/v2/repository/models/echo/unload");
-  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.status, 503);  // Unavailable, as Triton: clients retry
   EXPECT_NE(r.body.find("--model-control-mode=explicit"), std::string::npos) << r.body;
   r = Call("POST", "/push", "{}");
   EXPECT_EQ(r.status, 404);
@@ -142,6 +144,28 @@ TEST_F(KServeHttpTest, RepositoryAndDrain) {
   EXPECT_EQ(Call("GET", "/healthz").status, 503);
   EXPECT_EQ(Call("POST", "/v2/repository/models/echo/unload").status, 503);
   EXPECT_EQ(Call("POST", "/v2/models/echo/infer", "{}").status, 503);
+}
+
+TEST_F(KServeHttpTest, RestrictedGroupsAndUnimplementedExtensions) {
+  KServeHttpOptions o;
+  ASSERT_OK_AND_ASSIGN(o.restrictions,
+                       server::ApiRestrictions::Parse({"model-repository,trace:admin=yes"},
+                                                      "--http-restricted-api", ""));
+  Start(runtime::ModelControlMode::kNone, std::move(o));
+  Response r = Call("POST", "/v2/repository/index");
+  EXPECT_EQ(r.status, 403);
+  EXPECT_NE(r.body.find("This API is restricted, expecting header 'admin'"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(Call("POST", "/v2/repository/index", "", false, {{"admin", "no"}}).status, 403);
+  EXPECT_EQ(Call("POST", "/v2/repository/index", "", false, {{"admin", "yes"}}).status, 200);
+  EXPECT_EQ(Call("GET", "/v2/trace/setting").status, 403);
+  r = Call("GET", "/v2/trace/setting", "", false, {{"admin", "yes"}});
+  EXPECT_EQ(r.status, 501);
+  EXPECT_NE(r.body.find("the trace extension is not implemented by dais"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/v2/models/echo").status, 200);  // metadata stays open
+  EXPECT_EQ(Call("POST", "/v2/systemsharedmemory/region/r0/register").status, 501);
+  EXPECT_EQ(Call("GET", "/v2/cudasharedmemory/status").status, 501);
+  EXPECT_EQ(Call("POST", "/v2/logging").status, 501);
 }
 
 }  // namespace
