@@ -9,9 +9,11 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import re
 import socket
 import subprocess
 import zlib
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -467,3 +469,46 @@ def test_json_depth_limit_is_configurable(start_server, parity_repo):
     assert r.status_code == 400 and "deeper" not in r.json()["error"], r.text
     r = srv.post("/v2/models/mlp_small/infer", data=nested(150))
     assert r.status_code == 400 and "nested deeper than 150 levels" in r.json()["error"], r.text
+
+
+# ------------------------------------------------------------------------------------------
+# The parity tables in docs/http-api.md and docs/grpc-api.md stay true
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def table_rows(doc, marker):
+    """The body rows of the table between <!-- marker --> and <!-- /marker --> in docs/doc."""
+    text = (DOCS / doc).read_text()
+    body = text.split(f"<!-- {marker} -->")[1].split(f"<!-- /{marker} -->")[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in body.strip().splitlines()]
+    return rows[2:]  # header and separator
+
+
+def test_docs_endpoint_table(psrv):
+    rows = table_rows("http-api.md", "endpoint-table")
+    assert len(rows) >= 25
+    for method, path, group, support in rows:
+        path = path.strip("`").replace("{m}", "mlp_small")
+        st, _, out = raw_request(psrv.http_port, method, path, b"" if method == "POST" else None)
+        if support == "supported":
+            assert st not in (404, 405, 501), (method, path, st, out[:200])
+        else:
+            assert support == "absent", support
+            assert st == 501, (method, path, st, out[:200])
+
+
+def test_docs_flag_table(dais_bin):
+    r = subprocess.run([str(dais_bin), "serve", "--help"], capture_output=True, text=True,
+                       timeout=30)
+    offered = set(re.findall(r"--[a-z0-9-]+", r.stdout))
+    seen = set()
+    for doc in ("http-api.md", "grpc-api.md"):
+        for flag, support, _note in table_rows(doc, "flag-table"):
+            flag = flag.strip("`")
+            assert flag not in seen, f"{flag} listed twice"
+            seen.add(flag)
+            assert support in ("supported", "differs", "absent"), (flag, support)
+            assert (flag in offered) == (support != "absent"), (doc, flag, support)
+    assert len(seen) > 80

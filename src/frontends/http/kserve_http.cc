@@ -214,6 +214,11 @@ void KServeHttp::AddUnimplementedRoutes() {
        {"/v2/cudasharedmemory/{action}", "/v2/cudasharedmemory/region/{region}/{action}"}},
       {"trace", ApiGroup::kTrace, {"/v2/trace/setting", "/v2/models/{model}/trace/setting"}},
       {"logging", ApiGroup::kLogging, {"/v2/logging"}},
+      {"generate",
+       ApiGroup::kInference,
+       {"/v2/models/{model}/generate", "/v2/models/{model}/versions/{version}/generate",
+        "/v2/models/{model}/generate_stream",
+        "/v2/models/{model}/versions/{version}/generate_stream"}},
   };
   for (const Extension& e : kExtensions) {
     for (const char* pattern : e.patterns) {

@@ -52,8 +52,8 @@ class KServeHttp {
   // Adds `method` /v2/models/{model}[/versions/{version}]`suffix`, in `group`.
   void AddModelRoute(const std::string& method, const std::string& suffix, server::ApiGroup group,
                      ModelRoute route);
-  // Triton's extensions dais does not implement (shared memory, trace, logging): 501 naming
-  // the extension, behind their groups' restrictions.
+  // Triton's extensions dais does not implement (shared memory, trace, logging, generate): 501
+  // naming the extension, behind their groups' restrictions.
   void AddUnimplementedRoutes();
 
   void ServerMetadata(Responder& respond);
