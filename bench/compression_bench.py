@@ -98,7 +98,9 @@ def main():
             ref_ms = decompress_ms_per_mib(packed, len(plain))
             base = None
             for coding, body in (("none", plain), ("gzip", packed)):
-                extra = 'wrk.headers["Content-Encoding"] = "gzip"\n' if coding == "gzip" else ""
+                extra = 'wrk.headers["Inference-Header-Content-Length"] = "0"\n'
+                if coding == "gzip":
+                    extra += 'wrk.headers["Content-Encoding"] = "gzip"\n'
                 benchlib.run_wrk(url, body, 0, args.concurrency, 1, str(tmp),
                                  lua_extra=extra)  # warm-up
                 cpu0 = benchlib.cpu_seconds(proc.pid)
