@@ -43,6 +43,7 @@ void Inflater::Init(bool raw) {
 }
 
 Status Inflater::Feed(std::string_view input, std::string* out) {
+  fed_ = fed_ || !input.empty();
   if (format_ == ZlibFormat::kZlib && !state_->initialized) {
     // HTTP "deflate" is a zlib stream (RFC 1950), but some clients send a raw deflate stream
     // (RFC 1951): the first two bytes tell (a zlib header names method 8 and is a multiple of
@@ -103,7 +104,7 @@ Status Inflater::Inflate(std::string_view input, std::string* out) {
 }
 
 Status Inflater::Finish() const {
-  if (ended_) return OkStatus();
+  if (ended_ || !fed_) return OkStatus();
   return InvalidArgument(std::string(Name(format_)) + " body is truncated (the compressed stream " +
                          "does not end)");
 }

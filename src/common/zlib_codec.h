@@ -31,8 +31,8 @@ class Inflater {
   // Appends what `input` decompresses to onto `out`. InvalidArgument for corrupt data or bytes
   // after the end of the stream; ResourceExhausted past the output limit.
   Status Feed(std::string_view input, std::string* out);
-  // OK once the whole compressed stream (its trailer included) was fed; InvalidArgument if it was
-  // cut short.
+  // OK once the whole compressed stream (its trailer included) was fed, or when nothing was fed
+  // at all (an empty body); InvalidArgument if it was cut short.
   Status Finish() const;
   uint64_t total_out() const { return total_out_; }
 
@@ -45,6 +45,7 @@ class Inflater {
   Status Inflate(std::string_view input, std::string* out);
 
   uint64_t total_out_ = 0;
+  bool fed_ = false;  // some input arrived
   bool ended_ = false;
   std::string head_;  // kZlib: the first bytes, until they tell a zlib from a raw stream
 };

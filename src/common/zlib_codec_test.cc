@@ -70,6 +70,11 @@ TEST(ZlibCodecTest, CorruptTruncatedAndTrailingDataAreErrors) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("truncated"), std::string::npos) << s.ToString();
 
+  InflateAll(std::string_view(packed).substr(0, 5), ZlibFormat::kGzip, 100, 1 << 20, &s);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();  // cut before any output
+
+  EXPECT_OK(Inflater(ZlibFormat::kGzip, 10).Finish());  // nothing fed: an empty body
+
   InflateAll(packed + "junk", ZlibFormat::kGzip, 100, 1 << 20, &s);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("after the end"), std::string::npos) << s.ToString();

@@ -72,9 +72,11 @@ Status BatchQueue::Push(RequestPtr& request, uint64_t now_ns) {
   const QueuePolicy& policy = PolicyOf(level);
   std::deque<Entry>& q = levels_[level];
   if (policy.max_queue_size > 0 && q.size() >= policy.max_queue_size) {
-    return ResourceExhausted("inference request queue of model '" + request->model_name +
-                             "' is full (max_queue_size " + std::to_string(policy.max_queue_size) +
-                             "); retry later");
+    // Unavailable, as Triton answers a full queue: the code clients retry (gRPC UNAVAILABLE,
+    // HTTP 503).
+    return Unavailable("inference request queue of model '" + request->model_name +
+                       "' is full (max_queue_size " + std::to_string(policy.max_queue_size) +
+                       "); retry later");
   }
   uint64_t timeout_us = policy.default_timeout_us;
   if (request->timeout_us > 0 && (policy.allow_timeout_override || timeout_us == 0)) {

@@ -4,7 +4,8 @@
 //
 // Policy (Triton's dynamic batcher, simplified where noted in docs/batching.md):
 //  - Requests wait in one FIFO per priority level; level 1 is served first.
-//  - Admission: a level holding max_queue_size requests rejects at once (ResourceExhausted).
+//  - Admission: a level holding max_queue_size requests rejects at once (Unavailable, as Triton:
+//  clients retry it).
 //  - A request's deadline is enqueue time + its timeout (the request's own when the policy allows
 //    overriding, else the level's default). Past its deadline it is dropped before it runs
 //    (timeout_action REJECT) or kept (DELAY).
@@ -49,7 +50,7 @@ class BatchQueue {
  public:
   explicit BatchQueue(BatchingOptions options);
 
-  // Admits a request at time `now_ns` or returns it with ResourceExhausted (queue full).
+  // Admits a request at time `now_ns` or returns it with Unavailable (queue full).
   // Sets request->enqueue_ns and deadline_ns.
   Status Push(RequestPtr& request, uint64_t now_ns);
 

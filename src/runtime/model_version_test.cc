@@ -167,7 +167,7 @@ TEST(ModelVersionTest, FullQueueRejects) {
   RequestPtr a = Request(1, 1, &done[0]), b = Request(1, 1, &done[1]), c = Request(1, 1, &done[2]);
   ASSERT_OK((*mv)->Enqueue(a));
   ASSERT_OK((*mv)->Enqueue(b));
-  EXPECT_EQ((*mv)->Enqueue(c).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ((*mv)->Enqueue(c).code(), StatusCode::kUnavailable);
   (*mv)->Shutdown();  // answers a and b while their promises are alive
   EXPECT_OK(done[0].get_future().get());
 }

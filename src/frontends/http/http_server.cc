@@ -154,7 +154,7 @@ class Session : public std::enable_shared_from_this<Session> {
       scanned_ = until;
     }
     if (!parser_->is_done()) return ReadBody();
-    if (inflater_ && !decoded_.empty()) {
+    if (inflater_) {
       if (Status s = inflater_->Finish(); !s.ok()) return AnswerEarly(400, s.message());
     }
     // Idle keep-alive connections must not each keep 64 KiB (thousands of them are allowed).
