@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # folder -> the folders it may include (besides itself and include/dais/).
 ALLOWED = {
     "common": set(),
+    "scheduler": {"common"},
     "metrics": {"common"},
     "tensor": {"common"},
     "redis": {"common", "metrics"},

@@ -5,6 +5,7 @@
 #include "cmd/features.h"
 #include "cmd/locks.h"
 #include "cmd/perf.h"
+#include "cmd/scheduler.h"
 #include "cmd/serve.h"
 
 int main(int argc, char** argv) {
@@ -24,11 +25,14 @@ int main(int argc, char** argv) {
   CLI::App* locks_cmd = dais::cmd::AddLocksCommand(&app, &locks);
   dais::cmd::CheckModelOptions check;
   CLI::App* check_cmd = dais::cmd::AddCheckModelCommand(&app, &check);
+  dais::cmd::SchedulerCliOptions scheduler;
+  CLI::App* scheduler_cmd = dais::cmd::AddSchedulerCommand(&app, &scheduler);
   CLI11_PARSE(app, argc, argv);
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);
   if (features_cmd->parsed()) return dais::cmd::RunFeatures(features_cmd, features);
   if (locks_cmd->parsed()) return dais::cmd::RunLocks(locks_cmd, locks);
   if (check_cmd->parsed()) return dais::cmd::RunCheckModel(check);
+  if (scheduler_cmd->parsed()) return dais::cmd::RunScheduler(scheduler_cmd, scheduler);
   return 1;
 }

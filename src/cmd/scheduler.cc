@@ -1,0 +1,145 @@
+#include "cmd/scheduler.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "fmt/format.h"
+#include "scheduler/simulator.h"
+#include "scheduler/trace.h"
+
+namespace dais::cmd {
+namespace {
+
+void PrintResult(const scheduler::SimulationResult& r) {
+  fmt::print(
+      "\npolicy {}: {:.0f} GPUs; {} decisions, {:.0f} placements/s, decision p50 {:.0f} µs, "
+      "p99 {:.0f} µs\n",
+      r.policy, r.gpu_capacity, r.decisions,
+      r.decision_seconds > 0 ? static_cast<double>(r.decisions) / r.decision_seconds : 0,
+      r.decision_p50_us, r.decision_p99_us);
+  fmt::print(
+      "| arrived | GPU allocation | unallocated GPUs | fragmented GPUs | tasks | failed |\n");
+  fmt::print("|---:|---:|---:|---:|---:|---:|\n");
+  for (const scheduler::SimulationPoint& p : r.checkpoints) {
+    fmt::print("| {:.0f} % | {:.1f} % | {:.1f} | {:.1f} | {} | {} |\n", p.arrived * 100,
+               p.allocated_ratio * 100, p.unallocated_gpus, p.fragmented_gpus, p.tasks_arrived,
+               p.tasks_failed);
+  }
+}
+
+std::string ResultJson(const scheduler::SimulationResult& r) {
+  std::string out = fmt::format(
+      "{{\"policy\":\"{}\",\"gpu_capacity\":{},\"decisions\":{},\"decision_seconds\":{},"
+      "\"decision_p50_us\":{},\"decision_p99_us\":{},\"checkpoints\":[",
+      r.policy, r.gpu_capacity, r.decisions, r.decision_seconds, r.decision_p50_us,
+      r.decision_p99_us);
+  for (size_t i = 0; i < r.checkpoints.size(); ++i) {
+    const scheduler::SimulationPoint& p = r.checkpoints[i];
+    out += fmt::format(
+        "{}{{\"arrived\":{},\"allocated_ratio\":{},\"unallocated_gpus\":{},"
+        "\"fragmented_gpus\":{},\"tasks\":{},\"failed\":{}}}",
+        i > 0 ? "," : "", p.arrived, p.allocated_ratio, p.unallocated_gpus, p.fragmented_gpus,
+        p.tasks_arrived, p.tasks_failed);
+  }
+  return out + "]}";
+}
+
+int Simulate(const SchedulerCliOptions& o) {
+  auto nodes = scheduler::ReadNodeList(o.nodes);
+  if (!nodes.ok()) {
+    fmt::print(stderr, "scheduler simulate: {}\n", nodes.status().message());
+    return 2;
+  }
+  auto tasks = scheduler::ReadTaskList(o.pods);
+  if (!tasks.ok()) {
+    fmt::print(stderr, "scheduler simulate: {}\n", tasks.status().message());
+    return 2;
+  }
+  const scheduler::Workload workload = scheduler::Workload::FromTasks(*tasks);
+  fmt::print("{} nodes from {}, {} tasks from {}, {} task classes in the workload\n", nodes->size(),
+             o.nodes, tasks->size(), o.pods, workload.classes.size());
+  std::ofstream csv;
+  if (!o.csv.empty()) {
+    csv.open(o.csv);
+    if (!csv) {
+      fmt::print(stderr, "scheduler simulate: cannot write {}\n", o.csv);
+      return 2;
+    }
+    csv << "policy,arrived,allocated_ratio,unallocated_gpus,fragmented_gpus,tasks,failed\n";
+  }
+  scheduler::SimulationOptions so;
+  so.seed = o.seed;
+  so.stop_at = o.stop_at;
+  std::string json = "[";
+  for (const std::string& name : o.policies) {
+    auto policy = scheduler::MakePolicy(name, workload);
+    if (!policy.ok()) {
+      fmt::print(stderr, "scheduler simulate: {}\n", policy.status().message());
+      return 2;
+    }
+    auto r = scheduler::Simulate(*nodes, *tasks, **policy, workload, so);
+    if (!r.ok()) {
+      fmt::print(stderr, "scheduler simulate: {}\n", r.status().message());
+      return 2;
+    }
+    PrintResult(*r);
+    json += (json.size() > 1 ? "," : "") + ResultJson(*r);
+    for (const scheduler::SimulationPoint& p : r->curve) {
+      if (csv.is_open()) {
+        csv << fmt::format("{},{:.4f},{:.4f},{:.2f},{:.2f},{},{}\n", r->policy, p.arrived,
+                           p.allocated_ratio, p.unallocated_gpus, p.fragmented_gpus,
+                           p.tasks_arrived, p.tasks_failed);
+      }
+    }
+    std::fflush(stdout);
+  }
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    out << json << "]\n";
+    if (!out) {
+      fmt::print(stderr, "scheduler simulate: cannot write {}\n", o.json);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
+  CLI::App* cmd = app->add_subcommand("scheduler", "Cluster placement (simulate: on a trace)");
+  cmd->require_subcommand(1);
+  CLI::App* sim = cmd->add_subcommand(
+      "simulate",
+      "The FGD paper's experiment: tasks of --pods arrive in order (then sampled with "
+      "replacement) and never leave, until their GPU demand reaches --stop-at times the GPU "
+      "capacity of --nodes; each placement policy's GPU allocation, unallocated and fragmented "
+      "GPUs at 80-120 % of capacity arrived.");
+  sim->add_option("--nodes", o->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model).")
+      ->required();
+  sim->add_option("--pods", o->pods,
+                  "Task list CSV: an openb pod list (name,cpu_milli,memory_mib,num_gpu,gpu_milli,"
+                  "gpu_spec) or the 2025 DLRM trace.")
+      ->required();
+  sim->add_option("--policy", o->policies, "Policies to compare, in order.")
+      ->delimiter(',')
+      ->capture_default_str();
+  sim->add_option("--seed", o->seed, "Seed of the sampling once the trace is used up.")
+      ->capture_default_str();
+  sim->add_option("--stop-at", o->stop_at, "Stop when arrived GPU demand / capacity reaches this.")
+      ->check(CLI::Range(0.1, 10.0))
+      ->capture_default_str();
+  sim->add_option("--csv", o->csv,
+                  "Write each policy's curve (a point every 2 % of capacity) to this CSV.");
+  sim->add_option("--json", o->json,
+                  "Write every policy's checkpoints and decision times to this JSON file.");
+  return cmd;
+}
+
+int RunScheduler(CLI::App* command, const SchedulerCliOptions& options) {
+  if (command->get_subcommand("simulate")->parsed()) return Simulate(options);
+  return 1;
+}
+
+}  // namespace dais::cmd

@@ -1,0 +1,30 @@
+// `dais scheduler`: the cluster's placement. So far its `simulate` subcommand: the FGD paper's
+// experiment on a node list and a task trace (scheduler/simulator.h) for each placement policy,
+// with the live scheduler's policy code. The live, leader-elected scheduler over etcd is not
+// built yet (issue 14).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace dais::cmd {
+
+struct SchedulerCliOptions {
+  std::string nodes;
+  std::string pods;
+  std::vector<std::string> policies = {"first-fit", "best-fit", "fgd", "dais"};
+  uint64_t seed = 1;
+  double stop_at = 1.3;
+  std::string csv;   // the curves, one row per policy and point
+  std::string json;  // every policy's checkpoints and decision times
+};
+
+CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* options);
+int RunScheduler(CLI::App* command, const SchedulerCliOptions& options);
+
+}  // namespace dais::cmd
