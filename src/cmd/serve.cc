@@ -445,6 +445,7 @@ int RunServe(const ServeOptions& o) {
   }
   manager.SetEnricher((*features)->enricher());
   server::InferenceServer server(&manager);
+  server.SetStarting(true);  // until the offline features are in (below)
   features::FeatureStore* store = (*features)->store();
   server.SetFeatureHealth([store] { return store->Healthy(); }, (*features)->tier_name());
   Frontends frontends(o, std::move(*restrictions), &server, features->get());
@@ -460,6 +461,7 @@ int RunServe(const ServeOptions& o) {
     return 1;
   }
   (*features)->LoadOffline();
+  server.SetStarting(false);
   LOG_INFO("dais serve ready: {}", manager.NotReady().empty()
                                        ? "all models ready"
                                        : "some models are not ready (see /healthz)");

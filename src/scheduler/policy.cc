@@ -125,15 +125,15 @@ class Fragmentation final : public Policy {
     return best;
   }
 
-  // Lower is better among placements of equal fragmentation growth.
+  // Lower is better among placements of equal fragmentation growth. GPU instances keep FGD's
+  // order (packing them on ties was measured worse: 464 unallocated GPUs against FGD's 420 on
+  // the default openb trace). A CPU-only instance goes to a node without GPUs, else to one whose
+  // GPUs are all taken, so that the CPUs beside free GPUs stay for GPU instances.
   static double TieScore(const NodeState& n, const TaskSpec& task) {
-    if (task.num_gpu == 0) {
-      // CPU-only: a node without GPUs, else one whose GPUs are all taken, keeps the CPUs of
-      // nodes with free GPUs for GPU instances.
-      if (n.spec.gpus == 0) return -1;
-      return static_cast<double>(n.GpuFreeMilli()) / (int64_t{n.spec.gpus} * kGpuMilli);
-    }
-    return LeftAfter(n, task);  // pack
+    if (task.num_gpu > 0) return 0;
+    if (n.spec.gpus == 0) return -1;
+    return static_cast<double>(n.GpuFreeMilli()) /
+           static_cast<double>(int64_t{n.spec.gpus} * kGpuMilli);
   }
 
   struct Entry {

@@ -6,10 +6,11 @@
 //              equally), the classic packing scheduler the FGD paper compares against.
 //   fgd        Fragmentation Gradient Descent (ATC'23): the node, and the GPU on it, whose
 //              fragmentation for the expected workload grows least.
-//   dais       FGD's fragmentation step, with ties (frequent: identical nodes, whole-GPU tasks)
-//              broken toward packing for GPU instances and toward GPU-less or GPU-full nodes
-//              for CPU-only ones, so that whole free nodes and their CPUs stay available for
-//              the large instances. The default.
+//   dais       FGD's fragmentation step, with the ties of CPU-only instances (frequent: any
+//              node where they leave GPU fragmentation unchanged) broken toward nodes without
+//              GPUs, then nodes whose GPUs are all taken, so that the CPUs beside free GPUs stay
+//              for GPU instances. The default. (Breaking GPU instances' ties toward packing was
+//              measured worse than FGD on the openb trace, see docs/scheduler.md.)
 //
 // Thread-safety: a policy may keep caches; one caller at a time.
 #pragma once

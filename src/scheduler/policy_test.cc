@@ -66,22 +66,30 @@ TEST(PolicyTest, FgdPicksTheGpuOnTheNodeThatLeavesLeast) {
   EXPECT_EQ(p->gpus, std::vector<int>{1});
 }
 
-TEST(PolicyTest, DaisBreaksFgdTiesTowardPacking) {
-  // Whole-GPU tasks: a 1-GPU task on the empty node b or the half-used node a grows neither's
-  // fragmentation; FGD takes the first (b), dais packs it onto a and keeps b whole.
+TEST(PolicyTest, GpuTiesKeepTheNodeOrder) {
+  // A 1-GPU task on the empty node b or the half-used node a grows neither's fragmentation for
+  // whole-GPU work: FGD and dais both take the first in order.
   Cluster c({Node("b", 2), Node("a", 2)});
   c.Apply(Task(1, 1000), Placement{1, {0}});
   const Workload w = Only(Task(1, 1000));
   EXPECT_EQ(Make("fgd", w)->Place(c, Task(1, 1000))->node, 0);
-  EXPECT_EQ(Make("dais", w)->Place(c, Task(1, 1000))->node, 1);
+  EXPECT_EQ(Make("dais", w)->Place(c, Task(1, 1000))->node, 0);
 }
 
-TEST(PolicyTest, DaisPutsCpuOnlyTasksOnNodesWithoutGpus) {
+TEST(PolicyTest, DaisPutsCpuOnlyTasksWhereNoGpuNeedsTheCpu) {
+  // FGD sees no fragmentation change anywhere and takes the first node; dais takes the node
+  // without GPUs, and without one the node whose GPUs are all taken.
+  const Workload w = Only(Task(1, 1000));
+  const TaskSpec cpu_task = Task(0, 0, 8000);
   Cluster c({Node("gpu", 8), Node("cpu", 0)});
-  auto p = Make("dais", Only(Task(1, 1000)))->Place(c, Task(0, 0, 8000));
+  EXPECT_EQ(Make("fgd", w)->Place(c, cpu_task)->node, 0);
+  auto p = Make("dais", w)->Place(c, cpu_task);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->node, 1);
   EXPECT_TRUE(p->gpus.empty());
+  Cluster full({Node("free", 2), Node("taken", 2)});
+  full.Apply(Task(2, 1000), Placement{1, {0, 1}});
+  EXPECT_EQ(Make("dais", w)->Place(full, cpu_task)->node, 1);
 }
 
 TEST(PolicyTest, ConstraintsHold) {

@@ -56,6 +56,7 @@ InFlight::InFlight(std::atomic<int64_t>* count) {
 
 Status InferenceServer::Ready() const {
   if (draining()) return FailedPrecondition("server is shutting down");
+  if (starting_.load()) return FailedPrecondition("server is starting");
   if (!manager_->Ready()) return FailedPrecondition("server is not ready");
   return OkStatus();
 }

@@ -101,6 +101,10 @@ class InferenceServer {
   // From now on readiness is false and new inference, feature and repository requests are
   // refused (Unavailable). Requests already admitted go on.
   void StartDraining() { draining_.store(true); }
+  // While true, readiness is false whatever the models: the process's start-up work after the
+  // model loads (the offline feature import) is not done, and a client that waits for
+  // readiness must not see a half-filled feature store. Set by the role that owns start-up.
+  void SetStarting(bool starting) { starting_.store(starting); }
   bool draining() const { return draining_.load(); }
   int64_t in_flight() const { return in_flight_.load(); }
   // Waits until no request is in flight or `deadline` passes; true if none is.
@@ -155,6 +159,7 @@ class InferenceServer {
   std::function<bool()> tier_healthy_;
   std::string tier_name_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> starting_{false};
   std::atomic<int64_t> in_flight_{0};
   BackgroundTasks background_;  // repository load / unload requests
 };

@@ -166,6 +166,13 @@ TEST_F(InferenceServerTest, InFlightLastsAsLongAsTheFrontendHoldsIt) {
 TEST_F(InferenceServerTest, ReadinessMetadataAndModelReady) {
   Start(runtime::ModelControlMode::kNone);
   ASSERT_OK(server_->Ready());
+  // Start-up work after the loads (the offline feature import) holds readiness back.
+  server_->SetStarting(true);
+  Status starting = server_->Ready();
+  EXPECT_EQ(starting.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(starting.message().find("starting"), std::string::npos);
+  server_->SetStarting(false);
+  ASSERT_OK(server_->Ready());
   EXPECT_TRUE(server_->Health().ok);
   ASSERT_OK(server_->ModelReady("echo", 1));
   EXPECT_EQ(server_->ModelReady("nope", -1).code(), StatusCode::kNotFound);
