@@ -79,7 +79,7 @@ def plot(csv_path: Path, png: Path, title: str):
             f.write("\n\n")
     script = (f'set terminal pngcairo size 900,540\nset output "{png}"\n'
               f'set title "{title}: unallocated GPUs as demand arrives"\n'
-              'set xlabel "arrived GPU demand (% of capacity)"\n'
+              'set xlabel "arrived GPU demand (% of capacity)"\nset xrange [70:130]\n'
               'set ylabel "unallocated GPUs"\nset key top right\nset grid\n'
               f'plot for [i=0:{len(policies) - 1}] "{dat}" index i using 1:2 with lines '
               'lw 2 title columnheader(1)\n')
