@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {
     "common": set(),
     "scheduler": {"common"},
+    "etcd": {"common"},
     "metrics": {"common"},
     "tensor": {"common"},
     "redis": {"common", "metrics"},
@@ -29,6 +30,7 @@ ALLOWED = {
     "backends": {"common", "tensor", "runtime"},
     "control": {"common", "coord", "runtime"},
     "server": {"common", "runtime"},
+    "cluster": {"common", "etcd", "runtime"},
     "frontends": {"common", "metrics"},
     "frontends/http": {"common", "metrics", "tensor", "runtime", "server", "frontends",
                        "features/spec", "features/offline", "features/store"},

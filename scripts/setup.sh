@@ -10,10 +10,13 @@ PACKAGES=(
   zlib1g-dev       # gzip-compressed offline feature files
   # feature store: tests start real Redis servers and Redis Clusters on loopback
   redis-server redis-tools
+  # cluster mode: etcd (tests start their own), and etcd's .proto files for the C++ client stubs
+  etcd-server etcd-client golang-etcd-server-dev
   # model runtimes
   libtorch-dev libxgboost-dev
   # tests, fuzzing, formatting, benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev wrk
+  gnuplot-nox  # bench/scheduler_bench.py plots
   prometheus  # promtool: tests/integration/test_alert_rules.py
   # Python for model generation and integration tests (run with /usr/bin/python3)
   python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest

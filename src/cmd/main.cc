@@ -4,6 +4,9 @@
 #include "cmd/check_model.h"
 #include "cmd/features.h"
 #include "cmd/locks.h"
+#ifdef DAIS_HAVE_GRPC
+#include "cmd/node.h"
+#endif
 #include "cmd/perf.h"
 #include "cmd/scheduler.h"
 #include "cmd/serve.h"
@@ -27,7 +30,14 @@ int main(int argc, char** argv) {
   CLI::App* check_cmd = dais::cmd::AddCheckModelCommand(&app, &check);
   dais::cmd::SchedulerCliOptions scheduler;
   CLI::App* scheduler_cmd = dais::cmd::AddSchedulerCommand(&app, &scheduler);
+#ifdef DAIS_HAVE_GRPC
+  dais::cmd::NodeCliOptions node;
+  CLI::App* node_cmd = dais::cmd::AddNodeCommand(&app, &node);
+#endif
   CLI11_PARSE(app, argc, argv);
+#ifdef DAIS_HAVE_GRPC
+  if (node_cmd->parsed()) return dais::cmd::RunNode(node);
+#endif
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);
   if (features_cmd->parsed()) return dais::cmd::RunFeatures(features_cmd, features);

@@ -273,6 +273,15 @@ class Frontends {
 #endif
   }
 
+  int HttpPort() const { return http_ ? http_->port() : 0; }
+  int GrpcPort() const {
+#ifdef DAIS_HAVE_GRPC
+    return grpc_ ? grpc_->port() : 0;
+#else
+    return 0;
+#endif
+  }
+
   void Stop() {
 #ifdef DAIS_HAVE_GRPC
     if (grpc_) grpc_->Stop(/*deadline_ms=*/1000);
@@ -342,14 +351,6 @@ class Frontends {
 #endif
   }
 
-  int GrpcPort() const {
-#ifdef DAIS_HAVE_GRPC
-    return grpc_ ? grpc_->port() : 0;
-#else
-    return 0;
-#endif
-  }
-
   const ServeOptions& options_;
   const server::ApiRestrictions grpc_restrictions_;
   frontends::http::Server* http_ptr_ = nullptr;
@@ -402,7 +403,7 @@ void Drain(const ServeOptions& o, int sig, server::InferenceServer* server,
 
 }  // namespace
 
-int RunServe(const ServeOptions& o) {
+int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   log::SetVerbosity(o.log_verbose);
   // Block the stop signals in every thread; this thread waits for them with sigwait.
   sigset_t stop_signals;
@@ -466,8 +467,18 @@ int RunServe(const ServeOptions& o) {
                                        ? "all models ready"
                                        : "some models are not ready (see /healthz)");
 
+  if (hooks != nullptr && hooks->on_ready) {
+    if (Status s = hooks->on_ready(&manager, frontends.HttpPort(), frontends.GrpcPort()); !s.ok()) {
+      LOG_ERROR("{}", s.message());
+      server.StartDraining();
+      manager.Stop();
+      frontends.Stop();
+      return 1;
+    }
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
+  if (hooks != nullptr && hooks->on_stop) hooks->on_stop();
   Drain(o, sig, &server, &manager, coordination->get(), &frontends);
   coordination->reset();  // releases the locks still held
   // Give the last responses a moment to be written out before the I/O threads stop.

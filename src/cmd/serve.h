@@ -2,10 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cmd/serve_features.h"
+#include "dais/status.h"
+
+namespace dais::runtime {
+class ModelManager;
+}
 
 namespace CLI {
 class App;
@@ -52,7 +58,15 @@ struct ServeOptions {
   FeatureFlags features;
 };
 
+// What a role built on `dais serve` (dais node) adds to it: called once the server is listening
+// and its start-up models are loaded (a failure stops the process), and at SIGTERM before the
+// drain.
+struct ServeHooks {
+  std::function<Status(runtime::ModelManager* manager, int http_port, int grpc_port)> on_ready;
+  std::function<void()> on_stop;
+};
+
 void AddServeFlags(CLI::App* app, ServeOptions* options);
-int RunServe(const ServeOptions& options);
+int RunServe(const ServeOptions& options, const ServeHooks* hooks = nullptr);
 
 }  // namespace dais::cmd

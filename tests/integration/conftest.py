@@ -158,13 +158,13 @@ class DaisServer:
     """One `dais serve` subprocess. Output (stdout and stderr) goes to a log file."""
 
     def __init__(self, repo: Path, extra_args=(), log_dir: Path | None = None,
-                 wait_ready: bool = True, env: dict | None = None):
+                 wait_ready: bool = True, env: dict | None = None, command: str = "serve"):
         self.repo = Path(repo)
         self.extra_args = [str(a) for a in extra_args]
         self.log_dir = Path(log_dir or self.repo.parent)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"dais-{time.monotonic_ns()}.log"
-        self.args = [str(dais_binary()), "serve", "--model-repository", str(self.repo),
+        self.args = [str(dais_binary()), command, "--model-repository", str(self.repo),
                      "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0",
                      *self.extra_args]
         self.http_port = self.metrics_port = self.grpc_port = None
@@ -354,11 +354,11 @@ def start_server(tmp_path):
     """start_server(repo, *extra_args, wait_ready=True) -> DaisServer; stopped at teardown."""
     started: list[DaisServer] = []
 
-    def start(repo, *extra_args, wait_ready=True, env=None) -> DaisServer:
+    def start(repo, *extra_args, wait_ready=True, env=None, command="serve") -> DaisServer:
         dais_binary()
         try:
             srv = DaisServer(repo, extra_args, log_dir=tmp_path / "logs", wait_ready=wait_ready,
-                             env=env)
+                             env=env, command=command)
         except ServerStartError as e:
             pytest.fail(str(e), pytrace=False)
         started.append(srv)
@@ -388,10 +388,11 @@ def start_module_server(tmp_path_factory):
     started: list[DaisServer] = []
     log_dir = tmp_path_factory.mktemp("module-logs")
 
-    def start(repo, *extra_args, wait_ready=True, env=None) -> DaisServer:
+    def start(repo, *extra_args, wait_ready=True, env=None, command="serve") -> DaisServer:
         dais_binary()
         try:
-            srv = DaisServer(repo, extra_args, log_dir=log_dir, wait_ready=wait_ready, env=env)
+            srv = DaisServer(repo, extra_args, log_dir=log_dir, wait_ready=wait_ready, env=env,
+                             command=command)
         except ServerStartError as e:
             pytest.fail(str(e), pytrace=False)
         started.append(srv)
@@ -987,6 +988,83 @@ def concurrent_posts(port: int, path: str, bodies: list[bytes], headers=None,
             conn.close()
 
     return run_concurrently(one, len(bodies), timeout=timeout + 30)
+
+
+# --------------------------------------------------------------------------------------------
+# etcd: real etcd processes (Debian's etcd-server) on free loopback ports, killed by PID.
+
+
+class EtcdServer:
+    """One etcd member in its own folder; restartable on the same ports and data."""
+
+    def __init__(self, data_dir: Path, name: str = "m0", cluster: str | None = None,
+                 client_port: int | None = None, peer_port: int | None = None):
+        self.name = name
+        self.client_port = client_port or free_port()
+        self.peer_port = peer_port or free_port()
+        self.dir = Path(data_dir) / f"etcd-{name}-{self.client_port}"
+        self.cluster = cluster or f"{name}=http://127.0.0.1:{self.peer_port}"
+        self.proc = None
+        self.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    def start(self, wait: bool = True):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        client = f"http://127.0.0.1:{self.client_port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        self.log = open(self.dir.with_suffix(".log"), "ab")
+        self.proc = subprocess.Popen(
+            ["etcd", "--name", self.name, "--data-dir", str(self.dir / "data"),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", self.cluster, "--initial-cluster-state", "new",
+             "--heartbeat-interval", "50", "--election-timeout", "500"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+        if wait:
+            self.wait_ok()
+
+    def wait_ok(self, timeout: float = 30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"etcd exited with {self.proc.returncode}: "
+                                   f"{self.dir.with_suffix('.log').read_text()[-2000:]}")
+            try:
+                self.ctl("endpoint", "health", timeout=2)
+                return
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                time.sleep(0.1)
+        raise RuntimeError(f"etcd on {self.endpoint} not healthy within {timeout} s")
+
+    def ctl(self, *args, timeout: float = 10) -> str:
+        return subprocess.run(["etcdctl", "--endpoints", self.endpoint, "--command-timeout=3s",
+                               *args], capture_output=True, text=True, check=True,
+                              timeout=timeout, env={**os.environ, "ETCDCTL_API": "3"}).stdout
+
+    def get_prefix(self, prefix: str) -> dict[str, str]:
+        """{key: value} of every key under prefix."""
+        out = self.ctl("get", "--prefix", prefix).splitlines()
+        return {out[i]: out[i + 1] for i in range(0, len(out) - 1, 2)}
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self):
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def etcd_server(tmp_path):
+    """A one-member etcd on free loopback ports; killed by PID and its folder removed after."""
+    srv = EtcdServer(tmp_path)
+    yield srv
+    srv.stop()
 
 
 @pytest.fixture(scope="session")

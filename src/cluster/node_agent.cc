@@ -1,0 +1,305 @@
+#include "cluster/node_agent.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <chrono>
+#include <set>
+
+#include "cluster/keys.h"
+#include "common/logging.h"
+
+namespace dais::cluster {
+namespace {
+
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void Str(Writer& w, const std::string& s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+std::string NodeJson(const NodeAgentOptions& o) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("node");
+  Str(w, o.node_id);
+  w.Key("http");
+  Str(w, o.http_endpoint);
+  w.Key("grpc");
+  Str(w, o.grpc_endpoint);
+  w.Key("cpu_milli");
+  w.Int64(o.capacity.cpu_milli);
+  w.Key("memory_mib");
+  w.Int64(o.capacity.memory_mib);
+  w.Key("gpus");
+  w.StartArray();
+  for (const Gpu& g : o.capacity.gpus) {
+    w.StartObject();
+    w.Key("model");
+    Str(w, g.model);
+    w.Key("memory_mib");
+    w.Int64(g.memory_mib);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("labels");
+  w.StartObject();
+  for (const auto& [k, v] : o.capacity.labels) {
+    Str(w, k);
+    Str(w, v);
+  }
+  w.EndObject();
+  w.EndObject();
+  return sb.GetString();
+}
+
+std::string InstanceJson(const std::string& node, const runtime::IndexEntry& e) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("node");
+  Str(w, node);
+  w.Key("model");
+  Str(w, e.name);
+  w.Key("version");
+  Str(w, e.version);
+  w.Key("state");
+  // The cluster's words: LOADING, READY, FAILED (a load that did not succeed), UNLOADED.
+  std::string state(runtime::ModelStateName(e.state));
+  if (state == "UNAVAILABLE") state = e.reason == "unloaded" ? "UNLOADED" : "FAILED";
+  Str(w, state);
+  w.Key("reason");
+  Str(w, e.reason);
+  w.EndObject();
+  return sb.GetString();
+}
+
+std::string ModelOfKey(const std::string& key, const std::string& prefix) {
+  return key.size() > prefix.size() ? key.substr(prefix.size()) : "";
+}
+
+}  // namespace
+
+NodeAgent::NodeAgent(NodeAgentOptions options, runtime::ModelManager* manager)
+    : options_(std::move(options)), manager_(manager), cv_(&mu_) {}
+
+NodeAgent::~NodeAgent() { Stop(/*leave=*/false); }
+
+Status NodeAgent::Start() {
+  if (options_.node_id.empty()) return InvalidArgument("--node-id is required");
+  if (options_.lease_ttl_secs < 2) return InvalidArgument("--lease-ttl-secs must be at least 2");
+  if (manager_->mode() != runtime::ModelControlMode::kExplicit) {
+    return InvalidArgument("a node loads what the scheduler assigns: explicit model control");
+  }
+  ASSIGN_OR_RETURN(client_, etcd::Client::Create({options_.etcd_endpoints}));
+  registration_ = std::thread([this] { RegistrationLoop(); });
+  reconcile_ = std::thread([this] { ReconcileLoop(); });
+  etcd::Watcher::Callbacks cb;
+  cb.on_snapshot = [this](const etcd::RangeResult& r) { OnAssignments({}, &r); };
+  cb.on_events = [this](const std::vector<etcd::Event>& e) { OnAssignments(e, nullptr); };
+  watcher_ = std::make_unique<etcd::Watcher>(client_.get(), AssignmentsPrefix(options_.node_id),
+                                             std::move(cb));
+  return OkStatus();
+}
+
+void NodeAgent::Stop(bool leave) {
+  {
+    MutexLock l(&mu_);
+    if (stop_ && !registration_.joinable()) return;
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  watcher_.reset();
+  if (registration_.joinable()) registration_.join();
+  if (reconcile_.joinable()) reconcile_.join();
+  int64_t lease = 0;
+  {
+    MutexLock l(&mu_);
+    lease = lease_;
+  }
+  if (leave && lease != 0 && client_) {
+    if (Status s = client_->RevokeLease(lease); !s.ok()) {
+      LOG_WARNING("node {}: could not leave the cluster now ({}); its entry expires with the lease",
+                  options_.node_id, s.message());
+    } else {
+      LOG_INFO("node {}: left the cluster", options_.node_id);
+    }
+  }
+}
+
+Status NodeAgent::Register() {
+  ASSIGN_OR_RETURN(int64_t lease, client_->GrantLease(options_.lease_ttl_secs));
+  RETURN_IF_ERROR(client_->Put(NodeKey(options_.node_id), NodeJson(options_), lease).status());
+  MutexLock l(&mu_);
+  lease_ = lease;
+  published_.clear();  // the instances go again, under the new lease
+  return OkStatus();
+}
+
+// Renews the lease every third of its TTL, registers again when it was lost, publishes instance
+// states that changed.
+void NodeAgent::RegistrationLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
+  const auto period = std::chrono::milliseconds(options_.lease_ttl_secs * 1000 / 3);
+  auto backoff = std::chrono::milliseconds(200);
+  bool warned = false;
+  while (true) {
+    int64_t lease = 0;
+    {
+      MutexLock l(&mu_);
+      if (stop_) return;
+      lease = lease_;
+    }
+    Status s = lease == 0 ? Register() : client_->KeepAliveOnce(lease).status();
+    if (s.code() == StatusCode::kNotFound) {
+      LOG_WARNING(
+          "node {}: its lease expired (etcd was unreachable longer than {} s): "
+          "registering again",
+          options_.node_id, options_.lease_ttl_secs);
+      MutexLock l(&mu_);
+      lease_ = 0;
+      continue;
+    }
+    if (!s.ok()) {
+      if (!warned) {
+        LOG_WARNING("node {}: etcd unreachable ({}); serving on, retrying", options_.node_id,
+                    s.message());
+      }
+      warned = true;
+    } else {
+      if (warned || lease == 0) {
+        LOG_INFO("node {}: registered in etcd ({})", options_.node_id,
+                 options_.etcd_endpoints.front());
+      }
+      warned = false;
+      backoff = std::chrono::milliseconds(200);
+      Publish();
+    }
+    MutexLock l(&mu_);
+    const auto wait = s.ok() ? period / 2 : backoff;  // publication is checked twice a period
+    if (!s.ok()) backoff = std::min(backoff * 2, period);
+    cv_.WaitUntil(std::chrono::steady_clock::now() + wait);
+  }
+}
+
+void NodeAgent::Publish() {
+  int64_t lease = 0;
+  std::set<std::string> models;
+  std::map<std::string, std::string> published;
+  std::map<std::string, std::string> failed;
+  {
+    MutexLock l(&mu_);
+    lease = lease_;
+    for (const auto& [m, a] : desired_) models.insert(m);
+    published = published_;
+    failed = failed_;
+  }
+  if (lease == 0) return;
+  std::map<std::string, std::string> now;
+  for (const auto& [model, reason] : failed) {
+    if (!models.count(model)) continue;
+    runtime::IndexEntry e;
+    e.name = model;
+    e.state = runtime::ModelState::kUnavailable;
+    e.reason = reason;
+    now[model] = InstanceJson(options_.node_id, e);
+  }
+  for (const runtime::IndexEntry& e : manager_->Index(/*ready_only=*/false)) {
+    if (!models.count(e.name) && !published.count(e.name)) continue;
+    if (!models.count(e.name) && e.state != runtime::ModelState::kReady &&
+        e.state != runtime::ModelState::kLoading) {
+      continue;  // unassigned and gone: its key is deleted below
+    }
+    now[e.name] = InstanceJson(options_.node_id, e);
+  }
+  const std::string prefix = InstancesPrefix(options_.node_id);
+  for (const auto& [model, json] : now) {
+    auto it = published.find(model);
+    if (it != published.end() && it->second == json) continue;
+    if (!client_->Put(prefix + model, json, lease).ok()) return;  // next round
+    published[model] = json;
+  }
+  for (auto it = published.begin(); it != published.end();) {
+    if (now.count(it->first)) {
+      ++it;
+      continue;
+    }
+    if (!client_->Delete(prefix + it->first).ok()) return;
+    it = published.erase(it);
+  }
+  MutexLock l(&mu_);
+  if (lease_ == lease) published_ = std::move(published);
+}
+
+void NodeAgent::OnAssignments(const std::vector<etcd::Event>& events,
+                              const etcd::RangeResult* snapshot) {
+  const std::string prefix = AssignmentsPrefix(options_.node_id);
+  MutexLock l(&mu_);
+  if (snapshot != nullptr) {
+    desired_.clear();
+    for (const auto& kv : snapshot->kvs) desired_[ModelOfKey(kv.key, prefix)] = kv.value;
+  }
+  for (const etcd::Event& e : events) {
+    const std::string model = ModelOfKey(e.kv.key, prefix);
+    if (e.type == etcd::Event::Type::kPut) {
+      desired_[model] = e.kv.value;
+    } else {
+      desired_.erase(model);
+    }
+  }
+  desired_.erase("");
+  desired_changed_ = true;
+  cv_.SignalAll();
+}
+
+// Loads what is assigned and not loaded, unloads what is loaded and no longer assigned, one at
+// a time (a load can take minutes; the watch and the lease do not wait for it).
+void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
+  std::set<std::string> held;  // models this agent loaded
+  while (true) {
+    std::map<std::string, std::string> desired;
+    {
+      MutexLock l(&mu_);
+      while (!stop_ && !desired_changed_) cv_.Wait();
+      if (stop_) return;
+      desired_changed_ = false;
+      desired = desired_;
+    }
+    for (const auto& [model, assignment] : desired) {
+      if (held.count(model)) continue;
+      LOG_INFO("node {}: assigned '{}': loading", options_.node_id, model);
+      held.insert(model);
+      Status s = manager_->LoadModel(model);
+      if (!s.ok()) {
+        LOG_WARNING("node {}: '{}' failed to load: {}", options_.node_id, model, s.message());
+      }
+      {
+        MutexLock l(&mu_);
+        if (s.ok()) {
+          failed_.erase(model);
+        } else {
+          failed_[model] = s.message();
+        }
+        cv_.SignalAll();  // publish the new state soon
+        if (stop_) return;
+      }
+    }
+    for (auto it = held.begin(); it != held.end();) {
+      if (desired.count(*it)) {
+        ++it;
+        continue;
+      }
+      LOG_INFO("node {}: '{}' no longer assigned: unloading", options_.node_id, *it);
+      if (Status s = manager_->UnloadModel(*it); !s.ok()) {
+        LOG_WARNING("node {}: unloading '{}': {}", options_.node_id, *it, s.message());
+      }
+      {
+        MutexLock l(&mu_);
+        failed_.erase(*it);
+      }
+      it = held.erase(it);
+    }
+  }
+}
+
+}  // namespace dais::cluster

@@ -1,0 +1,68 @@
+#include "cmd/node.h"
+
+#include <CLI/CLI.hpp>
+
+#include "cluster/node_agent.h"
+#include "common/logging.h"
+
+namespace dais::cmd {
+
+CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
+  CLI::App* cmd = app->add_subcommand(
+      "node",
+      "dais serve as a cluster member: registers in etcd (under a lease) with its capacity, "
+      "loads the models the scheduler assigns to it, and reports their states");
+  AddServeFlags(cmd, &o->serve);
+  o->serve.model_control_mode = "explicit";
+  cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated or repeated).")
+      ->delimiter(',')
+      ->required();
+  cmd->add_option("--gpus", o->gpus,
+                  "GPUs this node declares (without NVML): [Nx]MODEL:MEMORY, comma-separated, "
+                  "e.g. 2xA100:80GiB,T4:16GiB.");
+  cmd->add_option("--labels", o->labels, "Node labels for placement constraints: k=v,k2=v2.");
+  cmd->add_option("--lease-ttl-secs", o->lease_ttl_secs,
+                  "The node's registration lease: a killed node leaves the cluster within this.")
+      ->check(CLI::Range(2, 300))
+      ->capture_default_str();
+  cmd->add_option("--advertise-host", o->advertise_host,
+                  "Host name or address other members reach this node at.")
+      ->capture_default_str();
+  return cmd;
+}
+
+int RunNode(const NodeCliOptions& o) {
+  cluster::NodeAgentOptions ao;
+  ao.node_id = o.serve.features.node_id;
+  if (ao.node_id.empty()) {
+    LOG_ERROR("dais node needs --node-id");
+    return 1;
+  }
+  ao.etcd_endpoints = o.etcd;
+  ao.lease_ttl_secs = o.lease_ttl_secs;
+  ao.capacity = cluster::LocalCapacity();
+  auto gpus = cluster::ParseGpus(o.gpus);
+  auto labels = cluster::ParseLabels(o.labels);
+  if (!gpus.ok() || !labels.ok()) {
+    LOG_ERROR("{}", (!gpus.ok() ? gpus.status() : labels.status()).message());
+    return 1;
+  }
+  ao.capacity.gpus = std::move(*gpus);
+  ao.capacity.labels = std::move(*labels);
+  ServeOptions serve = o.serve;
+  serve.model_control_mode = "explicit";
+  std::unique_ptr<cluster::NodeAgent> agent;
+  ServeHooks hooks;
+  hooks.on_ready = [&](runtime::ModelManager* manager, int http_port, int grpc_port) {
+    ao.http_endpoint = o.advertise_host + ":" + std::to_string(http_port);
+    ao.grpc_endpoint = grpc_port > 0 ? o.advertise_host + ":" + std::to_string(grpc_port) : "";
+    agent = std::make_unique<cluster::NodeAgent>(ao, manager);
+    return agent->Start();
+  };
+  hooks.on_stop = [&] {
+    if (agent) agent->Stop(/*leave=*/true);
+  };
+  return RunServe(serve, &hooks);
+}
+
+}  // namespace dais::cmd

@@ -1,0 +1,256 @@
+#include "etcd/client.h"
+
+#include "etcd/client_impl.h"
+
+namespace dais::etcd {
+
+std::string PrefixEnd(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+Status FromGrpc(const ::grpc::Status& s, const std::string& what) {
+  if (s.ok()) return OkStatus();
+  const std::string msg = "etcd " + what + ": " + s.error_message();
+  switch (s.error_code()) {
+    case ::grpc::StatusCode::NOT_FOUND:
+      return NotFound(msg);
+    case ::grpc::StatusCode::INVALID_ARGUMENT:
+    case ::grpc::StatusCode::OUT_OF_RANGE:
+      return InvalidArgument(msg);
+    case ::grpc::StatusCode::FAILED_PRECONDITION:
+      return FailedPrecondition(msg);
+    case ::grpc::StatusCode::DEADLINE_EXCEEDED:
+      return DeadlineExceeded(msg);
+    default:
+      return Unavailable(msg);
+  }
+}
+
+Client::Impl::Endpoint& Client::Impl::Current() {
+  MutexLock l(&mu);
+  return endpoints[current];
+}
+
+void Client::Impl::Advance(const Endpoint& failed) {
+  MutexLock l(&mu);
+  if (&endpoints[current] == &failed) current = (current + 1) % endpoints.size();
+}
+
+::grpc::Status Client::Impl::Call(const std::function<::grpc::Status(Endpoint&)>& call) {
+  ::grpc::Status s;
+  for (size_t attempt = 0; attempt < endpoints.size(); ++attempt) {
+    Endpoint& e = Current();
+    s = call(e);
+    if (s.error_code() != ::grpc::StatusCode::UNAVAILABLE) return s;
+    Advance(e);
+  }
+  return s;
+}
+
+Client::Client(Options options) : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
+Client::~Client() = default;
+
+StatusOr<std::unique_ptr<Client>> Client::Create(Options options) {
+  if (options.endpoints.empty()) return InvalidArgument("no etcd endpoint given");
+  std::unique_ptr<Client> c(new Client(options));
+  for (const std::string& address : c->options_.endpoints) {
+    if (address.empty() || address.find(':') == std::string::npos) {
+      return InvalidArgument("etcd endpoint '" + address + "' is not host:port");
+    }
+    ::grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    Impl::Endpoint e;
+    e.address = address;
+    e.channel = ::grpc::CreateCustomChannel(address, ::grpc::InsecureChannelCredentials(), args);
+    e.kv = etcdserverpb::KV::NewStub(e.channel);
+    e.lease = etcdserverpb::Lease::NewStub(e.channel);
+    e.watch = etcdserverpb::Watch::NewStub(e.channel);
+    c->impl_->endpoints.push_back(std::move(e));
+  }
+  return c;
+}
+
+namespace {
+
+void Deadline(::grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+KeyValue FromPb(const mvccpb::KeyValue& kv) {
+  return KeyValue{kv.key(),          kv.value(),   kv.create_revision(),
+                  kv.mod_revision(), kv.version(), kv.lease()};
+}
+
+void ToPb(const Op& op, etcdserverpb::RequestOp* out) {
+  if (op.kind == Op::Kind::kPut) {
+    auto* put = out->mutable_request_put();
+    put->set_key(op.key);
+    put->set_value(op.value);
+    put->set_lease(op.lease);
+  } else {
+    auto* del = out->mutable_request_delete_range();
+    del->set_key(op.key);
+    if (op.prefix) del->set_range_end(PrefixEnd(op.key));
+  }
+}
+
+void ToPb(const Compare& c, etcdserverpb::Compare* out) {
+  out->set_key(c.key);
+  switch (c.op) {
+    case Compare::Op::kEqual:
+      out->set_result(etcdserverpb::Compare::EQUAL);
+      break;
+    case Compare::Op::kNotEqual:
+      out->set_result(etcdserverpb::Compare::NOT_EQUAL);
+      break;
+    case Compare::Op::kGreater:
+      out->set_result(etcdserverpb::Compare::GREATER);
+      break;
+    case Compare::Op::kLess:
+      out->set_result(etcdserverpb::Compare::LESS);
+      break;
+  }
+  switch (c.target) {
+    case Compare::Target::kVersion:
+      out->set_target(etcdserverpb::Compare::VERSION);
+      out->set_version(c.number);
+      break;
+    case Compare::Target::kCreateRevision:
+      out->set_target(etcdserverpb::Compare::CREATE);
+      out->set_create_revision(c.number);
+      break;
+    case Compare::Target::kModRevision:
+      out->set_target(etcdserverpb::Compare::MOD);
+      out->set_mod_revision(c.number);
+      break;
+    case Compare::Target::kValue:
+      out->set_target(etcdserverpb::Compare::VALUE);
+      out->set_value(c.value);
+      break;
+  }
+}
+
+}  // namespace
+
+StatusOr<RangeResult> Client::Get(const std::string& key, bool prefix) {
+  etcdserverpb::RangeRequest req;
+  req.set_key(key);
+  if (prefix) req.set_range_end(PrefixEnd(key));
+  etcdserverpb::RangeResponse resp;
+  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
+    ::grpc::ClientContext ctx;
+    Deadline(&ctx, options_.call_timeout);
+    return e.kv->Range(&ctx, req, &resp);
+  });
+  RETURN_IF_ERROR(FromGrpc(s, "get " + key));
+  RangeResult r;
+  r.revision = resp.header().revision();
+  for (const auto& kv : resp.kvs()) r.kvs.push_back(FromPb(kv));
+  return r;
+}
+
+StatusOr<int64_t> Client::Put(const std::string& key, const std::string& value, int64_t lease) {
+  etcdserverpb::PutRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  req.set_lease(lease);
+  etcdserverpb::PutResponse resp;
+  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
+    ::grpc::ClientContext ctx;
+    Deadline(&ctx, options_.call_timeout);
+    return e.kv->Put(&ctx, req, &resp);
+  });
+  RETURN_IF_ERROR(FromGrpc(s, "put " + key));
+  return resp.header().revision();
+}
+
+StatusOr<int64_t> Client::Delete(const std::string& key, bool prefix) {
+  etcdserverpb::DeleteRangeRequest req;
+  req.set_key(key);
+  if (prefix) req.set_range_end(PrefixEnd(key));
+  etcdserverpb::DeleteRangeResponse resp;
+  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
+    ::grpc::ClientContext ctx;
+    Deadline(&ctx, options_.call_timeout);
+    return e.kv->DeleteRange(&ctx, req, &resp);
+  });
+  RETURN_IF_ERROR(FromGrpc(s, "delete " + key));
+  return resp.header().revision();
+}
+
+StatusOr<TxnResult> Client::Txn(const std::vector<Compare>& compares,
+                                const std::vector<Op>& success, const std::vector<Op>& failure) {
+  etcdserverpb::TxnRequest req;
+  for (const Compare& c : compares) ToPb(c, req.add_compare());
+  for (const Op& op : success) ToPb(op, req.add_success());
+  for (const Op& op : failure) ToPb(op, req.add_failure());
+  etcdserverpb::TxnResponse resp;
+  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
+    ::grpc::ClientContext ctx;
+    Deadline(&ctx, options_.call_timeout);
+    return e.kv->Txn(&ctx, req, &resp);
+  });
+  RETURN_IF_ERROR(FromGrpc(s, "txn"));
+  return TxnResult{resp.succeeded(), resp.header().revision()};
+}
+
+StatusOr<int64_t> Client::GrantLease(int64_t ttl_seconds) {
+  etcdserverpb::LeaseGrantRequest req;
+  req.set_ttl(ttl_seconds);
+  etcdserverpb::LeaseGrantResponse resp;
+  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
+    ::grpc::ClientContext ctx;
+    Deadline(&ctx, options_.call_timeout);
+    return e.lease->LeaseGrant(&ctx, req, &resp);
+  });
+  RETURN_IF_ERROR(FromGrpc(s, "lease grant"));
+  if (!resp.error().empty()) return Unavailable("etcd lease grant: " + resp.error());
+  return resp.id();
+}
+
+Status Client::RevokeLease(int64_t lease) {
+  etcdserverpb::LeaseRevokeRequest req;
+  req.set_id(lease);
+  etcdserverpb::LeaseRevokeResponse resp;
+  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
+    ::grpc::ClientContext ctx;
+    Deadline(&ctx, options_.call_timeout);
+    return e.lease->LeaseRevoke(&ctx, req, &resp);
+  });
+  return FromGrpc(s, "lease revoke");
+}
+
+StatusOr<int64_t> Client::KeepAliveOnce(int64_t lease) {
+  etcdserverpb::LeaseKeepAliveResponse resp;
+  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
+    ::grpc::ClientContext ctx;
+    Deadline(&ctx, options_.call_timeout);
+    auto stream = e.lease->LeaseKeepAlive(&ctx);
+    etcdserverpb::LeaseKeepAliveRequest req;
+    req.set_id(lease);
+    if (!stream->Write(req) || !stream->Read(&resp)) {
+      stream->WritesDone();
+      ::grpc::Status f = stream->Finish();
+      return f.ok() ? ::grpc::Status(::grpc::StatusCode::UNAVAILABLE, "keep-alive stream ended")
+                    : f;
+    }
+    stream->WritesDone();
+    ctx.TryCancel();
+    (void)stream->Finish();
+    return ::grpc::Status::OK;
+  });
+  RETURN_IF_ERROR(FromGrpc(s, "lease keep-alive"));
+  if (resp.ttl() <= 0) return NotFound("etcd lease " + std::to_string(lease) + " has expired");
+  return resp.ttl();
+}
+
+}  // namespace dais::etcd
