@@ -5,6 +5,7 @@
 #include "cmd/features.h"
 #include "cmd/locks.h"
 #ifdef DAIS_HAVE_GRPC
+#include "cmd/ctl.h"
 #include "cmd/node.h"
 #endif
 #include "cmd/perf.h"
@@ -33,10 +34,13 @@ int main(int argc, char** argv) {
 #ifdef DAIS_HAVE_GRPC
   dais::cmd::NodeCliOptions node;
   CLI::App* node_cmd = dais::cmd::AddNodeCommand(&app, &node);
+  dais::cmd::CtlOptions ctl;
+  CLI::App* ctl_cmd = dais::cmd::AddCtlCommand(&app, &ctl);
 #endif
   CLI11_PARSE(app, argc, argv);
 #ifdef DAIS_HAVE_GRPC
   if (node_cmd->parsed()) return dais::cmd::RunNode(node);
+  if (ctl_cmd->parsed()) return dais::cmd::RunCtl(ctl_cmd, ctl);
 #endif
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);

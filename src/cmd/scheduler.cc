@@ -1,10 +1,18 @@
 #include "cmd/scheduler.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 
+#include "common/logging.h"
 #include "fmt/format.h"
+#ifdef DAIS_HAVE_GRPC
+#include <signal.h>
+
+#include "cluster/cluster_scheduler.h"
+#endif
 #include "scheduler/simulator.h"
 #include "scheduler/trace.h"
 
@@ -105,11 +113,59 @@ int Simulate(const SchedulerCliOptions& o) {
   return 0;
 }
 
+int RunLive(const SchedulerCliOptions& o) {
+#ifdef DAIS_HAVE_GRPC
+  if (o.etcd.empty()) {
+    fmt::print(stderr, "dais scheduler: --etcd is required (or a subcommand: simulate)\n");
+    return 2;
+  }
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  cluster::ClusterSchedulerOptions so;
+  so.id = o.id;
+  so.etcd_endpoints = o.etcd;
+  so.policy = o.policy;
+  so.lease_ttl_secs = o.lease_ttl_secs;
+  cluster::ClusterScheduler scheduler(so);
+  if (Status s = scheduler.Start(); !s.ok()) {
+    LOG_ERROR("dais scheduler: {}", s.message());
+    return 2;
+  }
+  LOG_INFO("dais scheduler {} started (policy {}, lease {} s, etcd {})", o.id, o.policy,
+           o.lease_ttl_secs, o.etcd.front());
+  int sig = 0;
+  sigwait(&stop, &sig);
+  scheduler.Stop();
+  LOG_INFO("dais scheduler {} stopped", o.id);
+  return 0;
+#else
+  (void)o;
+  fmt::print(stderr, "dais scheduler: this build has no gRPC (needed for etcd)\n");
+  return 2;
+#endif
+}
+
 }  // namespace
 
 CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
-  CLI::App* cmd = app->add_subcommand("scheduler", "Cluster placement (simulate: on a trace)");
-  cmd->require_subcommand(1);
+  CLI::App* cmd = app->add_subcommand(
+      "scheduler",
+      "The cluster's placement: run as 2+ replicas with --etcd (one leads, through an etcd "
+      "lease); 'simulate' replays a trace");
+  cmd->require_subcommand(0, 1);
+  cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated or repeated).")
+      ->delimiter(',');
+  cmd->add_option("--id", o->id, "This replica's name (default: the host name and PID).");
+  cmd->add_option("--policy", o->policy, "Placement policy: first-fit, best-fit, fgd, dais.")
+      ->check(CLI::IsMember({"first-fit", "best-fit", "fgd", "dais"}))
+      ->capture_default_str();
+  cmd->add_option("--lease-ttl-secs", o->lease_ttl_secs,
+                  "Leadership lease: a standby takes over within this after the leader dies.")
+      ->check(CLI::Range(2, 300))
+      ->capture_default_str();
   CLI::App* sim = cmd->add_subcommand(
       "simulate",
       "The FGD paper's experiment: tasks of --pods arrive in order (then sampled with "
@@ -139,7 +195,13 @@ CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
 
 int RunScheduler(CLI::App* command, const SchedulerCliOptions& options) {
   if (command->get_subcommand("simulate")->parsed()) return Simulate(options);
-  return 1;
+  SchedulerCliOptions o = options;
+  if (o.id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    o.id = std::string(host) + "-" + std::to_string(getpid());
+  }
+  return RunLive(o);
 }
 
 }  // namespace dais::cmd

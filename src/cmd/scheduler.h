@@ -1,7 +1,7 @@
-// `dais scheduler`: the cluster's placement. So far its `simulate` subcommand: the FGD paper's
-// experiment on a node list and a task trace (scheduler/simulator.h) for each placement policy,
-// with the live scheduler's policy code. The live, leader-elected scheduler over etcd is not
-// built yet (issue 14).
+// `dais scheduler`: the cluster's placement. Without a subcommand, the live leader-elected
+// scheduler over etcd (cluster/cluster_scheduler.h; builds with gRPC only); `simulate`: the FGD
+// paper's experiment on a node list and a task trace (scheduler/simulator.h) for each placement
+// policy, with the live scheduler's policy code.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,11 @@ struct SchedulerCliOptions {
   double stop_at = 1.3;
   std::string csv;   // the curves, one row per policy and point
   std::string json;  // every policy's checkpoints and decision times
+  // The live scheduler (no subcommand).
+  std::vector<std::string> etcd;
+  std::string id;
+  std::string policy = "dais";
+  int lease_ttl_secs = 5;
 };
 
 CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* options);

@@ -29,6 +29,7 @@ bool NodeState::ModelAllowed(const TaskSpec& task) const {
 }
 
 bool NodeState::Fits(const TaskSpec& task) const {
+  if (excluded) return false;
   if (task.cpu_milli > cpu_free || task.memory_mib > memory_free) return false;
   if (task.max_per_node >= 0) {
     auto it = per_group.find(task.group);

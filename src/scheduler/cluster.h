@@ -55,6 +55,9 @@ struct NodeState {
   std::vector<int> gpu_free;                       // milli free per GPU
   std::unordered_map<std::string, int> per_group;  // instances per group on this node
   uint64_t version = 0;  // changes whenever the free resources change (for policies' caches)
+  // Set by the live scheduler while it places one deployment: the node does not take it
+  // (cordoned, labels that do not match, a recent failure of that deployment there).
+  bool excluded = false;
 
   explicit NodeState(NodeSpec s);
   int64_t GpuFreeMilli() const;
@@ -79,6 +82,8 @@ class Cluster {
   void Apply(const TaskSpec& task, const Placement& p);
   // Gives them back.
   void Release(const TaskSpec& task, const Placement& p);
+  // NodeState::excluded of node `i`.
+  void SetExcluded(int i, bool excluded) { nodes_[static_cast<size_t>(i)].excluded = excluded; }
   // Empty when `p` is a valid placement of `task` now; otherwise why not.
   std::string CheckPlacement(const TaskSpec& task, const Placement& p) const;
 

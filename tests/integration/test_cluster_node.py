@@ -35,7 +35,7 @@ def instance(etcd, node, model):
     return json.loads(v) if v else None
 
 
-def test_node_registers_with_capacity_and_labels(start_server, model_repo, etcd_server):
+def test_node_registers_with_capacity_and_labels(etcd_server, start_server, model_repo):
     srv = start_node(start_server, model_repo, etcd_server, "n1", "--gpus", "2xA100:80GiB",
                      "--labels", "zone=a,tier=gpu")
     reg = wait_for(lambda: etcd_server.get_prefix("/dais/nodes/"), 15, "registration")
@@ -48,7 +48,7 @@ def test_node_registers_with_capacity_and_labels(start_server, model_repo, etcd_
     assert node["grpc"] == f"127.0.0.1:{srv.grpc_port}"
 
 
-def test_assignments_are_loaded_reported_and_unloaded(start_server, model_repo, etcd_server,
+def test_assignments_are_loaded_reported_and_unloaded(etcd_server, start_server, model_repo,
                                                       refs, kv):
     srv = start_node(start_server, model_repo, etcd_server)
     assert srv.index_entry("mlp_small") is None or \
@@ -73,8 +73,8 @@ def test_assignments_are_loaded_reported_and_unloaded(start_server, model_repo, 
              "mlp_small unloaded")
 
 
-def test_killed_node_leaves_within_the_lease_and_stopped_one_at_once(start_server, model_repo,
-                                                                     etcd_server):
+def test_killed_node_leaves_within_the_lease_and_stopped_one_at_once(etcd_server, start_server,
+                                                                     model_repo):
     a = start_node(start_server, model_repo, etcd_server, "na")
     b = start_node(start_server, model_repo, etcd_server, "nb")
     wait_for(lambda: len(etcd_server.get_prefix("/dais/nodes/")) == 2, 15, "two nodes")
@@ -90,8 +90,8 @@ def test_killed_node_leaves_within_the_lease_and_stopped_one_at_once(start_serve
     assert time.monotonic() - t0 < TTL, "a graceful stop leaves at once, not at the lease's end"
 
 
-def test_node_serves_through_an_etcd_outage_and_catches_up(start_server, model_repo,
-                                                           etcd_server, kv):
+def test_node_serves_through_an_etcd_outage_and_catches_up(etcd_server, start_server,
+                                                           model_repo, kv):
     srv = start_node(start_server, model_repo, etcd_server)
     etcd_server.ctl("put", "/dais/assignments/n1/mlp_small", "{}")
     wait_for(lambda: (instance(etcd_server, "n1", "mlp_small") or {}).get("state") == "READY",

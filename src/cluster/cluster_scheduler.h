@@ -1,0 +1,90 @@
+// The live scheduler (`dais scheduler --etcd ...`), run as two or more replicas.
+//
+// Leadership: one replica holds /dais/scheduler/leader, created in a transaction only when it
+// does not exist, under the replica's lease (renewed every third of the TTL). Standbys watch the
+// key and campaign when it disappears: a leader killed or frozen past its TTL is replaced within
+// the TTL. Every write a leader makes is one transaction conditioned on its key's create
+// revision, so a deposed leader (frozen, then resumed) cannot overwrite its successor's work.
+//
+// Placement: the leader keeps a view of nodes, deployments, assignments and instance states
+// (etcd watches; no polling) and, whenever it changes, reconciles: assignments on nodes that
+// left are dropped (their instances are placed again), extra replicas are removed, missing ones
+// placed by the policy (scheduler/policy.h) among the nodes that match the deployment's labels
+// and are not cordoned, one instance of a model per node; an instance reported FAILED is moved
+// and its node avoided for that deployment for a backoff that doubles (10 s to 5 min). What
+// cannot be placed stays pending, with a reason in /dais/status/<deployment>.
+//
+// Threading: one loop thread plus the watches' threads; Stop joins them.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "etcd/client.h"
+#include "etcd/watch.h"
+
+namespace dais::cluster {
+
+struct ClusterSchedulerOptions {
+  std::string id;  // this replica's name (in the leader key)
+  std::vector<std::string> etcd_endpoints;
+  int lease_ttl_secs = 5;
+  std::string policy = "dais";
+};
+
+class ClusterScheduler {
+ public:
+  explicit ClusterScheduler(ClusterSchedulerOptions options);
+  ~ClusterScheduler();
+  Status Start();
+  void Stop();
+
+ private:
+  // A prefix's keys and values as the watch last saw them.
+  struct View {
+    std::map<std::string, std::string> kv;
+  };
+  void Watch(const std::string& prefix, View* view);
+  void Loop();
+  bool Campaign();
+  // One reconciliation; false when leadership was lost.
+  bool Reconcile();
+  struct Plan;
+  // Keeps the assignments that still hold (applying them to the plan's cluster), deletes the
+  // others.
+  void KeepOrDrop(Plan& plan);
+  // Places the missing replicas of every deployment; records their status.
+  void PlaceMissing(Plan& plan);
+
+  const ClusterSchedulerOptions options_;
+  std::unique_ptr<etcd::Client> client_;
+  std::vector<std::unique_ptr<etcd::Watcher>> watchers_;
+  std::thread loop_;
+
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ DAIS_GUARDED_BY(mu_) = false;
+  bool dirty_ DAIS_GUARDED_BY(mu_) = true;
+  View nodes_ DAIS_GUARDED_BY(mu_);
+  View deployments_ DAIS_GUARDED_BY(mu_);
+  View assignments_ DAIS_GUARDED_BY(mu_);
+  View instances_ DAIS_GUARDED_BY(mu_);
+  View leader_view_ DAIS_GUARDED_BY(mu_);
+
+  // Loop thread only.
+  int64_t lease_ = 0;
+  int64_t leader_revision_ = 0;                // create revision of our leader key; 0: not leader
+  std::map<std::string, std::string> status_;  // deployment -> last status JSON written
+  struct Backoff {
+    std::chrono::steady_clock::time_point until;
+    std::chrono::seconds length{0};
+  };
+  std::map<std::string, Backoff> avoid_;  // "<deployment>@<node>" -> until when
+};
+
+}  // namespace dais::cluster

@@ -1,0 +1,217 @@
+#include "cluster/deployment.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <yaml-cpp/yaml.h>
+
+#include <regex>
+#include <set>
+
+#include "common/json.h"
+
+namespace dais::cluster {
+namespace {
+
+Status Unknown(const YAML::Node& map, const std::set<std::string>& known, const std::string& at) {
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    if (!known.count(key)) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return InvalidArgument(at + key + ": unknown field (known: " + list + ")");
+    }
+  }
+  return OkStatus();
+}
+
+template <typename T>
+Status Get(const YAML::Node& map, const std::string& key, const std::string& at, T* out) {
+  const YAML::Node v = map[key];
+  if (!v) return OkStatus();
+  try {
+    *out = v.as<T>();
+  } catch (const YAML::Exception&) {
+    return InvalidArgument(at + key + ": expected " +
+                           (std::is_same_v<T, std::string> ? "a string"
+                            : std::is_same_v<T, bool>      ? "true or false"
+                                                           : "a number") +
+                           ", got '" + YAML::Dump(v) + "'");
+  }
+  return OkStatus();
+}
+
+Status Validate(const DeploymentSpec& d) {
+  static const std::regex kName("[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?");
+  if (!std::regex_match(d.name, kName)) {
+    return InvalidArgument("name: '" + d.name +
+                           "' must be 1-63 of [a-z0-9_.-], starting and "
+                           "ending with a letter or digit");
+  }
+  if (d.model.empty()) return InvalidArgument("model: required");
+  if (d.replicas < 0 || d.replicas > 10000) return InvalidArgument("replicas: 0 to 10000");
+  if (d.cpu_milli < 0) return InvalidArgument("resources.cpu_milli: must not be negative");
+  if (d.memory_mib < 0) return InvalidArgument("resources.memory_mib: must not be negative");
+  if (d.gpus < 0 || d.gpus > 16) return InvalidArgument("resources.gpus: 0 to 16 whole GPUs");
+  if (d.gpu_milli < 0 || d.gpu_milli >= 1000) {
+    return InvalidArgument("resources.gpu_milli: " + std::to_string(d.gpu_milli) +
+                           " must be a share of one GPU, 1 to 999 (use gpus for whole GPUs)");
+  }
+  if (d.gpus > 0 && d.gpu_milli > 0) {
+    return InvalidArgument("resources: give gpus (whole GPUs) or gpu_milli (a share), not both");
+  }
+  if (!d.gpu_models.empty() && d.gpus == 0 && d.gpu_milli == 0) {
+    return InvalidArgument("constraints.gpu_models: the deployment asks for no GPU");
+  }
+  if (d.max_per_node < -1 || d.max_per_node == 0) {
+    return InvalidArgument("constraints.max_per_node: at least 1 (-1: no limit)");
+  }
+  if (d.priority != "latency-sensitive" && d.priority != "best-effort") {
+    return InvalidArgument("priority: '" + d.priority +
+                           "' is not latency-sensitive or best-effort");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+scheduler::TaskSpec DeploymentSpec::Task() const {
+  scheduler::TaskSpec t;
+  t.name = name;
+  t.group = name;
+  t.cpu_milli = cpu_milli;
+  t.memory_mib = memory_mib;
+  t.num_gpu = gpus > 0 ? gpus : (gpu_milli > 0 ? 1 : 0);
+  t.gpu_milli = gpus > 0 ? scheduler::kGpuMilli : gpu_milli;
+  t.gpu_models = gpu_models;
+  t.max_per_node = max_per_node;
+  return t;
+}
+
+StatusOr<DeploymentSpec> ParseDeploymentYaml(const std::string& yaml) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("not YAML: ") + e.what());
+  }
+  if (!root.IsMap()) return InvalidArgument("the spec must be a YAML mapping");
+  DeploymentSpec d;
+  RETURN_IF_ERROR(Unknown(root,
+                          {"name", "model", "version", "replicas", "resources", "constraints",
+                           "priority", "preemptible"},
+                          ""));
+  RETURN_IF_ERROR(Get(root, "name", "", &d.name));
+  RETURN_IF_ERROR(Get(root, "model", "", &d.model));
+  RETURN_IF_ERROR(Get(root, "version", "", &d.version));
+  RETURN_IF_ERROR(Get(root, "replicas", "", &d.replicas));
+  RETURN_IF_ERROR(Get(root, "priority", "", &d.priority));
+  RETURN_IF_ERROR(Get(root, "preemptible", "", &d.preemptible));
+  if (const YAML::Node r = root["resources"]; r) {
+    if (!r.IsMap()) return InvalidArgument("resources: expected a mapping");
+    RETURN_IF_ERROR(Unknown(r, {"cpu_milli", "memory_mib", "gpus", "gpu_milli", "gpu_memory_mib"},
+                            "resources."));
+    RETURN_IF_ERROR(Get(r, "cpu_milli", "resources.", &d.cpu_milli));
+    RETURN_IF_ERROR(Get(r, "memory_mib", "resources.", &d.memory_mib));
+    RETURN_IF_ERROR(Get(r, "gpus", "resources.", &d.gpus));
+    RETURN_IF_ERROR(Get(r, "gpu_milli", "resources.", &d.gpu_milli));
+    RETURN_IF_ERROR(Get(r, "gpu_memory_mib", "resources.", &d.gpu_memory_mib));
+  }
+  if (const YAML::Node c = root["constraints"]; c) {
+    if (!c.IsMap()) return InvalidArgument("constraints: expected a mapping");
+    RETURN_IF_ERROR(Unknown(c, {"gpu_models", "node_labels", "max_per_node"}, "constraints."));
+    RETURN_IF_ERROR(Get(c, "gpu_models", "constraints.", &d.gpu_models));
+    RETURN_IF_ERROR(Get(c, "node_labels", "constraints.", &d.node_labels));
+    RETURN_IF_ERROR(Get(c, "max_per_node", "constraints.", &d.max_per_node));
+  }
+  RETURN_IF_ERROR(Validate(d));
+  return d;
+}
+
+std::string DeploymentToJson(const DeploymentSpec& d) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  auto str = [&w](const std::string& s) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  };
+  w.StartObject();
+  w.Key("name");
+  str(d.name);
+  w.Key("model");
+  str(d.model);
+  w.Key("version");
+  w.Int64(d.version);
+  w.Key("replicas");
+  w.Int(d.replicas);
+  w.Key("cpu_milli");
+  w.Int64(d.cpu_milli);
+  w.Key("memory_mib");
+  w.Int64(d.memory_mib);
+  w.Key("gpus");
+  w.Int(d.gpus);
+  w.Key("gpu_milli");
+  w.Int(d.gpu_milli);
+  w.Key("gpu_memory_mib");
+  w.Int64(d.gpu_memory_mib);
+  w.Key("gpu_models");
+  w.StartArray();
+  for (const auto& m : d.gpu_models) str(m);
+  w.EndArray();
+  w.Key("node_labels");
+  w.StartObject();
+  for (const auto& [k, v] : d.node_labels) {
+    str(k);
+    str(v);
+  }
+  w.EndObject();
+  w.Key("max_per_node");
+  w.Int(d.max_per_node);
+  w.Key("priority");
+  str(d.priority);
+  w.Key("preemptible");
+  w.Bool(d.preemptible);
+  w.EndObject();
+  return sb.GetString();
+}
+
+StatusOr<DeploymentSpec> DeploymentFromJson(const std::string& json) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::ParseJson(json, &doc));
+  if (!doc.IsObject()) return InvalidArgument("deployment: not a JSON object");
+  DeploymentSpec d;
+  auto s = [&](const char* k, std::string* out) {
+    if (doc.HasMember(k) && doc[k].IsString()) *out = doc[k].GetString();
+  };
+  auto i = [&](const char* k, auto* out) {
+    if (doc.HasMember(k) && doc[k].IsInt64())
+      *out = static_cast<std::decay_t<decltype(*out)>>(doc[k].GetInt64());
+  };
+  s("name", &d.name);
+  s("model", &d.model);
+  s("priority", &d.priority);
+  i("version", &d.version);
+  i("replicas", &d.replicas);
+  i("cpu_milli", &d.cpu_milli);
+  i("memory_mib", &d.memory_mib);
+  i("gpus", &d.gpus);
+  i("gpu_milli", &d.gpu_milli);
+  i("gpu_memory_mib", &d.gpu_memory_mib);
+  i("max_per_node", &d.max_per_node);
+  if (doc.HasMember("preemptible") && doc["preemptible"].IsBool()) {
+    d.preemptible = doc["preemptible"].GetBool();
+  }
+  if (doc.HasMember("gpu_models") && doc["gpu_models"].IsArray()) {
+    for (const auto& m : doc["gpu_models"].GetArray()) {
+      if (m.IsString()) d.gpu_models.emplace_back(m.GetString());
+    }
+  }
+  if (doc.HasMember("node_labels") && doc["node_labels"].IsObject()) {
+    for (const auto& m : doc["node_labels"].GetObject()) {
+      if (m.value.IsString()) d.node_labels[m.name.GetString()] = m.value.GetString();
+    }
+  }
+  RETURN_IF_ERROR(Validate(d));
+  return d;
+}
+
+}  // namespace dais::cluster

@@ -1,0 +1,178 @@
+#include "cmd/ctl.h"
+
+#include <rapidjson/document.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "cluster/deployment.h"
+#include "cluster/keys.h"
+#include "common/json.h"
+#include "etcd/client.h"
+#include "fmt/format.h"
+
+namespace dais::cmd {
+namespace {
+
+std::string Str(const rapidjson::Value& v, const char* key) {
+  if (!v.IsObject() || !v.HasMember(key)) return "";
+  const auto& f = v[key];
+  if (f.IsString()) return f.GetString();
+  if (f.IsInt64()) return std::to_string(f.GetInt64());
+  if (f.IsBool()) return f.GetBool() ? "true" : "false";
+  return "";
+}
+
+// Prints rows as an aligned table.
+void Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    width.resize(std::max(width.size(), r.size()));
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i] + (i + 1 < r.size() ? std::string(width[i] - r[i].size() + 2, ' ') : "");
+    }
+    fmt::print("{}\n", line);
+  }
+}
+
+int Apply(etcd::Client& c, const CtlOptions& o) {
+  std::ifstream f(o.file);
+  if (!f) {
+    fmt::print(stderr, "dais ctl apply: cannot read {}\n", o.file);
+    return 2;
+  }
+  std::stringstream text;
+  text << f.rdbuf();
+  auto d = cluster::ParseDeploymentYaml(text.str());
+  if (!d.ok()) {
+    fmt::print(stderr, "dais ctl apply: {}: {}\n", o.file, d.status().message());
+    return 2;
+  }
+  auto put = c.Put("/dais/deployments/" + d->name, cluster::DeploymentToJson(*d));
+  if (!put.ok()) {
+    fmt::print(stderr, "dais ctl apply: {}\n", put.status().message());
+    return 1;
+  }
+  fmt::print("deployment {} applied ({} x {})\n", d->name, d->replicas, d->model);
+  return 0;
+}
+
+int Get(etcd::Client& c, const CtlOptions& o) {
+  static const std::map<std::string, std::string> kPrefix = {
+      {"nodes", cluster::kNodesPrefix},
+      {"deployments", "/dais/deployments/"},
+      {"instances", cluster::kInstancesPrefix},
+      {"assignments", cluster::kAssignmentsPrefix}};
+  auto it = kPrefix.find(o.what);
+  if (it == kPrefix.end()) {
+    fmt::print(stderr, "dais ctl get: '{}' is not nodes, deployments, instances or assignments\n",
+               o.what);
+    return 2;
+  }
+  auto r = c.Get(it->second, /*prefix=*/true);
+  if (!r.ok()) {
+    fmt::print(stderr, "dais ctl get: {}\n", r.status().message());
+    return 1;
+  }
+  std::map<std::string, std::string> status;
+  if (o.what == "deployments") {
+    if (auto s = c.Get("/dais/status/", true); s.ok()) {
+      for (const auto& kv : s->kvs) status[kv.key.substr(13)] = kv.value;
+    }
+  }
+  if (o.output == "json") {
+    std::string out = "[";
+    for (const auto& kv : r->kvs) out += (out.size() > 1 ? "," : "") + kv.value;
+    fmt::print("{}]\n", out);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  if (o.what == "nodes") rows.push_back({"NODE", "CPU", "MEMORY_MIB", "GPUS", "LABELS", "HTTP"});
+  if (o.what == "deployments") {
+    rows.push_back({"DEPLOYMENT", "MODEL", "REPLICAS", "ASSIGNED", "PENDING", "REASON"});
+  }
+  if (o.what == "instances") rows.push_back({"NODE", "MODEL", "VERSION", "STATE", "REASON"});
+  if (o.what == "assignments") rows.push_back({"NODE", "MODEL", "DEPLOYMENT"});
+  for (const auto& kv : r->kvs) {
+    rapidjson::Document d;
+    if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
+    if (o.what == "nodes") {
+      std::string gpus, labels;
+      if (d.HasMember("gpus") && d["gpus"].IsArray()) {
+        for (const auto& g : d["gpus"].GetArray())
+          gpus += (gpus.empty() ? "" : ",") + Str(g, "model");
+      }
+      if (d.HasMember("labels") && d["labels"].IsObject()) {
+        for (const auto& l : d["labels"].GetObject()) {
+          labels += (labels.empty() ? "" : ",") + std::string(l.name.GetString()) + "=" +
+                    (l.value.IsString() ? l.value.GetString() : "");
+        }
+      }
+      rows.push_back({Str(d, "node"), Str(d, "cpu_milli"), Str(d, "memory_mib"), gpus, labels,
+                      Str(d, "http")});
+    } else if (o.what == "deployments") {
+      rapidjson::Document s;
+      const std::string name = Str(d, "name");
+      const bool has = status.count(name) && json::ParseJson(status[name], &s).ok();
+      rows.push_back({name, Str(d, "model"), Str(d, "replicas"),
+                      has ? std::to_string(s["assigned"].GetInt()) : "?",
+                      has ? std::to_string(s["pending"].GetInt()) : "?",
+                      has ? Str(s, "reason") : ""});
+    } else if (o.what == "instances") {
+      rows.push_back(
+          {Str(d, "node"), Str(d, "model"), Str(d, "version"), Str(d, "state"), Str(d, "reason")});
+    } else {
+      const std::string rest = kv.key.substr(it->second.size());
+      rows.push_back({rest.substr(0, rest.find('/')), Str(d, "model"), Str(d, "deployment")});
+    }
+  }
+  Table(rows);
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
+  CLI::App* cmd = app->add_subcommand("ctl", "The cluster from the command line (etcd)");
+  cmd->require_subcommand(1);
+  cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated).")
+      ->delimiter(',')
+      ->capture_default_str();
+  CLI::App* apply = cmd->add_subcommand(
+      "apply", "Create or update a deployment from a YAML spec (validated before writing)");
+  apply->add_option("-f,--file", o->file, "The deployment spec (docs/cluster.md).")->required();
+  CLI::App* get = cmd->add_subcommand("get", "List nodes, deployments, instances or assignments");
+  get->add_option("what", o->what, "nodes | deployments | instances | assignments")->required();
+  get->add_option("-o,--output", o->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  CLI::App* del = cmd->add_subcommand("delete", "Delete a deployment (its instances are unloaded)");
+  del->add_option("what", o->what, "deployment")->required()->check(CLI::IsMember({"deployment"}));
+  del->add_option("name", o->name, "The deployment's name.")->required();
+  return cmd;
+}
+
+int RunCtl(CLI::App* command, const CtlOptions& o) {
+  auto client = etcd::Client::Create({o.etcd});
+  if (!client.ok()) {
+    fmt::print(stderr, "dais ctl: {}\n", client.status().message());
+    return 2;
+  }
+  if (command->get_subcommand("apply")->parsed()) return Apply(**client, o);
+  if (command->get_subcommand("get")->parsed()) return Get(**client, o);
+  auto r = (*client)->Delete("/dais/deployments/" + o.name);
+  if (!r.ok()) {
+    fmt::print(stderr, "dais ctl delete: {}\n", r.status().message());
+    return 1;
+  }
+  (void)(*client)->Delete("/dais/status/" + o.name);
+  fmt::print("deployment {} deleted\n", o.name);
+  return 0;
+}
+
+}  // namespace dais::cmd

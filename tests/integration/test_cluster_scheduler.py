@@ -1,0 +1,184 @@
+"""Issue 14, the live scheduler: real etcd, real `dais node` and `dais scheduler` processes on
+loopback. Deployments applied with `dais ctl` become READY instances where the scheduler puts
+them; a killed node's instances come back elsewhere; a killed or frozen leader is replaced and a
+deposed one cannot write; scaling; an unplaceable deployment says why; bad specs are refused."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+TTL = 2
+
+
+def wait_for(pred, timeout, what, interval=0.1):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+class Scheduler:
+    def __init__(self, dais_bin, etcd, name, log_dir):
+        self.name = name
+        self.log_path = log_dir / f"scheduler-{name}.log"
+        self.proc = subprocess.Popen(
+            [str(dais_bin), "scheduler", "--etcd", etcd.endpoint, "--id", name,
+             "--lease-ttl-secs", str(TTL)],
+            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def cluster(etcd_server, start_server, model_repo, dais_bin, tmp_path):
+    """etcd, 3 nodes (1 declared A100 each, zone labels), 2 schedulers."""
+    nodes = {}
+    for i, zone in ((1, "a"), (2, "a"), (3, "b")):
+        nodes[f"n{i}"] = start_server(
+            model_repo, "--etcd", etcd_server.endpoint, "--node-id", f"n{i}", "--lease-ttl-secs",
+            str(TTL), "--gpus", "1xA100:80GiB", "--labels", f"zone={zone}", command="node")
+    schedulers = [Scheduler(dais_bin, etcd_server, f"s{i}", tmp_path) for i in (1, 2)]
+    wait_for(lambda: len(etcd_server.get_prefix("/dais/nodes/")) == 3, 20, "3 nodes registered")
+    wait_for(lambda: leader(etcd_server), 20, "a leader")
+    yield {"etcd": etcd_server, "nodes": nodes, "schedulers": schedulers}
+    for s in schedulers:
+        s.stop()
+        print(f"--- scheduler {s.name} log:\n{s.log()[-3000:]}")
+
+
+def leader(etcd):
+    return etcd.get_prefix("/dais/scheduler/leader").get("/dais/scheduler/leader")
+
+
+def ctl(dais_bin, etcd, *args, check=True):
+    r = subprocess.run([str(dais_bin), "ctl", "--etcd", etcd.endpoint, *args],
+                       capture_output=True, text=True, timeout=30)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def apply(dais_bin, etcd, tmp_path, spec: str):
+    path = tmp_path / f"spec-{time.monotonic_ns()}.yaml"
+    path.write_text(spec)
+    return ctl(dais_bin, etcd, "apply", "-f", str(path))
+
+
+def ready(etcd, model):
+    """{node: state} of the model's instances."""
+    out = {}
+    for key, value in etcd.get_prefix("/dais/instances/").items():
+        v = json.loads(value)
+        if v["model"] == model:
+            out[v["node"]] = v["state"]
+    return out
+
+
+def assigned(etcd, model):
+    return sorted(k.split("/")[3] for k in etcd.get_prefix("/dais/assignments/")
+                  if k.endswith("/" + model))
+
+
+def test_deployments_placed_ready_and_recovered(cluster, dais_bin, tmp_path, kv):
+    etcd, nodes = cluster["etcd"], cluster["nodes"]
+    apply(dais_bin, etcd, tmp_path, "name: ranker\nmodel: mlp_small\nreplicas: 2\n"
+          "resources: {cpu_milli: 500, memory_mib: 256, gpus: 1}\n")
+    apply(dais_bin, etcd, tmp_path, "name: fraud\nmodel: xgb_binary\nreplicas: 2\n"
+          "resources: {cpu_milli: 500, memory_mib: 256}\nconstraints: {node_labels: {zone: a}}\n")
+    wait_for(lambda: sorted(ready(etcd, "mlp_small").values()) == ["READY", "READY"], 60,
+             "ranker: 2 READY")
+    wait_for(lambda: sorted(ready(etcd, "xgb_binary").values()) == ["READY", "READY"], 60,
+             "fraud: 2 READY")
+    assert assigned(etcd, "xgb_binary") == ["n1", "n2"], "the zone=a constraint"
+    table = ctl(dais_bin, etcd, "get", "deployments").stdout
+    assert "ranker" in table and "fraud" in table, table
+    assert json.loads(ctl(dais_bin, etcd, "get", "instances", "-o", "json").stdout)
+    # Each READY instance answers on its node.
+    for node in assigned(etcd, "mlp_small"):
+        r = nodes[node].infer("mlp_small", {"INPUT__0": [[0.0] * 16]})
+        assert r.status_code == 200, r.text
+    # kill -9 a node with a ranker instance: the instance comes back on the node left.
+    victim = assigned(etcd, "mlp_small")[0]
+    nodes[victim].signal(signal.SIGKILL)
+    t0 = time.monotonic()
+    wait_for(lambda: victim not in assigned(etcd, "mlp_small") and
+             sorted(ready(etcd, "mlp_small").values()) == ["READY", "READY"], 60,
+             "ranker re-placed and READY")
+    recovery = time.monotonic() - t0
+    assert len(assigned(etcd, "mlp_small")) == 2
+    print(f"recovery after kill -9 of {victim}: {recovery:.2f} s")
+    # Scale down: never more than the replicas.
+    apply(dais_bin, etcd, tmp_path, "name: ranker\nmodel: mlp_small\nreplicas: 1\n"
+          "resources: {cpu_milli: 500, memory_mib: 256, gpus: 1}\n")
+    wait_for(lambda: len(assigned(etcd, "mlp_small")) == 1, 30, "scaled down to 1")
+    ctl(dais_bin, etcd, "delete", "deployment", "ranker")
+    wait_for(lambda: not assigned(etcd, "mlp_small") and not ready(etcd, "mlp_small"), 30,
+             "deleted: unassigned and unloaded")
+
+
+def test_leader_failover_and_a_deposed_leader_cannot_write(cluster, dais_bin, tmp_path):
+    etcd, schedulers = cluster["etcd"], {s.name: s for s in cluster["schedulers"]}
+    first = leader(etcd)
+    # Frozen past its lease: the standby leads; the frozen one, resumed, writes nothing.
+    schedulers[first].proc.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    second = wait_for(lambda: (leader(etcd) or first) != first and leader(etcd), TTL + 10,
+                      "the standby leads")
+    failover = time.monotonic() - t0
+    apply(dais_bin, etcd, tmp_path, "name: a\nmodel: mlp_small\nreplicas: 2\n"
+          "resources: {gpus: 1}\n")
+    wait_for(lambda: len(assigned(etcd, "mlp_small")) == 2, 30, "placed by the new leader")
+    schedulers[first].proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: "lost leadership" in schedulers[first].log(), 20, "the old leader steps down")
+    time.sleep(1)  # the old leader had its chance to write
+    assert len(assigned(etcd, "mlp_small")) == 2, "no duplicate instance"
+    assert leader(etcd) == second
+    print(f"failover after SIGSTOP: {failover:.2f} s")
+    # kill -9 the leader: the other one leads again.
+    schedulers[second].proc.kill()
+    wait_for(lambda: leader(etcd) == first, TTL + 10, "the first leads again")
+    apply(dais_bin, etcd, tmp_path, "name: a\nmodel: mlp_small\nreplicas: 3\n"
+          "resources: {gpus: 1}\n")
+    wait_for(lambda: len(assigned(etcd, "mlp_small")) == 3, 30, "scaled up by the new leader")
+
+
+def test_unplaceable_deployment_says_why(cluster, dais_bin, tmp_path):
+    etcd = cluster["etcd"]
+    apply(dais_bin, etcd, tmp_path, "name: big\nmodel: mlp_heavy\nreplicas: 2\n"
+          "resources: {gpus: 2}\n")
+    status = wait_for(lambda: json.loads(etcd.get_prefix("/dais/status/big").get(
+        "/dais/status/big", "null") or "null"), 20, "a status")
+    assert status["pending"] == 2 and status["assigned"] == 0, status
+    assert "without 2 free GPU(s)" in status["reason"] and "largest free: 1" in status["reason"]
+    table = ctl(dais_bin, etcd, "get", "deployments").stdout
+    assert "largest free: 1" in table, table
+    assert not assigned(etcd, "mlp_heavy")
+
+
+def test_bad_specs_are_refused_and_nothing_is_written(etcd_server, dais_bin, tmp_path):
+    for spec, why in [("name: x\nmodel: m\nreplica: 2\n", "replica: unknown field"),
+                      ("name: x\nmodel: m\nresources: {gpu_milli: 2000}\n", "gpu_milli: 2000")]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(spec)
+        r = ctl(dais_bin, etcd_server, "apply", "-f", str(path), check=False)
+        assert r.returncode != 0 and why in r.stderr, r.stderr
+    assert etcd_server.get_prefix("/dais/deployments/") == {}
