@@ -142,6 +142,7 @@ Status NodeAgent::Register() {
 void NodeAgent::RegistrationLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   const auto period = std::chrono::milliseconds(options_.lease_ttl_secs * 1000 / 3);
   auto backoff = std::chrono::milliseconds(200);
+  auto next_keepalive = std::chrono::steady_clock::now();
   bool warned = false;
   while (true) {
     int64_t lease = 0;
@@ -150,11 +151,16 @@ void NodeAgent::RegistrationLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       if (stop_) return;
       lease = lease_;
     }
-    Status s = lease == 0 ? Register() : client_->KeepAliveOnce(lease).status();
+    Status s;
+    const auto now = std::chrono::steady_clock::now();
+    if (lease == 0 || now >= next_keepalive) {
+      s = lease == 0 ? Register() : client_->KeepAliveOnce(lease).status();
+      next_keepalive = now + (s.ok() ? period : backoff);
+    }
     if (s.code() == StatusCode::kNotFound) {
       LOG_WARNING(
-          "node {}: its lease expired (etcd was unreachable longer than {} s): "
-          "registering again",
+          "node {}: its lease expired (etcd was unreachable longer than {} s): registering "
+          "again",
           options_.node_id, options_.lease_ttl_secs);
       MutexLock l(&mu_);
       lease_ = 0;
@@ -166,6 +172,7 @@ void NodeAgent::RegistrationLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
                     s.message());
       }
       warned = true;
+      backoff = std::min(backoff * 2, period);
     } else {
       if (warned || lease == 0) {
         LOG_INFO("node {}: registered in etcd ({})", options_.node_id,
@@ -173,12 +180,11 @@ void NodeAgent::RegistrationLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       }
       warned = false;
       backoff = std::chrono::milliseconds(200);
-      Publish();
+      Publish();  // only what changed is written
     }
+    // Woken early when a load finished (its state is published at once).
     MutexLock l(&mu_);
-    const auto wait = s.ok() ? period / 2 : backoff;  // publication is checked twice a period
-    if (!s.ok()) backoff = std::min(backoff * 2, period);
-    cv_.WaitUntil(std::chrono::steady_clock::now() + wait);
+    if (!stop_) cv_.WaitUntil(next_keepalive);
   }
 }
 
