@@ -115,7 +115,7 @@ std::string PendingReason(const scheduler::Cluster& c, const scheduler::TaskSpec
   auto add = [&r](int n, const std::string& what) {
     if (n > 0) r += " " + std::to_string(n) + " " + what + ";";
   };
-  add(excluded, "excluded by labels or a recent failure");
+  add(excluded, "cordoned, or excluded by labels or a recent failure");
   add(cpu, "without the CPU");
   add(memory, "without the memory");
   add(model, "without an allowed GPU model");
@@ -148,6 +148,7 @@ Status ClusterScheduler::Start() {
   Watch(kAssignmentsPrefix, &assignments_);
   Watch(kInstancesPrefix, &instances_);
   Watch(kLeaderKey, &leader_view_);
+  Watch(kCordonedPrefix, &cordoned_);
   loop_ = std::thread([this] { Loop(); });
   return OkStatus();
 }
@@ -246,6 +247,7 @@ struct ClusterScheduler::Plan {
   std::vector<std::map<std::string, std::string>> labels;
   std::map<std::string, int> index;  // node name -> position
   std::map<std::string, DeploymentSpec> wanted;
+  std::map<std::string, std::string> cordoned;  // node -> "cordon" | "drain"
   std::unique_ptr<scheduler::Cluster> cluster;
   std::map<std::string, int> count;  // deployment -> replicas assigned
   std::vector<etcd::Op> ops;
@@ -261,6 +263,9 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
     deployments = deployments_.kv;
     plan.assignments = assignments_.kv;
     plan.instances = instances_.kv;
+    for (const auto& [key, value] : cordoned_.kv) {
+      plan.cordoned[key.substr(std::string(kCordonedPrefix).size())] = value;
+    }
   }
   for (const auto& [key, json] : nodes) {
     std::optional<LiveNode> n = ParseNode(json);
@@ -299,6 +304,8 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
     std::string why;
     if (n == plan.index.end()) {
       why = "node " + node + " left the cluster";
+    } else if (plan.cordoned[node] == "drain") {
+      why = "node " + node + " is being drained";
     } else if (d == plan.wanted.end()) {
       why = "deployment " + name + " was deleted";
     } else if (plan.count[name] >= d->second.replicas) {
@@ -343,6 +350,7 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
         }
         auto b = avoid_.find(name + "@" + plan.specs[i].name);
         if (b != avoid_.end() && b->second.until > plan.now) ok = false;
+        if (plan.cordoned.count(plan.specs[i].name)) ok = false;
         // One instance of a model per node (the assignment's key), whatever its deployment.
         if (plan.assignments.count(AssignmentsPrefix(plan.specs[i].name) + d.model)) ok = false;
         plan.cluster->SetExcluded(static_cast<int>(i), !ok);

@@ -75,6 +75,7 @@ class ClusterScheduler {
   View assignments_ DAIS_GUARDED_BY(mu_);
   View instances_ DAIS_GUARDED_BY(mu_);
   View leader_view_ DAIS_GUARDED_BY(mu_);
+  View cordoned_ DAIS_GUARDED_BY(mu_);
 
   // Loop thread only.
   int64_t lease_ = 0;

@@ -80,6 +80,13 @@ int Get(etcd::Client& c, const CtlOptions& o) {
     return 1;
   }
   std::map<std::string, std::string> status;
+  if (o.what == "nodes") {
+    if (auto s = c.Get(cluster::kCordonedPrefix, true); s.ok()) {
+      for (const auto& kv : s->kvs) {
+        status[kv.key.substr(std::string(cluster::kCordonedPrefix).size())] = kv.value;
+      }
+    }
+  }
   if (o.what == "deployments") {
     if (auto s = c.Get("/dais/status/", true); s.ok()) {
       for (const auto& kv : s->kvs) status[kv.key.substr(13)] = kv.value;
@@ -92,7 +99,9 @@ int Get(etcd::Client& c, const CtlOptions& o) {
     return 0;
   }
   std::vector<std::vector<std::string>> rows;
-  if (o.what == "nodes") rows.push_back({"NODE", "CPU", "MEMORY_MIB", "GPUS", "LABELS", "HTTP"});
+  if (o.what == "nodes") {
+    rows.push_back({"NODE", "CPU", "MEMORY_MIB", "GPUS", "LABELS", "HTTP", "SCHEDULING"});
+  }
   if (o.what == "deployments") {
     rows.push_back({"DEPLOYMENT", "MODEL", "REPLICAS", "ASSIGNED", "PENDING", "REASON"});
   }
@@ -113,8 +122,9 @@ int Get(etcd::Client& c, const CtlOptions& o) {
                     (l.value.IsString() ? l.value.GetString() : "");
         }
       }
-      rows.push_back({Str(d, "node"), Str(d, "cpu_milli"), Str(d, "memory_mib"), gpus, labels,
-                      Str(d, "http")});
+      const std::string node = Str(d, "node");
+      rows.push_back({node, Str(d, "cpu_milli"), Str(d, "memory_mib"), gpus, labels, Str(d, "http"),
+                      status.count(node) ? status[node] + "ed" : "enabled"});
     } else if (o.what == "deployments") {
       rapidjson::Document s;
       const std::string name = Str(d, "name");
@@ -151,6 +161,13 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
   get->add_option("-o,--output", o->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  for (const char* verb : {"cordon", "uncordon", "drain"}) {
+    CLI::App* c = cmd->add_subcommand(
+        verb, std::string(verb) == "cordon"     ? "No new instances on a node"
+              : std::string(verb) == "uncordon" ? "Let a node take instances again"
+                                                : "Cordon a node and move its instances elsewhere");
+    c->add_option("name", o->name, "The node's id.")->required();
+  }
   CLI::App* del = cmd->add_subcommand("delete", "Delete a deployment (its instances are unloaded)");
   del->add_option("what", o->what, "deployment")->required()->check(CLI::IsMember({"deployment"}));
   del->add_option("name", o->name, "The deployment's name.")->required();
@@ -165,6 +182,20 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
   }
   if (command->get_subcommand("apply")->parsed()) return Apply(**client, o);
   if (command->get_subcommand("get")->parsed()) return Get(**client, o);
+  for (const char* verb : {"cordon", "drain", "uncordon"}) {
+    if (!command->get_subcommand(verb)->parsed()) continue;
+    const std::string key = std::string(cluster::kCordonedPrefix) + o.name;
+    auto r = std::string(verb) == "uncordon" ? (*client)->Delete(key) : (*client)->Put(key, verb);
+    if (!r.ok()) {
+      fmt::print(stderr, "dais ctl {}: {}\n", verb, r.status().message());
+      return 1;
+    }
+    fmt::print("node {} {}\n", o.name,
+               std::string(verb) == "uncordon" ? "uncordoned"
+               : std::string(verb) == "drain"  ? "draining (its instances move elsewhere)"
+                                               : "cordoned");
+    return 0;
+  }
   auto r = (*client)->Delete("/dais/deployments/" + o.name);
   if (!r.ok()) {
     fmt::print(stderr, "dais ctl delete: {}\n", r.status().message());

@@ -1,5 +1,6 @@
 // `dais ctl`: the cluster from the command line (docs/cluster.md): apply / delete deployments,
-// get nodes, deployments, instances and assignments as tables or JSON. Builds with gRPC only.
+// get nodes, deployments, instances and assignments as tables or JSON, cordon / uncordon / drain
+// nodes. Builds with gRPC only.
 #pragma once
 
 #include <string>

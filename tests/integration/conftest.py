@@ -998,14 +998,15 @@ class EtcdServer:
     """One etcd member in its own folder; restartable on the same ports and data."""
 
     def __init__(self, data_dir: Path, name: str = "m0", cluster: str | None = None,
-                 client_port: int | None = None, peer_port: int | None = None):
+                 client_port: int | None = None, peer_port: int | None = None,
+                 wait: bool = True):
         self.name = name
         self.client_port = client_port or free_port()
         self.peer_port = peer_port or free_port()
         self.dir = Path(data_dir) / f"etcd-{name}-{self.client_port}"
         self.cluster = cluster or f"{name}=http://127.0.0.1:{self.peer_port}"
         self.proc = None
-        self.start()
+        self.start(wait)
 
     @property
     def endpoint(self) -> str:
@@ -1057,6 +1058,39 @@ class EtcdServer:
     def stop(self):
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class EtcdCluster:
+    """Three etcd members started together; `endpoint` lists them all (what the dais roles are
+    given), get_prefix / ctl go through a member that is up."""
+
+    def __init__(self, data_dir: Path, size: int = 3):
+        ports = [(free_port(), free_port()) for _ in range(size)]
+        initial = ",".join(f"m{i}=http://127.0.0.1:{p}" for i, (_, p) in enumerate(ports))
+        # Each member waits for a quorum: start all, then wait for each.
+        self.members = [EtcdServer(data_dir, f"m{i}", initial, c, p, wait=False)
+                        for i, (c, p) in enumerate(ports)]
+        for m in self.members:
+            m.wait_ok()
+        self.endpoint = ",".join(m.endpoint for m in self.members)
+
+    def live(self) -> EtcdServer:
+        return next(m for m in self.members if m.proc.poll() is None)
+
+    def get_prefix(self, prefix: str) -> dict[str, str]:
+        return self.live().get_prefix(prefix)
+
+    def stop(self):
+        for m in self.members:
+            m.stop()
+
+
+@pytest.fixture
+def etcd_cluster(tmp_path):
+    """A 3-member etcd cluster on loopback; every member killed by PID after."""
+    c = EtcdCluster(tmp_path)
+    yield c
+    c.stop()
 
 
 @pytest.fixture

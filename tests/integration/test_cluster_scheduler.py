@@ -182,3 +182,49 @@ def test_bad_specs_are_refused_and_nothing_is_written(etcd_server, dais_bin, tmp
         r = ctl(dais_bin, etcd_server, "apply", "-f", str(path), check=False)
         assert r.returncode != 0 and why in r.stderr, r.stderr
     assert etcd_server.get_prefix("/dais/deployments/") == {}
+
+
+def test_cordon_and_drain(cluster, dais_bin, tmp_path):
+    etcd = cluster["etcd"]
+    apply(dais_bin, etcd, tmp_path, "name: r\nmodel: mlp_small\nreplicas: 2\n"
+          "resources: {gpus: 1}\n")
+    wait_for(lambda: len(assigned(etcd, "mlp_small")) == 2, 30, "2 placed")
+    free = ({"n1", "n2", "n3"} - set(assigned(etcd, "mlp_small"))).pop()
+    ctl(dais_bin, etcd, "cordon", free)
+    assert "cordoned" in ctl(dais_bin, etcd, "get", "nodes").stdout
+    apply(dais_bin, etcd, tmp_path, "name: r\nmodel: mlp_small\nreplicas: 3\n"
+          "resources: {gpus: 1}\n")
+    status = wait_for(lambda: json.loads(etcd.get_prefix("/dais/status/r").get(
+        "/dais/status/r", "null") or "null") if "cordoned" in etcd.get_prefix(
+        "/dais/status/r").get("/dais/status/r", "") else None, 20, "pending on the cordon")
+    assert status["pending"] == 1, status
+    ctl(dais_bin, etcd, "uncordon", free)
+    wait_for(lambda: len(assigned(etcd, "mlp_small")) == 3, 30, "placed once uncordoned")
+    # Drain: its instance moves (scale to 2 first so that there is room elsewhere).
+    apply(dais_bin, etcd, tmp_path, "name: r\nmodel: mlp_small\nreplicas: 2\n"
+          "resources: {gpus: 1}\n")
+    wait_for(lambda: len(assigned(etcd, "mlp_small")) == 2, 30, "back to 2")
+    victim = assigned(etcd, "mlp_small")[0]
+    ctl(dais_bin, etcd, "drain", victim)
+    wait_for(lambda: victim not in assigned(etcd, "mlp_small") and
+             len(assigned(etcd, "mlp_small")) == 2 and
+             sorted(ready(etcd, "mlp_small").values()) == ["READY", "READY"], 60,
+             "moved off the drained node")
+
+
+def test_one_etcd_member_killed_does_not_stop_the_cluster(etcd_cluster, start_server, model_repo,
+                                                          dais_bin, tmp_path):
+    for i in (1, 2):
+        start_server(model_repo, "--etcd", etcd_cluster.endpoint, "--node-id", f"n{i}",
+                     "--lease-ttl-secs", str(TTL), "--gpus", "1xA100:80GiB", command="node")
+    sched = Scheduler(dais_bin, etcd_cluster, "s1", tmp_path)
+    try:
+        wait_for(lambda: leader(etcd_cluster), 20, "a leader")
+        etcd_cluster.members[0].kill()  # one member of three: the quorum holds
+        apply(dais_bin, etcd_cluster, tmp_path, "name: q\nmodel: mlp_small\nreplicas: 2\n"
+              "resources: {gpus: 1}\n")
+        wait_for(lambda: sorted(ready(etcd_cluster, "mlp_small").values()) == ["READY", "READY"],
+                 60, "placed and READY with a member down")
+        assert len(etcd_cluster.get_prefix("/dais/nodes/")) == 2, "membership held"
+    finally:
+        sched.stop()
