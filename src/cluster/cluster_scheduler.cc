@@ -291,6 +291,19 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
     dirty_ = true;  // etcd away: try again after the wait
     return true;
   }
+  if (txn->succeeded) {
+    // The next reconciliation must see these writes even if their watch events are not in yet;
+    // otherwise it would place the same replicas again (and briefly run more than asked).
+    MutexLock l(&mu_);
+    for (const etcd::Op& op : plan.ops) {
+      if (op.key.rfind(kAssignmentsPrefix, 0) != 0) continue;
+      if (op.kind == etcd::Op::Kind::kPut) {
+        assignments_.kv[op.key] = op.value;
+      } else {
+        assignments_.kv.erase(op.key);
+      }
+    }
+  }
   return txn->succeeded;
 }
 
@@ -304,7 +317,8 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
     std::string why;
     if (n == plan.index.end()) {
       why = "node " + node + " left the cluster";
-    } else if (plan.cordoned[node] == "drain") {
+    } else if (auto c = plan.cordoned.find(node);
+               c != plan.cordoned.end() && c->second == "drain") {
       why = "node " + node + " is being drained";
     } else if (d == plan.wanted.end()) {
       why = "deployment " + name + " was deleted";
