@@ -218,8 +218,9 @@ void ClusterScheduler::Loop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
     {
       MutexLock l(&mu_);
       if (stop_) return;
-      dirty = dirty_;
+      dirty = dirty_ || retry_;
       dirty_ = false;
+      retry_ = false;
       leader_key_present = leader_view_.kv.count(kLeaderKey) > 0;
     }
     if (leader_revision_ == 0 && !leader_key_present && Campaign()) dirty = true;
@@ -287,8 +288,7 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   auto txn = client_->Txn({mine}, plan.ops);
   if (!txn.ok() || !txn->succeeded) status_.clear();  // written again next time
   if (!txn.ok()) {
-    MutexLock l(&mu_);
-    dirty_ = true;  // etcd away: try again after the wait
+    retry_ = true;  // etcd away: again after the loop's wait (a third of the TTL), not at once
     return true;
   }
   if (txn->succeeded) {

@@ -80,6 +80,7 @@ class ClusterScheduler {
   // Loop thread only.
   int64_t lease_ = 0;
   int64_t leader_revision_ = 0;                // create revision of our leader key; 0: not leader
+  bool retry_ = false;                         // the last reconciliation's write did not reach etcd
   std::map<std::string, std::string> status_;  // deployment -> last status JSON written
   struct Backoff {
     std::chrono::steady_clock::time_point until;

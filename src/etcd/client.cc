@@ -85,6 +85,17 @@ void Deadline(::grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
+// impl->Call with a fresh context carrying the call timeout.
+::grpc::Status Unary(
+    Client::Impl* impl, std::chrono::milliseconds timeout,
+    const std::function<::grpc::Status(Client::Impl::Endpoint&, ::grpc::ClientContext*)>& call) {
+  return impl->Call([&](Client::Impl::Endpoint& e) {
+    ::grpc::ClientContext ctx;
+    Deadline(&ctx, timeout);
+    return call(e, &ctx);
+  });
+}
+
 KeyValue FromPb(const mvccpb::KeyValue& kv) {
   return KeyValue{kv.key(),          kv.value(),   kv.create_revision(),
                   kv.mod_revision(), kv.version(), kv.lease()};
@@ -146,11 +157,9 @@ StatusOr<RangeResult> Client::Get(const std::string& key, bool prefix) {
   req.set_key(key);
   if (prefix) req.set_range_end(PrefixEnd(key));
   etcdserverpb::RangeResponse resp;
-  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
-    ::grpc::ClientContext ctx;
-    Deadline(&ctx, options_.call_timeout);
-    return e.kv->Range(&ctx, req, &resp);
-  });
+  ::grpc::Status s = Unary(
+      impl_.get(), options_.call_timeout,
+      [&](Impl::Endpoint& e, ::grpc::ClientContext* ctx) { return e.kv->Range(ctx, req, &resp); });
   RETURN_IF_ERROR(FromGrpc(s, "get " + key));
   RangeResult r;
   r.revision = resp.header().revision();
@@ -164,11 +173,9 @@ StatusOr<int64_t> Client::Put(const std::string& key, const std::string& value, 
   req.set_value(value);
   req.set_lease(lease);
   etcdserverpb::PutResponse resp;
-  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
-    ::grpc::ClientContext ctx;
-    Deadline(&ctx, options_.call_timeout);
-    return e.kv->Put(&ctx, req, &resp);
-  });
+  ::grpc::Status s = Unary(
+      impl_.get(), options_.call_timeout,
+      [&](Impl::Endpoint& e, ::grpc::ClientContext* ctx) { return e.kv->Put(ctx, req, &resp); });
   RETURN_IF_ERROR(FromGrpc(s, "put " + key));
   return resp.header().revision();
 }
@@ -178,11 +185,10 @@ StatusOr<int64_t> Client::Delete(const std::string& key, bool prefix) {
   req.set_key(key);
   if (prefix) req.set_range_end(PrefixEnd(key));
   etcdserverpb::DeleteRangeResponse resp;
-  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
-    ::grpc::ClientContext ctx;
-    Deadline(&ctx, options_.call_timeout);
-    return e.kv->DeleteRange(&ctx, req, &resp);
-  });
+  ::grpc::Status s =
+      Unary(impl_.get(), options_.call_timeout, [&](Impl::Endpoint& e, ::grpc::ClientContext* ctx) {
+        return e.kv->DeleteRange(ctx, req, &resp);
+      });
   RETURN_IF_ERROR(FromGrpc(s, "delete " + key));
   return resp.header().revision();
 }
@@ -194,11 +200,9 @@ StatusOr<TxnResult> Client::Txn(const std::vector<Compare>& compares,
   for (const Op& op : success) ToPb(op, req.add_success());
   for (const Op& op : failure) ToPb(op, req.add_failure());
   etcdserverpb::TxnResponse resp;
-  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
-    ::grpc::ClientContext ctx;
-    Deadline(&ctx, options_.call_timeout);
-    return e.kv->Txn(&ctx, req, &resp);
-  });
+  ::grpc::Status s = Unary(
+      impl_.get(), options_.call_timeout,
+      [&](Impl::Endpoint& e, ::grpc::ClientContext* ctx) { return e.kv->Txn(ctx, req, &resp); });
   RETURN_IF_ERROR(FromGrpc(s, "txn"));
   return TxnResult{resp.succeeded(), resp.header().revision()};
 }
@@ -207,11 +211,10 @@ StatusOr<int64_t> Client::GrantLease(int64_t ttl_seconds) {
   etcdserverpb::LeaseGrantRequest req;
   req.set_ttl(ttl_seconds);
   etcdserverpb::LeaseGrantResponse resp;
-  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
-    ::grpc::ClientContext ctx;
-    Deadline(&ctx, options_.call_timeout);
-    return e.lease->LeaseGrant(&ctx, req, &resp);
-  });
+  ::grpc::Status s =
+      Unary(impl_.get(), options_.call_timeout, [&](Impl::Endpoint& e, ::grpc::ClientContext* ctx) {
+        return e.lease->LeaseGrant(ctx, req, &resp);
+      });
   RETURN_IF_ERROR(FromGrpc(s, "lease grant"));
   if (!resp.error().empty()) return Unavailable("etcd lease grant: " + resp.error());
   return resp.id();
@@ -221,11 +224,10 @@ Status Client::RevokeLease(int64_t lease) {
   etcdserverpb::LeaseRevokeRequest req;
   req.set_id(lease);
   etcdserverpb::LeaseRevokeResponse resp;
-  ::grpc::Status s = impl_->Call([&](Impl::Endpoint& e) {
-    ::grpc::ClientContext ctx;
-    Deadline(&ctx, options_.call_timeout);
-    return e.lease->LeaseRevoke(&ctx, req, &resp);
-  });
+  ::grpc::Status s =
+      Unary(impl_.get(), options_.call_timeout, [&](Impl::Endpoint& e, ::grpc::ClientContext* ctx) {
+        return e.lease->LeaseRevoke(ctx, req, &resp);
+      });
   return FromGrpc(s, "lease revoke");
 }
 

@@ -990,6 +990,19 @@ def concurrent_posts(port: int, path: str, bodies: list[bytes], headers=None,
     return run_concurrently(one, len(bodies), timeout=timeout + 30)
 
 
+def wait_for(pred, timeout: float, what: str, interval: float = 0.05):
+    """pred()'s first truthy value within `timeout` seconds; AssertionError naming `what` (and
+    the last value) otherwise."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
 # --------------------------------------------------------------------------------------------
 # etcd: real etcd processes (Debian's etcd-server) on free loopback ports, killed by PID.
 

@@ -11,23 +11,14 @@ import time
 import numpy as np
 import pytest
 
+from conftest import wait_for
+
 TTL = 2  # --lease-ttl-secs of the nodes here
 
 
 def start_node(start_server, model_repo, etcd, node_id="n1", *extra):
     return start_server(model_repo, "--etcd", etcd.endpoint, "--node-id", node_id,
                         "--lease-ttl-secs", str(TTL), *extra, command="node")
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
 def instance(etcd, node, model):

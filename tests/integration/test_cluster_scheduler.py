@@ -12,18 +12,9 @@ import time
 
 import pytest
 
+from conftest import wait_for
+
 TTL = 2
-
-
-def wait_for(pred, timeout, what, interval=0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
 class Scheduler:
