@@ -27,11 +27,11 @@ RAW = {"Inference-Header-Content-Length": "0", "Content-Type": "application/octe
 
 def identity_config(name, inputs, max_batch_size=0):
     """config.pbtxt of an identity model; inputs: [(name, TYPE_x, dims)] (outputs mirror them)."""
-    def tensors(prefix, kind):
+    def tensors(prefix):
         return ", ".join(f'{{ name: "{prefix}{i}" data_type: {t} dims: {list(d)} }}'
                          for i, (_, t, d) in enumerate(inputs))
     return (f'name: "{name}"\nbackend: "identity"\nmax_batch_size: {max_batch_size}\n'
-            f'input [ {tensors("INPUT", "in")} ]\noutput [ {tensors("OUTPUT", "out")} ]\n')
+            f'input [ {tensors("INPUT")} ]\noutput [ {tensors("OUTPUT")} ]\n')
 
 
 @pytest.fixture(scope="module")
