@@ -30,7 +30,7 @@ ALLOWED = {
     "backends": {"common", "tensor", "runtime"},
     "control": {"common", "coord", "runtime"},
     "server": {"common", "runtime"},
-    "cluster": {"common", "etcd", "runtime", "scheduler"},
+    "cluster": {"common", "etcd", "metrics", "runtime", "scheduler"},
     "frontends": {"common", "metrics"},
     "frontends/http": {"common", "metrics", "tensor", "runtime", "server", "frontends",
                        "features/spec", "features/offline", "features/store"},

@@ -6,10 +6,14 @@
 
 #include <set>
 
+#include "cluster/assignment.h"
 #include "cluster/deployment.h"
 #include "cluster/keys.h"
+#include "cluster/pending_reason.h"
+#include "cluster/scheduler_metrics.h"
 #include "common/json.h"
 #include "common/logging.h"
+#include "scheduler/fragmentation.h"
 #include "scheduler/policy.h"
 
 namespace dais::cluster {
@@ -82,53 +86,6 @@ std::string StatusJson(int replicas, int assigned, int pending, const std::strin
   w.String(reason.c_str());
   w.EndObject();
   return sb.GetString();
-}
-
-std::string AssignmentJson(const DeploymentSpec& d) {
-  return "{\"deployment\":\"" + d.name + "\",\"model\":\"" + d.model +
-         "\",\"version\":" + std::to_string(d.version) + "}";
-}
-
-// Why `task` fits on no node: the nodes counted by the first thing they lack.
-std::string PendingReason(const scheduler::Cluster& c, const scheduler::TaskSpec& task) {
-  int excluded = 0, cpu = 0, memory = 0, model = 0, gpus = 0, spread = 0;
-  int largest_free = 0;
-  for (const scheduler::NodeState& n : c.nodes()) {
-    if (task.num_gpu > 0 && n.ModelAllowed(task)) {
-      largest_free = std::max(largest_free, n.GpusWithFree(task.gpu_milli));
-    }
-    if (n.excluded) {
-      ++excluded;
-    } else if (task.cpu_milli > n.cpu_free) {
-      ++cpu;
-    } else if (task.memory_mib > n.memory_free) {
-      ++memory;
-    } else if (task.num_gpu > 0 && !n.ModelAllowed(task)) {
-      ++model;
-    } else if (task.num_gpu > 0 && n.GpusWithFree(task.gpu_milli) < task.num_gpu) {
-      ++gpus;
-    } else {
-      ++spread;
-    }
-  }
-  std::string r = "no node fits one instance (" + std::to_string(c.nodes().size()) + " nodes:";
-  auto add = [&r](int n, const std::string& what) {
-    if (n > 0) r += " " + std::to_string(n) + " " + what + ";";
-  };
-  add(excluded, "cordoned, or excluded by labels or a recent failure");
-  add(cpu, "without the CPU");
-  add(memory, "without the memory");
-  add(model, "without an allowed GPU model");
-  if (gpus > 0) {
-    r += " " + std::to_string(gpus) + " without " + std::to_string(task.num_gpu) + " free GPU(s)" +
-         (task.gpu_milli < scheduler::kGpuMilli
-              ? " with " + std::to_string(task.gpu_milli) + " milli"
-              : "") +
-         " (largest free: " + std::to_string(largest_free) + ");";
-  }
-  add(spread, "already running one of this model or deployment");
-  if (r.back() == ';') r.pop_back();
-  return r + ")";
 }
 
 }  // namespace
@@ -205,7 +162,9 @@ bool ClusterScheduler::Campaign() {
   }
   lease_ = *lease;
   leader_revision_ = txn->revision;  // the key was created by this transaction
+  SchedulerMetrics::Get().leader.Set(1);
   LOG_INFO("scheduler {}: leader (revision {})", options_.id, leader_revision_);
+  pending_events_.push_back(NewEvent("leader", "", "", "became the leader"));
   return true;
 }
 
@@ -228,17 +187,37 @@ void ClusterScheduler::Loop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       auto ka = client_->KeepAliveOnce(lease_);
       if (ka.status().code() == StatusCode::kNotFound) {
         LOG_WARNING("scheduler {}: lost leadership (lease expired)", options_.id);
-        leader_revision_ = 0;
+        StepDown();
       }
       next_keepalive = std::chrono::steady_clock::now() + period;
     }
     if (leader_revision_ != 0 && dirty && !Reconcile()) {
       LOG_WARNING("scheduler {}: lost leadership (a newer leader holds the key)", options_.id);
-      leader_revision_ = 0;
+      StepDown();
     }
     MutexLock l(&mu_);
     if (!dirty_ && !stop_) cv_.WaitUntil(std::chrono::steady_clock::now() + period);
   }
+}
+
+void ClusterScheduler::StepDown() {
+  leader_revision_ = 0;
+  pending_events_.clear();
+  SchedulerMetrics::Get().leader.Set(0);
+}
+
+ClusterEvent ClusterScheduler::NewEvent(std::string kind, std::string deployment, std::string node,
+                                        std::string message) const {
+  ClusterEvent e;
+  e.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  e.kind = std::move(kind);
+  e.deployment = std::move(deployment);
+  e.node = std::move(node);
+  e.message = std::move(message);
+  e.scheduler = options_.id;
+  return e;
 }
 
 // What one reconciliation sees and decides.
@@ -251,11 +230,20 @@ struct ClusterScheduler::Plan {
   std::map<std::string, std::string> cordoned;  // node -> "cordon" | "drain"
   std::unique_ptr<scheduler::Cluster> cluster;
   std::map<std::string, int> count;  // deployment -> replicas assigned
+  // The assignments kept, as applied to `cluster` (preemption may release them).
+  struct Kept {
+    std::string key, deployment;
+    scheduler::TaskSpec task;
+    scheduler::Placement placement;
+    bool removed = false;
+  };
+  std::vector<Kept> kept;
   std::vector<etcd::Op> ops;
   std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
 };
 
 bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
+  const auto started = std::chrono::steady_clock::now();
   Plan plan;
   std::map<std::string, std::string> nodes, deployments;
   {
@@ -282,12 +270,39 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   plan.cluster = std::make_unique<scheduler::Cluster>(plan.specs);
   KeepOrDrop(plan);
   PlaceMissing(plan);
-  if (plan.ops.empty()) return true;
+  const bool ok = Write(plan);
+  SchedulerMetrics::Get().reconcile.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return ok;
+}
+
+bool ClusterScheduler::Write(Plan& plan) DAIS_NO_THREAD_SAFETY_ANALYSIS {
+  if (plan.ops.empty() && pending_events_.empty()) return true;
+  // Events expire with a lease of an hour, replaced every half hour (events.h).
+  const auto now = std::chrono::steady_clock::now();
+  if (!pending_events_.empty() &&
+      (events_lease_ == 0 || now - events_lease_granted_ > std::chrono::minutes(30))) {
+    auto lease = client_->GrantLease(3600);
+    if (lease.ok()) {
+      events_lease_ = *lease;
+      events_lease_granted_ = now;
+    }
+  }
+  std::vector<etcd::Op> ops = plan.ops;
+  if (events_lease_ != 0) {
+    for (const ClusterEvent& e : pending_events_) {
+      ops.push_back(
+          etcd::Op{etcd::Op::Kind::kPut, e.Key(++event_sequence_), e.ToJson(), events_lease_});
+    }
+  }
   etcd::Compare mine{kLeaderKey, etcd::Compare::Target::kCreateRevision, etcd::Compare::Op::kEqual,
                      leader_revision_, ""};
-  auto txn = client_->Txn({mine}, plan.ops);
+  auto txn = client_->Txn({mine}, ops);
+  pending_events_.clear();  // a decision made again next time is told again
   if (!txn.ok() || !txn->succeeded) status_.clear();  // written again next time
   if (!txn.ok()) {
+    // The events lease may be gone (etcd's data lost): a new one next time.
+    if (txn.status().code() == StatusCode::kNotFound) events_lease_ = 0;
     retry_ = true;  // etcd away: again after the loop's wait (a third of the TTL), not at once
     return true;
   }
@@ -307,23 +322,39 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   return txn->succeeded;
 }
 
+void ClusterScheduler::Unassign(Plan& plan, const std::string& key, const std::string& deployment,
+                                const std::string& node, const std::string& reason,
+                                const std::string& why) {
+  LOG_INFO("scheduler {}: unassigning {} from {}: {}", options_.id, deployment, node, why);
+  plan.ops.push_back(etcd::Op{etcd::Op::Kind::kDelete, key, "", 0, false});
+  plan.assignments.erase(key);
+  SchedulerMetrics::Get().unassignments.Get({reason}).Increment();
+  const std::string kind = reason == "failed" || reason == "preempted" ? reason : "unassigned";
+  pending_events_.push_back(NewEvent(kind, deployment, node, why));
+}
+
 void ClusterScheduler::KeepOrDrop(Plan& plan) {
-  for (const auto& [key, json] : plan.assignments) {
+  for (const auto& [key, json] : std::map<std::string, std::string>(plan.assignments)) {
     const auto [node, model] = NodeAndModel(key, kAssignmentsPrefix);
-    const std::string name = Field(json, "deployment");
+    const auto assignment = AssignmentFromJson(json);
+    const std::string name = assignment.ok() ? assignment->deployment : "";
     auto d = plan.wanted.find(name);
     auto n = plan.index.find(node);
     const std::string& instance = plan.instances[InstancesPrefix(node) + model];
-    std::string why;
+    std::string why, reason;
     if (n == plan.index.end()) {
       why = "node " + node + " left the cluster";
+      reason = "node_left";
     } else if (auto c = plan.cordoned.find(node);
                c != plan.cordoned.end() && c->second == "drain") {
       why = "node " + node + " is being drained";
+      reason = "drain";
     } else if (d == plan.wanted.end()) {
       why = "deployment " + name + " was deleted";
+      reason = "deleted";
     } else if (plan.count[name] >= d->second.replicas) {
       why = "more than " + std::to_string(d->second.replicas) + " replicas";
+      reason = "scaled_down";
     } else if (Field(instance, "state") == "FAILED") {
       Backoff& b = avoid_[name + "@" + node];
       b.length =
@@ -331,18 +362,111 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
       b.until = plan.now + b.length;
       why = "it failed on " + node + " (" + Field(instance, "reason") +
             "); that node is avoided for " + std::to_string(b.length.count()) + " s";
+      reason = "failed";
     }
     if (!why.empty()) {
-      LOG_INFO("scheduler {}: unassigning {} from {}: {}", options_.id, name, node, why);
-      plan.ops.push_back(etcd::Op{etcd::Op::Kind::kDelete, key, "", 0, false});
+      Unassign(plan, key, name, node, reason, why);
       continue;
     }
     scheduler::TaskSpec task = d->second.Task();
     task.max_per_node = -1;
-    scheduler::Placement p{n->second, scheduler::PackedGpus(plan.cluster->node(n->second), task)};
-    if (plan.cluster->CheckPlacement(task, p).empty()) plan.cluster->Apply(task, p);
+    // The GPUs the assignment names, unless they no longer hold (then packed again); the
+    // assignment is rewritten when that or the deployment's version or priority changed (the
+    // node loads the new version in place).
+    scheduler::Placement p{n->second, assignment->gpus};
+    if (!plan.cluster->CheckPlacement(task, p).empty()) {
+      p.gpus = scheduler::PackedGpus(plan.cluster->node(n->second), task);
+    }
+    Assignment now = *assignment;
+    now.version = d->second.version;
+    now.priority = d->second.priority;
+    if (plan.cluster->CheckPlacement(task, p).empty()) now.gpus = p.gpus;
+    if (now.ToJson() != json) {
+      plan.ops.push_back(etcd::Op{etcd::Op::Kind::kPut, key, now.ToJson(), 0, false});
+      plan.assignments[key] = now.ToJson();
+      if (now.version != assignment->version) {
+        pending_events_.push_back(NewEvent("version", name, node,
+                                           "version " + std::to_string(assignment->version) +
+                                               " -> " + std::to_string(now.version)));
+      }
+    }
+    if (plan.cluster->CheckPlacement(task, p).empty()) {
+      plan.cluster->Apply(task, p);
+      plan.kept.push_back({key, name, task, p});
+    }
     ++plan.count[name];
   }
+}
+
+// Sets NodeState::excluded for the nodes that must not take an instance of `d`.
+void ClusterScheduler::Exclude(Plan& plan, const DeploymentSpec& d) {
+  for (size_t i = 0; i < plan.specs.size(); ++i) {
+    bool ok = true;
+    for (const auto& [k, v] : d.node_labels) {
+      auto it = plan.labels[i].find(k);
+      ok = ok && it != plan.labels[i].end() && it->second == v;
+    }
+    auto b = avoid_.find(d.name + "@" + plan.specs[i].name);
+    if (b != avoid_.end() && b->second.until > plan.now) ok = false;
+    if (plan.cordoned.count(plan.specs[i].name)) ok = false;
+    // One instance of a model per node (the assignment's key), whatever its deployment.
+    if (plan.assignments.count(AssignmentsPrefix(plan.specs[i].name) + d.model)) ok = false;
+    plan.cluster->SetExcluded(static_cast<int>(i), !ok);
+  }
+}
+
+std::optional<scheduler::Placement> ClusterScheduler::Preempt(Plan& plan, const DeploymentSpec& d,
+                                                              const scheduler::TaskSpec& task) {
+  // Per node: release best-effort instances, largest first, until the task fits; the node that
+  // needs the fewest (then the least GPU capacity) is chosen. Everything is applied back after
+  // each try; only the chosen node's victims go.
+  int best_node = -1;
+  std::vector<size_t> best_victims;
+  int64_t best_freed = 0;
+  for (size_t i = 0; i < plan.specs.size(); ++i) {
+    if (plan.cluster->node(static_cast<int>(i)).excluded) continue;
+    std::vector<size_t> candidates;
+    for (size_t k = 0; k < plan.kept.size(); ++k) {
+      const Plan::Kept& kept = plan.kept[k];
+      auto w = plan.wanted.find(kept.deployment);
+      if (!kept.removed && kept.placement.node == static_cast<int>(i) && w != plan.wanted.end() &&
+          w->second.priority == "best-effort") {
+        candidates.push_back(k);
+      }
+    }
+    std::sort(candidates.begin(), candidates.end(), [&plan](size_t a, size_t b) {
+      return plan.kept[a].task.GpuDemandMilli() > plan.kept[b].task.GpuDemandMilli();
+    });
+    std::vector<size_t> victims;
+    int64_t freed = 0;
+    for (size_t k : candidates) {
+      if (plan.cluster->node(static_cast<int>(i)).Fits(task)) break;
+      plan.cluster->Release(plan.kept[k].task, plan.kept[k].placement);
+      victims.push_back(k);
+      freed += plan.kept[k].task.GpuDemandMilli();
+    }
+    const bool fits = !victims.empty() && plan.cluster->node(static_cast<int>(i)).Fits(task);
+    for (size_t k : victims) plan.cluster->Apply(plan.kept[k].task, plan.kept[k].placement);
+    if (fits && (best_node < 0 || victims.size() < best_victims.size() ||
+                 (victims.size() == best_victims.size() && freed < best_freed))) {
+      best_node = static_cast<int>(i);
+      best_victims = victims;
+      best_freed = freed;
+    }
+  }
+  if (best_node < 0) return std::nullopt;
+  const std::string& node = plan.specs[static_cast<size_t>(best_node)].name;
+  for (size_t k : best_victims) {
+    Plan::Kept& victim = plan.kept[k];
+    plan.cluster->Release(victim.task, victim.placement);
+    victim.removed = true;
+    --plan.count[victim.deployment];
+    Unassign(plan, victim.key, victim.deployment, node, "preempted",
+             "preempted by " + d.name + " (latency-sensitive)");
+    SchedulerMetrics::Get().preemptions.Increment();
+  }
+  return scheduler::Placement{best_node,
+                              scheduler::PackedGpus(plan.cluster->node(best_node), task)};
 }
 
 void ClusterScheduler::PlaceMissing(Plan& plan) {
@@ -350,51 +474,74 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
   for (const auto& [name, d] : plan.wanted) {
     for (int i = 0; i < d.replicas; ++i) expected.push_back(d.Task());
   }
-  auto policy =
-      scheduler::MakePolicy(options_.policy, scheduler::Workload::FromTasks(expected, 1.0));
-  for (const auto& [name, d] : plan.wanted) {
+  const scheduler::Workload workload = scheduler::Workload::FromTasks(expected, 1.0);
+  auto policy = scheduler::MakePolicy(options_.policy, workload);
+  // Latency-sensitive deployments first: they take the room, and may preempt best-effort ones.
+  std::vector<const DeploymentSpec*> order;
+  for (const auto& [name, d] : plan.wanted) order.push_back(&d);
+  std::stable_sort(
+      order.begin(), order.end(), [](const DeploymentSpec* a, const DeploymentSpec* b) {
+        return a->priority == "latency-sensitive" && b->priority != "latency-sensitive";
+      });
+  SchedulerMetrics& metrics = SchedulerMetrics::Get();
+  int pending = 0;
+  for (const DeploymentSpec* d : order) {
+    const std::string& name = d->name;
     std::string reason;
-    int missing = d.replicas - plan.count[name];
+    int missing = d->replicas - plan.count[name];
     for (; missing > 0; --missing) {
-      for (size_t i = 0; i < plan.specs.size(); ++i) {
-        bool ok = true;
-        for (const auto& [k, v] : d.node_labels) {
-          auto it = plan.labels[i].find(k);
-          ok = ok && it != plan.labels[i].end() && it->second == v;
-        }
-        auto b = avoid_.find(name + "@" + plan.specs[i].name);
-        if (b != avoid_.end() && b->second.until > plan.now) ok = false;
-        if (plan.cordoned.count(plan.specs[i].name)) ok = false;
-        // One instance of a model per node (the assignment's key), whatever its deployment.
-        if (plan.assignments.count(AssignmentsPrefix(plan.specs[i].name) + d.model)) ok = false;
-        plan.cluster->SetExcluded(static_cast<int>(i), !ok);
-      }
-      const scheduler::TaskSpec task = d.Task();
+      Exclude(plan, *d);
+      const scheduler::TaskSpec task = d->Task();
+      const auto started = std::chrono::steady_clock::now();
       std::optional<scheduler::Placement> p = (*policy)->Place(*plan.cluster, task);
+      metrics.decision.Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      if (!p && d->may_preempt) p = Preempt(plan, *d, task);
       if (!p) {
-        reason = PendingReason(*plan.cluster, task);
+        const Unplaceable u = ExplainUnplaceable(*plan.cluster, task);
+        reason = u.message;
+        metrics.failures.Get({u.reason}).Increment();
         break;
       }
       const std::string node = plan.specs[static_cast<size_t>(p->node)].name;
       plan.cluster->Apply(task, *p);
-      plan.assignments[AssignmentsPrefix(node) + d.model] = AssignmentJson(d);
-      plan.ops.push_back(etcd::Op{etcd::Op::Kind::kPut, AssignmentsPrefix(node) + d.model,
-                                  AssignmentJson(d), 0, false});
-      LOG_INFO("scheduler {}: placed {} ({}) on {} ({} policy)", options_.id, name, d.model, node,
+      Assignment a{name, d->model, d->version, p->gpus, task.gpu_milli, d->priority};
+      const std::string key = AssignmentsPrefix(node) + d->model;
+      plan.assignments[key] = a.ToJson();
+      plan.kept.push_back({key, name, task, *p});
+      plan.ops.push_back(etcd::Op{etcd::Op::Kind::kPut, key, a.ToJson(), 0, false});
+      metrics.placements.Get({options_.policy}).Increment();
+      std::string where = node;
+      if (!p->gpus.empty()) {
+        where += " GPU";
+        for (int g : p->gpus) where += " " + std::to_string(g);
+      }
+      LOG_INFO("scheduler {}: placed {} ({}) on {} ({} policy)", options_.id, name, d->model, where,
                options_.policy);
+      pending_events_.push_back(NewEvent(
+          "placed", name, node, "placed on " + where + " by the " + options_.policy + " policy"));
     }
     for (size_t i = 0; i < plan.specs.size(); ++i) {
       plan.cluster->SetExcluded(static_cast<int>(i), false);
     }
-    const std::string status = StatusJson(d.replicas, d.replicas - missing, missing, reason);
+    pending += missing;
+    const std::string status = StatusJson(d->replicas, d->replicas - missing, missing, reason);
     if (status_[name] == status) continue;
     if (missing > 0) {
       LOG_WARNING("scheduler {}: {} has {} pending instance(s): {}", options_.id, name, missing,
                   reason);
+      pending_events_.push_back(NewEvent(
+          "pending", name, "", std::to_string(missing) + " instance(s) pending: " + reason));
     }
     plan.ops.push_back(etcd::Op{etcd::Op::Kind::kPut, kStatusPrefix + name, status, 0, false});
     status_[name] = status;
   }
+  metrics.pending.Set(pending);
+  metrics.unallocated_gpus.Set(static_cast<double>(plan.cluster->gpu_capacity_milli() -
+                                                   plan.cluster->gpu_allocated_milli()) /
+                               scheduler::kGpuMilli);
+  metrics.fragmented_gpus.Set(scheduler::ClusterFragmentation(*plan.cluster, workload) /
+                              scheduler::kGpuMilli);
 }
 
 }  // namespace dais::cluster

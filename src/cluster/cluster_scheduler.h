@@ -20,13 +20,16 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cluster/events.h"
 #include "common/mutex.h"
 #include "etcd/client.h"
 #include "etcd/watch.h"
+#include "scheduler/cluster.h"
 
 namespace dais::cluster {
 
@@ -52,14 +55,28 @@ class ClusterScheduler {
   void Watch(const std::string& prefix, View* view);
   void Loop();
   bool Campaign();
+  void StepDown();
   // One reconciliation; false when leadership was lost.
   bool Reconcile();
   struct Plan;
+  // The plan's operations and the pending events in one transaction conditioned on leadership;
+  // false when leadership was lost.
+  bool Write(Plan& plan);
   // Keeps the assignments that still hold (applying them to the plan's cluster), deletes the
   // others.
   void KeepOrDrop(Plan& plan);
-  // Places the missing replicas of every deployment; records their status.
+  // Places the missing replicas of every deployment, latency-sensitive ones first; records their
+  // status.
   void PlaceMissing(Plan& plan);
+  void Exclude(Plan& plan, const struct DeploymentSpec& d);
+  // Room for `task` made by removing best-effort instances from one node, or nullopt.
+  std::optional<scheduler::Placement> Preempt(Plan& plan, const struct DeploymentSpec& d,
+                                              const scheduler::TaskSpec& task);
+  // Deletes an assignment; `reason` is the metric's label.
+  void Unassign(Plan& plan, const std::string& key, const std::string& deployment,
+                const std::string& node, const std::string& reason, const std::string& why);
+  ClusterEvent NewEvent(std::string kind, std::string deployment, std::string node,
+                        std::string message) const;
 
   const ClusterSchedulerOptions options_;
   std::unique_ptr<etcd::Client> client_;
@@ -86,7 +103,11 @@ class ClusterScheduler {
     std::chrono::steady_clock::time_point until;
     std::chrono::seconds length{0};
   };
-  std::map<std::string, Backoff> avoid_;  // "<deployment>@<node>" -> until when
+  std::map<std::string, Backoff> avoid_;      // "<deployment>@<node>" -> until when
+  std::vector<ClusterEvent> pending_events_;  // written with the next transaction
+  int64_t events_lease_ = 0;
+  std::chrono::steady_clock::time_point events_lease_granted_;
+  int64_t event_sequence_ = 0;
 };
 
 }  // namespace dais::cluster

@@ -70,6 +70,9 @@ Status Validate(const DeploymentSpec& d) {
     return InvalidArgument("priority: '" + d.priority +
                            "' is not latency-sensitive or best-effort");
   }
+  if (d.may_preempt && d.priority != "latency-sensitive") {
+    return InvalidArgument("may_preempt: only a latency-sensitive deployment may preempt");
+  }
   return OkStatus();
 }
 
@@ -99,14 +102,14 @@ StatusOr<DeploymentSpec> ParseDeploymentYaml(const std::string& yaml) {
   DeploymentSpec d;
   RETURN_IF_ERROR(Unknown(root,
                           {"name", "model", "version", "replicas", "resources", "constraints",
-                           "priority", "preemptible"},
+                           "priority", "may_preempt"},
                           ""));
   RETURN_IF_ERROR(Get(root, "name", "", &d.name));
   RETURN_IF_ERROR(Get(root, "model", "", &d.model));
   RETURN_IF_ERROR(Get(root, "version", "", &d.version));
   RETURN_IF_ERROR(Get(root, "replicas", "", &d.replicas));
   RETURN_IF_ERROR(Get(root, "priority", "", &d.priority));
-  RETURN_IF_ERROR(Get(root, "preemptible", "", &d.preemptible));
+  RETURN_IF_ERROR(Get(root, "may_preempt", "", &d.may_preempt));
   if (const YAML::Node r = root["resources"]; r) {
     if (!r.IsMap()) return InvalidArgument("resources: expected a mapping");
     RETURN_IF_ERROR(Unknown(r, {"cpu_milli", "memory_mib", "gpus", "gpu_milli", "gpu_memory_mib"},
@@ -168,8 +171,8 @@ std::string DeploymentToJson(const DeploymentSpec& d) {
   w.Int(d.max_per_node);
   w.Key("priority");
   str(d.priority);
-  w.Key("preemptible");
-  w.Bool(d.preemptible);
+  w.Key("may_preempt");
+  w.Bool(d.may_preempt);
   w.EndObject();
   return sb.GetString();
 }
@@ -197,8 +200,8 @@ StatusOr<DeploymentSpec> DeploymentFromJson(const std::string& json) {
   i("gpu_milli", &d.gpu_milli);
   i("gpu_memory_mib", &d.gpu_memory_mib);
   i("max_per_node", &d.max_per_node);
-  if (doc.HasMember("preemptible") && doc["preemptible"].IsBool()) {
-    d.preemptible = doc["preemptible"].GetBool();
+  if (doc.HasMember("may_preempt") && doc["may_preempt"].IsBool()) {
+    d.may_preempt = doc["may_preempt"].GetBool();
   }
   if (doc.HasMember("gpu_models") && doc["gpu_models"].IsArray()) {
     for (const auto& m : doc["gpu_models"].GetArray()) {

@@ -9,7 +9,7 @@
 //   resources: {cpu_milli: 1000, memory_mib: 512, gpus: 1}   # or gpu_milli: 500 (a share)
 //   constraints: {gpu_models: [A100], node_labels: {zone: a}, max_per_node: 1}
 //   priority: latency-sensitive  # or best-effort
-//   preemptible: false
+//   may_preempt: false           # may remove best-effort instances to place its own
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,8 @@ struct DeploymentSpec {
   std::map<std::string, std::string> node_labels;
   int max_per_node = 1;  // spreads replicas across nodes by default
   std::string priority = "latency-sensitive";
-  bool preemptible = false;
+  // A latency-sensitive deployment that finds no room may remove best-effort instances.
+  bool may_preempt = false;
 
   // One instance as the placement code sees it.
   scheduler::TaskSpec Task() const;

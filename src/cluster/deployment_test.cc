@@ -16,7 +16,7 @@ replicas: 3
 resources: {cpu_milli: 1000, memory_mib: 512, gpus: 2, gpu_memory_mib: 2048}
 constraints: {gpu_models: [A100, H100], node_labels: {zone: a}, max_per_node: 2}
 priority: best-effort
-preemptible: true
+may_preempt: false
 )"));
   EXPECT_EQ(d.name, "ranker");
   EXPECT_EQ(d.replicas, 3);
@@ -51,6 +51,7 @@ TEST(DeploymentTest, BadSpecsNameTheField) {
       {"name: a\nmodel: m\nconstraints: {gpu_models: [A100]}", "asks for no GPU"},
       {"name: a\nmodel: m\nconstraints: {max_per_node: 0}", "max_per_node"},
       {"name: a\nmodel: m\npriority: urgent", "priority: 'urgent'"},
+      {"name: a\nmodel: m\npriority: best-effort\nmay_preempt: true", "may_preempt: only"},
       {"- a\n- b", "must be a YAML mapping"},
       {"name: [unclosed", "not YAML"},
   };

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <set>
 
+#include "cluster/assignment.h"
 #include "cluster/keys.h"
 #include "common/logging.h"
 
@@ -54,7 +55,8 @@ std::string NodeJson(const NodeAgentOptions& o) {
   return sb.GetString();
 }
 
-std::string InstanceJson(const std::string& node, const runtime::IndexEntry& e) {
+std::string InstanceJson(const std::string& node, const runtime::IndexEntry& e,
+                         const std::vector<int>& gpus) {
   rapidjson::StringBuffer sb;
   Writer w(sb);
   w.StartObject();
@@ -71,6 +73,10 @@ std::string InstanceJson(const std::string& node, const runtime::IndexEntry& e) 
   Str(w, state);
   w.Key("reason");
   Str(w, e.reason);
+  w.Key("gpus");
+  w.StartArray();
+  for (int g : gpus) w.Int(g);
+  w.EndArray();
   w.EndObject();
   return sb.GetString();
 }
@@ -190,13 +196,13 @@ void NodeAgent::RegistrationLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
 
 void NodeAgent::Publish() {
   int64_t lease = 0;
-  std::set<std::string> models;
+  std::map<std::string, Assignment> models;
   std::map<std::string, std::string> published;
   std::map<std::string, std::string> failed;
   {
     MutexLock l(&mu_);
     lease = lease_;
-    for (const auto& [m, a] : desired_) models.insert(m);
+    models = desired_;
     published = published_;
     failed = failed_;
   }
@@ -208,15 +214,22 @@ void NodeAgent::Publish() {
     e.name = model;
     e.state = runtime::ModelState::kUnavailable;
     e.reason = reason;
-    now[model] = InstanceJson(options_.node_id, e);
+    now[model] = InstanceJson(options_.node_id, e, models[model].gpus);
   }
   for (const runtime::IndexEntry& e : manager_->Index(/*ready_only=*/false)) {
-    if (!models.count(e.name) && !published.count(e.name)) continue;
-    if (!models.count(e.name) && e.state != runtime::ModelState::kReady &&
+    auto assigned = models.find(e.name);
+    if (assigned == models.end() && !published.count(e.name)) continue;
+    if (assigned == models.end() && e.state != runtime::ModelState::kReady &&
         e.state != runtime::ModelState::kLoading) {
       continue;  // unassigned and gone: its key is deleted below
     }
-    now[e.name] = InstanceJson(options_.node_id, e);
+    // While a pinned version replaces another, the other is not what the scheduler asked for.
+    if (assigned != models.end() && assigned->second.version >= 0 && !e.version.empty() &&
+        e.version != std::to_string(assigned->second.version)) {
+      continue;
+    }
+    now[e.name] = InstanceJson(
+        options_.node_id, e, assigned != models.end() ? assigned->second.gpus : std::vector<int>{});
   }
   const std::string prefix = InstancesPrefix(options_.node_id);
   for (const auto& [model, json] : now) {
@@ -240,15 +253,29 @@ void NodeAgent::Publish() {
 void NodeAgent::OnAssignments(const std::vector<etcd::Event>& events,
                               const etcd::RangeResult* snapshot) {
   const std::string prefix = AssignmentsPrefix(options_.node_id);
+  auto parse = [this](const std::string& model, const std::string& json) {
+    auto a = AssignmentFromJson(json);
+    if (!a.ok()) {
+      LOG_WARNING("node {}: ignoring the assignment of '{}': {}", options_.node_id, model,
+                  a.status().message());
+      Assignment unreadable;
+      unreadable.model = model;
+      return unreadable;
+    }
+    return *a;
+  };
   MutexLock l(&mu_);
   if (snapshot != nullptr) {
     desired_.clear();
-    for (const auto& kv : snapshot->kvs) desired_[ModelOfKey(kv.key, prefix)] = kv.value;
+    for (const auto& kv : snapshot->kvs) {
+      const std::string model = ModelOfKey(kv.key, prefix);
+      desired_[model] = parse(model, kv.value);
+    }
   }
   for (const etcd::Event& e : events) {
     const std::string model = ModelOfKey(e.kv.key, prefix);
     if (e.type == etcd::Event::Type::kPut) {
-      desired_[model] = e.kv.value;
+      desired_[model] = parse(model, e.kv.value);
     } else {
       desired_.erase(model);
     }
@@ -261,9 +288,9 @@ void NodeAgent::OnAssignments(const std::vector<etcd::Event>& events,
 // Loads what is assigned and not loaded, unloads what is loaded and no longer assigned, one at
 // a time (a load can take minutes; the watch and the lease do not wait for it).
 void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
-  std::set<std::string> held;  // models this agent loaded
+  std::map<std::string, int64_t> held;  // models this agent loaded -> version asked (-1: policy)
   while (true) {
-    std::map<std::string, std::string> desired;
+    std::map<std::string, Assignment> desired;
     {
       MutexLock l(&mu_);
       while (!stop_ && !desired_changed_) cv_.Wait();
@@ -272,10 +299,13 @@ void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       desired = desired_;
     }
     for (const auto& [model, assignment] : desired) {
-      if (held.count(model)) continue;
-      LOG_INFO("node {}: assigned '{}': loading", options_.node_id, model);
-      held.insert(model);
-      Status s = manager_->LoadModel(model);
+      auto h = held.find(model);
+      if (h != held.end() && h->second == assignment.version) continue;
+      const std::string which =
+          assignment.version >= 0 ? "version " + std::to_string(assignment.version) : "";
+      LOG_INFO("node {}: assigned '{}' {}: loading", options_.node_id, model, which);
+      held[model] = assignment.version;
+      Status s = manager_->LoadModel(model, assignment.version);
       if (!s.ok()) {
         LOG_WARNING("node {}: '{}' failed to load: {}", options_.node_id, model, s.message());
       }
@@ -291,17 +321,17 @@ void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       }
     }
     for (auto it = held.begin(); it != held.end();) {
-      if (desired.count(*it)) {
+      if (desired.count(it->first)) {
         ++it;
         continue;
       }
-      LOG_INFO("node {}: '{}' no longer assigned: unloading", options_.node_id, *it);
-      if (Status s = manager_->UnloadModel(*it); !s.ok()) {
-        LOG_WARNING("node {}: unloading '{}': {}", options_.node_id, *it, s.message());
+      LOG_INFO("node {}: '{}' no longer assigned: unloading", options_.node_id, it->first);
+      if (Status s = manager_->UnloadModel(it->first); !s.ok()) {
+        LOG_WARNING("node {}: unloading '{}': {}", options_.node_id, it->first, s.message());
       }
       {
         MutexLock l(&mu_);
-        failed_.erase(*it);
+        failed_.erase(it->first);
       }
       it = held.erase(it);
     }

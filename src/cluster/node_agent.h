@@ -8,8 +8,11 @@
 //   - Watches /dais/assignments/<id>/ (etcd/watch.h: resumes after disconnects, resyncs after
 //     compaction) and loads / unloads models through the ModelManager's explicit-mode path (the
 //     same lock hierarchy as the repository API), one at a time, off the watch thread.
-//   - Publishes /dais/instances/<id>/<model> (version, LOADING / READY / FAILED with the reason)
-//     under the same lease, written only when a state changes.
+//   - Loads the assignment's version (a pin that overrides the repository's version policy; -1:
+//     the policy) and loads again when the assignment's version changes.
+//   - Publishes /dais/instances/<id>/<model> (version, LOADING / READY / FAILED with the reason,
+//     the GPU indices the assignment gave) under the same lease, written only when a state
+//     changes.
 // The request path never touches etcd: with etcd unreachable the node keeps serving what it has
 // and catches up when etcd is back.
 //
@@ -23,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/assignment.h"
 #include "cluster/capacity.h"
 #include "common/mutex.h"
 #include "etcd/client.h"
@@ -70,7 +74,7 @@ class NodeAgent {
   CondVar cv_;
   bool stop_ DAIS_GUARDED_BY(mu_) = false;
   int64_t lease_ DAIS_GUARDED_BY(mu_) = 0;                             // 0: not registered
-  std::map<std::string, std::string> desired_ DAIS_GUARDED_BY(mu_);    // model -> assignment
+  std::map<std::string, Assignment> desired_ DAIS_GUARDED_BY(mu_);     // model -> assignment
   std::map<std::string, std::string> published_ DAIS_GUARDED_BY(mu_);  // model -> state JSON
   // Assigned models whose load failed before the manager knew them (not in the repository).
   std::map<std::string, std::string> failed_ DAIS_GUARDED_BY(mu_);  // model -> reason

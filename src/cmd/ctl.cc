@@ -7,7 +7,9 @@
 #include <sstream>
 
 #include "cluster/deployment.h"
+#include "cluster/events.h"
 #include "cluster/keys.h"
+#include "cmd/ctl_watch.h"
 #include "common/json.h"
 #include "etcd/client.h"
 #include "fmt/format.h"
@@ -22,6 +24,16 @@ std::string Str(const rapidjson::Value& v, const char* key) {
   if (f.IsInt64()) return std::to_string(f.GetInt64());
   if (f.IsBool()) return f.GetBool() ? "true" : "false";
   return "";
+}
+
+// "0,1" of an object's "gpus" array of indices.
+std::string Gpus(const rapidjson::Value& v) {
+  std::string out;
+  if (!v.IsObject() || !v.HasMember("gpus") || !v["gpus"].IsArray()) return out;
+  for (const auto& g : v["gpus"].GetArray()) {
+    if (g.IsInt()) out += (out.empty() ? "" : ",") + std::to_string(g.GetInt());
+  }
+  return out;
 }
 
 // Prints rows as an aligned table.
@@ -67,10 +79,12 @@ int Get(etcd::Client& c, const CtlOptions& o) {
       {"nodes", cluster::kNodesPrefix},
       {"deployments", "/dais/deployments/"},
       {"instances", cluster::kInstancesPrefix},
-      {"assignments", cluster::kAssignmentsPrefix}};
+      {"assignments", cluster::kAssignmentsPrefix},
+      {"events", cluster::kEventsPrefix}};
   auto it = kPrefix.find(o.what);
   if (it == kPrefix.end()) {
-    fmt::print(stderr, "dais ctl get: '{}' is not nodes, deployments, instances or assignments\n",
+    fmt::print(stderr,
+               "dais ctl get: '{}' is not nodes, deployments, instances, assignments or events\n",
                o.what);
     return 2;
   }
@@ -105,8 +119,11 @@ int Get(etcd::Client& c, const CtlOptions& o) {
   if (o.what == "deployments") {
     rows.push_back({"DEPLOYMENT", "MODEL", "REPLICAS", "ASSIGNED", "PENDING", "REASON"});
   }
-  if (o.what == "instances") rows.push_back({"NODE", "MODEL", "VERSION", "STATE", "REASON"});
-  if (o.what == "assignments") rows.push_back({"NODE", "MODEL", "DEPLOYMENT"});
+  if (o.what == "instances") {
+    rows.push_back({"NODE", "MODEL", "VERSION", "STATE", "GPUS", "REASON"});
+  }
+  if (o.what == "assignments") rows.push_back({"NODE", "MODEL", "DEPLOYMENT", "VERSION", "GPUS"});
+  if (o.what == "events") rows.push_back({"TIME (UTC)", "KIND", "DEPLOYMENT", "NODE", "MESSAGE"});
   for (const auto& kv : r->kvs) {
     rapidjson::Document d;
     if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
@@ -134,11 +151,18 @@ int Get(etcd::Client& c, const CtlOptions& o) {
                       has ? std::to_string(s["pending"].GetInt()) : "?",
                       has ? Str(s, "reason") : ""});
     } else if (o.what == "instances") {
-      rows.push_back(
-          {Str(d, "node"), Str(d, "model"), Str(d, "version"), Str(d, "state"), Str(d, "reason")});
+      rows.push_back({Str(d, "node"), Str(d, "model"), Str(d, "version"), Str(d, "state"), Gpus(d),
+                      Str(d, "reason")});
+    } else if (o.what == "events") {
+      const int64_t ms =
+          d.HasMember("time_ms") && d["time_ms"].IsInt64() ? d["time_ms"].GetInt64() : 0;
+      rows.push_back({cluster::FormatTimeMs(ms), Str(d, "kind"), Str(d, "deployment"),
+                      Str(d, "node"), Str(d, "message")});
     } else {
       const std::string rest = kv.key.substr(it->second.size());
-      rows.push_back({rest.substr(0, rest.find('/')), Str(d, "model"), Str(d, "deployment")});
+      const std::string version = Str(d, "version");
+      rows.push_back({rest.substr(0, rest.find('/')), Str(d, "model"), Str(d, "deployment"),
+                      version == "-1" ? "latest" : version, Gpus(d)});
     }
   }
   Table(rows);
@@ -157,7 +181,10 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
       "apply", "Create or update a deployment from a YAML spec (validated before writing)");
   apply->add_option("-f,--file", o->file, "The deployment spec (docs/cluster.md).")->required();
   CLI::App* get = cmd->add_subcommand("get", "List nodes, deployments, instances or assignments");
-  get->add_option("what", o->what, "nodes | deployments | instances | assignments")->required();
+  get->add_option("what", o->what,
+                  "nodes | deployments | instances | assignments | events (the scheduler's "
+                  "decisions of the last 30-60 min)")
+      ->required();
   get->add_option("-o,--output", o->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
@@ -168,6 +195,10 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
                                                 : "Cordon a node and move its instances elsewhere");
     c->add_option("name", o->name, "The node's id.")->required();
   }
+  CLI::App* watch = cmd->add_subcommand(
+      "watch",
+      "Live view: the instances, then each state change and scheduler event as it happens");
+  watch->add_option("--for", o->watch_seconds, "Stop after this many seconds (default: Ctrl-C).");
   CLI::App* del = cmd->add_subcommand("delete", "Delete a deployment (its instances are unloaded)");
   del->add_option("what", o->what, "deployment")->required()->check(CLI::IsMember({"deployment"}));
   del->add_option("name", o->name, "The deployment's name.")->required();
@@ -182,6 +213,7 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
   }
   if (command->get_subcommand("apply")->parsed()) return Apply(**client, o);
   if (command->get_subcommand("get")->parsed()) return Get(**client, o);
+  if (command->get_subcommand("watch")->parsed()) return WatchCluster(**client, o.watch_seconds);
   for (const char* verb : {"cordon", "drain", "uncordon"}) {
     if (!command->get_subcommand(verb)->parsed()) continue;
     const std::string key = std::string(cluster::kCordonedPrefix) + o.name;

@@ -1,6 +1,6 @@
 // `dais ctl`: the cluster from the command line (docs/cluster.md): apply / delete deployments,
-// get nodes, deployments, instances and assignments as tables or JSON, cordon / uncordon / drain
-// nodes. Builds with gRPC only.
+// get nodes, deployments, instances, assignments and events as tables or JSON, watch the
+// instances and events live, cordon / uncordon / drain nodes. Builds with gRPC only.
 #pragma once
 
 #include <string>
@@ -18,6 +18,7 @@ struct CtlOptions {
   std::string what;  // get <what> / delete deployment <name>
   std::string name;
   std::string output = "table";  // -o table|json
+  double watch_seconds = 0;      // watch --for; 0: until a signal
 };
 
 CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* options);

@@ -13,6 +13,8 @@
 
 #include "cluster/cluster_scheduler.h"
 #endif
+#include "frontends/http/http_server.h"
+#include "metrics/registry.h"
 #include "scheduler/simulator.h"
 #include "scheduler/trace.h"
 
@@ -113,6 +115,28 @@ int Simulate(const SchedulerCliOptions& o) {
   return 0;
 }
 
+// GET /metrics (Prometheus text) and /healthz on their own port, one I/O thread.
+std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port) {
+  frontends::http::ServerOptions mo;
+  mo.address = address;
+  mo.port = port;
+  mo.threads = 1;
+  mo.listener = "metrics";
+  mo.max_connections = 64;
+  mo.max_body_bytes = 64 << 10;
+  return std::make_unique<frontends::http::Server>(
+      mo, [](frontends::http::Request r, frontends::http::Responder w) {
+        if (r.method == "GET" && r.path == "/metrics") {
+          return w({200,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    metrics::Registry::Global().Expose(),
+                    {}});
+        }
+        if (r.method == "GET" && r.path == "/healthz") return w({200, "text/plain", "ok\n", {}});
+        w({404, "text/plain", "this port serves GET /metrics and /healthz\n", {}});
+      });
+}
+
 int RunLive(const SchedulerCliOptions& o) {
 #ifdef DAIS_HAVE_GRPC
   if (o.etcd.empty()) {
@@ -129,6 +153,15 @@ int RunLive(const SchedulerCliOptions& o) {
   so.etcd_endpoints = o.etcd;
   so.policy = o.policy;
   so.lease_ttl_secs = o.lease_ttl_secs;
+  std::unique_ptr<frontends::http::Server> metrics;
+  if (o.metrics_port >= 0) {
+    metrics = MetricsServer(o.metrics_address, o.metrics_port);
+    if (Status s = metrics->Start(); !s.ok()) {
+      LOG_ERROR("dais scheduler: --metrics-port: {}", s.message());
+      return 2;
+    }
+    LOG_INFO("ports: metrics={}", metrics->port());
+  }
   cluster::ClusterScheduler scheduler(so);
   if (Status s = scheduler.Start(); !s.ok()) {
     LOG_ERROR("dais scheduler: {}", s.message());
@@ -139,6 +172,7 @@ int RunLive(const SchedulerCliOptions& o) {
   int sig = 0;
   sigwait(&stop, &sig);
   scheduler.Stop();
+  if (metrics) metrics->Stop();
   LOG_INFO("dais scheduler {} stopped", o.id);
   return 0;
 #else
@@ -165,6 +199,13 @@ CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
   cmd->add_option("--lease-ttl-secs", o->lease_ttl_secs,
                   "Leadership lease: a standby takes over within this after the leader dies.")
       ->check(CLI::Range(2, 300))
+      ->capture_default_str();
+  cmd->add_option("--metrics-port", o->metrics_port,
+                  "Port of GET /metrics (Prometheus; docs/cluster.md lists the metrics); 0 picks "
+                  "a free one, logged as 'ports: metrics=N'. Default (-1): none.")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  cmd->add_option("--metrics-address", o->metrics_address, "Address the metrics port binds.")
       ->capture_default_str();
   CLI::App* sim = cmd->add_subcommand(
       "simulate",

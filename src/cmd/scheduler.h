@@ -27,6 +27,8 @@ struct SchedulerCliOptions {
   std::string id;
   std::string policy = "dais";
   int lease_ttl_secs = 5;
+  int metrics_port = -1;  // -1: no metrics listener; 0: a free port (logged)
+  std::string metrics_address = "0.0.0.0";
 };
 
 CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* options);

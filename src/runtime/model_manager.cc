@@ -208,10 +208,12 @@ bool ModelManager::Stopping() {
   return stop_;
 }
 
-Status ModelManager::LoadModel(const std::string& name) {
+Status ModelManager::LoadModel(const std::string& name) { return LoadModel(name, -1); }
+
+Status ModelManager::LoadModel(const std::string& name, int64_t pinned_version) {
   MutexLock lock(&load_mu_);
   if (Stopping()) return Unavailable("server is shutting down");
-  return LoadLocked(name, /*from_poll=*/false);
+  return LoadLocked(name, /*from_poll=*/false, pinned_version < 0 ? -1 : pinned_version);
 }
 
 Status ModelManager::UnloadModel(const std::string& name) {
@@ -220,7 +222,7 @@ Status ModelManager::UnloadModel(const std::string& name) {
   return UnloadLocked(name, /*drain=*/true);
 }
 
-StatusOr<ModelManager::Resolved> ModelManager::Resolve(const std::string& name) {
+StatusOr<ModelManager::Resolved> ModelManager::Resolve(const std::string& name, int64_t pinned) {
   auto src = ScanModel(options_.repositories, name);
   if (!src.ok()) {
     if (src.status().code() != StatusCode::kNotFound) SetError(name, src.status().message());
@@ -258,7 +260,26 @@ StatusOr<ModelManager::Resolved> ModelManager::Resolve(const std::string& name) 
   }
   std::vector<int64_t> available;
   for (const auto& [v, fp] : r.source.versions) available.push_back(v);
-  r.wanted = SelectVersions(r.config.version_policy(), available);
+  {
+    MutexLock l(&mu_);
+    auto it = models_.find(name);
+    if (pinned == kKeepPin) pinned = it != models_.end() ? it->second.pinned : -1;
+  }
+  if (pinned >= 0 && !r.source.versions.count(pinned)) {
+    std::string have;
+    for (int64_t v : available) have += (have.empty() ? "" : ", ") + std::to_string(v);
+    Status s = InvalidArgument("model '" + name + "' has no version " + std::to_string(pinned) +
+                               " in '" + r.source.dir +
+                               "' (versions there: " + (have.empty() ? "none" : have) + ")");
+    SetError(name, s.message());
+    return s;
+  }
+  r.wanted = pinned >= 0 ? std::vector<int64_t>{pinned}
+                         : SelectVersions(r.config.version_policy(), available);
+  {
+    MutexLock l(&mu_);
+    models_[name].pinned = pinned;
+  }
   if (r.wanted.empty()) {
     Status s = InvalidArgument("model '" + name + "' has no version directory to serve in '" +
                                r.source.dir + "'");
@@ -398,8 +419,8 @@ void ModelManager::RetireUnwanted(const std::string& name, const std::vector<int
   }
 }
 
-Status ModelManager::LoadLocked(const std::string& name, bool from_poll) {
-  ASSIGN_OR_RETURN(Resolved r, Resolve(name));
+Status ModelManager::LoadLocked(const std::string& name, bool from_poll, int64_t pinned) {
+  ASSIGN_OR_RETURN(Resolved r, Resolve(name, pinned));
   // Load what is new or changed; the old instance of a changed version keeps serving meanwhile.
   Status first_error;
   bool attempted = false;  // a load was tried in this call (logs once, not on every poll)
@@ -495,6 +516,7 @@ Status ModelManager::UnloadLocked(const std::string& name, bool drain) {
     }
     it->second.wanted = false;
     it->second.error.clear();
+    it->second.pinned = -1;
     for (auto& [v, slot] : it->second.versions) {
       if (slot.version) retired.push_back(std::move(slot.version));
       Metrics().ready.Remove({name, std::to_string(v)});

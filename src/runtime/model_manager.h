@@ -88,6 +88,11 @@ class ModelManager {
 
   // Repository API (explicit mode; also used by poll). Blocking until done.
   Status LoadModel(const std::string& name);
+  // Serves exactly `pinned_version` of `name` (its other versions are retired), overriding the
+  // configuration's version policy until the model is unloaded or loaded again without a pin;
+  // -1 is the policy. Used by cluster nodes for a deployment's version. A version that is not
+  // in the repository is InvalidArgument naming the versions there.
+  Status LoadModel(const std::string& name, int64_t pinned_version);
   Status UnloadModel(const std::string& name);
   std::vector<IndexEntry> Index(bool ready_only) const;
 
@@ -120,7 +125,8 @@ class ModelManager {
   };
   struct Entry {
     bool wanted = false;
-    std::string error;  // why the model as a whole is unavailable
+    std::string error;    // why the model as a whole is unavailable
+    int64_t pinned = -1;  // LoadModel's version override; -1: the configured policy
     std::map<int64_t, Slot> versions;
   };
   // What a load of `name` works from: its files, config, features, backend and the versions its
@@ -136,9 +142,12 @@ class ModelManager {
 
   // Resolve, load each new or changed version, apply it under fencing, retire what the policy no
   // longer serves. `from_poll`: an unchanged version that failed before is not retried.
-  Status LoadLocked(const std::string& name, bool from_poll) DAIS_REQUIRES(load_mu_);
+  // `pinned`: LoadModel's version override, or kKeepPin for the one the model has (polls).
+  static constexpr int64_t kKeepPin = -2;
+  Status LoadLocked(const std::string& name, bool from_poll, int64_t pinned = kKeepPin)
+      DAIS_REQUIRES(load_mu_);
   // Errors are recorded as the model's (index, readiness).
-  StatusOr<Resolved> Resolve(const std::string& name) DAIS_REQUIRES(load_mu_);
+  StatusOr<Resolved> Resolve(const std::string& name, int64_t pinned) DAIS_REQUIRES(load_mu_);
   // Whether version `v` (files `fp`) must be loaded; marks it LOADING when nothing serves it.
   bool NeedsLoad(const std::string& name, int64_t v, const std::string& fp, bool from_poll,
                  Status* first_error, bool* has_old) DAIS_REQUIRES(load_mu_) DAIS_EXCLUDES(mu_);

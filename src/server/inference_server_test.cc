@@ -234,6 +234,23 @@ TEST_F(InferenceServerTest, RepositoryLoadUnloadInExplicitMode) {
   EXPECT_EQ(Repository(RepositoryAction::kLoad, "echo").code(), StatusCode::kUnavailable);
 }
 
+TEST_F(InferenceServerTest, APinnedVersionOverridesThePolicyUntilUnloaded) {
+  Start(runtime::ModelControlMode::kExplicit);
+  ASSERT_OK(manager_->LoadModel("echo", 1));
+  EXPECT_EQ(manager_->ReadyVersions("echo"), (std::vector<int64_t>{1}));  // the policy says all
+  manager_->Poll();                                                       // a rescan keeps the pin
+  EXPECT_EQ(manager_->ReadyVersions("echo"), (std::vector<int64_t>{1}));
+  ASSERT_OK(manager_->LoadModel("echo", 2));  // the pinned version moves: 1 retired
+  EXPECT_EQ(manager_->ReadyVersions("echo"), (std::vector<int64_t>{2}));
+  Status missing = manager_->LoadModel("echo", 9);
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.message().find("no version 9"), std::string::npos) << missing.ToString();
+  EXPECT_NE(missing.message().find("versions there: 1, 2"), std::string::npos);
+  ASSERT_OK(manager_->UnloadModel("echo"));
+  ASSERT_OK(manager_->LoadModel("echo"));  // unpinned: the policy (all) again
+  EXPECT_EQ(manager_->ReadyVersions("echo"), (std::vector<int64_t>{1, 2}));
+}
+
 TEST_F(InferenceServerTest, ABadModelFailsToLoadWithInvalidArgument) {
   fs::create_directories(repo_ / "broken" / "1");
   std::ofstream(repo_ / "broken" / "config.pbtxt") << "name: \"broken\"\nbackend: \"nosuch\"\n";

@@ -12,32 +12,8 @@ import time
 
 import pytest
 
+from cluster_util import TTL, Scheduler, apply, assigned, ctl, leader, ready
 from conftest import wait_for
-
-TTL = 2
-
-
-class Scheduler:
-    def __init__(self, dais_bin, etcd, name, log_dir):
-        self.name = name
-        self.log_path = log_dir / f"scheduler-{name}.log"
-        self.proc = subprocess.Popen(
-            [str(dais_bin), "scheduler", "--etcd", etcd.endpoint, "--id", name,
-             "--lease-ttl-secs", str(TTL)],
-            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)
-
-    def log(self):
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-            self.proc.kill()
-            self.proc.wait(10)
-
 
 @pytest.fixture
 def cluster(etcd_server, start_server, model_repo, dais_bin, tmp_path):
@@ -54,39 +30,6 @@ def cluster(etcd_server, start_server, model_repo, dais_bin, tmp_path):
     for s in schedulers:
         s.stop()
         print(f"--- scheduler {s.name} log:\n{s.log()[-3000:]}")
-
-
-def leader(etcd):
-    return etcd.get_prefix("/dais/scheduler/leader").get("/dais/scheduler/leader")
-
-
-def ctl(dais_bin, etcd, *args, check=True):
-    r = subprocess.run([str(dais_bin), "ctl", "--etcd", etcd.endpoint, *args],
-                       capture_output=True, text=True, timeout=30)
-    if check:
-        assert r.returncode == 0, r.stdout + r.stderr
-    return r
-
-
-def apply(dais_bin, etcd, tmp_path, spec: str):
-    path = tmp_path / f"spec-{time.monotonic_ns()}.yaml"
-    path.write_text(spec)
-    return ctl(dais_bin, etcd, "apply", "-f", str(path))
-
-
-def ready(etcd, model):
-    """{node: state} of the model's instances."""
-    out = {}
-    for key, value in etcd.get_prefix("/dais/instances/").items():
-        v = json.loads(value)
-        if v["model"] == model:
-            out[v["node"]] = v["state"]
-    return out
-
-
-def assigned(etcd, model):
-    return sorted(k.split("/")[3] for k in etcd.get_prefix("/dais/assignments/")
-                  if k.endswith("/" + model))
 
 
 def test_deployments_placed_ready_and_recovered(cluster, dais_bin, tmp_path, kv):

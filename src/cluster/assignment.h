@@ -1,0 +1,32 @@
+// What the scheduler asks a node to run: /dais/assignments/<node>/<model>, as JSON
+//   {"deployment": "ranker", "model": "mlp_small", "version": 2, "gpus": [0], "gpu_milli": 500,
+//    "priority": "latency-sensitive"}
+// `version` -1 is the repository's version policy; `gpus` the GPU indices the placement chose on
+// the node (empty for a CPU instance), with `gpu_milli` the share of each (1000: whole GPUs).
+// Written by the scheduler, read by the node (which loads that version and reports the GPUs in
+// its instance state) and by the scheduler itself (what each node already holds).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dais/status.h"
+
+namespace dais::cluster {
+
+struct Assignment {
+  std::string deployment;
+  std::string model;
+  int64_t version = -1;
+  std::vector<int> gpus;
+  int gpu_milli = 0;
+  std::string priority = "latency-sensitive";
+
+  std::string ToJson() const;
+};
+
+// InvalidArgument naming the field that is missing or of the wrong type.
+StatusOr<Assignment> AssignmentFromJson(const std::string& json);
+
+}  // namespace dais::cluster

@@ -1,0 +1,41 @@
+#include "cluster/pending_reason.h"
+
+#include <gtest/gtest.h>
+
+namespace dais::cluster {
+namespace {
+
+scheduler::NodeSpec Node(const std::string& name, int64_t memory_mib, int gpus) {
+  return {name, 8000, memory_mib, gpus, gpus > 0 ? "A100" : ""};
+}
+
+TEST(PendingReasonTest, CountsEachNodeByWhatItLacksFirst) {
+  scheduler::Cluster c({Node("a", 1024, 2), Node("b", 64, 2), Node("c", 1024, 1)});
+  scheduler::TaskSpec two_gpus;
+  two_gpus.cpu_milli = 1000;
+  two_gpus.memory_mib = 512;
+  two_gpus.num_gpu = 2;
+  two_gpus.gpu_milli = scheduler::kGpuMilli;
+  scheduler::TaskSpec one;
+  one.num_gpu = 2;
+  one.gpu_milli = scheduler::kGpuMilli;
+  c.Apply(one, {0, {0, 1}});  // a: both GPUs taken
+  const Unplaceable u = ExplainUnplaceable(c, two_gpus);
+  EXPECT_EQ(u.message,
+            "no node fits one instance (3 nodes: 1 without the memory; 2 without 2 free GPU(s) "
+            "(largest free: 1))");
+  EXPECT_EQ(u.reason, "gpus");
+}
+
+TEST(PendingReasonTest, ExcludedNodesAndAnEmptyCluster) {
+  scheduler::Cluster c({Node("a", 1024, 0)});
+  c.SetExcluded(0, true);
+  scheduler::TaskSpec cpu;
+  cpu.cpu_milli = 100;
+  EXPECT_EQ(ExplainUnplaceable(c, cpu).reason, "excluded");
+  EXPECT_EQ(ExplainUnplaceable(scheduler::Cluster({}), cpu).reason, "no_nodes");
+  EXPECT_EQ(ExplainUnplaceable(scheduler::Cluster({}), cpu).message, "no node is registered");
+}
+
+}  // namespace
+}  // namespace dais::cluster

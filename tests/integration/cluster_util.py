@@ -1,0 +1,91 @@
+"""Helpers of the cluster tests (issue 14): a `dais scheduler` process, `dais ctl`, and reading
+the cluster's state from etcd."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+
+from conftest import wait_for
+
+TTL = 2
+
+
+class Scheduler:
+    def __init__(self, dais_bin, etcd, name, log_dir, *extra):
+        self.name = name
+        self.log_path = log_dir / f"scheduler-{name}.log"
+        self.proc = subprocess.Popen(
+            [str(dais_bin), "scheduler", "--etcd", etcd.endpoint, "--id", name,
+             "--lease-ttl-secs", str(TTL), *extra],
+            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)
+
+    def metrics_port(self) -> int:
+        """The port of --metrics-port 0, from the log."""
+        found = wait_for(lambda: re.search(r"ports: metrics=(\d+)", self.log()), 20,
+                         f"scheduler {self.name}'s metrics port")
+        return int(found.group(1))
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def leader(etcd):
+    return etcd.get_prefix("/dais/scheduler/leader").get("/dais/scheduler/leader")
+
+
+def ctl(dais_bin, etcd, *args, check=True):
+    r = subprocess.run([str(dais_bin), "ctl", "--etcd", etcd.endpoint, *args],
+                       capture_output=True, text=True, timeout=30)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def apply(dais_bin, etcd, tmp_path, spec: str):
+    path = tmp_path / f"spec-{time.monotonic_ns()}.yaml"
+    path.write_text(spec)
+    return ctl(dais_bin, etcd, "apply", "-f", str(path))
+
+
+def ready(etcd, model):
+    """{node: state} of the model's instances."""
+    out = {}
+    for key, value in etcd.get_prefix("/dais/instances/").items():
+        v = json.loads(value)
+        if v["model"] == model:
+            out[v["node"]] = v["state"]
+    return out
+
+
+def assigned(etcd, model):
+    return sorted(k.split("/")[3] for k in etcd.get_prefix("/dais/assignments/")
+                  if k.endswith("/" + model))
+
+
+def status(etcd, deployment):
+    """The scheduler's /dais/status/<deployment>, or None."""
+    raw = etcd.get_prefix(f"/dais/status/{deployment}").get(f"/dais/status/{deployment}")
+    return json.loads(raw) if raw else None
+
+
+def instances(etcd, model):
+    """{node: instance JSON} of the model's instances."""
+    out = {}
+    for value in etcd.get_prefix("/dais/instances/").values():
+        v = json.loads(value)
+        if v["model"] == model:
+            out[v["node"]] = v
+    return out
