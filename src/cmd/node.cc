@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cluster/node_agent.h"
+#include "cluster/nvml.h"
 #include "common/logging.h"
 
 namespace dais::cmd {
@@ -18,8 +19,9 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
       ->delimiter(',')
       ->required();
   cmd->add_option("--gpus", o->gpus,
-                  "GPUs this node declares (without NVML): [Nx]MODEL:MEMORY, comma-separated, "
-                  "e.g. 2xA100:80GiB,T4:16GiB.");
+                  "GPUs this node offers. Default: those NVML finds (libnvidia-ml.so.1; none "
+                  "without the NVIDIA driver). Declared instead (simulation, tests): "
+                  "[Nx]MODEL:MEMORY, comma-separated, e.g. 2xA100:80GiB,T4:16GiB; 'none': no GPU.");
   cmd->add_option("--labels", o->labels, "Node labels for placement constraints: k=v,k2=v2.");
   cmd->add_option("--lease-ttl-secs", o->lease_ttl_secs,
                   "The node's registration lease: a killed node leaves the cluster within this.")
@@ -31,6 +33,24 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
   return cmd;
 }
 
+namespace {
+
+// NVML's GPUs, logged; none (and why) without the driver.
+StatusOr<std::vector<cluster::Gpu>> DiscoveredGpus() {
+  auto gpus = cluster::DiscoverGpus();
+  if (!gpus.ok()) {
+    LOG_INFO("no GPU discovered ({}); declare some with --gpus to simulate",
+             gpus.status().message());
+    return std::vector<cluster::Gpu>{};
+  }
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    LOG_INFO("GPU {}: {} with {} MiB (NVML)", i, (*gpus)[i].model, (*gpus)[i].memory_mib);
+  }
+  return gpus;
+}
+
+}  // namespace
+
 int RunNode(const NodeCliOptions& o) {
   cluster::NodeAgentOptions ao;
   ao.node_id = o.serve.features.node_id;
@@ -41,7 +61,8 @@ int RunNode(const NodeCliOptions& o) {
   ao.etcd_endpoints = o.etcd;
   ao.lease_ttl_secs = o.lease_ttl_secs;
   ao.capacity = cluster::LocalCapacity();
-  auto gpus = cluster::ParseGpus(o.gpus);
+  auto gpus =
+      o.gpus.empty() ? DiscoveredGpus() : cluster::ParseGpus(o.gpus == "none" ? "" : o.gpus);
   auto labels = cluster::ParseLabels(o.labels);
   if (!gpus.ok() || !labels.ok()) {
     LOG_ERROR("{}", (!gpus.ok() ? gpus.status() : labels.status()).message());
