@@ -193,6 +193,18 @@ StatusOr<int64_t> Client::Delete(const std::string& key, bool prefix) {
   return resp.header().revision();
 }
 
+Status Client::Compact(int64_t revision) {
+  etcdserverpb::CompactionRequest req;
+  req.set_revision(revision);
+  req.set_physical(true);
+  etcdserverpb::CompactionResponse resp;
+  ::grpc::Status s =
+      Unary(impl_.get(), options_.call_timeout, [&](Impl::Endpoint& e, ::grpc::ClientContext* ctx) {
+        return e.kv->Compact(ctx, req, &resp);
+      });
+  return FromGrpc(s, "compact to revision " + std::to_string(revision));
+}
+
 StatusOr<TxnResult> Client::Txn(const std::vector<Compare>& compares,
                                 const std::vector<Op>& success, const std::vector<Op>& failure) {
   etcdserverpb::TxnRequest req;

@@ -80,6 +80,9 @@ class Client {
   StatusOr<TxnResult> Txn(const std::vector<Compare>& compares, const std::vector<Op>& success,
                           const std::vector<Op>& failure = {});
 
+  // Drops the history before `revision` (watches from an older revision get a compaction).
+  Status Compact(int64_t revision);
+
   // A lease of `ttl_seconds`; its id.
   StatusOr<int64_t> GrantLease(int64_t ttl_seconds);
   Status RevokeLease(int64_t lease);

@@ -191,5 +191,46 @@ TEST(EtcdClientTest, WatchSeesASnapshotThenChangesAndResumesAfterARestart) {
   EXPECT_EQ(std::count(log.begin(), log.end(), "/other"), 0);
 }
 
+TEST(EtcdClientTest, AWatchFromACompactedRevisionResyncsWithASnapshot) {
+  EtcdProcess etcd;
+  ASSERT_OK_AND_ASSIGN(auto c, Client::Create({{etcd.endpoint()}}));
+  ASSERT_OK_AND_ASSIGN(int64_t first, c->Put("/w/a", "1"));
+  ASSERT_OK(c->Put("/w/a", "2").status());
+  ASSERT_OK(c->Delete("/w/a").status());
+  ASSERT_OK_AND_ASSIGN(int64_t last, c->Put("/w/b", "3"));
+  ASSERT_OK(c->Compact(last));
+  Mutex mu;
+  std::vector<RangeResult> snapshots;
+  int events = 0;
+  Watcher::Callbacks cb;
+  cb.on_snapshot = [&](const RangeResult& r) {
+    MutexLock l(&mu);
+    snapshots.push_back(r);
+  };
+  cb.on_events = [&](const std::vector<Event>& e) {
+    MutexLock l(&mu);
+    events += static_cast<int>(e.size());
+  };
+  // As a watcher that saw revision `first` and was away while the history was compacted.
+  Watcher w(c.get(), "/w/", cb, first + 1);
+  EXPECT_TRUE(WaitFor([&] {
+    MutexLock l(&mu);
+    return !snapshots.empty();
+  })) << "resynchronised";
+  {
+    MutexLock l(&mu);
+    ASSERT_EQ(snapshots.size(), 1u);
+    ASSERT_EQ(snapshots[0].kvs.size(), 1u) << "the store as it is: /w/a gone, /w/b there";
+    EXPECT_EQ(snapshots[0].kvs[0].key, "/w/b");
+    EXPECT_EQ(events, 0) << "no event of the lost history";
+  }
+  ASSERT_OK(c->Put("/w/c", "4").status());
+  EXPECT_TRUE(WaitFor([&] {
+    MutexLock l(&mu);
+    return events == 1;
+  })) << "watching again after the snapshot";
+  EXPECT_EQ(w.snapshots(), 1);
+}
+
 }  // namespace
 }  // namespace dais::etcd

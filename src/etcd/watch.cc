@@ -8,8 +8,11 @@
 
 namespace dais::etcd {
 
-Watcher::Watcher(Client* client, std::string prefix, Callbacks callbacks)
-    : client_(client), prefix_(std::move(prefix)), callbacks_(std::move(callbacks)) {
+Watcher::Watcher(Client* client, std::string prefix, Callbacks callbacks, int64_t start_revision)
+    : client_(client),
+      prefix_(std::move(prefix)),
+      callbacks_(std::move(callbacks)),
+      start_revision_(start_revision) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -23,8 +26,8 @@ Watcher::~Watcher() {
 }
 
 void Watcher::Run() {
-  int64_t next = 0;
-  bool need_snapshot = true;
+  int64_t next = start_revision_;
+  bool need_snapshot = start_revision_ <= 0;
   auto backoff = std::chrono::milliseconds(100);
   while (!stop_.load()) {
     if (need_snapshot) {

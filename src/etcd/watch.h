@@ -32,8 +32,10 @@ class Watcher {
     // Changes since the last snapshot or events, in revision order.
     std::function<void(const std::vector<Event>& events)> on_events;
   };
-  // Starts watching `prefix` through `client` (borrowed, must outlive this object).
-  Watcher(Client* client, std::string prefix, Callbacks callbacks);
+  // Starts watching `prefix` through `client` (borrowed, must outlive this object): a snapshot
+  // first, or, with `start_revision` > 0, changes from that revision on (a caller that knows the
+  // store up to start_revision - 1); if it was compacted away, a snapshot after all.
+  Watcher(Client* client, std::string prefix, Callbacks callbacks, int64_t start_revision = 0);
   // Stops the watch and joins its thread.
   ~Watcher();
   Watcher(const Watcher&) = delete;
@@ -51,6 +53,7 @@ class Watcher {
   Client* client_;
   const std::string prefix_;
   const Callbacks callbacks_;
+  const int64_t start_revision_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> snapshots_{0};
   std::atomic<int64_t> reconnects_{0};
