@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A small local dais cluster on loopback: etcd, 3 `dais node` (1 declared A100 each; zones a, a,
 # b), 2 `dais scheduler`; applies deploy/examples/*.yaml, waits until every instance is READY and
-# prints `dais ctl get nodes`, `get deployments` and `get instances`. Everything it started is
+# prints `dais ctl get nodes`, `get deployments`, `get instances` and `get events`. Everything it started is
 # stopped (by PID) when it exits, unless --keep is given (then it waits for Ctrl-C).
 #
 # usage: scripts/local_cluster.sh [--repository DIR] [--build DIR] [--keep]
@@ -71,6 +71,8 @@ echo
 "$dais" ctl --etcd "$etcd_ep" get deployments
 echo
 "$dais" ctl --etcd "$etcd_ep" get instances
+echo
+"$dais" ctl --etcd "$etcd_ep" get events
 echo
 echo "$ready of $want instances READY"
 [[ "$ready" -ge "$want" ]] || exit 1

@@ -398,20 +398,28 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
   }
 }
 
-// Sets NodeState::excluded for the nodes that must not take an instance of `d`.
-void ClusterScheduler::Exclude(Plan& plan, const DeploymentSpec& d) {
+// Sets NodeState::excluded for the nodes that must not take an instance of `d`; `why` gets the
+// reason per node (empty where the node is not excluded).
+void ClusterScheduler::Exclude(Plan& plan, const DeploymentSpec& d, std::vector<std::string>* why) {
+  why->assign(plan.specs.size(), "");
   for (size_t i = 0; i < plan.specs.size(); ++i) {
-    bool ok = true;
+    std::string& w = (*why)[i];
     for (const auto& [k, v] : d.node_labels) {
       auto it = plan.labels[i].find(k);
-      ok = ok && it != plan.labels[i].end() && it->second == v;
+      if (w.empty() && (it == plan.labels[i].end() || it->second != v)) {
+        w = "without the label " + k + "=" + v;
+      }
     }
     auto b = avoid_.find(d.name + "@" + plan.specs[i].name);
-    if (b != avoid_.end() && b->second.until > plan.now) ok = false;
-    if (plan.cordoned.count(plan.specs[i].name)) ok = false;
+    if (w.empty() && b != avoid_.end() && b->second.until > plan.now) {
+      w = "avoided after a failure of this deployment";
+    }
+    if (w.empty() && plan.cordoned.count(plan.specs[i].name)) w = "cordoned";
     // One instance of a model per node (the assignment's key), whatever its deployment.
-    if (plan.assignments.count(AssignmentsPrefix(plan.specs[i].name) + d.model)) ok = false;
-    plan.cluster->SetExcluded(static_cast<int>(i), !ok);
+    if (w.empty() && plan.assignments.count(AssignmentsPrefix(plan.specs[i].name) + d.model)) {
+      w = "already running " + d.model;
+    }
+    plan.cluster->SetExcluded(static_cast<int>(i), !w.empty());
   }
 }
 
@@ -489,8 +497,9 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
     const std::string& name = d->name;
     std::string reason;
     int missing = d->replicas - plan.count[name];
+    std::vector<std::string> excluded_why;
     for (; missing > 0; --missing) {
-      Exclude(plan, *d);
+      Exclude(plan, *d, &excluded_why);
       const scheduler::TaskSpec task = d->Task();
       const auto started = std::chrono::steady_clock::now();
       std::optional<scheduler::Placement> p = (*policy)->Place(*plan.cluster, task);
@@ -498,7 +507,7 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       if (!p && d->may_preempt) p = Preempt(plan, *d, task);
       if (!p) {
-        const Unplaceable u = ExplainUnplaceable(*plan.cluster, task);
+        const Unplaceable u = ExplainUnplaceable(*plan.cluster, task, &excluded_why);
         reason = u.message;
         metrics.failures.Get({u.reason}).Increment();
         break;

@@ -68,7 +68,7 @@ class ClusterScheduler {
   // Places the missing replicas of every deployment, latency-sensitive ones first; records their
   // status.
   void PlaceMissing(Plan& plan);
-  void Exclude(Plan& plan, const struct DeploymentSpec& d);
+  void Exclude(Plan& plan, const struct DeploymentSpec& d, std::vector<std::string>* why);
   // Room for `task` made by removing best-effort instances from one node, or nullopt.
   std::optional<scheduler::Placement> Preempt(Plan& plan, const struct DeploymentSpec& d,
                                               const scheduler::TaskSpec& task);

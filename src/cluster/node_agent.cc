@@ -228,8 +228,15 @@ void NodeAgent::Publish() {
         e.version != std::to_string(assigned->second.version)) {
       continue;
     }
-    now[e.name] = InstanceJson(
-        options_.node_id, e, assigned != models.end() ? assigned->second.gpus : std::vector<int>{});
+    runtime::IndexEntry shown = e;
+    if (assigned != models.end() && e.state == runtime::ModelState::kUnavailable &&
+        e.reason == "unloaded") {
+      shown.state = runtime::ModelState::kLoading;  // assigned, its load not started yet
+      shown.reason = "waiting to load";
+    }
+    now[e.name] =
+        InstanceJson(options_.node_id, shown,
+                     assigned != models.end() ? assigned->second.gpus : std::vector<int>{});
   }
   const std::string prefix = InstancesPrefix(options_.node_id);
   for (const auto& [model, json] : now) {

@@ -2,18 +2,26 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 namespace dais::cluster {
 
-Unplaceable ExplainUnplaceable(const scheduler::Cluster& c, const scheduler::TaskSpec& task) {
+Unplaceable ExplainUnplaceable(const scheduler::Cluster& c, const scheduler::TaskSpec& task,
+                               const std::vector<std::string>* excluded_why) {
   enum { kExcluded, kCpu, kMemory, kModel, kGpus, kSpread, kKinds };
   static constexpr std::array<const char*, kKinds> kLabels = {"excluded",  "cpu",  "memory",
                                                               "gpu_model", "gpus", "anti_affinity"};
   std::array<int, kKinds> count{};
   int largest_free = 0;
-  for (const scheduler::NodeState& n : c.nodes()) {
+  std::map<std::string, int> excluded;  // why -> nodes
+  for (size_t i = 0; i < c.nodes().size(); ++i) {
+    const scheduler::NodeState& n = c.nodes()[i];
     if (n.excluded) {
       ++count[kExcluded];
+      const bool known =
+          excluded_why != nullptr && i < excluded_why->size() && !(*excluded_why)[i].empty();
+      ++excluded[known ? (*excluded_why)[i]
+                       : "cordoned, or excluded by labels or a recent failure"];
     } else if (task.cpu_milli > n.cpu_free) {
       ++count[kCpu];
     } else if (task.memory_mib > n.memory_free) {
@@ -32,7 +40,7 @@ Unplaceable ExplainUnplaceable(const scheduler::Cluster& c, const scheduler::Tas
   auto add = [&r, &count](int kind, const std::string& what) {
     if (count[kind] > 0) r += " " + std::to_string(count[kind]) + " " + what + ";";
   };
-  add(kExcluded, "cordoned, or excluded by labels or a recent failure");
+  for (const auto& [why, nodes] : excluded) r += " " + std::to_string(nodes) + " " + why + ";";
   add(kCpu, "without the CPU");
   add(kMemory, "without the memory");
   add(kModel, "without an allowed GPU model");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "scheduler/cluster.h"
 
@@ -15,7 +16,10 @@ struct Unplaceable {
   std::string reason;
 };
 
-// Each node is counted by the first thing it lacks, in the order of the reasons above.
-Unplaceable ExplainUnplaceable(const scheduler::Cluster& cluster, const scheduler::TaskSpec& task);
+// Each node is counted by the first thing it lacks, in the order of the reasons above. An
+// excluded node is counted by `excluded_why[node]` when given ("cordoned", "without the labels
+// zone=a", ...), else as "excluded".
+Unplaceable ExplainUnplaceable(const scheduler::Cluster& cluster, const scheduler::TaskSpec& task,
+                               const std::vector<std::string>* excluded_why = nullptr);
 
 }  // namespace dais::cluster

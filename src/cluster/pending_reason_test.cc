@@ -33,6 +33,12 @@ TEST(PendingReasonTest, ExcludedNodesAndAnEmptyCluster) {
   scheduler::TaskSpec cpu;
   cpu.cpu_milli = 100;
   EXPECT_EQ(ExplainUnplaceable(c, cpu).reason, "excluded");
+  scheduler::Cluster two({Node("a", 1024, 0), Node("b", 1024, 0)});
+  two.SetExcluded(0, true);
+  two.SetExcluded(1, true);
+  const std::vector<std::string> why = {"cordoned", "without the labels zone=b"};
+  EXPECT_EQ(ExplainUnplaceable(two, cpu, &why).message,
+            "no node fits one instance (2 nodes: 1 cordoned; 1 without the labels zone=b)");
   EXPECT_EQ(ExplainUnplaceable(scheduler::Cluster({}), cpu).reason, "no_nodes");
   EXPECT_EQ(ExplainUnplaceable(scheduler::Cluster({}), cpu).message, "no node is registered");
 }
