@@ -8,38 +8,11 @@
 #include <regex>
 #include <set>
 
+#include "cluster/spec_yaml.h"
 #include "common/json.h"
 
 namespace dais::cluster {
 namespace {
-
-Status Unknown(const YAML::Node& map, const std::set<std::string>& known, const std::string& at) {
-  for (const auto& kv : map) {
-    const std::string key = kv.first.as<std::string>();
-    if (!known.count(key)) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      return InvalidArgument(at + key + ": unknown field (known: " + list + ")");
-    }
-  }
-  return OkStatus();
-}
-
-template <typename T>
-Status Get(const YAML::Node& map, const std::string& key, const std::string& at, T* out) {
-  const YAML::Node v = map[key];
-  if (!v) return OkStatus();
-  try {
-    *out = v.as<T>();
-  } catch (const YAML::Exception&) {
-    return InvalidArgument(at + key + ": expected " +
-                           (std::is_same_v<T, std::string> ? "a string"
-                            : std::is_same_v<T, bool>      ? "true or false"
-                                                           : "a number") +
-                           ", got '" + YAML::Dump(v) + "'");
-  }
-  return OkStatus();
-}
 
 Status Validate(const DeploymentSpec& d) {
   static const std::regex kName("[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?");
