@@ -36,6 +36,7 @@ ALLOWED = {
                        "features/spec", "features/offline", "features/store"},
     "frontends/grpc": {"common", "metrics", "runtime", "server", "frontends"},
     "perf": {"common", "tensor"},
+    "gateway": {"common", "metrics", "etcd", "cluster", "frontends", "frontends/http"},
 }
 # cmd wires everything together and may include any folder.
 

@@ -20,7 +20,7 @@ PACKAGES=(
   prometheus  # promtool: tests/integration/test_alert_rules.py
   # Python for model generation and integration tests (run with /usr/bin/python3)
   python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest
-  python3-grpcio python3-protobuf python3-yaml python3-h2
+  python3-grpcio python3-protobuf python3-yaml python3-h2 python3-jwt python3-cryptography
   # baselines for bench/ (FastAPI and Flask servers)
   python3-fastapi python3-uvicorn python3-flask
 )

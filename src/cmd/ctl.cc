@@ -1,6 +1,7 @@
 #include "cmd/ctl.h"
 
 #include <rapidjson/document.h>
+#include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include "common/json.h"
 #include "etcd/client.h"
 #include "fmt/format.h"
+#include "gateway/route.h"
+#include "gateway/tenant.h"
 
 namespace dais::cmd {
 namespace {
@@ -52,6 +55,43 @@ void Table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
+// A route or a tenant (gateway/route.h, gateway/tenant.h), validated, stored as JSON.
+int ApplyGatewaySpec(etcd::Client& c, const CtlOptions& o, const std::string& kind,
+                     const std::string& text) {
+  std::string key, json, what;
+  if (kind == "route") {
+    auto r = gateway::ParseRoute(text);
+    if (!r.ok()) {
+      fmt::print(stderr, "dais ctl apply: {}: {}\n", o.file, r.status().message());
+      return 2;
+    }
+    key = gateway::kRoutesPrefix + r->name;
+    json = gateway::RouteToJson(*r);
+    std::string split;
+    for (const auto& v : r->versions) {
+      split += (split.empty() ? "" : ", ") + fmt::format("v{} {}%", v.version, v.weight);
+    }
+    what =
+        fmt::format("route {} applied ({} -> {}; stable v{})", r->name, r->model, split, r->stable);
+  } else {
+    auto t = gateway::ParseTenant(text);
+    if (!t.ok()) {
+      fmt::print(stderr, "dais ctl apply: {}: {}\n", o.file, t.status().message());
+      return 2;
+    }
+    key = gateway::kTenantsPrefix + t->name;
+    json = gateway::TenantToJson(*t);
+    what = fmt::format("tenant {} applied", t->name);
+  }
+  auto put = c.Put(key, json);
+  if (!put.ok()) {
+    fmt::print(stderr, "dais ctl apply: {}\n", put.status().message());
+    return 1;
+  }
+  fmt::print("{}\n", what);
+  return 0;
+}
+
 int Apply(etcd::Client& c, const CtlOptions& o) {
   std::ifstream f(o.file);
   if (!f) {
@@ -60,6 +100,20 @@ int Apply(etcd::Client& c, const CtlOptions& o) {
   }
   std::stringstream text;
   text << f.rdbuf();
+  std::string kind = "deployment";
+  try {
+    const YAML::Node root = YAML::Load(text.str());
+    if (root.IsMap() && root["kind"] && root["kind"].IsScalar()) {
+      kind = root["kind"].as<std::string>();
+    }
+  } catch (const YAML::Exception&) {  // the parser below names the problem
+  }
+  if (kind == "route" || kind == "tenant") return ApplyGatewaySpec(c, o, kind, text.str());
+  if (kind != "deployment") {
+    fmt::print(stderr, "dais ctl apply: {}: kind: '{}' is not deployment, route or tenant\n",
+               o.file, kind);
+    return 2;
+  }
   auto d = cluster::ParseDeploymentYaml(text.str());
   if (!d.ok()) {
     fmt::print(stderr, "dais ctl apply: {}: {}\n", o.file, d.status().message());
@@ -74,17 +128,91 @@ int Apply(etcd::Client& c, const CtlOptions& o) {
   return 0;
 }
 
+// One table row of a stored value (`rest`: its key after the prefix).
+std::vector<std::string> Row(const std::string& what, const rapidjson::Document& d,
+                             const std::string& rest, std::map<std::string, std::string>& status) {
+  if (what == "nodes") {
+    std::string gpus, labels;
+    if (d.HasMember("gpus") && d["gpus"].IsArray()) {
+      for (const auto& g : d["gpus"].GetArray())
+        gpus += (gpus.empty() ? "" : ",") + Str(g, "model");
+    }
+    if (d.HasMember("labels") && d["labels"].IsObject()) {
+      for (const auto& l : d["labels"].GetObject()) {
+        labels += (labels.empty() ? "" : ",") + std::string(l.name.GetString()) + "=" +
+                  (l.value.IsString() ? l.value.GetString() : "");
+      }
+    }
+    const std::string node = Str(d, "node");
+    return {node,
+            Str(d, "cpu_milli"),
+            Str(d, "memory_mib"),
+            gpus,
+            labels,
+            Str(d, "http"),
+            status.count(node) ? status[node] + "ed" : "enabled"};
+  }
+  if (what == "deployments") {
+    rapidjson::Document s;
+    const std::string name = Str(d, "name");
+    const bool has = status.count(name) && json::ParseJson(status[name], &s).ok();
+    return {name,
+            Str(d, "model"),
+            Str(d, "replicas"),
+            has ? std::to_string(s["assigned"].GetInt()) : "?",
+            has ? std::to_string(s["pending"].GetInt()) : "?",
+            has ? Str(s, "reason") : ""};
+  }
+  if (what == "instances") {
+    return {Str(d, "node"),  Str(d, "model"), Str(d, "version"),
+            Str(d, "state"), Gpus(d),         Str(d, "reason")};
+  }
+  if (what == "routes") {
+    std::string split;
+    if (d.HasMember("versions") && d["versions"].IsArray()) {
+      for (const auto& v : d["versions"].GetArray()) {
+        split += (split.empty() ? "" : ",") + Str(v, "version") + ":" + Str(v, "weight") + "%";
+      }
+    }
+    const size_t rules = d.HasMember("match") && d["match"].IsArray() ? d["match"].Size() : 0;
+    return {Str(d, "name"),   Str(d, "model"),         split,
+            Str(d, "stable"), Str(d, "sticky_header"), std::to_string(rules)};
+  }
+  if (what == "tenants") {
+    std::string models;
+    if (d.HasMember("models") && d["models"].IsArray()) {
+      for (const auto& m : d["models"].GetArray()) {
+        if (m.IsString()) models += (models.empty() ? "" : ",") + std::string(m.GetString());
+      }
+    }
+    auto num = [&d](const char* k) {
+      return d.HasMember(k) && d[k].IsNumber() ? fmt::format("{:g}", d[k].GetDouble()) : "";
+    };
+    return {Str(d, "name"), models.empty() ? "(all)" : models, num("requests_per_second"),
+            num("burst")};
+  }
+  if (what == "events") {
+    const int64_t ms =
+        d.HasMember("time_ms") && d["time_ms"].IsInt64() ? d["time_ms"].GetInt64() : 0;
+    return {cluster::FormatTimeMs(ms), Str(d, "kind"), Str(d, "deployment"), Str(d, "node"),
+            Str(d, "message")};
+  }
+  const std::string version = Str(d, "version");  // assignments
+  return {rest.substr(0, rest.find('/')), Str(d, "model"), Str(d, "deployment"),
+          version == "-1" ? "latest" : version, Gpus(d)};
+}
+
 int Get(etcd::Client& c, const CtlOptions& o) {
   static const std::map<std::string, std::string> kPrefix = {
-      {"nodes", cluster::kNodesPrefix},
-      {"deployments", "/dais/deployments/"},
-      {"instances", cluster::kInstancesPrefix},
-      {"assignments", cluster::kAssignmentsPrefix},
-      {"events", cluster::kEventsPrefix}};
+      {"nodes", cluster::kNodesPrefix},         {"deployments", "/dais/deployments/"},
+      {"instances", cluster::kInstancesPrefix}, {"assignments", cluster::kAssignmentsPrefix},
+      {"events", cluster::kEventsPrefix},       {"routes", gateway::kRoutesPrefix},
+      {"tenants", gateway::kTenantsPrefix}};
   auto it = kPrefix.find(o.what);
   if (it == kPrefix.end()) {
     fmt::print(stderr,
-               "dais ctl get: '{}' is not nodes, deployments, instances, assignments or events\n",
+               "dais ctl get: '{}' is not nodes, deployments, instances, assignments, events, "
+               "routes or tenants\n",
                o.what);
     return 2;
   }
@@ -112,58 +240,19 @@ int Get(etcd::Client& c, const CtlOptions& o) {
     fmt::print("{}]\n", out);
     return 0;
   }
-  std::vector<std::vector<std::string>> rows;
-  if (o.what == "nodes") {
-    rows.push_back({"NODE", "CPU", "MEMORY_MIB", "GPUS", "LABELS", "HTTP", "SCHEDULING"});
-  }
-  if (o.what == "deployments") {
-    rows.push_back({"DEPLOYMENT", "MODEL", "REPLICAS", "ASSIGNED", "PENDING", "REASON"});
-  }
-  if (o.what == "instances") {
-    rows.push_back({"NODE", "MODEL", "VERSION", "STATE", "GPUS", "REASON"});
-  }
-  if (o.what == "assignments") rows.push_back({"NODE", "MODEL", "DEPLOYMENT", "VERSION", "GPUS"});
-  if (o.what == "events") rows.push_back({"TIME (UTC)", "KIND", "DEPLOYMENT", "NODE", "MESSAGE"});
+  static const std::map<std::string, std::vector<std::string>> kHeader = {
+      {"nodes", {"NODE", "CPU", "MEMORY_MIB", "GPUS", "LABELS", "HTTP", "SCHEDULING"}},
+      {"deployments", {"DEPLOYMENT", "MODEL", "REPLICAS", "ASSIGNED", "PENDING", "REASON"}},
+      {"instances", {"NODE", "MODEL", "VERSION", "STATE", "GPUS", "REASON"}},
+      {"assignments", {"NODE", "MODEL", "DEPLOYMENT", "VERSION", "GPUS"}},
+      {"events", {"TIME (UTC)", "KIND", "DEPLOYMENT", "NODE", "MESSAGE"}},
+      {"routes", {"ROUTE", "MODEL", "VERSIONS", "STABLE", "STICKY", "RULES"}},
+      {"tenants", {"TENANT", "MODELS", "REQUESTS/S", "BURST"}}};
+  std::vector<std::vector<std::string>> rows = {kHeader.at(o.what)};
   for (const auto& kv : r->kvs) {
     rapidjson::Document d;
     if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
-    if (o.what == "nodes") {
-      std::string gpus, labels;
-      if (d.HasMember("gpus") && d["gpus"].IsArray()) {
-        for (const auto& g : d["gpus"].GetArray())
-          gpus += (gpus.empty() ? "" : ",") + Str(g, "model");
-      }
-      if (d.HasMember("labels") && d["labels"].IsObject()) {
-        for (const auto& l : d["labels"].GetObject()) {
-          labels += (labels.empty() ? "" : ",") + std::string(l.name.GetString()) + "=" +
-                    (l.value.IsString() ? l.value.GetString() : "");
-        }
-      }
-      const std::string node = Str(d, "node");
-      rows.push_back({node, Str(d, "cpu_milli"), Str(d, "memory_mib"), gpus, labels, Str(d, "http"),
-                      status.count(node) ? status[node] + "ed" : "enabled"});
-    } else if (o.what == "deployments") {
-      rapidjson::Document s;
-      const std::string name = Str(d, "name");
-      const bool has = status.count(name) && json::ParseJson(status[name], &s).ok();
-      rows.push_back({name, Str(d, "model"), Str(d, "replicas"),
-                      has ? std::to_string(s["assigned"].GetInt()) : "?",
-                      has ? std::to_string(s["pending"].GetInt()) : "?",
-                      has ? Str(s, "reason") : ""});
-    } else if (o.what == "instances") {
-      rows.push_back({Str(d, "node"), Str(d, "model"), Str(d, "version"), Str(d, "state"), Gpus(d),
-                      Str(d, "reason")});
-    } else if (o.what == "events") {
-      const int64_t ms =
-          d.HasMember("time_ms") && d["time_ms"].IsInt64() ? d["time_ms"].GetInt64() : 0;
-      rows.push_back({cluster::FormatTimeMs(ms), Str(d, "kind"), Str(d, "deployment"),
-                      Str(d, "node"), Str(d, "message")});
-    } else {
-      const std::string rest = kv.key.substr(it->second.size());
-      const std::string version = Str(d, "version");
-      rows.push_back({rest.substr(0, rest.find('/')), Str(d, "model"), Str(d, "deployment"),
-                      version == "-1" ? "latest" : version, Gpus(d)});
-    }
+    rows.push_back(Row(o.what, d, kv.key.substr(it->second.size()), status));
   }
   Table(rows);
   return 0;
@@ -178,12 +267,18 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
       ->delimiter(',')
       ->capture_default_str();
   CLI::App* apply = cmd->add_subcommand(
-      "apply", "Create or update a deployment from a YAML spec (validated before writing)");
-  apply->add_option("-f,--file", o->file, "The deployment spec (docs/cluster.md).")->required();
+      "apply",
+      "Create or update a deployment, a route or a tenant from a YAML spec ('kind:'; validated "
+      "before writing)");
+  apply
+      ->add_option("-f,--file", o->file,
+                   "The spec: a deployment (docs/cluster.md), or 'kind: route' / 'kind: tenant' "
+                   "(docs/gateway.md).")
+      ->required();
   CLI::App* get = cmd->add_subcommand("get", "List nodes, deployments, instances or assignments");
   get->add_option("what", o->what,
                   "nodes | deployments | instances | assignments | events (the scheduler's "
-                  "decisions of the last 30-60 min)")
+                  "decisions of the last 30-60 min) | routes | tenants")
       ->required();
   get->add_option("-o,--output", o->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
@@ -199,9 +294,12 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
       "watch",
       "Live view: the instances, then each state change and scheduler event as it happens");
   watch->add_option("--for", o->watch_seconds, "Stop after this many seconds (default: Ctrl-C).");
-  CLI::App* del = cmd->add_subcommand("delete", "Delete a deployment (its instances are unloaded)");
-  del->add_option("what", o->what, "deployment")->required()->check(CLI::IsMember({"deployment"}));
-  del->add_option("name", o->name, "The deployment's name.")->required();
+  CLI::App* del = cmd->add_subcommand(
+      "delete", "Delete a deployment (its instances are unloaded), a route or a tenant");
+  del->add_option("what", o->what, "deployment | route | tenant")
+      ->required()
+      ->check(CLI::IsMember({"deployment", "route", "tenant"}));
+  del->add_option("name", o->name, "Its name.")->required();
   return cmd;
 }
 
@@ -228,13 +326,16 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
                                                : "cordoned");
     return 0;
   }
-  auto r = (*client)->Delete("/dais/deployments/" + o.name);
+  const std::string prefix = o.what == "route"    ? gateway::kRoutesPrefix
+                             : o.what == "tenant" ? gateway::kTenantsPrefix
+                                                  : "/dais/deployments/";
+  auto r = (*client)->Delete(prefix + o.name);
   if (!r.ok()) {
     fmt::print(stderr, "dais ctl delete: {}\n", r.status().message());
     return 1;
   }
-  (void)(*client)->Delete("/dais/status/" + o.name);
-  fmt::print("deployment {} deleted\n", o.name);
+  if (o.what == "deployment") (void)(*client)->Delete("/dais/status/" + o.name);
+  fmt::print("{} {} deleted\n", o.what, o.name);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "cmd/locks.h"
 #ifdef DAIS_HAVE_GRPC
 #include "cmd/ctl.h"
+#include "cmd/gateway.h"
 #include "cmd/node.h"
 #endif
 #include "cmd/perf.h"
@@ -36,11 +37,14 @@ int main(int argc, char** argv) {
   CLI::App* node_cmd = dais::cmd::AddNodeCommand(&app, &node);
   dais::cmd::CtlOptions ctl;
   CLI::App* ctl_cmd = dais::cmd::AddCtlCommand(&app, &ctl);
+  dais::cmd::GatewayCliOptions gateway;
+  CLI::App* gateway_cmd = dais::cmd::AddGatewayCommand(&app, &gateway);
 #endif
   CLI11_PARSE(app, argc, argv);
 #ifdef DAIS_HAVE_GRPC
   if (node_cmd->parsed()) return dais::cmd::RunNode(node);
   if (ctl_cmd->parsed()) return dais::cmd::RunCtl(ctl_cmd, ctl);
+  if (gateway_cmd->parsed()) return dais::cmd::RunGateway(gateway);
 #endif
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);

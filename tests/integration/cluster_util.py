@@ -89,3 +89,30 @@ def instances(etcd, model):
         if v["model"] == model:
             out[v["node"]] = v
     return out
+
+
+class Gateway:
+    """A `dais gateway` process on a free port (read from its log)."""
+
+    def __init__(self, dais_bin, etcd, log_dir, *extra, name="g1"):
+        self.log_path = log_dir / f"gateway-{name}.log"
+        self.proc = subprocess.Popen(
+            [str(dais_bin), "gateway", "--etcd", etcd.endpoint, "--http-port", "0", *extra],
+            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)
+        found = wait_for(lambda: self.proc.poll() is None and re.search(
+            r"ports: http=(\d+)", self.log()) or (self.proc.poll() is not None and "exited"),
+            20, "the gateway's port")
+        assert found != "exited", self.log()
+        self.url = f"http://127.0.0.1:{found.group(1)}"
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)

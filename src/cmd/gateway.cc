@@ -1,0 +1,104 @@
+#include "cmd/gateway.h"
+
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+
+#include "common/logging.h"
+#include "frontends/http/http_server.h"
+#include "gateway/gateway.h"
+
+namespace dais::cmd {
+
+CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
+  CLI::App* cmd = app->add_subcommand(
+      "gateway",
+      "The cluster's front door: KServe v2 over HTTP, JWT-authenticated, rate-limited per "
+      "tenant, routed by the routes in etcd (weights, sticky users, A/B rules, stable fallback) "
+      "to the nodes' READY instances, with retries and outlier ejection");
+  cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated or repeated).")
+      ->delimiter(',')
+      ->required();
+  cmd->add_option("--http-address", o->http_address, "Address the HTTP port binds.")
+      ->capture_default_str();
+  cmd->add_option("--http-port", o->http_port, "HTTP port (0: a free one, logged as 'ports:').")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--http-thread-count", o->http_threads, "HTTP I/O threads (0: one per core).")
+      ->check(CLI::Range(0, 256));
+  cmd->add_option("--jwks", o->jwks,
+                  "JWKS file of the keys that sign bearer tokens (each key pins its alg: HS256, "
+                  "RS256 or ES256); reloaded when it changes. Without it authentication is off.");
+  cmd->add_option("--jwt-issuer", o->jwt_issuer, "Required 'iss' of tokens (default: any).");
+  cmd->add_option("--jwt-audience", o->jwt_audiences,
+                  "Accepted 'aud' values (repeatable; default: any).");
+  cmd->add_option("--jwt-clock-skew-secs", o->jwt_clock_skew_secs, "Tolerance on exp / nbf / iat.")
+      ->check(CLI::Range(0, 600))
+      ->capture_default_str();
+  cmd->add_option("--tenant-claim", o->tenant_claim, "The token claim that names the tenant.")
+      ->capture_default_str();
+  cmd->add_option("--max-tries", o->max_tries,
+                  "Tries per request, the first included (a refused connection or a 503 is "
+                  "tried on another node).")
+      ->check(CLI::Range(1, 10))
+      ->capture_default_str();
+  cmd->add_option("--retry-budget", o->retry_budget,
+                  "Retries may add at most this share of the requests of the last 10 s.")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--upstream-threads", o->upstream_threads, "Threads talking to the nodes.")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--eject-after", o->eject_after,
+                  "Consecutive failures that eject a node (1 s, doubling up to 30 s).")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  return cmd;
+}
+
+int RunGateway(const GatewayCliOptions& o) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  gateway::GatewayOptions go;
+  go.etcd_endpoints = o.etcd;
+  go.jwks_path = o.jwks;
+  go.jwt.issuer = o.jwt_issuer;
+  go.jwt.audiences = o.jwt_audiences;
+  go.jwt.clock_skew = std::chrono::seconds(o.jwt_clock_skew_secs);
+  go.tenant_claim = o.tenant_claim;
+  go.max_tries = o.max_tries;
+  go.retry_budget = o.retry_budget;
+  go.upstream_threads = o.upstream_threads;
+  go.balancer.eject_after = o.eject_after;
+  gateway::Gateway gw(go);
+  if (Status s = gw.Start(); !s.ok()) {
+    LOG_ERROR("dais gateway: {}", s.message());
+    return 2;
+  }
+  frontends::http::ServerOptions so;
+  so.address = o.http_address;
+  so.port = o.http_port;
+  so.threads = o.http_threads;
+  so.listener = "gateway";
+  frontends::http::Server http(so, [&gw](frontends::http::Request r, frontends::http::Responder w) {
+    gw.Handle(std::move(r), std::move(w));
+  });
+  if (Status s = http.Start(); !s.ok()) {
+    LOG_ERROR("dais gateway: --http-port: {}", s.message());
+    return 2;
+  }
+  LOG_INFO("ports: http={}", http.port());
+  LOG_INFO("dais gateway started (etcd {})", o.etcd.front());
+  int sig = 0;
+  sigwait(&stop, &sig);
+  LOG_INFO("dais gateway: received {}: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  http.StopAccepting();
+  http.Stop();
+  gw.Stop();
+  return 0;
+}
+
+}  // namespace dais::cmd

@@ -1,0 +1,34 @@
+// `dais gateway`: the cluster's front door (gateway/gateway.h, docs/gateway.md): KServe v2 over
+// HTTP, authenticated, rate-limited and routed by the routes and tenants in etcd to the nodes'
+// READY instances. Builds with gRPC only (etcd).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace dais::cmd {
+
+struct GatewayCliOptions {
+  std::vector<std::string> etcd;
+  std::string http_address = "0.0.0.0";
+  int http_port = 8000;
+  int http_threads = 0;
+  std::string jwks;
+  std::string jwt_issuer;
+  std::vector<std::string> jwt_audiences;
+  int jwt_clock_skew_secs = 30;
+  std::string tenant_claim = "tenant";
+  int max_tries = 3;
+  double retry_budget = 0.2;
+  int upstream_threads = 2;
+  int eject_after = 5;
+};
+
+CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* options);
+int RunGateway(const GatewayCliOptions& options);
+
+}  // namespace dais::cmd

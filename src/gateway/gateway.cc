@@ -1,0 +1,498 @@
+#include "gateway/gateway.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "cluster/keys.h"
+#include "common/json.h"
+#include "common/logging.h"
+#include "etcd/client.h"
+#include "etcd/watch.h"
+#include "gateway/gateway_metrics.h"
+#include "gateway/rate_limit.h"
+#include "gateway/route.h"
+#include "gateway/tenant.h"
+#include "gateway/upstream.h"
+
+namespace dais::gateway {
+namespace {
+
+using frontends::http::Request;
+using frontends::http::Responder;
+using frontends::http::Response;
+using Clock = std::chrono::steady_clock;
+
+// What the watches saw, as requests use it (rebuilt on every change; requests hold it by
+// shared_ptr for their lifetime).
+struct View {
+  std::map<std::string, RouteSpec> routes;
+  std::map<std::string, TenantSpec> tenants;
+  std::map<std::string, std::string> node_http;  // node -> host:port
+  // (model, version) -> nodes with a READY instance of it.
+  std::map<std::pair<std::string, int64_t>, std::vector<std::string>> ready;
+
+  const std::vector<std::string>* Nodes(const std::string& model, int64_t version) const {
+    auto it = ready.find({model, version});
+    return it == ready.end() || it->second.empty() ? nullptr : &it->second;
+  }
+  int64_t HighestReady(const std::string& model) const {
+    int64_t best = -1;
+    for (const auto& [key, nodes] : ready) {
+      if (key.first == model && !nodes.empty()) best = std::max(best, key.second);
+    }
+    return best;
+  }
+};
+
+Response Error(int status, const std::string& message) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("error");
+  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  w.EndObject();
+  return Response{status, "application/json", sb.GetString(), {}};
+}
+
+// /v2/models/<alias>[/versions/<v>]<suffix>, suffix "" | /ready | /config | /infer | /stats.
+struct ModelPath {
+  std::string alias;
+  int64_t version = -1;
+  std::string suffix;
+};
+
+std::optional<ModelPath> ParseModelPath(const std::string& path) {
+  static const std::string kPrefix = "/v2/models/";
+  if (path.rfind(kPrefix, 0) != 0) return std::nullopt;
+  std::string rest = path.substr(kPrefix.size());
+  ModelPath p;
+  const size_t slash = rest.find('/');
+  p.alias = rest.substr(0, slash);
+  rest = slash == std::string::npos ? "" : rest.substr(slash);
+  if (p.alias.empty()) return std::nullopt;
+  if (rest.rfind("/versions/", 0) == 0) {
+    rest = rest.substr(10);
+    const size_t end = rest.find('/');
+    const std::string v = rest.substr(0, end);
+    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    p.version = std::stoll(v);
+    rest = end == std::string::npos ? "" : rest.substr(end);
+  }
+  if (rest != "" && rest != "/ready" && rest != "/config" && rest != "/infer" && rest != "/stats") {
+    return std::nullopt;
+  }
+  p.suffix = rest;
+  return p;
+}
+
+bool HopByHop(const std::string& name) {
+  return name == "connection" || name == "keep-alive" || name == "transfer-encoding" ||
+         name == "te" || name == "upgrade" || name == "host" || name == "content-length" ||
+         name == "authorization" || name == "content-encoding" || name == "accept-encoding" ||
+         name == "proxy-authorization" || name == "proxy-connection" || name == "trailer";
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+struct Gateway::Impl {
+  explicit Impl(GatewayOptions o)
+      : options(std::move(o)),
+        balancer(options.balancer),
+        budget(options.retry_budget),
+        pool(UpstreamOptions{options.upstream_threads, 64, 256ull << 20}) {}
+
+  // One request on its way through the tries.
+  struct Call {
+    Request request;
+    Responder respond;
+    std::shared_ptr<const View> view;
+    std::string alias, model, tenant, suffix;
+    const RouteSpec* route = nullptr;  // in `view`; null: no route, the model by its own name
+    int64_t version = -1;
+    const char* how = "";
+    bool fallback = false;
+    std::vector<std::string> tried;
+    Clock::time_point started, deadline;
+  };
+
+  void Watch(const std::string& prefix, std::map<std::string, std::string>* kv);
+  void Rebuild() DAIS_REQUIRES(mu);
+  std::shared_ptr<const View> Current() {
+    MutexLock l(&mu);
+    return view;
+  }
+  // The tenant of a request, or an answer refusing it.
+  std::optional<Response> Authenticate(const Request& r, std::string* tenant);
+  std::optional<Response> Admit(const View& v, const std::string& tenant, const std::string& alias);
+  void Try(std::shared_ptr<Call> call);
+  void OnAnswer(std::shared_ptr<Call> call, const std::string& node, UpstreamResult result);
+  void Answer(const std::shared_ptr<Call>& call, Response response, const std::string& node);
+  uint64_t Random() {
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    return rng();
+  }
+
+  GatewayOptions options;
+  Balancer balancer;
+  RetryBudget budget;
+  std::unique_ptr<JwksFile> jwks;
+  std::unique_ptr<etcd::Client> client;
+  std::vector<std::unique_ptr<etcd::Watcher>> watchers;
+  std::atomic<int> snapshots{0};
+  std::thread reloader;
+  std::atomic<bool> stop{false};
+
+  Mutex mu;
+  std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu), tenants_kv DAIS_GUARDED_BY(mu),
+      nodes_kv DAIS_GUARDED_BY(mu), instances_kv DAIS_GUARDED_BY(mu);
+  std::shared_ptr<const View> view DAIS_GUARDED_BY(mu) = std::make_shared<View>();
+
+  Mutex buckets_mu;
+  std::map<std::string, std::pair<TenantSpec, std::unique_ptr<TokenBucket>>> buckets
+      DAIS_GUARDED_BY(buckets_mu);
+
+  // Last: destroyed first, so that no answer arrives after the rest is gone.
+  UpstreamPool pool;
+};
+
+void Gateway::Impl::Watch(const std::string& prefix, std::map<std::string, std::string>* kv) {
+  etcd::Watcher::Callbacks cb;
+  cb.on_snapshot = [this, kv](const etcd::RangeResult& r) DAIS_NO_THREAD_SAFETY_ANALYSIS {
+    {
+      MutexLock l(&mu);
+      kv->clear();
+      for (const auto& e : r.kvs) (*kv)[e.key] = e.value;
+      Rebuild();
+    }
+    snapshots.fetch_add(1);
+  };
+  cb.on_events = [this, kv](const std::vector<etcd::Event>& events) DAIS_NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock l(&mu);
+    for (const auto& e : events) {
+      if (e.type == etcd::Event::Type::kPut) {
+        (*kv)[e.kv.key] = e.kv.value;
+      } else {
+        kv->erase(e.kv.key);
+      }
+    }
+    Rebuild();
+  };
+  watchers.push_back(std::make_unique<etcd::Watcher>(client.get(), prefix, std::move(cb)));
+}
+
+void Gateway::Impl::Rebuild() {
+  auto v = std::make_shared<View>();
+  for (const auto& [key, text] : routes_kv) {
+    auto r = ParseRoute(text);
+    if (r.ok()) {
+      v->routes[r->name] = std::move(*r);
+    } else {
+      LOG_WARNING("gateway: ignoring route {}: {}", key, r.status().message());
+    }
+  }
+  for (const auto& [key, text] : tenants_kv) {
+    auto t = ParseTenant(text);
+    if (t.ok()) v->tenants[t->name] = std::move(*t);
+  }
+  for (const auto& [key, json] : nodes_kv) {
+    rapidjson::Document d;
+    if (!json::ParseJson(json, &d).ok() || !d.IsObject() || !d.HasMember("node") ||
+        !d["node"].IsString() || !d.HasMember("http") || !d["http"].IsString()) {
+      continue;
+    }
+    v->node_http[d["node"].GetString()] = d["http"].GetString();
+  }
+  for (const auto& [key, json] : instances_kv) {
+    rapidjson::Document d;
+    if (!json::ParseJson(json, &d).ok() || !d.IsObject()) continue;
+    auto str = [&d](const char* k) -> std::string {
+      return d.HasMember(k) && d[k].IsString() ? d[k].GetString() : "";
+    };
+    if (str("state") != "READY" || str("version").empty()) continue;
+    const std::string node = str("node");
+    if (!v->node_http.count(node)) continue;
+    int64_t version = 0;
+    try {
+      version = std::stoll(str("version"));
+    } catch (...) {
+      continue;
+    }
+    v->ready[{str("model"), version}].push_back(node);
+  }
+  view = std::move(v);
+}
+
+std::optional<Response> Gateway::Impl::Authenticate(const Request& r, std::string* tenant) {
+  if (!jwks) {
+    *tenant = "anonymous";
+    return std::nullopt;
+  }
+  GatewayMetrics& m = GatewayMetrics::Get();
+  auto refuse = [&m](const std::string& reason, const std::string& message) {
+    m.auth_failures.Get({reason}).Increment();
+    Response resp = Error(401, message);
+    resp.headers.emplace_back(
+        "www-authenticate", "Bearer error=\"invalid_token\", error_description=\"" + reason + "\"");
+    return resp;
+  };
+  const std::string_view header = r.Header("authorization");
+  if (header.size() < 7 || Lower(std::string(header.substr(0, 7))) != "bearer ") {
+    return refuse("missing", "a bearer token is required (Authorization: Bearer <JWT>)");
+  }
+  std::shared_ptr<const Jwks> keys = jwks->Current();
+  const JwtResult v =
+      VerifyJwt(header.substr(7), *keys, options.jwt, std::chrono::system_clock::now());
+  if (!v.ok) return refuse(v.reason, "invalid token: " + v.message);
+  auto it = v.claims.strings.find(options.tenant_claim);
+  if (it == v.claims.strings.end() || it->second.empty()) {
+    return refuse("no_tenant", "the token has no '" + options.tenant_claim + "' claim");
+  }
+  *tenant = it->second;
+  return std::nullopt;
+}
+
+std::optional<Response> Gateway::Impl::Admit(const View& v, const std::string& tenant,
+                                             const std::string& alias) {
+  auto spec = v.tenants.find(tenant);
+  if (spec == v.tenants.end()) {
+    if (!jwks) return std::nullopt;  // no authentication: limits only for a declared anonymous
+    return Error(403, "tenant '" + tenant + "' is not known to the gateway");
+  }
+  if (!spec->second.Allows(alias)) {
+    return Error(403, "tenant '" + tenant + "' may not call '" + alias + "'");
+  }
+  TokenBucket* bucket = nullptr;
+  {
+    MutexLock l(&buckets_mu);
+    auto& entry = buckets[tenant];
+    if (!entry.second) {
+      entry = {spec->second, std::make_unique<TokenBucket>(spec->second.requests_per_second,
+                                                           spec->second.burst, Clock::now())};
+    } else if (entry.first.requests_per_second != spec->second.requests_per_second ||
+               entry.first.burst != spec->second.burst) {
+      entry.first = spec->second;
+      entry.second->Reset(spec->second.requests_per_second, spec->second.burst);
+    }
+    bucket = entry.second.get();
+  }
+  std::chrono::milliseconds wait{0};
+  if (bucket->Take(Clock::now(), &wait)) return std::nullopt;
+  GatewayMetrics::Get().rate_limited.Get({tenant}).Increment();
+  Response r = Error(429, "tenant '" + tenant + "' is over its limit of " +
+                              std::to_string(spec->second.requests_per_second) + " requests/s");
+  r.headers.emplace_back("retry-after", std::to_string((wait.count() + 999) / 1000));
+  return r;
+}
+
+void Gateway::Impl::Try(std::shared_ptr<Call> call) {
+  const View& v = *call->view;
+  const std::vector<std::string>* nodes = v.Nodes(call->model, call->version);
+  // Every instance of the version tried (a retry): the stable version's turn.
+  const bool exhausted =
+      nodes != nullptr && std::all_of(nodes->begin(), nodes->end(), [&call](const std::string& n) {
+        return std::find(call->tried.begin(), call->tried.end(), n) != call->tried.end();
+      });
+  if ((nodes == nullptr || exhausted) && call->route != nullptr && !call->fallback &&
+      call->version != call->route->stable && v.Nodes(call->model, call->route->stable)) {
+    GatewayMetrics::Get().fallbacks.Get({call->alias}).Increment();
+    call->fallback = true;
+    call->version = call->route->stable;
+    nodes = v.Nodes(call->model, call->version);
+  }
+  if (nodes == nullptr) {
+    return Answer(call,
+                  Error(503, "no READY instance of model '" + call->model + "' version " +
+                                 std::to_string(call->version) +
+                                 (call->route ? " (route '" + call->alias + "')" : "")),
+                  "");
+  }
+  const std::string node = balancer.Pick(*nodes, call->tried, Random(), Clock::now());
+  UpstreamRequest up;
+  up.method = call->request.method;
+  up.target = "/v2/models/" + call->model + "/versions/" + std::to_string(call->version) +
+              call->suffix + (call->request.query.empty() ? "" : "?" + call->request.query);
+  for (const auto& [k, val] : call->request.headers) {
+    if (!HopByHop(k)) up.headers.emplace_back(k, val);
+  }
+  up.body = call->request.body;  // kept in the call for a retry
+  up.deadline = call->deadline;
+  balancer.Start(node);
+  call->tried.push_back(node);
+  pool.Send(v.node_http.at(node), std::move(up),
+            [this, call, node](UpstreamResult result) { OnAnswer(call, node, std::move(result)); });
+}
+
+void Gateway::Impl::OnAnswer(std::shared_ptr<Call> call, const std::string& node,
+                             UpstreamResult result) {
+  GatewayMetrics& m = GatewayMetrics::Get();
+  const auto now = Clock::now();
+  const int status = result.status.ok() ? result.response.status : 0;
+  const bool ok = result.status.ok() && status < 500;
+  const char* outcome = ok                                                      ? "ok"
+                        : result.connect_failed                                 ? "connect_failed"
+                        : result.status.code() == StatusCode::kDeadlineExceeded ? "timeout"
+                        : result.status.ok()                                    ? "http_5xx"
+                                                                                : "error";
+  m.upstream.Get({node, outcome}).Increment();
+  if (balancer.Finish(node, ok, now)) {
+    m.ejections.Get({node}).Increment();
+    LOG_WARNING("gateway: node {} ejected after consecutive failures (last: {})", node,
+                result.status.ok() ? "HTTP " + std::to_string(status) : result.status.message());
+  }
+  const bool retryable = result.connect_failed || status == 503;
+  if (retryable && static_cast<int>(call->tried.size()) < options.max_tries &&
+      now < call->deadline && budget.TryRetry(now)) {
+    m.retries.Get({call->alias}).Increment();
+    return Try(std::move(call));
+  }
+  if (!result.status.ok()) {
+    const int code = result.status.code() == StatusCode::kDeadlineExceeded ? 504 : 502;
+    return Answer(call, Error(code, result.status.message()), node);
+  }
+  Response r;
+  r.status = status;
+  r.body = std::move(result.response.body);
+  for (auto& [k, val] : result.response.headers) {
+    if (k == "content-type") {
+      r.content_type = std::move(val);
+    } else if (k == "inference-header-content-length" || k == "retry-after") {
+      r.headers.emplace_back(k, std::move(val));
+    }
+  }
+  Answer(call, std::move(r), node);
+}
+
+void Gateway::Impl::Answer(const std::shared_ptr<Call>& call, Response response,
+                           const std::string& node) {
+  const std::string version = call->version >= 0 ? std::to_string(call->version) : "";
+  response.headers.emplace_back("x-dais-route", call->alias);
+  if (!version.empty()) response.headers.emplace_back("x-dais-version", version);
+  if (!node.empty()) response.headers.emplace_back("x-dais-node", node);
+  if (call->fallback) response.headers.emplace_back("x-dais-fallback", "stable");
+  GatewayMetrics& m = GatewayMetrics::Get();
+  m.requests.Get({call->alias, version, call->tenant, std::to_string(response.status)}).Increment();
+  m.duration.Get({call->alias, version})
+      .Observe(std::chrono::duration<double>(Clock::now() - call->started).count());
+  call->respond(std::move(response));
+}
+
+Gateway::Gateway(GatewayOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Gateway::~Gateway() { Stop(); }
+
+Status Gateway::Start() {
+  Impl& g = *impl_;
+  if (!g.options.jwks_path.empty()) {
+    g.jwks = std::make_unique<JwksFile>(g.options.jwks_path);
+    RETURN_IF_ERROR(g.jwks->Load());
+    LOG_INFO("gateway: {} verification key(s) from {}", g.jwks->Current()->size(),
+             g.options.jwks_path);
+    g.reloader = std::thread([&g] {
+      while (!g.stop.load()) {
+        for (int i = 0; i < 10 && !g.stop.load(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        if (!g.stop.load() && g.jwks->ReloadIfChanged()) {
+          LOG_INFO("gateway: reloaded {} key(s) from {}", g.jwks->Current()->size(),
+                   g.options.jwks_path);
+        }
+      }
+    });
+  } else {
+    LOG_WARNING("gateway: no --jwks: authentication is off (every request is tenant 'anonymous')");
+  }
+  ASSIGN_OR_RETURN(g.client, etcd::Client::Create({g.options.etcd_endpoints}));
+  {
+    MutexLock l(&g.mu);  // the watches' threads start inside Watch
+  }
+  g.Watch(kRoutesPrefix, &g.routes_kv);
+  g.Watch(kTenantsPrefix, &g.tenants_kv);
+  g.Watch(cluster::kNodesPrefix, &g.nodes_kv);
+  g.Watch(cluster::kInstancesPrefix, &g.instances_kv);
+  return OkStatus();
+}
+
+void Gateway::Stop() {
+  Impl& g = *impl_;
+  if (g.stop.exchange(true)) return;
+  if (g.reloader.joinable()) g.reloader.join();
+  g.watchers.clear();
+}
+
+bool Gateway::Ready() const { return impl_->snapshots.load() >= 4; }
+
+void Gateway::Handle(Request request, Responder respond) {
+  Impl& g = *impl_;
+  if (request.method == "GET" && request.path == "/v2/health/live") {
+    return respond(Response{200, "text/plain", "", {}});
+  }
+  if (request.method == "GET" && request.path == "/v2/health/ready") {
+    return respond(Ready() ? Response{200, "text/plain", "", {}}
+                           : Error(503, "the gateway has not seen the cluster in etcd yet"));
+  }
+  if (request.method == "GET" && request.path == "/metrics") {
+    return respond(Response{
+        200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(), {}});
+  }
+  std::optional<ModelPath> path = ParseModelPath(request.path);
+  if (!path) {
+    return respond(Error(404,
+                         "the gateway serves /v2/models/<model>[/versions/<v>]"
+                         "[/infer|/ready|/config|/stats], /v2/health/* and /metrics"));
+  }
+  auto call = std::make_shared<Impl::Call>();
+  call->started = Clock::now();
+  call->alias = path->alias;
+  call->suffix = path->suffix;
+  if (auto refused = g.Authenticate(request, &call->tenant)) {
+    call->tenant = call->tenant.empty() ? "-" : call->tenant;
+    call->respond = std::move(respond);
+    return g.Answer(call, std::move(*refused), "");
+  }
+  call->view = g.Current();
+  call->respond = std::move(respond);
+  if (auto refused = g.Admit(*call->view, call->tenant, call->alias)) {
+    return g.Answer(call, std::move(*refused), "");
+  }
+  auto route = call->view->routes.find(path->alias);
+  int timeout_ms = 10000;
+  if (route != call->view->routes.end()) {
+    call->route = &route->second;
+    call->model = route->second.model;
+    timeout_ms = route->second.timeout_ms;
+    const VersionChoice c = ChooseVersion(
+        route->second, path->version,
+        [&request](std::string_view name) { return request.Header(name); }, g.Random());
+    call->version = c.version;
+    call->how = c.how;
+  } else {
+    call->model = path->alias;
+    call->version = path->version >= 0 ? path->version : call->view->HighestReady(call->model);
+    if (call->version < 0) {
+      return g.Answer(call,
+                      Error(404, "no route '" + path->alias +
+                                     "' and no READY instance of a model of that name"),
+                      "");
+    }
+  }
+  call->deadline = call->started + std::chrono::milliseconds(timeout_ms);
+  call->request = std::move(request);
+  g.budget.OnRequest(call->started);
+  g.Try(std::move(call));
+}
+
+}  // namespace dais::gateway

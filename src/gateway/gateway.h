@@ -1,0 +1,62 @@
+// The gateway role (`dais gateway`, docs/gateway.md): KServe v2 over HTTP in front of the nodes.
+// Per request: authenticate (a bearer JWT -> tenant; off without --jwks), check the tenant's
+// models and token bucket (403 / 429 with Retry-After), pick a version by the alias's route
+// (path version, A/B rule, sticky hash or weights; route.h), pick a node among the READY
+// instances of that version (power of two choices, outlier ejection; balancer.h), forward the
+// request with only the path rewritten (/v2/models/<alias>/... -> /v2/models/<model>/versions/
+// <v>/...; the body passes as bytes), and retry on another node when the connection failed or the
+// node answered 503, within the route's timeout and the retry budget. When the version has no
+// READY instance the route's stable version answers, marked `x-dais-fallback`.
+//
+// Routes, tenants, nodes and instance states come from etcd watches (the request path never
+// waits for etcd): with etcd away the gateway routes with what it last saw.
+//
+// Threading: Handle runs on the HTTP server's I/O threads and answers from the upstream pool's
+// threads; the watches update a view that requests take by shared_ptr.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dais/status.h"
+#include "frontends/http/http_server.h"
+#include "gateway/balancer.h"
+#include "gateway/jwt.h"
+
+namespace dais::gateway {
+
+struct GatewayOptions {
+  std::vector<std::string> etcd_endpoints;
+  std::string jwks_path;  // empty: no authentication (every request is tenant "anonymous")
+  JwtPolicy jwt;
+  std::string tenant_claim = "tenant";
+  int max_tries = 3;          // tries per request, the first included
+  double retry_budget = 0.2;  // retries as a share of recent requests
+  int upstream_threads = 2;
+  BalancerOptions balancer;
+};
+
+class Gateway {
+ public:
+  explicit Gateway(GatewayOptions options);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Loads the JWKS (an unreadable or invalid file is an error) and starts the etcd watches
+  // (etcd away is not: the gateway is not ready until it has seen the cluster once).
+  Status Start();
+  void Stop();
+  // The frontends::http::Handler.
+  void Handle(frontends::http::Request request, frontends::http::Responder respond);
+  // True once every watch delivered its first snapshot.
+  bool Ready() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dais::gateway

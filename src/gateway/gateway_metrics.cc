@@ -1,0 +1,36 @@
+#include "gateway/gateway_metrics.h"
+
+namespace dais::gateway {
+
+GatewayMetrics& GatewayMetrics::Get() {
+  static GatewayMetrics* m = [] {
+    metrics::Registry& r = metrics::Registry::Global();
+    return new GatewayMetrics{
+        r.AddCounter("dais_gateway_requests_total",
+                     "Requests answered by the gateway, by route, version, tenant and HTTP status.",
+                     {"route", "version", "tenant", "code"}),
+        r.AddHistogram("dais_gateway_request_duration_seconds",
+                       "Time from a request's arrival to its answer, retries included.",
+                       {"route", "version"}, metrics::LatencyBuckets()),
+        r.AddCounter("dais_gateway_upstream_requests_total",
+                     "Tries sent to nodes, by outcome (ok, http_5xx, connect_failed, timeout, "
+                     "error).",
+                     {"node", "outcome"}),
+        r.AddCounter("dais_gateway_retries_total", "Tries after the first, by route.", {"route"}),
+        r.AddCounter("dais_gateway_fallbacks_total",
+                     "Requests answered by the route's stable version because the chosen one had "
+                     "no READY instance.",
+                     {"route"}),
+        r.AddCounter("dais_gateway_ejections_total", "Nodes ejected after consecutive failures.",
+                     {"node"}),
+        r.AddCounter("dais_gateway_auth_failures_total", "Requests refused with 401, by reason.",
+                     {"reason"}),
+        r.AddCounter("dais_gateway_rate_limited_total",
+                     "Requests refused with 429 (the tenant's token bucket was empty).",
+                     {"tenant"}),
+    };
+  }();
+  return *m;
+}
+
+}  // namespace dais::gateway

@@ -1,0 +1,21 @@
+// The gateway's Prometheus metrics (docs/gateway.md lists them).
+#pragma once
+
+#include "metrics/registry.h"
+
+namespace dais::gateway {
+
+struct GatewayMetrics {
+  metrics::Family<metrics::Counter>& requests;       // {route, version, tenant, code}
+  metrics::Family<metrics::Histogram>& duration;     // {route, version}, seconds
+  metrics::Family<metrics::Counter>& upstream;       // {node, outcome}
+  metrics::Family<metrics::Counter>& retries;        // {route}
+  metrics::Family<metrics::Counter>& fallbacks;      // {route}
+  metrics::Family<metrics::Counter>& ejections;      // {node}
+  metrics::Family<metrics::Counter>& auth_failures;  // {reason}
+  metrics::Family<metrics::Counter>& rate_limited;   // {tenant}
+
+  static GatewayMetrics& Get();
+};
+
+}  // namespace dais::gateway

@@ -1,0 +1,69 @@
+// HTTP/1.1 to the nodes: a pool of keep-alive connections per node address, asynchronous (Asio +
+// Beast, kept inside upstream.cc), on the pool's own I/O threads. The request body is sent as
+// given and the answer's body returned as received: the gateway never decodes tensors.
+//
+// A request sent on a kept-alive connection that the node had closed meanwhile (the read sees
+// the end of the stream before any byte of an answer) is sent again once on a new connection,
+// as browsers and proxies do; every other failure is the caller's to retry or not.
+//
+// Thread-safety: Send may be called from any thread; `done` runs on a pool thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dais/status.h"
+
+namespace dais::gateway {
+
+struct UpstreamRequest {
+  std::string method = "POST";
+  std::string target;  // path and query
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+struct UpstreamResponse {
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-case
+  std::string body;
+};
+
+struct UpstreamResult {
+  // Unavailable: no connection (nothing was sent; safe to try another node); DeadlineExceeded;
+  // Internal: the connection failed after the request went out, or the answer was malformed.
+  Status status;
+  bool connect_failed = false;
+  UpstreamResponse response;
+};
+
+struct UpstreamOptions {
+  int threads = 2;
+  size_t max_idle_per_address = 64;
+  uint64_t max_response_bytes = 256ull << 20;
+};
+
+class UpstreamPool {
+ public:
+  explicit UpstreamPool(UpstreamOptions options = {});
+  ~UpstreamPool();  // stops the threads; pending sends complete with an error
+  UpstreamPool(const UpstreamPool&) = delete;
+  UpstreamPool& operator=(const UpstreamPool&) = delete;
+
+  // Sends `request` to `address` ("host:port", host an IPv4/IPv6 literal or a name resolved on
+  // first use) and calls `done` once with the result.
+  void Send(const std::string& address, UpstreamRequest request,
+            std::function<void(UpstreamResult)> done);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dais::gateway

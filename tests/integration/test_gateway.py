@@ -1,0 +1,241 @@
+"""Issue 15, `dais gateway`: routes from etcd (weights, sticky users, A/B rules, a stable
+fallback), balancing with retries, JWT authentication and tenants with limits. Real etcd, real
+`dais node` processes serving two versions of mlp_small, a real gateway process; assignments are
+written straight to etcd (the scheduler has its own tests)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from cluster_util import TTL, Gateway, ctl, instances
+from conftest import wait_for
+
+X = {"INPUT__0": np.zeros((1, 16), dtype=np.float32)}
+
+
+def body():
+    return {"inputs": [{"name": "INPUT__0", "shape": [1, 16], "datatype": "FP32",
+                        "data": [0.0] * 16}]}
+
+
+@pytest.fixture
+def two_versions(etcd_server, start_server, repo_copy):
+    """n1 serves mlp_small version 1, n2 version 2 (a copy of 1), both READY in etcd."""
+    shutil.copytree(repo_copy / "mlp_small" / "1", repo_copy / "mlp_small" / "2")
+    nodes = {}
+    for node, version in (("n1", 1), ("n2", 2)):
+        nodes[node] = start_server(repo_copy, "--etcd", etcd_server.endpoint, "--node-id", node,
+                                   "--lease-ttl-secs", str(TTL), command="node")
+        etcd_server.ctl("put", f"/dais/assignments/{node}/mlp_small", json.dumps(
+            {"deployment": f"ranker-v{version}", "model": "mlp_small", "version": version}))
+    wait_for(lambda: sorted((i["node"], i["version"], i["state"]) for i in
+                            instances(etcd_server, "mlp_small").values()) ==
+             [("n1", "1", "READY"), ("n2", "2", "READY")], 60, "v1 on n1 and v2 on n2 READY")
+    return nodes
+
+
+@pytest.fixture
+def gateway(etcd_server, dais_bin, tmp_path):
+    started = []
+
+    def start(*extra, name="g1"):
+        g = Gateway(dais_bin, etcd_server, tmp_path, *extra, name=name)
+        started.append(g)
+        wait_for(lambda: requests.get(g.url + "/v2/health/ready", timeout=5).status_code == 200,
+                 20, "the gateway ready")
+        return g
+
+    yield start
+    for g in started:
+        g.stop()
+        print(f"--- gateway log:\n{g.log()[-3000:]}")
+
+
+def apply_route(dais_bin, etcd, tmp_path, text):
+    path = tmp_path / f"route-{time.monotonic_ns()}.yaml"
+    path.write_text(text)
+    return ctl(dais_bin, etcd, "apply", "-f", str(path))
+
+
+CANARY = """kind: route
+name: ranker
+model: mlp_small
+versions: [{version: 1, weight: 90}, {version: 2, weight: 10}]
+stable: 1
+sticky_header: x-user
+match: [{header: x-group, value: beta, version: 2}]
+"""
+
+
+def test_weights_sticky_users_rules_and_path_versions(two_versions, etcd_server, gateway,
+                                                      dais_bin, tmp_path):
+    apply_route(dais_bin, etcd_server, tmp_path, CANARY)
+    g = gateway()
+    url = g.url + "/v2/models/ranker/infer"
+    s = requests.Session()
+    wait_for(lambda: s.post(url, json=body(), timeout=5).status_code == 200, 20, "the route")
+    counts = {"1": 0, "2": 0}
+    n = 4000
+    for _ in range(n):
+        r = s.post(url, json=body(), timeout=5)
+        assert r.status_code == 200, r.text
+        counts[r.headers["x-dais-version"]] += 1
+        assert r.headers["x-dais-node"] == {"1": "n1", "2": "n2"}[r.headers["x-dais-version"]]
+    share = counts["2"] / n
+    print(f"canary share over {n} requests: {share:.3%} (configured 10 %)")
+    assert abs(share - 0.10) <= 0.02, counts
+    # Sticky users: 300 users, 3 requests each, never change version.
+    seen = {}
+    for u in range(300):
+        for _ in range(3):
+            r = s.post(url, json=body(), headers={"x-user": f"user-{u}"}, timeout=5)
+            seen.setdefault(u, set()).add(r.headers["x-dais-version"])
+    assert all(len(v) == 1 for v in seen.values()), "a sticky user changed version"
+    on_canary = sum(v == {"2"} for v in seen.values())
+    assert 10 <= on_canary <= 60, on_canary
+    # A/B rule and an explicit version.
+    r = s.post(url, json=body(), headers={"x-group": "beta"}, timeout=5)
+    assert r.headers["x-dais-version"] == "2"
+    r = s.post(g.url + "/v2/models/ranker/versions/2/infer", json=body(), timeout=5)
+    assert r.status_code == 200 and r.headers["x-dais-version"] == "2"
+    # Metadata and readiness pass through; an unknown alias is 404 naming it.
+    assert s.get(g.url + "/v2/models/ranker/ready", timeout=5).status_code == 200
+    assert s.get(g.url + "/v2/models/ranker", timeout=5).json()["name"] == "mlp_small"
+    r = s.post(g.url + "/v2/models/nosuch/infer", json=body(), timeout=5)
+    assert r.status_code == 404 and "nosuch" in r.json()["error"]
+    metrics = s.get(g.url + "/metrics", timeout=5).text
+    assert 'dais_gateway_requests_total{route="ranker",version="2",tenant="anonymous",code="200"}' \
+        in metrics
+
+
+def test_a_killed_node_falls_back_to_the_stable_version(two_versions, etcd_server, gateway,
+                                                        dais_bin, tmp_path):
+    apply_route(dais_bin, etcd_server, tmp_path, CANARY.replace("weight: 90", "weight: 50")
+                .replace("weight: 10", "weight: 50"))
+    g = gateway("--eject-after", "2")
+    url = g.url + "/v2/models/ranker/infer"
+    s = requests.Session()
+    wait_for(lambda: s.post(url, json=body(), timeout=5).status_code == 200, 20, "the route")
+    two_versions["n2"].signal(signal.SIGKILL)  # v2's only node; etcd still says READY for a TTL
+    two_versions["n2"].wait(10)  # dead: a request sent while it was dying could be lost
+    failures, fallbacks = [], 0
+    for _ in range(200):
+        r = s.post(url, json=body(), timeout=10)
+        if r.status_code != 200:
+            failures.append((r.status_code, r.text))
+        if r.status_code == 200:
+            assert r.headers["x-dais-version"] == "1"
+            fallbacks += r.headers.get("x-dais-fallback") == "stable"
+    assert not failures, f"nothing was in flight on n2 when it died: no request may fail {failures}"
+    assert fallbacks > 0
+    metrics = s.get(g.url + "/metrics", timeout=5).text
+    assert 'dais_gateway_fallbacks_total{route="ranker"}' in metrics
+    assert 'outcome="connect_failed"' in metrics
+
+
+def jwk_hs(kid, secret):
+    return {"kty": "oct", "kid": kid, "alg": "HS256",
+            "k": base64.urlsafe_b64encode(secret).rstrip(b"=").decode()}
+
+
+def test_jwt_authentication_tenants_and_limits(two_versions, etcd_server, gateway, dais_bin,
+                                               tmp_path):
+    import jwt  # Debian python3-jwt (scripts/setup.sh installs it)
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    secret = os.urandom(32)
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pub = rsa_key.public_key().public_numbers()
+
+    def b64(n):
+        raw = n.to_bytes((n.bit_length() + 7) // 8, "big")
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [
+        jwk_hs("hs-1", secret),
+        {"kty": "RSA", "kid": "rs-1", "alg": "RS256", "n": b64(pub.n), "e": b64(pub.e)}]}))
+    apply_route(dais_bin, etcd_server, tmp_path, CANARY)
+    apply_route(dais_bin, etcd_server, tmp_path, "kind: tenant\nname: shop\nmodels: [ranker]\n"
+                "requests_per_second: 2\nburst: 5\n")
+    apply_route(dais_bin, etcd_server, tmp_path, "kind: tenant\nname: lab\nmodels: [other]\n")
+    g = gateway("--jwks", str(jwks), "--jwt-issuer", "https://id.example", "--jwt-audience", "dais")
+    url = g.url + "/v2/models/ranker/infer"
+    now = int(time.time())
+    claims = {"iss": "https://id.example", "aud": "dais", "exp": now + 600, "tenant": "shop",
+              "sub": "u1"}
+
+    def call(token, **kw):
+        headers = {} if token is None else {"authorization": f"Bearer {token}"}
+        return requests.post(url, json=body(), headers=headers, timeout=5, **kw)
+
+    rs = jwt.encode(claims, rsa_key, algorithm="RS256", headers={"kid": "rs-1"})
+    wait_for(lambda: call(rs).status_code == 200, 20, "an RS256 token accepted")
+    # The attack set: each refused with 401 naming the reason, never forwarded.
+    cases = {
+        "missing": None,
+        "expired": jwt.encode({**claims, "exp": now - 3600}, secret, algorithm="HS256",
+                              headers={"kid": "hs-1"}),
+        "wrong_audience": jwt.encode({**claims, "aud": "other"}, secret, algorithm="HS256",
+                                     headers={"kid": "hs-1"}),
+        "wrong_issuer": jwt.encode({**claims, "iss": "evil"}, secret, algorithm="HS256",
+                                   headers={"kid": "hs-1"}),
+        "unsupported_alg": jwt.encode(claims, None, algorithm="none", headers={"kid": "hs-1"}),
+        "bad_signature": jwt.encode(claims, os.urandom(32), algorithm="HS256",
+                                    headers={"kid": "hs-1"}),
+        "unknown_key": jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "nope"}),
+        "alg_mismatch": jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "rs-1"}),
+        "no_tenant": jwt.encode({k: v for k, v in claims.items() if k != "tenant"}, secret,
+                                algorithm="HS256", headers={"kid": "hs-1"}),
+    }
+    for reason, token in cases.items():
+        r = call(token)
+        assert r.status_code == 401, (reason, r.status_code, r.text)
+        assert reason in r.headers.get("www-authenticate", ""), (reason, r.headers)
+    metrics = requests.get(g.url + "/metrics", timeout=5).text
+    for reason in cases:
+        assert f'dais_gateway_auth_failures_total{{reason="{reason}"}} 1' in metrics, reason
+    # A tenant may only call its models; an unknown tenant is refused.
+    lab = jwt.encode({**claims, "tenant": "lab"}, secret, algorithm="HS256", headers={"kid": "hs-1"})
+    r = call(lab)
+    assert r.status_code == 403 and "may not call 'ranker'" in r.json()["error"]
+    ghost = jwt.encode({**claims, "tenant": "ghost"}, secret, algorithm="HS256",
+                       headers={"kid": "hs-1"})
+    assert call(ghost).status_code == 403
+    # The token bucket: burst 5 at 2/s, then 429 with Retry-After.
+    hs = jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "hs-1"})
+    codes = [call(hs).status_code for _ in range(12)]
+    assert 429 in codes and codes.count(200) <= 7, codes
+    limited = next(r for r in (call(hs) for _ in range(5)) if r.status_code == 429)
+    assert int(limited.headers["retry-after"]) >= 1
+    assert 'dais_gateway_rate_limited_total{tenant="shop"}' in requests.get(
+        g.url + "/metrics", timeout=5).text
+    # The JWKS file is reloaded when it changes: a new key works without a restart.
+    secret2 = os.urandom(32)
+    jwks.write_text(json.dumps({"keys": [jwk_hs("hs-2", secret2)]}))
+    token2 = jwt.encode({**claims, "tenant": "lab"}, secret2, algorithm="HS256",
+                        headers={"kid": "hs-2"})
+    wait_for(lambda: call(token2).status_code == 403, 10, "the new key accepted (lab: 403)")
+
+
+def test_bad_routes_and_tenants_are_refused_naming_the_field(etcd_server, dais_bin, tmp_path):
+    for text, why in [
+        ("kind: route\nname: r\nversions: [{version: 1, weight: 80}]\n", "sum to 80"),
+        ("kind: route\nname: r\nversions: [{version: 1, weight: 100}]\nstable: 3\n", "stable"),
+        ("kind: tenant\nname: t\nrequests_per_second: -1\n", "requests_per_second"),
+        ("kind: gizmo\nname: x\n", "kind: 'gizmo'"),
+    ]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+        r = ctl(dais_bin, etcd_server, "apply", "-f", str(path), check=False)
+        assert r.returncode != 0 and why in r.stderr, (text, r.stderr)
+    assert etcd_server.get_prefix("/dais/routes/") == {}
+    assert etcd_server.get_prefix("/dais/tenants/") == {}
