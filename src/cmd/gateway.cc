@@ -46,8 +46,10 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
                   "Retries may add at most this share of the requests of the last 10 s.")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  cmd->add_option("--upstream-threads", o->upstream_threads, "Threads talking to the nodes.")
-      ->check(CLI::Range(1, 64))
+  cmd->add_option("--upstream-threads", o->upstream_threads,
+                  "Threads of their own for the connections to the nodes; 0: the HTTP threads "
+                  "(a request goes out from the thread that received it).")
+      ->check(CLI::Range(0, 64))
       ->capture_default_str();
   cmd->add_option("--eject-after", o->eject_after,
                   "Consecutive failures that eject a node (1 s, doubling up to 30 s).")
@@ -73,19 +75,23 @@ int RunGateway(const GatewayCliOptions& o) {
   go.retry_budget = o.retry_budget;
   go.upstream_threads = o.upstream_threads;
   go.balancer.eject_after = o.eject_after;
-  gateway::Gateway gw(go);
-  if (Status s = gw.Start(); !s.ok()) {
-    LOG_ERROR("dais gateway: {}", s.message());
-    return 2;
-  }
   frontends::http::ServerOptions so;
   so.address = o.http_address;
   so.port = o.http_port;
   so.threads = o.http_threads;
   so.listener = "gateway";
-  frontends::http::Server http(so, [&gw](frontends::http::Request r, frontends::http::Responder w) {
-    gw.Handle(std::move(r), std::move(w));
-  });
+  gateway::Gateway* handler = nullptr;  // set before the server starts
+  frontends::http::Server http(
+      so, [&handler](frontends::http::Request r, frontends::http::Responder w) {
+        handler->Handle(std::move(r), std::move(w));
+      });
+  // Requests to the nodes go out on the HTTP threads (no hand-off) unless threads are asked for.
+  gateway::Gateway gw(go, o.upstream_threads > 0 ? nullptr : &http.io_context());
+  handler = &gw;
+  if (Status s = gw.Start(); !s.ok()) {
+    LOG_ERROR("dais gateway: {}", s.message());
+    return 2;
+  }
   if (Status s = http.Start(); !s.ok()) {
     LOG_ERROR("dais gateway: --http-port: {}", s.message());
     return 2;

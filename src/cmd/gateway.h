@@ -24,7 +24,7 @@ struct GatewayCliOptions {
   std::string tenant_claim = "tenant";
   int max_tries = 3;
   double retry_budget = 0.2;
-  int upstream_threads = 2;
+  int upstream_threads = 0;  // 0: the HTTP server's threads
   int eject_after = 5;
 };
 

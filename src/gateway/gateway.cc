@@ -109,11 +109,13 @@ std::string Lower(std::string s) {
 }  // namespace
 
 struct Gateway::Impl {
-  explicit Impl(GatewayOptions o)
+  Impl(GatewayOptions o, boost::asio::io_context* io)
       : options(std::move(o)),
         balancer(options.balancer),
         budget(options.retry_budget),
-        pool(UpstreamOptions{options.upstream_threads, 64, 256ull << 20}) {}
+        pool(io != nullptr
+                 ? UpstreamPool(io, UpstreamOptions{0, 256, 256ull << 20})
+                 : UpstreamPool(UpstreamOptions{options.upstream_threads, 256, 256ull << 20})) {}
 
   // One request on its way through the tries.
   struct Call {
@@ -390,7 +392,8 @@ void Gateway::Impl::Answer(const std::shared_ptr<Call>& call, Response response,
   call->respond(std::move(response));
 }
 
-Gateway::Gateway(GatewayOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Gateway::Gateway(GatewayOptions options, boost::asio::io_context* io)
+    : impl_(std::make_unique<Impl>(std::move(options), io)) {}
 
 Gateway::~Gateway() { Stop(); }
 

@@ -24,6 +24,10 @@
 #include "gateway/balancer.h"
 #include "gateway/jwt.h"
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace dais::gateway {
 
 struct GatewayOptions {
@@ -39,7 +43,9 @@ struct GatewayOptions {
 
 class Gateway {
  public:
-  explicit Gateway(GatewayOptions options);
+  // `io` (borrowed, may be null): the io_context of the HTTP server that calls Handle; requests
+  // to the nodes then run on its threads. Null: the gateway runs threads of its own for them.
+  explicit Gateway(GatewayOptions options, boost::asio::io_context* io = nullptr);
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;

@@ -17,10 +17,15 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 
 struct UpstreamPool::Impl {
-  explicit Impl(UpstreamOptions o) : options(o), work(net::make_work_guard(io)) {}
+  Impl(net::io_context* external, UpstreamOptions o)
+      : options(o),
+        owned(external ? nullptr : std::make_unique<net::io_context>()),
+        io(external ? *external : *owned),
+        work(net::make_work_guard(io)) {}
 
   UpstreamOptions options;
-  net::io_context io;
+  std::unique_ptr<net::io_context> owned;
+  net::io_context& io;
   net::executor_work_guard<net::io_context::executor_type> work;
   std::vector<std::thread> threads;
   Mutex mu;
@@ -186,16 +191,22 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
 }  // namespace
 
-UpstreamPool::UpstreamPool(UpstreamOptions options) : impl_(std::make_unique<Impl>(options)) {
+UpstreamPool::UpstreamPool(UpstreamOptions options)
+    : impl_(std::make_unique<Impl>(nullptr, options)) {
   for (int i = 0; i < std::max(1, options.threads); ++i) {
     impl_->threads.emplace_back([this] { impl_->io.run(); });
   }
 }
 
+UpstreamPool::UpstreamPool(net::io_context* io, UpstreamOptions options)
+    : impl_(std::make_unique<Impl>(io, options)) {}
+
 UpstreamPool::~UpstreamPool() {
   impl_->work.reset();
-  impl_->io.stop();
-  for (auto& t : impl_->threads) t.join();
+  if (impl_->owned) {
+    impl_->io.stop();
+    for (auto& t : impl_->threads) t.join();
+  }
   MutexLock l(&impl_->mu);
   impl_->idle.clear();
 }
@@ -204,7 +215,8 @@ void UpstreamPool::Send(const std::string& address, UpstreamRequest request,
                         std::function<void(UpstreamResult)> done) {
   auto exchange =
       std::make_shared<Exchange>(impl_.get(), address, std::move(request), std::move(done));
-  net::post(impl_->io, [exchange] { exchange->Start(); });
+  // defer: from a handler of the same io_context it runs next on this very thread.
+  net::defer(impl_->io, [exchange] { exchange->Start(); });
 }
 
 }  // namespace dais::gateway

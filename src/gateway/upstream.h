@@ -6,7 +6,7 @@
 // the end of the stream before any byte of an answer) is sent again once on a new connection,
 // as browsers and proxies do; every other failure is the caller's to retry or not.
 //
-// Thread-safety: Send may be called from any thread; `done` runs on a pool thread.
+// Thread-safety: Send may be called from any thread; `done` runs on a thread of the io_context.
 #pragma once
 
 #include <chrono>
@@ -17,6 +17,10 @@
 #include <vector>
 
 #include "dais/status.h"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace dais::gateway {
 
@@ -43,7 +47,7 @@ struct UpstreamResult {
 };
 
 struct UpstreamOptions {
-  int threads = 2;
+  int threads = 2;  // with an io_context of its own
   size_t max_idle_per_address = 64;
   uint64_t max_response_bytes = 256ull << 20;
 };
@@ -51,6 +55,9 @@ struct UpstreamOptions {
 class UpstreamPool {
  public:
   explicit UpstreamPool(UpstreamOptions options = {});
+  // On `io` (borrowed; run by its owner's threads, e.g. the gateway's HTTP server): a request
+  // then goes out from the thread that received it, no hand-off to another thread.
+  UpstreamPool(boost::asio::io_context* io, UpstreamOptions options);
   ~UpstreamPool();  // stops the threads; pending sends complete with an error
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;

@@ -325,6 +325,8 @@ Status Server::Start() {
 
 void Server::Post(std::function<void()> fn) { net::post(impl_->listener.ioc(), std::move(fn)); }
 
+net::io_context& Server::io_context() { return impl_->listener.ioc(); }
+
 void Server::StopAccepting() { impl_->listener.StopAccepting(); }
 
 void Server::Stop() {

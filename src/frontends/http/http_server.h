@@ -21,6 +21,10 @@
 #include "dais/status.h"
 #include "frontends/endpoint.h"
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace dais::frontends::http {
 
 struct Request {
@@ -72,6 +76,9 @@ class Server {
   int port() const { return port_; }
   // Runs `fn` on an I/O thread (used to move response encoding off runtime threads).
   void Post(std::function<void()> fn);
+  // The io_context the I/O threads run (from construction on), for components that do their own
+  // asynchronous I/O on the same threads (the gateway's connections to the nodes).
+  boost::asio::io_context& io_context();
   // Stops accepting new connections; open ones keep being served.
   void StopAccepting();
   // Stops everything and joins the I/O threads.

@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""Gateway overhead (issue 15): one `dais node` serving mlp_small, and in front of it, in the
+same run, `dais gateway` (a route with one version) and nginx (Debian's nginx-light, proxy_pass
+with an upstream keep-alive pool, 2 workers). wrk posts a batch-1 KServe v2 JSON request:
+
+The node's mlp_small runs with max_queue_delay_microseconds 0 (a copy of the example).
+
+  - concurrency 1: p50 / p99 direct, through nginx, through the gateway; added p50 of each
+    proxy over the direct path. Goal: the gateway adds no more p50 than nginx.
+  - concurrency 64: requests/s through each; goal: gateway / nginx >= 1.0.
+
+usage: bench/gateway_bench.py [--seconds 10] [--build build/release]
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import repo_with_queue_delay, request_bodies, run_wrk  # noqa: E402
+from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
+
+NGINX_CONF = """worker_processes 2;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log;
+daemon off;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {tmp}/body;
+  proxy_temp_path {tmp}/proxy;
+  fastcgi_temp_path {tmp}/fastcgi;
+  uwsgi_temp_path {tmp}/uwsgi;
+  scgi_temp_path {tmp}/scgi;
+  upstream node {{ server 127.0.0.1:{node_port}; keepalive 128; }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://node;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }}
+  }}
+}}
+"""
+
+
+def log_port(path, pattern="ports: http="):
+    def find():
+        text = Path(path).read_text(errors="replace")
+        i = text.find(pattern)
+        return int(text[i + len(pattern):].split()[0]) if i >= 0 else None
+    return wait_for(find, 60, f"a port in {path}")
+
+
+def get_ok(url):
+    try:
+        return urllib.request.urlopen(url, timeout=2).status == 200
+    except OSError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--build", default=str(ROOT / "build/release"))
+    ap.add_argument("--gateway-args", default="", help="extra `dais gateway` flags")
+    ap.add_argument("--profile", help="perf record the gateway during its c=64 cell into this "
+                    "file (then: perf report -i FILE)")
+    args = ap.parse_args()
+    dais = str(Path(args.build) / "src/cmd/dais")
+    repo = ROOT / "examples/model_repository"
+    if not (repo / "mlp_small/1/model.pt").exists():
+        subprocess.run(["/usr/bin/python3", str(ROOT / "scripts/gen_models.py"), str(repo)],
+                       check=True)
+    tmp = Path(tempfile.mkdtemp(prefix="dais-gateway-bench-"))
+    # No batching delay: the proxies' own cost shows instead of the model's queue wait.
+    repo = Path(repo_with_queue_delay(str(repo), ["mlp_small"], 0, str(tmp / "repo-")))
+    procs = []
+
+    def start(cmd, log):
+        procs.append(subprocess.Popen(cmd, stdout=open(tmp / log, "wb"), stderr=subprocess.STDOUT))
+        return procs[-1]
+
+    try:
+        etcd_port, peer = free_port(), free_port()
+        etcd = f"127.0.0.1:{etcd_port}"
+        start(["etcd", "--name", "m", "--data-dir", str(tmp / "etcd"),
+               "--listen-client-urls", f"http://{etcd}", "--advertise-client-urls", f"http://{etcd}",
+               "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+               "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+               "--initial-cluster", f"m=http://127.0.0.1:{peer}"], "etcd.log")
+        wait_for(lambda: get_ok(f"http://{etcd}/health"), 30, "etcd")
+        start([dais, "node", "--model-repository", str(repo), "--http-port", "0", "--grpc-port",
+               "0", "--etcd", etcd, "--node-id", "n1"], "node.log")
+        node_port = log_port(tmp / "node.log")
+        subprocess.run([dais, "ctl", "--etcd", etcd, "apply", "-f", "/dev/stdin"], check=True,
+                       capture_output=True, input=b"kind: route\nname: ranker\nmodel: mlp_small\n"
+                       b"versions: [{version: 1, weight: 100}]\n")
+        subprocess.run(["etcdctl", "--endpoints", etcd, "put", "/dais/assignments/n1/mlp_small",
+                        json.dumps({"deployment": "d", "model": "mlp_small", "version": 1})],
+                       check=True, capture_output=True, env={"ETCDCTL_API": "3"})
+        wait_for(lambda: get_ok(f"http://127.0.0.1:{node_port}/v2/models/mlp_small/ready"), 60,
+                 "mlp_small READY on the node")
+        gateway = start([dais, "gateway", "--etcd", etcd, "--http-port", "0",
+                         *args.gateway_args.split()], "gateway.log")
+        gw_port = log_port(tmp / "gateway.log")
+        wait_for(lambda: get_ok(f"http://127.0.0.1:{gw_port}/v2/models/ranker/ready"), 30,
+                 "the gateway routing")
+        nginx_port = free_port()
+        for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (tmp / d).mkdir()
+        (tmp / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp, node_port=node_port,
+                                                          port=nginx_port))
+        start(["nginx", "-c", str(tmp / "nginx.conf"), "-p", str(tmp)], "nginx.log")
+        wait_for(lambda: get_ok(f"http://127.0.0.1:{nginx_port}/v2/models/mlp_small/ready"), 30,
+                 "nginx")
+        body, header_len = request_bodies(16)["json"]
+        targets = {
+            "direct": f"http://127.0.0.1:{node_port}/v2/models/mlp_small/infer",
+            "nginx": f"http://127.0.0.1:{nginx_port}/v2/models/mlp_small/infer",
+            "gateway": f"http://127.0.0.1:{gw_port}/v2/models/ranker/infer",
+        }
+        results = {}
+        for conc in (1, 64):
+            for name, url in targets.items():
+                run_wrk(url, body, header_len, conc, 2, str(tmp))  # warm-up
+                profiler = None
+                if args.profile and name == "gateway" and conc == 64:
+                    profiler = subprocess.Popen(
+                        ["perf", "record", "-g", "-p", str(gateway.pid), "-o", args.profile, "--",
+                         "sleep", str(args.seconds)], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
+                results[(name, conc)] = run_wrk(url, body, header_len, conc, args.seconds, str(tmp))
+                if profiler:
+                    profiler.wait()
+        print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, one node on "
+              f"loopback; {time.strftime('%Y-%m-%d')}\n")
+        print("| path | c=1 p50 µs | c=1 p99 µs | added p50 µs | c=64 req/s | c=64 p99 µs | "
+              "errors |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        base = results[("direct", 1)]["p50_us"]
+        for name in targets:
+            r1, r64 = results[(name, 1)], results[(name, 64)]
+            added = "" if name == "direct" else f"{r1['p50_us'] - base:+.0f}"
+            print(f"| {name} | {r1['p50_us']:.0f} | {r1['p99_us']:.0f} | {added} | "
+                  f"{r64['rps']:,.0f} | {r64['p99_us']:.0f} | {r1['errors'] + r64['errors']} |")
+        g, n = results[("gateway", 1)]["p50_us"] - base, results[("nginx", 1)]["p50_us"] - base
+        ratio = results[("gateway", 64)]["rps"] / results[("nginx", 64)]["rps"]
+        print(f"\ngateway added p50 {g:.0f} µs vs nginx {n:.0f} µs: goal (≤ nginx) "
+              f"{'met' if g <= n else 'NOT met'}; c=64 throughput gateway / nginx = {ratio:.2f} "
+              f"(goal ≥ 1.0: {'met' if ratio >= 1.0 else 'NOT met'})")
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        subprocess.run(["rm", "-rf", str(tmp), str(repo)])
+
+
+if __name__ == "__main__":
+    main()
