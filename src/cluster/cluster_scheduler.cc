@@ -162,6 +162,7 @@ bool ClusterScheduler::Campaign() {
   }
   lease_ = *lease;
   leader_revision_ = txn->revision;  // the key was created by this transaction
+  leader_revision_shared_.store(leader_revision_);
   SchedulerMetrics::Get().leader.Set(1);
   LOG_INFO("scheduler {}: leader (revision {})", options_.id, leader_revision_);
   pending_events_.push_back(NewEvent("leader", "", "", "became the leader"));
@@ -202,6 +203,7 @@ void ClusterScheduler::Loop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
 
 void ClusterScheduler::StepDown() {
   leader_revision_ = 0;
+  leader_revision_shared_.store(0);
   pending_events_.clear();
   SchedulerMetrics::Get().leader.Set(0);
 }

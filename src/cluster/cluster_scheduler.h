@@ -17,6 +17,7 @@
 // Threading: one loop thread plus the watches' threads; Stop joins them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -46,6 +47,9 @@ class ClusterScheduler {
   ~ClusterScheduler();
   Status Start();
   void Stop();
+  // The create revision of this replica's leadership key; 0 when it does not lead. Other
+  // leader-only work (the rollout controller) conditions its writes on it.
+  int64_t leader_revision() const { return leader_revision_shared_.load(); }
 
  private:
   // A prefix's keys and values as the watch last saw them.
@@ -96,7 +100,8 @@ class ClusterScheduler {
 
   // Loop thread only.
   int64_t lease_ = 0;
-  int64_t leader_revision_ = 0;                // create revision of our leader key; 0: not leader
+  int64_t leader_revision_ = 0;  // create revision of our leader key; 0: not leader
+  std::atomic<int64_t> leader_revision_shared_{0};  // the same, for other threads
   bool retry_ = false;                         // the last reconciliation's write did not reach etcd
   std::map<std::string, std::string> status_;  // deployment -> last status JSON written
   struct Backoff {

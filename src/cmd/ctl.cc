@@ -10,6 +10,7 @@
 #include "cluster/deployment.h"
 #include "cluster/events.h"
 #include "cluster/keys.h"
+#include "cmd/ctl_rollout.h"
 #include "cmd/ctl_watch.h"
 #include "common/json.h"
 #include "etcd/client.h"
@@ -294,6 +295,7 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
       "watch",
       "Live view: the instances, then each state change and scheduler event as it happens");
   watch->add_option("--for", o->watch_seconds, "Stop after this many seconds (default: Ctrl-C).");
+  AddRolloutCommands(cmd, &o->rollout);
   CLI::App* del = cmd->add_subcommand(
       "delete", "Delete a deployment (its instances are unloaded), a route or a tenant");
   del->add_option("what", o->what, "deployment | route | tenant")
@@ -312,6 +314,7 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
   if (command->get_subcommand("apply")->parsed()) return Apply(**client, o);
   if (command->get_subcommand("get")->parsed()) return Get(**client, o);
   if (command->get_subcommand("watch")->parsed()) return WatchCluster(**client, o.watch_seconds);
+  if (int rc = RunRolloutCommands(command, **client, o.rollout); rc >= 0) return rc;
   for (const char* verb : {"cordon", "drain", "uncordon"}) {
     if (!command->get_subcommand(verb)->parsed()) continue;
     const std::string key = std::string(cluster::kCordonedPrefix) + o.name;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cmd/ctl_rollout.h"
+
 namespace CLI {
 class App;
 }
@@ -19,6 +21,7 @@ struct CtlOptions {
   std::string name;
   std::string output = "table";  // -o table|json
   double watch_seconds = 0;      // watch --for; 0: until a signal
+  RolloutCliOptions rollout;
 };
 
 CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* options);

@@ -1,6 +1,7 @@
 #include "cmd/gateway.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +27,10 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
       ->capture_default_str();
   cmd->add_option("--http-thread-count", o->http_threads, "HTTP I/O threads (0: one per core).")
       ->check(CLI::Range(0, 256));
+  cmd->add_option("--id", o->id, "This gateway's name in etcd (default: host name and PID).");
+  cmd->add_option("--advertise-host", o->advertise_host,
+                  "Host the rollout analysis reaches this gateway's /metrics at.")
+      ->capture_default_str();
   cmd->add_option("--jwks", o->jwks,
                   "JWKS file of the keys that sign bearer tokens (each key pins its alg: HS256, "
                   "RS256 or ES256); reloaded when it changes. Without it authentication is off.");
@@ -97,6 +102,10 @@ int RunGateway(const GatewayCliOptions& o) {
     return 2;
   }
   LOG_INFO("ports: http={}", http.port());
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  gw.Register(o.id.empty() ? std::string(host) + "-" + std::to_string(getpid()) : o.id,
+              o.advertise_host + ":" + std::to_string(http.port()));
   LOG_INFO("dais gateway started (etcd {})", o.etcd.front());
   int sig = 0;
   sigwait(&stop, &sig);

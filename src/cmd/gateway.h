@@ -26,6 +26,8 @@ struct GatewayCliOptions {
   double retry_budget = 0.2;
   int upstream_threads = 0;  // 0: the HTTP server's threads
   int eject_after = 5;
+  std::string id;
+  std::string advertise_host = "127.0.0.1";
 };
 
 CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* options);

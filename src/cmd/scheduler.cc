@@ -12,6 +12,7 @@
 #include <signal.h>
 
 #include "cluster/cluster_scheduler.h"
+#include "gateway/rollout_controller.h"
 #endif
 #include "frontends/http/http_server.h"
 #include "metrics/registry.h"
@@ -167,10 +168,17 @@ int RunLive(const SchedulerCliOptions& o) {
     LOG_ERROR("dais scheduler: {}", s.message());
     return 2;
   }
+  gateway::RolloutController rollouts(
+      o.etcd, [&scheduler] { return scheduler.leader_revision(); }, "/dais/scheduler/leader");
+  if (Status s = rollouts.Start(); !s.ok()) {
+    LOG_ERROR("dais scheduler: rollouts: {}", s.message());
+    return 2;
+  }
   LOG_INFO("dais scheduler {} started (policy {}, lease {} s, etcd {})", o.id, o.policy,
            o.lease_ttl_secs, o.etcd.front());
   int sig = 0;
   sigwait(&stop, &sig);
+  rollouts.Stop();
   scheduler.Stop();
   if (metrics) metrics->Stop();
   LOG_INFO("dais scheduler {} stopped", o.id);

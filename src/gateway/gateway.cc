@@ -17,6 +17,7 @@
 #include "etcd/watch.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/rate_limit.h"
+#include "gateway/rollout.h"
 #include "gateway/route.h"
 #include "gateway/tenant.h"
 #include "gateway/upstream.h"
@@ -156,6 +157,7 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<etcd::Watcher>> watchers;
   std::atomic<int> snapshots{0};
   std::thread reloader;
+  std::thread registration;
   std::atomic<bool> stop{false};
 
   Mutex mu;
@@ -429,10 +431,32 @@ Status Gateway::Start() {
   return OkStatus();
 }
 
+void Gateway::Register(const std::string& id, const std::string& http_endpoint) {
+  Impl& g = *impl_;
+  g.registration = std::thread([&g, key = std::string(kGatewaysPrefix) + id,
+                                value = "{\"http\":\"" + http_endpoint + "\"}"] {
+    int64_t lease = 0;
+    while (!g.stop.load()) {
+      if (lease != 0 && g.client->KeepAliveOnce(lease).status().code() == StatusCode::kNotFound) {
+        lease = 0;  // expired while etcd was away: register again
+      }
+      if (lease == 0) {
+        auto granted = g.client->GrantLease(10);
+        if (granted.ok() && g.client->Put(key, value, *granted).ok()) lease = *granted;
+      }
+      for (int i = 0; i < 30 && !g.stop.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    if (lease != 0) (void)g.client->RevokeLease(lease);
+  });
+}
+
 void Gateway::Stop() {
   Impl& g = *impl_;
   if (g.stop.exchange(true)) return;
   if (g.reloader.joinable()) g.reloader.join();
+  if (g.registration.joinable()) g.registration.join();
   g.watchers.clear();
 }
 

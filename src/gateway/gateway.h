@@ -54,6 +54,9 @@ class Gateway {
   // (etcd away is not: the gateway is not ready until it has seen the cluster once).
   Status Start();
   void Stop();
+  // Registers /dais/gateways/<id> = {"http": endpoint} under a lease of 10 s (renewed), so that
+  // the rollout analysis finds this gateway's /metrics. Call after Start.
+  void Register(const std::string& id, const std::string& http_endpoint);
   // The frontends::http::Handler.
   void Handle(frontends::http::Request request, frontends::http::Responder respond);
   // True once every watch delivered its first snapshot.

@@ -1,0 +1,233 @@
+#include "cmd/ctl_rollout.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+
+#include "fmt/format.h"
+#include "gateway/rollout.h"
+#include "gateway/route.h"
+
+namespace dais::cmd {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "30s", "500ms", "2m", "1h" -> milliseconds; -1 when malformed.
+int64_t ParseDurationMs(const std::string& s) {
+  size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &end);
+  } catch (...) {
+    return -1;
+  }
+  const std::string unit = s.substr(end);
+  const double scale = unit == "ms"  ? 1
+                       : unit == "s" ? 1e3
+                       : unit == "m" ? 6e4
+                       : unit == "h" ? 3.6e6
+                                     : -1;
+  return scale < 0 || v < 0 ? -1 : static_cast<int64_t>(v * scale);
+}
+
+// "1%" or "0.01" -> 0.01; -1 when malformed.
+double ParseRate(const std::string& s) {
+  size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &end);
+  } catch (...) {
+    return -1;
+  }
+  if (s.substr(end) == "%") return v / 100;
+  return s.substr(end).empty() ? v : -1;
+}
+
+// The route and rollout records with their mod revisions (0: absent).
+struct Records {
+  std::string route, rollout;
+  int64_t route_revision = 0, rollout_revision = 0;
+};
+
+StatusOr<Records> Read(etcd::Client& c, const std::string& route) {
+  Records r;
+  ASSIGN_OR_RETURN(etcd::RangeResult a, c.Get(gateway::kRoutesPrefix + route));
+  ASSIGN_OR_RETURN(etcd::RangeResult b, c.Get(gateway::kRolloutsPrefix + route));
+  if (!a.kvs.empty()) {
+    r.route = a.kvs[0].value;
+    r.route_revision = a.kvs[0].mod_revision;
+  }
+  if (!b.kvs.empty()) {
+    r.rollout = b.kvs[0].value;
+    r.rollout_revision = b.kvs[0].mod_revision;
+  }
+  return r;
+}
+
+// Writes both records if neither changed since `read`.
+Status Write(etcd::Client& c, const Records& read, const std::string& route_name,
+             const std::string& rollout, const std::string& route) {
+  using etcd::Compare;
+  std::vector<Compare> unchanged = {
+      {gateway::kRoutesPrefix + route_name, Compare::Target::kModRevision, Compare::Op::kEqual,
+       read.route_revision, ""},
+      {gateway::kRolloutsPrefix + route_name, Compare::Target::kModRevision, Compare::Op::kEqual,
+       read.rollout_revision, ""}};
+  ASSIGN_OR_RETURN(
+      etcd::TxnResult t,
+      c.Txn(unchanged,
+            {{etcd::Op::Kind::kPut, gateway::kRolloutsPrefix + route_name, rollout, 0, false},
+             {etcd::Op::Kind::kPut, gateway::kRoutesPrefix + route_name, route, 0, false}}));
+  if (!t.succeeded) return FailedPrecondition("the route or its rollout changed meanwhile: try again");
+  return OkStatus();
+}
+
+int Start(etcd::Client& c, const RolloutCliOptions& o) {
+  auto read = Read(c, o.route);
+  if (!read.ok()) {
+    fmt::print(stderr, "dais ctl rollout start: {}\n", read.status().message());
+    return 1;
+  }
+  auto route = gateway::ParseRoute(read->route);
+  if (read->route.empty() || !route.ok()) {
+    fmt::print(stderr, "dais ctl rollout start: no route '{}' (dais ctl apply -f route.yaml)\n",
+               o.route);
+    return 2;
+  }
+  if (auto old = gateway::RolloutFromJson(read->rollout); old.ok() && old->state == "running") {
+    fmt::print(stderr, "dais ctl rollout start: {} is already rolling out v{} (step {} of {})\n",
+               o.route, old->to, old->step + 1, old->steps.size());
+    return 2;
+  }
+  gateway::Rollout r;
+  r.route = o.route;
+  r.from = route->stable;
+  r.to = o.to;
+  r.steps = o.steps;
+  r.interval_ms = ParseDurationMs(o.interval);
+  r.max_error_rate = ParseRate(o.max_error_rate);
+  r.max_p99_ms = o.max_p99_ms;
+  r.min_requests = o.min_requests;
+  r.step_started_ms = NowMs();
+  if (r.interval_ms < 0) {
+    fmt::print(stderr, "dais ctl rollout start: --interval '{}': e.g. 30s, 500ms, 2m\n",
+               o.interval);
+    return 2;
+  }
+  if (r.max_error_rate < 0) {
+    fmt::print(stderr, "dais ctl rollout start: --max-error-rate '{}': e.g. 1% or 0.01\n",
+               o.max_error_rate);
+    return 2;
+  }
+  if (Status s = gateway::ValidateRollout(r); !s.ok()) {
+    fmt::print(stderr, "dais ctl rollout start: {}\n", s.message());
+    return 2;
+  }
+  const gateway::RouteSpec next = gateway::RouteAtWeight(*route, r.from, r.to, r.steps[0]);
+  if (Status s = Write(c, *read, o.route, r.ToJson(), gateway::RouteToJson(next)); !s.ok()) {
+    fmt::print(stderr, "dais ctl rollout start: {}\n", s.message());
+    return 1;
+  }
+  fmt::print("rollout of {} v{} -> v{} started: {} % now, steps {} every {}\n", o.route, r.from,
+             r.to, r.steps[0], fmt::join(r.steps, ","), o.interval);
+  return 0;
+}
+
+int Rollback(etcd::Client& c, const RolloutCliOptions& o) {
+  auto read = Read(c, o.route);
+  if (!read.ok()) {
+    fmt::print(stderr, "dais ctl rollback: {}\n", read.status().message());
+    return 1;
+  }
+  auto r = gateway::RolloutFromJson(read->rollout);
+  auto route = gateway::ParseRoute(read->route);
+  if (!r.ok() || !route.ok()) {
+    fmt::print(stderr, "dais ctl rollback: no rollout of '{}' to roll back\n", o.route);
+    return 2;
+  }
+  if (r->state != "running" && r->state != "promoted") {
+    fmt::print(stderr, "dais ctl rollback: the rollout of {} is already {}\n", o.route, r->state);
+    return 2;
+  }
+  r->history.push_back({r->step, r->steps[static_cast<size_t>(r->step)], 0, 0, 0,
+                        "rolled back by dais ctl", NowMs()});
+  r->state = "aborted";
+  r->reason = "rolled back by dais ctl";
+  const gateway::RouteSpec back = gateway::RouteAtWeight(*route, r->from, r->to, 0);
+  if (Status s = Write(c, *read, o.route, r->ToJson(), gateway::RouteToJson(back)); !s.ok()) {
+    fmt::print(stderr, "dais ctl rollback: {}\n", s.message());
+    return 1;
+  }
+  fmt::print("{} rolled back to v{}\n", o.route, r->from);
+  return 0;
+}
+
+int Status_(etcd::Client& c, const RolloutCliOptions& o) {
+  auto read = Read(c, o.route);
+  auto r = read.ok() ? gateway::RolloutFromJson(read->rollout) : read.status();
+  if (!r.ok()) {
+    fmt::print(stderr, "dais ctl rollout status: no rollout of '{}'\n", o.route);
+    return 2;
+  }
+  fmt::print(
+      "route {}: v{} -> v{}, {}; step {} of {} ({} %), interval {} ms, limits: errors "
+      "{:.2f} %, p99 {} ms\n",
+      r->route, r->from, r->to, r->state, r->step + 1, r->steps.size(),
+      r->steps[static_cast<size_t>(r->step)], r->interval_ms, r->max_error_rate * 100,
+      r->max_p99_ms > 0 ? fmt::format("{:g}", r->max_p99_ms) : "unchecked");
+  if (!r->reason.empty()) fmt::print("reason: {}\n", r->reason);
+  fmt::print("{:<6} {:>7} {:>9} {:>9} {:>9}  {}\n", "STEP", "WEIGHT", "REQUESTS", "ERRORS",
+             "P99 MS", "DECISION");
+  for (const auto& h : r->history) {
+    fmt::print("{:<6} {:>6}% {:>9} {:>8.2f}% {:>9.1f}  {}\n", h.step + 1, h.weight, h.requests,
+               h.error_rate * 100, h.p99_ms, h.decision);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddRolloutCommands(CLI::App* ctl, RolloutCliOptions* o) {
+  CLI::App* rollout = ctl->add_subcommand(
+      "rollout",
+      "Progressive delivery of a route's new version, analysed and rolled back by itself");
+  rollout->require_subcommand(1);
+  CLI::App* start = rollout->add_subcommand(
+      "start", "Start moving ROUTE to --to in steps (the leading scheduler analyses each step)");
+  start->add_option("route", o->route, "The route (alias).")->required();
+  start->add_option("--to", o->to, "The new version.")->required();
+  start->add_option("--steps", o->steps, "The canary's weight per step, in %, ending at 100.")
+      ->delimiter(',')
+      ->capture_default_str();
+  start->add_option("--interval", o->interval, "How long each step must hold (30s, 500ms, 2m).")
+      ->capture_default_str();
+  start
+      ->add_option("--max-error-rate", o->max_error_rate,
+                   "5xx share of the canary that rolls back (1% or 0.01).")
+      ->capture_default_str();
+  start->add_option("--max-p99-ms", o->max_p99_ms, "Canary p99 that rolls back (0: unchecked).")
+      ->capture_default_str();
+  start
+      ->add_option("--min-requests", o->min_requests,
+                   "Canary requests a step needs before it is judged.")
+      ->capture_default_str();
+  CLI::App* status = rollout->add_subcommand("status", "The step, the figures, the decisions");
+  status->add_option("route", o->route, "The route (alias).")->required();
+  CLI::App* rollback = ctl->add_subcommand(
+      "rollback", "Send all of ROUTE's traffic back to the stable version now (ends its rollout)");
+  rollback->add_option("route", o->route, "The route (alias).")->required();
+}
+
+int RunRolloutCommands(CLI::App* ctl, etcd::Client& client, const RolloutCliOptions& o) {
+  if (ctl->get_subcommand("rollback")->parsed()) return Rollback(client, o);
+  CLI::App* rollout = ctl->get_subcommand("rollout");
+  if (!rollout->parsed()) return -1;
+  if (rollout->get_subcommand("start")->parsed()) return Start(client, o);
+  return Status_(client, o);
+}
+
+}  // namespace dais::cmd

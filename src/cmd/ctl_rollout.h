@@ -1,0 +1,31 @@
+// `dais ctl rollout start | status` and `dais ctl rollback` (gateway/rollout.h,
+// docs/gateway.md "Rollouts").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "etcd/client.h"
+
+namespace CLI {
+class App;
+}
+
+namespace dais::cmd {
+
+struct RolloutCliOptions {
+  std::string route;
+  int64_t to = 0;
+  std::vector<int> steps = {5, 25, 50, 100};
+  std::string interval = "30s";
+  std::string max_error_rate = "1%";
+  double max_p99_ms = 0;
+  int64_t min_requests = 20;
+};
+
+// Adds `rollout` (start, status) and `rollback` under `ctl`.
+void AddRolloutCommands(CLI::App* ctl, RolloutCliOptions* options);
+// -1 when neither command was given.
+int RunRolloutCommands(CLI::App* ctl, etcd::Client& client, const RolloutCliOptions& options);
+
+}  // namespace dais::cmd

@@ -1,0 +1,95 @@
+// Progressive delivery of a route's new version (docs/gateway.md, "Rollouts"): the canary's
+// weight steps up (5, 25, 50, 100 %), each step analysed on what the gateways measured for the
+// canary since the step began; a step whose error rate or p99 latency passes its limit rolls the
+// route back to the stable version at once, a step that held for its interval moves on, and the
+// last one promotes the canary to stable. Kept in etcd at /dais/rollouts/<route> (JSON), written
+// by `dais ctl rollout start` and then only by the leading scheduler's RolloutController, so a
+// gateway restart or a scheduler failover loses nothing.
+//
+// This file is the pure part: the record, its JSON, the decision, and the figures computed from
+// two scrapes of the gateways' Prometheus metrics. Thread-safety: values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dais/status.h"
+#include "gateway/route.h"
+
+namespace dais::gateway {
+
+inline constexpr const char* kRolloutsPrefix = "/dais/rollouts/";
+inline constexpr const char* kGatewaysPrefix = "/dais/gateways/";
+
+struct Rollout {
+  std::string route;
+  int64_t from = 0;                           // the stable version when the rollout started
+  int64_t to = 0;                             // the canary
+  std::vector<int> steps = {5, 25, 50, 100};  // the canary's weight per step, increasing
+  int64_t interval_ms = 30000;
+  double max_error_rate = 0.01;  // share of 5xx answers
+  double max_p99_ms = 0;         // 0: latency not checked
+  int64_t min_requests = 20;     // fewer in a step: not judged yet
+  // "running", "promoted", "rolled_back" (by the analysis), "aborted" (dais ctl rollback).
+  std::string state = "running";
+  int step = 0;
+  int64_t step_started_ms = 0;  // Unix time
+  std::string reason;
+  struct Record {
+    int step = 0;
+    int weight = 0;
+    int64_t requests = 0;
+    double error_rate = 0;
+    double p99_ms = 0;
+    std::string decision;
+    int64_t time_ms = 0;
+  };
+  std::vector<Record> history;
+
+  std::string ToJson() const;
+};
+
+// InvalidArgument naming the field (steps not increasing or not ending at 100, limits out of
+// range...).
+StatusOr<Rollout> RolloutFromJson(const std::string& json);
+Status ValidateRollout(const Rollout& r);
+
+// The route with the canary at `canary_weight` % (the stable version keeps the rest, the canary
+// listed last so sticky users already on it stay: route.h).
+RouteSpec RouteAtWeight(const RouteSpec& route, int64_t stable, int64_t canary, int canary_weight);
+
+// What the gateways measured for one route version between two scrapes.
+struct Figures {
+  int64_t requests = 0;
+  int64_t errors = 0;  // 5xx answers
+  double p99_ms = 0;   // from the duration histogram's buckets (upper bound of the bucket)
+  double error_rate() const { return requests > 0 ? double(errors) / double(requests) : 0; }
+};
+
+// The counters of one scrape that the analysis uses: per (route, version), requests by code
+// and the duration histogram's cumulative buckets.
+struct Scrape {
+  struct Series {
+    std::map<std::string, double> by_code;  // code -> requests
+    std::map<double, double> buckets;       // le -> cumulative count
+  };
+  std::map<std::pair<std::string, std::string>, Series> series;  // (route, version)
+};
+// Parses the Prometheus text exposition of a gateway (only dais_gateway_requests_total and
+// dais_gateway_request_duration_seconds_bucket are kept); malformed lines are skipped.
+Scrape ParseGatewayMetrics(const std::string& text);
+// Adds `b` into `a` (several gateways).
+void Merge(Scrape* a, const Scrape& b);
+Figures Delta(const Scrape& before, const Scrape& after, const std::string& route, int64_t version);
+
+struct Decision {
+  enum Kind { kWait, kNext, kPromote, kRollBack } kind = kWait;
+  std::string reason;
+};
+// A bad step rolls back as soon as it has min_requests; a good one moves on once its interval
+// has passed; the last good step promotes; too few requests at the end of the interval: wait.
+Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms);
+
+}  // namespace dais::gateway

@@ -1,0 +1,203 @@
+#include "gateway/rollout_controller.h"
+
+#include <rapidjson/document.h>
+
+#include <chrono>
+#include <future>
+
+#include "common/json.h"
+#include "common/logging.h"
+#include "gateway/upstream.h"
+
+namespace dais::gateway {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+RolloutController::RolloutController(std::vector<std::string> etcd_endpoints,
+                                     std::function<int64_t()> leader_revision,
+                                     std::string leader_key)
+    : endpoints_(std::move(etcd_endpoints)),
+      leader_revision_(std::move(leader_revision)),
+      leader_key_(std::move(leader_key)),
+      cv_(&mu_) {}
+
+RolloutController::~RolloutController() { Stop(); }
+
+Status RolloutController::Start() {
+  ASSIGN_OR_RETURN(client_, etcd::Client::Create({endpoints_}));
+  pool_ = std::make_unique<UpstreamPool>(UpstreamOptions{1, 16, 64ull << 20});
+  for (auto [prefix, view] :
+       {std::pair{kRolloutsPrefix, &rollouts_}, std::pair{kRoutesPrefix, &routes_},
+        std::pair{kGatewaysPrefix, &gateways_}}) {
+    etcd::Watcher::Callbacks cb;
+    cb.on_snapshot = [this, view = view](const etcd::RangeResult& r)
+                         DAIS_NO_THREAD_SAFETY_ANALYSIS {
+                           MutexLock l(&mu_);
+                           view->clear();
+                           for (const auto& kv : r.kvs) (*view)[kv.key] = kv.value;
+                         };
+    cb.on_events = [this, view = view](const std::vector<etcd::Event>& events)
+                       DAIS_NO_THREAD_SAFETY_ANALYSIS {
+                         MutexLock l(&mu_);
+                         for (const auto& e : events) {
+                           if (e.type == etcd::Event::Type::kPut) {
+                             (*view)[e.kv.key] = e.kv.value;
+                           } else {
+                             view->erase(e.kv.key);
+                           }
+                         }
+                         cv_.SignalAll();
+                       };
+    watchers_.push_back(std::make_unique<etcd::Watcher>(client_.get(), prefix, std::move(cb)));
+  }
+  thread_ = std::thread([this] { Loop(); });
+  return OkStatus();
+}
+
+void RolloutController::Stop() {
+  {
+    MutexLock l(&mu_);
+    if (stop_) return;
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+  watchers_.clear();
+  pool_.reset();
+}
+
+bool RolloutController::ScrapeGateways(Scrape* out) {
+  std::vector<std::string> addresses;
+  {
+    MutexLock l(&mu_);
+    for (const auto& [key, json] : gateways_) {
+      rapidjson::Document d;
+      if (json::ParseJson(json, &d).ok() && d.IsObject() && d.HasMember("http") &&
+          d["http"].IsString()) {
+        addresses.push_back(d["http"].GetString());
+      }
+    }
+  }
+  std::vector<std::future<UpstreamResult>> answers;
+  for (const std::string& a : addresses) {
+    auto p = std::make_shared<std::promise<UpstreamResult>>();
+    answers.push_back(p->get_future());
+    UpstreamRequest r;
+    r.method = "GET";
+    r.target = "/metrics";
+    r.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    pool_->Send(a, std::move(r), [p](UpstreamResult result) { p->set_value(std::move(result)); });
+  }
+  bool any = false;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    UpstreamResult r = answers[i].get();
+    if (!r.status.ok() || r.response.status != 200) {
+      LOG_WARNING("rollouts: gateway {} did not answer /metrics: {}", addresses[i],
+                  r.status.ok() ? "HTTP " + std::to_string(r.response.status) : r.status.message());
+      continue;
+    }
+    Merge(out, ParseGatewayMetrics(r.response.body));
+    any = true;
+  }
+  return any;
+}
+
+void RolloutController::Loop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
+  while (true) {
+    std::map<std::string, std::string> rollouts;
+    {
+      MutexLock l(&mu_);
+      if (stop_) return;
+      cv_.WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
+      if (stop_) return;
+      rollouts = rollouts_;
+    }
+    const int64_t revision = leader_revision_();
+    if (revision == 0) {
+      baselines_.clear();  // a later leadership measures afresh
+      continue;
+    }
+    for (const auto& [key, json] : rollouts) {
+      auto r = RolloutFromJson(json);
+      if (!r.ok()) {
+        LOG_WARNING("rollouts: ignoring {}: {}", key, r.status().message());
+        continue;
+      }
+      if (r->state == "running") Step(*r, revision);
+    }
+  }
+}
+
+void RolloutController::Step(const Rollout& current, int64_t revision) {
+  Scrape now;
+  if (!ScrapeGateways(&now)) return;  // no gateway: nothing measured, nothing decided
+  Baseline& base = baselines_[current.route];
+  if (base.step != current.step || base.step_started_ms != current.step_started_ms) {
+    base = Baseline{current.step, current.step_started_ms, std::move(now)};
+    return;
+  }
+  const Figures f = Delta(base.scrape, now, current.route, current.to);
+  const int64_t now_ms = NowMs();
+  const Decision d = Decide(current, f, now_ms);
+  if (d.kind == Decision::kWait) return;
+  std::string route_json;
+  {
+    MutexLock l(&mu_);
+    auto it = routes_.find(kRoutesPrefix + current.route);
+    if (it != routes_.end()) route_json = it->second;
+  }
+  auto route = ParseRoute(route_json);
+  if (!route.ok()) {
+    LOG_WARNING("rollouts: route {} is gone or invalid ({}): rollout left as is", current.route,
+                route.status().message());
+    return;
+  }
+  Rollout next = current;
+  const int weight = current.steps[static_cast<size_t>(current.step)];
+  const char* decision = d.kind == Decision::kRollBack  ? "rolled back"
+                         : d.kind == Decision::kPromote ? "promoted"
+                                                        : "next step";
+  next.history.push_back(
+      {current.step, weight, f.requests, f.error_rate(), f.p99_ms, decision, now_ms});
+  int new_weight = 0;
+  if (d.kind == Decision::kRollBack) {
+    next.state = "rolled_back";
+    next.reason = d.reason;
+  } else if (d.kind == Decision::kPromote) {
+    next.state = "promoted";
+    next.reason = d.reason;
+    new_weight = 100;
+  } else {
+    next.step = current.step + 1;
+    next.step_started_ms = now_ms;
+    new_weight = next.steps[static_cast<size_t>(next.step)];
+  }
+  const RouteSpec out = RouteAtWeight(*route, current.from, current.to, new_weight);
+  etcd::Compare mine{leader_key_, etcd::Compare::Target::kCreateRevision, etcd::Compare::Op::kEqual,
+                     revision, ""};
+  auto txn = client_->Txn(
+      {mine},
+      {etcd::Op{etcd::Op::Kind::kPut, kRolloutsPrefix + current.route, next.ToJson(), 0, false},
+       etcd::Op{etcd::Op::Kind::kPut, kRoutesPrefix + current.route, RouteToJson(out), 0, false}});
+  if (!txn.ok() || !txn->succeeded) {
+    LOG_WARNING("rollouts: {}: the write did not go through ({}); again next round", current.route,
+                txn.ok() ? "not the leader any more" : txn.status().message());
+    return;
+  }
+  if (d.kind == Decision::kRollBack) {
+    LOG_WARNING("rollouts: {}: v{} rolled back to v{}: {}", current.route, current.to, current.from,
+                d.reason);
+  } else {
+    LOG_INFO("rollouts: {}: v{} {} at {} % ({})", current.route, current.to, decision, new_weight,
+             d.reason);
+  }
+}
+
+}  // namespace dais::gateway

@@ -1,0 +1,68 @@
+// Drives the running rollouts (rollout.h) from the leading `dais scheduler`: every 250 ms it
+// scrapes the registered gateways' /metrics (/dais/gateways/<id>), computes the canary's figures
+// since its step began, and advances, promotes or rolls back. Its writes (the rollout record and
+// the route, in one transaction) are conditioned on the scheduler's leadership key, as the
+// placement's are: a deposed leader cannot step a rollout.
+//
+// A new leader measures the current step from its own first scrape (the step's figures restart;
+// the step's start time and the interval do not).
+//
+// Threading: one thread plus the watches'; Stop joins them.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "etcd/client.h"
+#include "etcd/watch.h"
+#include "gateway/rollout.h"
+
+namespace dais::gateway {
+
+class UpstreamPool;
+
+class RolloutController {
+ public:
+  // `leader_revision` returns the create revision of this replica's leadership key, 0 when it
+  // does not lead.
+  RolloutController(std::vector<std::string> etcd_endpoints,
+                    std::function<int64_t()> leader_revision, std::string leader_key);
+  ~RolloutController();
+  Status Start();
+  void Stop();
+
+ private:
+  void Loop();
+  void Step(const Rollout& r, int64_t revision);
+  // The merged metrics of every registered gateway; false when none answered.
+  bool ScrapeGateways(Scrape* out);
+
+  const std::vector<std::string> endpoints_;
+  const std::function<int64_t()> leader_revision_;
+  const std::string leader_key_;
+  std::unique_ptr<etcd::Client> client_;
+  std::unique_ptr<UpstreamPool> pool_;
+  std::vector<std::unique_ptr<etcd::Watcher>> watchers_;
+  std::thread thread_;
+
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ DAIS_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::string> rollouts_ DAIS_GUARDED_BY(mu_), routes_ DAIS_GUARDED_BY(mu_),
+      gateways_ DAIS_GUARDED_BY(mu_);
+
+  // Loop thread only: the scrape each running step is measured from.
+  struct Baseline {
+    int step = -1;
+    int64_t step_started_ms = 0;
+    Scrape scrape;
+  };
+  std::map<std::string, Baseline> baselines_;
+};
+
+}  // namespace dais::gateway

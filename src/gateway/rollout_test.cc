@@ -1,0 +1,111 @@
+#include "gateway/rollout.h"
+
+#include <gtest/gtest.h>
+
+#include "common/status_testing.h"
+
+namespace dais::gateway {
+namespace {
+
+Rollout Running() {
+  Rollout r;
+  r.route = "ranker";
+  r.from = 1;
+  r.to = 2;
+  r.steps = {10, 50, 100};
+  r.interval_ms = 1000;
+  r.max_error_rate = 0.05;
+  r.max_p99_ms = 100;
+  r.min_requests = 20;
+  r.step_started_ms = 10000;
+  return r;
+}
+
+constexpr const char* kScrapeA = R"(# HELP dais_gateway_requests_total x
+# TYPE dais_gateway_requests_total counter
+dais_gateway_requests_total{route="ranker",version="2",tenant="a",code="200"} 100
+dais_gateway_requests_total{route="ranker",version="2",tenant="a",code="503"} 1
+dais_gateway_requests_total{route="ranker",version="1",tenant="a",code="200"} 900
+dais_gateway_request_duration_seconds_bucket{route="ranker",version="2",le="0.01"} 90
+dais_gateway_request_duration_seconds_bucket{route="ranker",version="2",le="0.05"} 100
+dais_gateway_request_duration_seconds_bucket{route="ranker",version="2",le="+Inf"} 101
+garbage line {
+)";
+constexpr const char* kScrapeB =
+    R"(dais_gateway_requests_total{route="ranker",version="2",tenant="a",code="200"} 180
+dais_gateway_requests_total{route="ranker",version="2",tenant="a",code="503"} 21
+dais_gateway_request_duration_seconds_bucket{route="ranker",version="2",le="0.01"} 100
+dais_gateway_request_duration_seconds_bucket{route="ranker",version="2",le="0.05"} 150
+dais_gateway_request_duration_seconds_bucket{route="ranker",version="2",le="0.25"} 200
+dais_gateway_request_duration_seconds_bucket{route="ranker",version="2",le="+Inf"} 201
+)";
+
+TEST(RolloutTest, FiguresAreTheDeltaBetweenScrapes) {
+  const Scrape a = ParseGatewayMetrics(kScrapeA);
+  const Scrape b = ParseGatewayMetrics(kScrapeB);
+  const Figures f = Delta(a, b, "ranker", 2);
+  EXPECT_EQ(f.requests, 100);  // 80 OK + 20 errors
+  EXPECT_EQ(f.errors, 20);
+  EXPECT_DOUBLE_EQ(f.error_rate(), 0.2);
+  EXPECT_DOUBLE_EQ(f.p99_ms, 250);  // 99 of 100 new observations within 0.25 s
+  EXPECT_EQ(Delta(a, b, "ranker", 7).requests, 0);
+  Scrape two = a;
+  Merge(&two, a);
+  EXPECT_EQ(Delta(Scrape{}, two, "ranker", 1).requests, 1800);
+}
+
+TEST(RolloutTest, DecisionsRollBackAtOnceAdvanceAfterTheIntervalAndPromoteAtTheEnd) {
+  Rollout r = Running();
+  Figures good{100, 1, 20};
+  EXPECT_EQ(Decide(r, good, 10500).kind, Decision::kWait) << "the interval is not over";
+  EXPECT_EQ(Decide(r, good, 11000).kind, Decision::kNext);
+  Figures errors{100, 10, 20};
+  Decision d = Decide(r, errors, 10100);
+  EXPECT_EQ(d.kind, Decision::kRollBack) << "a bad step does not wait for its interval";
+  EXPECT_NE(d.reason.find("error rate 10.00 %"), std::string::npos) << d.reason;
+  Figures slow{100, 0, 300};
+  EXPECT_EQ(Decide(r, slow, 10100).kind, Decision::kRollBack);
+  Figures few{5, 5, 300};
+  EXPECT_EQ(Decide(r, few, 10100).kind, Decision::kWait) << "too few requests to judge";
+  d = Decide(r, few, 20000);
+  EXPECT_EQ(d.kind, Decision::kWait);
+  EXPECT_NE(d.reason.find("waiting for 20 requests"), std::string::npos);
+  r.step = 2;
+  EXPECT_EQ(Decide(r, good, 11000).kind, Decision::kPromote);
+}
+
+TEST(RolloutTest, RouteWeightsPerStep) {
+  ASSERT_OK_AND_ASSIGN(RouteSpec route,
+                       ParseRoute("name: ranker\nmodel: m\nversions: [{version: 1, weight: 100}]\n"
+                                  "match: [{header: g, value: b, version: 1}]"));
+  RouteSpec at10 = RouteAtWeight(route, 1, 2, 10);
+  ASSERT_EQ(at10.versions.size(), 2u);
+  EXPECT_EQ(at10.versions[1].version, 2) << "the canary last";
+  EXPECT_EQ(at10.versions[1].weight, 10);
+  EXPECT_EQ(at10.stable, 1);
+  RouteSpec done = RouteAtWeight(route, 1, 2, 100);
+  ASSERT_EQ(done.versions.size(), 1u);
+  EXPECT_EQ(done.stable, 2);
+  EXPECT_TRUE(done.match.empty()) << "a rule naming version 1 went with it";
+  ASSERT_OK(ParseRoute(RouteToJson(done)).status());
+  RouteSpec back = RouteAtWeight(route, 1, 2, 0);
+  ASSERT_EQ(back.versions.size(), 1u);
+  EXPECT_EQ(back.versions[0].version, 1);
+}
+
+TEST(RolloutTest, JsonRoundTripAndValidation) {
+  Rollout r = Running();
+  r.history.push_back({0, 10, 100, 0.01, 12.5, "next step", 11000});
+  ASSERT_OK_AND_ASSIGN(Rollout back, RolloutFromJson(r.ToJson()));
+  EXPECT_EQ(back.ToJson(), r.ToJson());
+  r.steps = {50, 25, 100};
+  EXPECT_NE(ValidateRollout(r).message().find("increasing"), std::string::npos);
+  r.steps = {10, 50};
+  EXPECT_NE(ValidateRollout(r).message().find("end at 100"), std::string::npos);
+  r = Running();
+  r.to = 1;
+  EXPECT_NE(ValidateRollout(r).message().find("already the stable"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dais::gateway

@@ -1,0 +1,153 @@
+"""Issue 15, rollouts: `dais ctl rollout start` steps a route's canary weight, the leading
+`dais scheduler` analyses each step on what the gateway measured and promotes the canary, or
+rolls a slow canary back by itself within one interval; `dais ctl rollback` acts at once. Real
+etcd, two `dais node` (mlp_small v1 and v2 as deployments), a scheduler and a gateway."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+
+from cluster_util import TTL, Gateway, Scheduler, apply, ctl, instances
+from conftest import wait_for
+
+BODY = {"inputs": [{"name": "INPUT__0", "shape": [1, 16], "datatype": "FP32",
+                    "data": [0.0] * 16}]}
+
+SLOW_MODEL = """
+import sys, torch
+class Slow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(16, 4))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.ones(400, 400)
+        for _ in range(12):
+            z = torch.mm(z, z) / 400.0
+        return torch.mm(x, self.w) + 0.0 * z.sum()
+torch.jit.script(Slow()).save(sys.argv[1])
+"""
+
+
+@pytest.fixture
+def rollout_cluster(etcd_server, start_server, repo_copy, dais_bin, tmp_path, request):
+    """mlp_small v1 and v2 (v2 slow when the test asks for it) as deployments on n1 / n2, a
+    scheduler, a gateway, and a route 'ranker' at v1 100 %."""
+    v2 = repo_copy / "mlp_small" / "2"
+    if getattr(request, "param", "") == "slow":
+        v2.mkdir()
+        script = tmp_path / "slow_model.py"  # TorchScript needs the class's source in a file
+        script.write_text(SLOW_MODEL)
+        subprocess.run(["/usr/bin/python3", str(script), str(v2 / "model.pt")], check=True,
+                       timeout=120)
+    else:
+        shutil.copytree(repo_copy / "mlp_small" / "1", v2)
+    for i in (1, 2):
+        start_server(repo_copy, "--etcd", etcd_server.endpoint, "--node-id", f"n{i}",
+                     "--lease-ttl-secs", str(TTL), command="node")
+    sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path)
+    for v in (1, 2):
+        apply(dais_bin, etcd_server, tmp_path,
+              f"name: ranker-v{v}\nmodel: mlp_small\nversion: {v}\nreplicas: 1\n")
+    wait_for(lambda: sorted((i["version"], i["state"]) for i in
+                            instances(etcd_server, "mlp_small").values()) ==
+             [("1", "READY"), ("2", "READY")], 60, "v1 and v2 READY")
+    apply(dais_bin, etcd_server, tmp_path,
+          "kind: route\nname: ranker\nmodel: mlp_small\nversions: [{version: 1, weight: 100}]\n")
+    gw = Gateway(dais_bin, etcd_server, tmp_path)
+    wait_for(lambda: etcd_server.get_prefix("/dais/gateways/"), 20, "the gateway registered")
+    wait_for(lambda: requests.post(gw.url + "/v2/models/ranker/infer", json=BODY,
+                                   timeout=5).status_code == 200, 20, "the route served")
+    yield {"etcd": etcd_server, "gateway": gw, "scheduler": sched}
+    gw.stop()
+    sched.stop()
+    print(f"--- scheduler log:\n{sched.log()[-4000:]}\n--- gateway log:\n{gw.log()[-2000:]}")
+
+
+class Traffic:
+    """Requests to the route from a thread until stopped; counts answers by version."""
+
+    def __init__(self, url):
+        self.url, self.stop_flag, self.versions, self.failures = url, False, {}, []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        s = requests.Session()
+        while not self.stop_flag:
+            r = s.post(self.url, json=BODY, timeout=10)
+            if r.status_code != 200:
+                self.failures.append((r.status_code, r.text))
+            else:
+                v = r.headers["x-dais-version"]
+                self.versions[v] = self.versions.get(v, 0) + 1
+
+    def stop(self):
+        self.stop_flag = True
+        self.thread.join(20)
+
+
+def rollout(etcd):
+    raw = etcd.get_prefix("/dais/rollouts/ranker").get("/dais/rollouts/ranker")
+    return json.loads(raw) if raw else None
+
+
+def route(etcd):
+    return json.loads(etcd.get_prefix("/dais/routes/ranker")["/dais/routes/ranker"])
+
+
+def test_a_good_canary_is_promoted_step_by_step(rollout_cluster, dais_bin):
+    etcd, gw = rollout_cluster["etcd"], rollout_cluster["gateway"]
+    traffic = Traffic(gw.url + "/v2/models/ranker/infer")
+    try:
+        out = ctl(dais_bin, etcd, "rollout", "start", "ranker", "--to", "2", "--steps", "20,60,100",
+                  "--interval", "1s", "--min-requests", "10", "--max-p99-ms", "500").stdout
+        assert "started: 20 %" in out, out
+        assert [v["weight"] for v in route(etcd)["versions"]] == [80, 20]
+        done = wait_for(lambda: (r := rollout(etcd)) and r["state"] != "running" and r, 60,
+                        "the rollout finished")
+    finally:
+        traffic.stop()
+    assert done["state"] == "promoted", done
+    assert [h["decision"] for h in done["history"]] == ["next step", "next step", "promoted"]
+    assert all(h["requests"] >= 10 for h in done["history"]), done["history"]
+    r = route(etcd)
+    assert r["versions"] == [{"version": 2, "weight": 100}] and r["stable"] == 2
+    assert not traffic.failures, traffic.failures[:3]
+    status = ctl(dais_bin, etcd, "rollout", "status", "ranker").stdout
+    assert "promoted" in status and "next step" in status, status
+    # A second start while one runs is refused; a finished one can be rolled back by hand.
+    out = ctl(dais_bin, etcd, "rollback", "ranker").stdout
+    assert "rolled back to v1" in out
+    assert route(etcd)["versions"] == [{"version": 1, "weight": 100}]
+    wait_for(lambda: requests.post(gw.url + "/v2/models/ranker/infer", json=BODY, timeout=5)
+             .headers.get("x-dais-version") == "1", 5, "the gateway on v1 again")
+
+
+@pytest.mark.parametrize("rollout_cluster", ["slow"], indirect=True)
+def test_a_slow_canary_is_rolled_back_within_one_interval(rollout_cluster, dais_bin):
+    etcd, gw = rollout_cluster["etcd"], rollout_cluster["gateway"]
+    traffic = Traffic(gw.url + "/v2/models/ranker/infer")
+    try:
+        ctl(dais_bin, etcd, "rollout", "start", "ranker", "--to", "2", "--steps", "50,100",
+            "--interval", "20s", "--min-requests", "5", "--max-p99-ms", "25")
+        t0 = time.monotonic()
+        done = wait_for(lambda: (r := rollout(etcd)) and r["state"] != "running" and r, 60,
+                        "the rollout decided")
+        took = time.monotonic() - t0
+    finally:
+        traffic.stop()
+    assert done["state"] == "rolled_back", done
+    assert "p99" in done["reason"], done["reason"]
+    assert took < 20, f"rolled back after {took:.1f} s: not within the 20 s interval"
+    print(f"slow canary rolled back {took:.1f} s after the start: {done['reason']}")
+    assert route(etcd)["versions"] == [{"version": 1, "weight": 100}]
+    out = ctl(dais_bin, etcd, "rollout", "start", "ranker", "--to", "2", "--steps", "150",
+              check=False)
+    assert out.returncode != 0 and "steps" in out.stderr, out.stderr
