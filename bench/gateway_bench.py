@@ -8,6 +8,10 @@ The node's mlp_small runs with max_queue_delay_microseconds 0 (a copy of the exa
   - concurrency 1: p50 / p99 direct, through nginx, through the gateway; added p50 of each
     proxy over the direct path. Goal: the gateway adds no more p50 than nginx.
   - concurrency 64: requests/s through each; goal: gateway / nginx >= 1.0.
+  - rollback propagation: a second node serves mlp_small v2 and a second gateway runs; the route
+    is put at v2 100 %, then back at v1 100 % with one etcd write; the time from that write until
+    both gateways answer from v1 (polled with requests), p50 / p99 / max over --rollbacks runs.
+    Goal: p99 <= 1 s.
 
 usage: bench/gateway_bench.py [--seconds 10] [--build build/release]
 """
@@ -64,11 +68,59 @@ def get_ok(url):
         return False
 
 
+def route_json(version):
+    return json.dumps({"kind": "route", "name": "ranker", "model": "mlp_small",
+                       "versions": [{"version": version, "weight": 100}], "stable": version})
+
+
+def answered_version(port):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/ranker/infer",
+                                 data=request_bodies(16)["json"][0],
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.headers.get("x-dais-version")
+    except OSError:  # 503 while v2 is not READY yet
+        return None
+
+
+def rollback_propagation(dais, etcd, repo, tmp, start, gw_port, runs):
+    """Two gateways, v1 on n1 and v2 on n2: time from the rollback's etcd write until both
+    gateways answer from v1."""
+    env = {"ETCDCTL_API": "3"}
+    start([dais, "node", "--model-repository", str(repo), "--http-port", "0", "--grpc-port", "0",
+           "--etcd", etcd, "--node-id", "n2"], "node2.log")
+    subprocess.run(["etcdctl", "--endpoints", etcd, "put", "/dais/assignments/n2/mlp_small",
+                    json.dumps({"deployment": "d2", "model": "mlp_small", "version": 2})],
+                   check=True, capture_output=True, env=env)
+    start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--id", "g2"], "gateway2.log")
+    ports = [gw_port, log_port(tmp / "gateway2.log")]
+    times = []
+    for _ in range(runs):
+        subprocess.run(["etcdctl", "--endpoints", etcd, "put", "/dais/routes/ranker",
+                        route_json(2)], check=True, capture_output=True, env=env)
+        wait_for(lambda: all(answered_version(p) == "2" for p in ports), 60, "both gateways on v2")
+        subprocess.run(["etcdctl", "--endpoints", etcd, "put", "/dais/routes/ranker",
+                        route_json(1)], check=True, capture_output=True, env=env)
+        # The write is done when etcdctl returns; from then on, poll until no gateway says v2.
+        t_write = time.monotonic()
+        pending = set(ports)
+        while pending:
+            pending = {p for p in pending if answered_version(p) != "1"}
+        times.append(time.monotonic() - t_write)
+    times.sort()
+    p99 = times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))]
+    print(f"\nrollback propagation (etcd write -> both gateways on v1), {runs} runs: "
+          f"p50 {times[len(times) // 2] * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max "
+          f"{times[-1] * 1000:.1f} ms; goal p99 ≤ 1 s: {'met' if p99 <= 1.0 else 'NOT met'}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--gateway-args", default="", help="extra `dais gateway` flags")
+    ap.add_argument("--rollbacks", type=int, default=20)
     ap.add_argument("--profile", help="perf record the gateway during its c=64 cell into this "
                     "file (then: perf report -i FILE)")
     args = ap.parse_args()
@@ -80,6 +132,7 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="dais-gateway-bench-"))
     # No batching delay: the proxies' own cost shows instead of the model's queue wait.
     repo = Path(repo_with_queue_delay(str(repo), ["mlp_small"], 0, str(tmp / "repo-")))
+    subprocess.run(["cp", "-r", str(repo / "mlp_small/1"), str(repo / "mlp_small/2")], check=True)
     procs = []
 
     def start(cmd, log):
@@ -99,8 +152,7 @@ def main():
                "0", "--etcd", etcd, "--node-id", "n1"], "node.log")
         node_port = log_port(tmp / "node.log")
         subprocess.run([dais, "ctl", "--etcd", etcd, "apply", "-f", "/dev/stdin"], check=True,
-                       capture_output=True, input=b"kind: route\nname: ranker\nmodel: mlp_small\n"
-                       b"versions: [{version: 1, weight: 100}]\n")
+                       capture_output=True, input=route_json(1).encode())
         subprocess.run(["etcdctl", "--endpoints", etcd, "put", "/dais/assignments/n1/mlp_small",
                         json.dumps({"deployment": "d", "model": "mlp_small", "version": 1})],
                        check=True, capture_output=True, env={"ETCDCTL_API": "3"})
@@ -154,6 +206,8 @@ def main():
         print(f"\ngateway added p50 {g:.0f} µs vs nginx {n:.0f} µs: goal (≤ nginx) "
               f"{'met' if g <= n else 'NOT met'}; c=64 throughput gateway / nginx = {ratio:.2f} "
               f"(goal ≥ 1.0: {'met' if ratio >= 1.0 else 'NOT met'})")
+        if args.rollbacks > 0:
+            rollback_propagation(dais, etcd, repo, tmp, start, gw_port, args.rollbacks)
     finally:
         for p in reversed(procs):
             if p.poll() is None:
