@@ -121,6 +121,7 @@ def test_a_good_canary_is_promoted_step_by_step(rollout_cluster, dais_bin):
     assert r["versions"] == [{"version": 2, "weight": 100}] and r["stable"] == 2
     assert not traffic.failures, traffic.failures[:3]
     status = ctl(dais_bin, etcd, "rollout", "status", "ranker").stdout
+    print(status)
     assert "promoted" in status and "next step" in status, status
     # A second start while one runs is refused; a finished one can be rolled back by hand.
     out = ctl(dais_bin, etcd, "rollback", "ranker").stdout
