@@ -82,7 +82,8 @@ Status Write(etcd::Client& c, const Records& read, const std::string& route_name
       c.Txn(unchanged,
             {{etcd::Op::Kind::kPut, gateway::kRolloutsPrefix + route_name, rollout, 0, false},
              {etcd::Op::Kind::kPut, gateway::kRoutesPrefix + route_name, route, 0, false}}));
-  if (!t.succeeded) return FailedPrecondition("the route or its rollout changed meanwhile: try again");
+  if (!t.succeeded)
+    return FailedPrecondition("the route or its rollout changed meanwhile: try again");
   return OkStatus();
 }
 

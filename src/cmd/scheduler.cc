@@ -169,7 +169,8 @@ int RunLive(const SchedulerCliOptions& o) {
     return 2;
   }
   gateway::RolloutController rollouts(
-      o.etcd, [&scheduler] { return scheduler.leader_revision(); }, "/dais/scheduler/leader");
+      o.etcd, [&scheduler] { return scheduler.leader_revision(); }, "/dais/scheduler/leader",
+      o.prometheus);
   if (Status s = rollouts.Start(); !s.ok()) {
     LOG_ERROR("dais scheduler: rollouts: {}", s.message());
     return 2;
@@ -215,6 +216,9 @@ CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
       ->capture_default_str();
   cmd->add_option("--metrics-address", o->metrics_address, "Address the metrics port binds.")
       ->capture_default_str();
+  cmd->add_option("--prometheus", o->prometheus,
+                  "host:port of a Prometheus that scrapes the gateways: rollout analysis queries "
+                  "it (PromQL). Default: the gateways' /metrics are scraped directly.");
   CLI::App* sim = cmd->add_subcommand(
       "simulate",
       "The FGD paper's experiment: tasks of --pods arrive in order (then sampled with "

@@ -29,6 +29,7 @@ struct SchedulerCliOptions {
   int lease_ttl_secs = 5;
   int metrics_port = -1;  // -1: no metrics listener; 0: a free port (logged)
   std::string metrics_address = "0.0.0.0";
+  std::string prometheus;  // host:port; empty: rollouts scrape the gateways
 };
 
 CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* options);

@@ -3,10 +3,12 @@
 #include <rapidjson/document.h>
 
 #include <chrono>
+#include <cmath>
 #include <future>
 
 #include "common/json.h"
 #include "common/logging.h"
+#include "fmt/format.h"
 #include "gateway/upstream.h"
 
 namespace dais::gateway {
@@ -22,10 +24,11 @@ int64_t NowMs() {
 
 RolloutController::RolloutController(std::vector<std::string> etcd_endpoints,
                                      std::function<int64_t()> leader_revision,
-                                     std::string leader_key)
+                                     std::string leader_key, std::string prometheus)
     : endpoints_(std::move(etcd_endpoints)),
       leader_revision_(std::move(leader_revision)),
       leader_key_(std::move(leader_key)),
+      prometheus_(std::move(prometheus)),
       cv_(&mu_) {}
 
 RolloutController::~RolloutController() { Stop(); }
@@ -71,6 +74,78 @@ void RolloutController::Stop() {
   if (thread_.joinable()) thread_.join();
   watchers_.clear();
   pool_.reset();
+}
+
+StatusOr<std::string> RolloutController::Get(const std::string& address,
+                                             const std::string& target) {
+  auto p = std::make_shared<std::promise<UpstreamResult>>();
+  auto answer = p->get_future();
+  UpstreamRequest r;
+  r.method = "GET";
+  r.target = target;
+  r.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  pool_->Send(address, std::move(r),
+              [p](UpstreamResult result) { p->set_value(std::move(result)); });
+  UpstreamResult result = answer.get();
+  if (!result.status.ok()) return result.status;
+  if (result.response.status != 200) {
+    return Unavailable("GET " + address + target.substr(0, target.find('?')) + ": HTTP " +
+                       std::to_string(result.response.status) + " " +
+                       result.response.body.substr(0, 200));
+  }
+  return std::move(result.response.body);
+}
+
+StatusOr<double> RolloutController::Query(const std::string& promql) {
+  std::string encoded;
+  for (unsigned char c : promql) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      encoded += static_cast<char>(c);
+    } else {
+      encoded += fmt::format("%{:02X}", c);
+    }
+  }
+  ASSIGN_OR_RETURN(std::string body, Get(prometheus_, "/api/v1/query?query=" + encoded));
+  rapidjson::Document d;
+  RETURN_IF_ERROR(json::ParseJson(body, &d));
+  if (!d.IsObject() || !d.HasMember("status") || !d["status"].IsString() ||
+      std::string(d["status"].GetString()) != "success" || !d.HasMember("data") ||
+      !d["data"].IsObject() || !d["data"].HasMember("result") || !d["data"]["result"].IsArray()) {
+    return Unavailable("Prometheus: unexpected answer to '" + promql + "': " + body.substr(0, 200));
+  }
+  double sum = 0;
+  for (const auto& sample : d["data"]["result"].GetArray()) {
+    if (!sample.IsObject() || !sample.HasMember("value") || !sample["value"].IsArray() ||
+        sample["value"].Size() != 2 || !sample["value"][1].IsString()) {
+      continue;
+    }
+    const double v = std::strtod(sample["value"][1].GetString(), nullptr);
+    if (std::isfinite(v)) sum += v;
+  }
+  return sum;
+}
+
+bool RolloutController::QueryPrometheus(const Rollout& r, int64_t now_ms, Figures* out) {
+  const int64_t window = std::max<int64_t>(1, (now_ms - r.step_started_ms + 999) / 1000);
+  const std::string sel = fmt::format("route=\"{}\",version=\"{}\"", r.route, r.to);
+  auto requests =
+      Query(fmt::format("sum(increase(dais_gateway_requests_total{{{}}}[{}s]))", sel, window));
+  auto errors = Query(fmt::format(
+      "sum(increase(dais_gateway_requests_total{{{},code=~\"5..\"}}[{}s]))", sel, window));
+  auto p99 =
+      Query(fmt::format("histogram_quantile(0.99, sum by (le) "
+                        "(increase(dais_gateway_request_duration_seconds_bucket{{{}}}[{}s])))",
+                        sel, window));
+  for (const auto* q : {&requests, &errors, &p99}) {
+    if (!q->ok()) {
+      LOG_WARNING("rollouts: {}: {}", r.route, q->status().message());
+      return false;
+    }
+  }
+  out->requests = static_cast<int64_t>(std::llround(*requests));
+  out->errors = static_cast<int64_t>(std::llround(*errors));
+  out->p99_ms = *p99 * 1000.0;
+  return true;
 }
 
 bool RolloutController::ScrapeGateways(Scrape* out) {
@@ -136,15 +211,20 @@ void RolloutController::Loop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void RolloutController::Step(const Rollout& current, int64_t revision) {
-  Scrape now;
-  if (!ScrapeGateways(&now)) return;  // no gateway: nothing measured, nothing decided
-  Baseline& base = baselines_[current.route];
-  if (base.step != current.step || base.step_started_ms != current.step_started_ms) {
-    base = Baseline{current.step, current.step_started_ms, std::move(now)};
-    return;
-  }
-  const Figures f = Delta(base.scrape, now, current.route, current.to);
   const int64_t now_ms = NowMs();
+  Figures f;
+  if (!prometheus_.empty()) {
+    if (!QueryPrometheus(current, now_ms, &f)) return;
+  } else {
+    Scrape now;
+    if (!ScrapeGateways(&now)) return;  // no gateway: nothing measured, nothing decided
+    Baseline& base = baselines_[current.route];
+    if (base.step != current.step || base.step_started_ms != current.step_started_ms) {
+      base = Baseline{current.step, current.step_started_ms, std::move(now)};
+      return;
+    }
+    f = Delta(base.scrape, now, current.route, current.to);
+  }
   const Decision d = Decide(current, f, now_ms);
   if (d.kind == Decision::kWait) return;
   std::string route_json;

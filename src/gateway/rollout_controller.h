@@ -1,6 +1,8 @@
 // Drives the running rollouts (rollout.h) from the leading `dais scheduler`: every 250 ms it
-// scrapes the registered gateways' /metrics (/dais/gateways/<id>), computes the canary's figures
-// since its step began, and advances, promotes or rolls back. Its writes (the rollout record and
+// takes the canary's figures since its step began and advances, promotes or rolls back. The
+// figures come from Prometheus when a URL is given (PromQL over its HTTP API: increase() of the
+// gateways' request counter and duration histogram over the step's age), else from scraping the
+// registered gateways' /metrics (/dais/gateways/<id>) directly. Its writes (the rollout record and
 // the route, in one transaction) are conditioned on the scheduler's leadership key, as the
 // placement's are: a deposed leader cannot step a rollout.
 //
@@ -30,8 +32,10 @@ class RolloutController {
  public:
   // `leader_revision` returns the create revision of this replica's leadership key, 0 when it
   // does not lead.
+  // `prometheus` ("host:port", empty: scrape the gateways) is where the figures come from.
   RolloutController(std::vector<std::string> etcd_endpoints,
-                    std::function<int64_t()> leader_revision, std::string leader_key);
+                    std::function<int64_t()> leader_revision, std::string leader_key,
+                    std::string prometheus = "");
   ~RolloutController();
   Status Start();
   void Stop();
@@ -41,10 +45,17 @@ class RolloutController {
   void Step(const Rollout& r, int64_t revision);
   // The merged metrics of every registered gateway; false when none answered.
   bool ScrapeGateways(Scrape* out);
+  // The canary's figures since the step began, from Prometheus; false when it did not answer.
+  bool QueryPrometheus(const Rollout& r, int64_t now_ms, Figures* out);
+  // One instant query's scalar (the sum of the vector's values; 0 for an empty one).
+  StatusOr<double> Query(const std::string& promql);
+  // GET `target` of `address`: the body of a 200 answer.
+  StatusOr<std::string> Get(const std::string& address, const std::string& target);
 
   const std::vector<std::string> endpoints_;
   const std::function<int64_t()> leader_revision_;
   const std::string leader_key_;
+  const std::string prometheus_;
   std::unique_ptr<etcd::Client> client_;
   std::unique_ptr<UpstreamPool> pool_;
   std::vector<std::unique_ptr<etcd::Watcher>> watchers_;

@@ -116,3 +116,37 @@ class Gateway:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+class Prometheus:
+    """A real Prometheus (Debian's `prometheus`) on `port`, scraping `targets` every second."""
+
+    def __init__(self, port, targets, work_dir):
+        import requests
+        self.dir = work_dir / "prometheus"
+        self.dir.mkdir()
+        config = self.dir / "prometheus.yml"
+        config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                          "scrape_configs:\n  - job_name: dais\n    static_configs:\n"
+                          f"      - targets: {json.dumps(list(targets))}\n")
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=open(self.dir / "log", "wb"), stderr=subprocess.STDOUT)
+
+        def ready():
+            try:
+                return requests.get(self.url + "/-/ready", timeout=2).status_code == 200
+            except requests.RequestException:
+                return False
+        wait_for(ready, 60, "Prometheus ready")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)

@@ -14,8 +14,8 @@ import time
 import pytest
 import requests
 
-from cluster_util import TTL, Gateway, Scheduler, apply, ctl, instances
-from conftest import wait_for
+from cluster_util import TTL, Gateway, Prometheus, Scheduler, apply, ctl, instances
+from conftest import free_port, wait_for
 
 BODY = {"inputs": [{"name": "INPUT__0", "shape": [1, 16], "datatype": "FP32",
                     "data": [0.0] * 16}]}
@@ -40,7 +40,8 @@ def rollout_cluster(etcd_server, start_server, repo_copy, dais_bin, tmp_path, re
     """mlp_small v1 and v2 (v2 slow when the test asks for it) as deployments on n1 / n2, a
     scheduler, a gateway, and a route 'ranker' at v1 100 %."""
     v2 = repo_copy / "mlp_small" / "2"
-    if getattr(request, "param", "") == "slow":
+    param = getattr(request, "param", "")
+    if param.startswith("slow"):
         v2.mkdir()
         script = tmp_path / "slow_model.py"  # TorchScript needs the class's source in a file
         script.write_text(SLOW_MODEL)
@@ -51,7 +52,9 @@ def rollout_cluster(etcd_server, start_server, repo_copy, dais_bin, tmp_path, re
     for i in (1, 2):
         start_server(repo_copy, "--etcd", etcd_server.endpoint, "--node-id", f"n{i}",
                      "--lease-ttl-secs", str(TTL), command="node")
-    sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path)
+    prometheus_port = free_port() if param.endswith("prometheus") else None
+    sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path,
+                      *(["--prometheus", f"127.0.0.1:{prometheus_port}"] if prometheus_port else []))
     for v in (1, 2):
         apply(dais_bin, etcd_server, tmp_path,
               f"name: ranker-v{v}\nmodel: mlp_small\nversion: {v}\nreplicas: 1\n")
@@ -61,10 +64,14 @@ def rollout_cluster(etcd_server, start_server, repo_copy, dais_bin, tmp_path, re
     apply(dais_bin, etcd_server, tmp_path,
           "kind: route\nname: ranker\nmodel: mlp_small\nversions: [{version: 1, weight: 100}]\n")
     gw = Gateway(dais_bin, etcd_server, tmp_path)
+    prometheus = Prometheus(prometheus_port, [gw.url.split("//")[1]], tmp_path) \
+        if prometheus_port else None
     wait_for(lambda: etcd_server.get_prefix("/dais/gateways/"), 20, "the gateway registered")
     wait_for(lambda: requests.post(gw.url + "/v2/models/ranker/infer", json=BODY,
                                    timeout=5).status_code == 200, 20, "the route served")
     yield {"etcd": etcd_server, "gateway": gw, "scheduler": sched}
+    if prometheus:
+        prometheus.stop()
     gw.stop()
     sched.stop()
     print(f"--- scheduler log:\n{sched.log()[-4000:]}\n--- gateway log:\n{gw.log()[-2000:]}")
@@ -131,8 +138,9 @@ def test_a_good_canary_is_promoted_step_by_step(rollout_cluster, dais_bin):
              .headers.get("x-dais-version") == "1", 5, "the gateway on v1 again")
 
 
-@pytest.mark.parametrize("rollout_cluster", ["slow"], indirect=True)
+@pytest.mark.parametrize("rollout_cluster", ["slow", "slow-prometheus"], indirect=True)
 def test_a_slow_canary_is_rolled_back_within_one_interval(rollout_cluster, dais_bin):
+    """Analysed on the gateway's own metrics, and through a real Prometheus (PromQL)."""
     etcd, gw = rollout_cluster["etcd"], rollout_cluster["gateway"]
     traffic = Traffic(gw.url + "/v2/models/ranker/infer")
     try:
