@@ -56,6 +56,12 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
                   "(a request goes out from the thread that received it).")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  cmd->add_option("--access-log", o->access_log,
+                  "JSON access log, one line per request: a file (appended) or '-' for stdout.");
+  cmd->add_option("--access-log-sample", o->access_log_sample,
+                  "Share of successful requests logged (every 5xx is).")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_option("--eject-after", o->eject_after,
                   "Consecutive failures that eject a node (1 s, doubling up to 30 s).")
       ->check(CLI::Range(1, 1000))
@@ -80,6 +86,8 @@ int RunGateway(const GatewayCliOptions& o) {
   go.retry_budget = o.retry_budget;
   go.upstream_threads = o.upstream_threads;
   go.balancer.eject_after = o.eject_after;
+  go.access_log = o.access_log;
+  go.access_log_sample = o.access_log_sample;
   frontends::http::ServerOptions so;
   so.address = o.http_address;
   so.port = o.http_port;

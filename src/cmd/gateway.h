@@ -27,6 +27,8 @@ struct GatewayCliOptions {
   int upstream_threads = 0;  // 0: the HTTP server's threads
   int eject_after = 5;
   std::string id;
+  std::string access_log;
+  double access_log_sample = 1.0;
   std::string advertise_host = "127.0.0.1";
 };
 

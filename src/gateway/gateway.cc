@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <map>
 #include <random>
 #include <thread>
@@ -15,6 +19,7 @@
 #include "common/logging.h"
 #include "etcd/client.h"
 #include "etcd/watch.h"
+#include "fmt/format.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/rate_limit.h"
 #include "gateway/rollout.h"
@@ -142,6 +147,8 @@ struct Gateway::Impl {
   std::optional<Response> Authenticate(const Request& r, std::string* tenant);
   std::optional<Response> Admit(const View& v, const std::string& tenant, const std::string& alias);
   void Try(std::shared_ptr<Call> call);
+  // A copy of the request to the route's shadow version; the answer is only counted.
+  void Mirror(const Call& call);
   void OnAnswer(std::shared_ptr<Call> call, const std::string& node, UpstreamResult result);
   void Answer(const std::shared_ptr<Call>& call, Response response, const std::string& node);
   uint64_t Random() {
@@ -168,6 +175,10 @@ struct Gateway::Impl {
   Mutex buckets_mu;
   std::map<std::string, std::pair<TenantSpec, std::unique_ptr<TokenBucket>>> buckets
       DAIS_GUARDED_BY(buckets_mu);
+
+  std::FILE* access_log = nullptr;  // owned unless stdout
+  Mutex access_log_mu;
+  void LogAccess(const Call& call, const Response& response, const std::string& node);
 
   // Last: destroyed first, so that no answer arrives after the rest is gone.
   UpstreamPool pool;
@@ -340,6 +351,37 @@ void Gateway::Impl::Try(std::shared_ptr<Call> call) {
             [this, call, node](UpstreamResult result) { OnAnswer(call, node, std::move(result)); });
 }
 
+void Gateway::Impl::Mirror(const Call& call) {
+  const RouteSpec& route = *call.route;
+  const std::string version = std::to_string(route.shadow_version);
+  GatewayMetrics& m = GatewayMetrics::Get();
+  const std::vector<std::string>* nodes = call.view->Nodes(call.model, route.shadow_version);
+  if (nodes == nullptr) {
+    m.shadow.Get({call.alias, version, "no_instance"}).Increment();
+    return;
+  }
+  const std::string node = balancer.Pick(*nodes, {}, Random(), Clock::now());
+  UpstreamRequest up;
+  up.method = call.request.method;
+  up.target = "/v2/models/" + call.model + "/versions/" + version + call.suffix;
+  for (const auto& [k, val] : call.request.headers) {
+    if (!HopByHop(k)) up.headers.emplace_back(k, val);
+  }
+  up.body = call.request.body;
+  up.deadline = call.deadline;
+  pool.Send(call.view->node_http.at(node), std::move(up),
+            [alias = call.alias, version](UpstreamResult r) {
+              const int status = r.status.ok() ? r.response.status : 0;
+              const char* outcome = r.connect_failed ? "connect_failed"
+                                    : !r.status.ok() ? "error"
+                                    : status >= 500  ? "http_5xx"
+                                    : status >= 400  ? "http_4xx"
+                                                     : "ok";
+              if (r.status.code() == StatusCode::kDeadlineExceeded) outcome = "timeout";
+              GatewayMetrics::Get().shadow.Get({alias, version, outcome}).Increment();
+            });
+}
+
 void Gateway::Impl::OnAnswer(std::shared_ptr<Call> call, const std::string& node,
                              UpstreamResult result) {
   GatewayMetrics& m = GatewayMetrics::Get();
@@ -380,6 +422,54 @@ void Gateway::Impl::OnAnswer(std::shared_ptr<Call> call, const std::string& node
   Answer(call, std::move(r), node);
 }
 
+void Gateway::Impl::LogAccess(const Call& call, const Response& response, const std::string& node) {
+  if (access_log == nullptr) return;
+  if (response.status < 500 &&
+      static_cast<double>(Random() % 1000000) >= options.access_log_sample * 1e6) {
+    return;
+  }
+  const auto now = std::chrono::system_clock::now();
+  const int64_t ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  auto str = [&w](const char* k, const std::string& v) {
+    w.Key(k);
+    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+  };
+  w.StartObject();
+  str("time", fmt::format("{}.{:03d}Z", stamp, ms % 1000));
+  str("method", call.request.method);
+  str("route", call.alias);
+  str("model", call.model);
+  w.Key("version");
+  w.Int64(call.version);
+  str("choice", call.how);
+  str("tenant", call.tenant);
+  str("node", node);
+  w.Key("status");
+  w.Int(response.status);
+  w.Key("duration_ms");
+  w.Double(std::chrono::duration<double, std::milli>(Clock::now() - call.started).count());
+  w.Key("tries");
+  w.Int(static_cast<int>(call.tried.size()));
+  w.Key("fallback");
+  w.Bool(call.fallback);
+  w.Key("request_bytes");
+  w.Uint64(call.request.body.size());
+  w.Key("response_bytes");
+  w.Uint64(response.body.size());
+  w.EndObject();
+  MutexLock l(&access_log_mu);
+  std::fprintf(access_log, "%s\n", sb.GetString());
+  std::fflush(access_log);
+}
+
 void Gateway::Impl::Answer(const std::shared_ptr<Call>& call, Response response,
                            const std::string& node) {
   const std::string version = call->version >= 0 ? std::to_string(call->version) : "";
@@ -391,13 +481,17 @@ void Gateway::Impl::Answer(const std::shared_ptr<Call>& call, Response response,
   m.requests.Get({call->alias, version, call->tenant, std::to_string(response.status)}).Increment();
   m.duration.Get({call->alias, version})
       .Observe(std::chrono::duration<double>(Clock::now() - call->started).count());
+  LogAccess(*call, response, node);
   call->respond(std::move(response));
 }
 
 Gateway::Gateway(GatewayOptions options, boost::asio::io_context* io)
     : impl_(std::make_unique<Impl>(std::move(options), io)) {}
 
-Gateway::~Gateway() { Stop(); }
+Gateway::~Gateway() {
+  Stop();
+  if (impl_->access_log != nullptr && impl_->access_log != stdout) std::fclose(impl_->access_log);
+}
 
 Status Gateway::Start() {
   Impl& g = *impl_;
@@ -419,6 +513,17 @@ Status Gateway::Start() {
     });
   } else {
     LOG_WARNING("gateway: no --jwks: authentication is off (every request is tenant 'anonymous')");
+  }
+  if (g.options.access_log == "-") {
+    g.access_log = stdout;
+  } else if (!g.options.access_log.empty()) {
+    g.access_log = std::fopen(g.options.access_log.c_str(), "a");
+    if (g.access_log == nullptr) {
+      return InvalidArgument("--access-log " + g.options.access_log + ": " + std::strerror(errno));
+    }
+  }
+  if (!(g.options.access_log_sample >= 0 && g.options.access_log_sample <= 1)) {
+    return InvalidArgument("--access-log-sample: 0 to 1");
   }
   ASSIGN_OR_RETURN(g.client, etcd::Client::Create({g.options.etcd_endpoints}));
   {
@@ -518,6 +623,11 @@ void Gateway::Handle(Request request, Responder respond) {
   }
   call->deadline = call->started + std::chrono::milliseconds(timeout_ms);
   call->request = std::move(request);
+  if (call->route != nullptr && call->route->shadow_version >= 0 &&
+      call->route->shadow_version != call->version && path->suffix == "/infer" &&
+      static_cast<double>(g.Random() % 10000) < call->route->shadow_percent * 100) {
+    g.Mirror(*call);
+  }
   g.budget.OnRequest(call->started);
   g.Try(std::move(call));
 }

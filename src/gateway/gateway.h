@@ -39,6 +39,10 @@ struct GatewayOptions {
   double retry_budget = 0.2;  // retries as a share of recent requests
   int upstream_threads = 2;
   BalancerOptions balancer;
+  // JSON access log, one line per request: a file path, "-" for stdout, empty for none. Every
+  // 5xx answer is logged; other answers with probability access_log_sample.
+  std::string access_log;
+  double access_log_sample = 1.0;
 };
 
 class Gateway {

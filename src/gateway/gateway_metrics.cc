@@ -28,6 +28,11 @@ GatewayMetrics& GatewayMetrics::Get() {
         r.AddCounter("dais_gateway_rate_limited_total",
                      "Requests refused with 429 (the tenant's token bucket was empty).",
                      {"tenant"}),
+        r.AddCounter(
+            "dais_gateway_shadow_requests_total",
+            "Mirrored copies sent to a route's shadow version (answers discarded), by "
+            "outcome (ok, http_4xx, http_5xx, connect_failed, timeout, error, no_instance).",
+            {"route", "version", "outcome"}),
     };
   }();
   return *m;

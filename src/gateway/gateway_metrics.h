@@ -14,6 +14,7 @@ struct GatewayMetrics {
   metrics::Family<metrics::Counter>& ejections;      // {node}
   metrics::Family<metrics::Counter>& auth_failures;  // {reason}
   metrics::Family<metrics::Counter>& rate_limited;   // {tenant}
+  metrics::Family<metrics::Counter>& shadow;         // {route, version, outcome}
 
   static GatewayMetrics& Get();
 };

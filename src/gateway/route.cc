@@ -63,6 +63,12 @@ Status Validate(RouteSpec& r) {
   if (r.timeout_ms < 1 || r.timeout_ms > 600000) {
     return InvalidArgument("timeout_ms: 1 to 600000");
   }
+  if (r.shadow_version >= 0) {
+    if (r.shadow_version < 1) return InvalidArgument("shadow.version: a version number");
+    if (!(r.shadow_percent > 0 && r.shadow_percent <= 100)) {
+      return InvalidArgument("shadow.percent: more than 0, at most 100");
+    }
+  }
   return OkStatus();
 }
 
@@ -79,9 +85,10 @@ StatusOr<RouteSpec> ParseRoute(const std::string& text) {
   }
   if (!root.IsMap()) return InvalidArgument("the route must be a YAML mapping");
   RouteSpec r;
-  RETURN_IF_ERROR(Unknown(
-      root, {"kind", "name", "model", "versions", "stable", "sticky_header", "match", "timeout_ms"},
-      ""));
+  RETURN_IF_ERROR(Unknown(root,
+                          {"kind", "name", "model", "versions", "stable", "sticky_header", "match",
+                           "timeout_ms", "shadow"},
+                          ""));
   std::string kind = "route";
   RETURN_IF_ERROR(Get(root, "kind", "", &kind));
   if (kind != "route") return InvalidArgument("kind: '" + kind + "' is not route");
@@ -91,6 +98,13 @@ StatusOr<RouteSpec> ParseRoute(const std::string& text) {
   RETURN_IF_ERROR(Get(root, "sticky_header", "", &r.sticky_header));
   RETURN_IF_ERROR(Get(root, "timeout_ms", "", &r.timeout_ms));
   r.sticky_header = Lower(r.sticky_header);
+  if (const YAML::Node sh = root["shadow"]; sh) {
+    if (!sh.IsMap()) return InvalidArgument("shadow: expected {version, percent}");
+    RETURN_IF_ERROR(Unknown(sh, {"version", "percent"}, "shadow."));
+    if (!sh["version"]) return InvalidArgument("shadow.version: required");
+    RETURN_IF_ERROR(Get(sh, "version", "shadow.", &r.shadow_version));
+    RETURN_IF_ERROR(Get(sh, "percent", "shadow.", &r.shadow_percent));
+  }
   if (const YAML::Node vs = root["versions"]; vs) {
     if (!vs.IsSequence()) return InvalidArgument("versions: expected a list of {version, weight}");
     for (size_t i = 0; i < vs.size(); ++i) {
@@ -162,6 +176,15 @@ std::string RouteToJson(const RouteSpec& r) {
   }
   w.Key("timeout_ms");
   w.Int(r.timeout_ms);
+  if (r.shadow_version >= 0) {
+    w.Key("shadow");
+    w.StartObject();
+    w.Key("version");
+    w.Int64(r.shadow_version);
+    w.Key("percent");
+    w.Double(r.shadow_percent);
+    w.EndObject();
+  }
   w.EndObject();
   return sb.GetString();
 }

@@ -13,6 +13,8 @@
 //   match:                        # optional A/B rules, first match wins, before the weights
 //     - {header: x-group, value: beta, version: 2}
 //   timeout_ms: 2000              # per request, all tries included (default 10000)
+//   shadow: {version: 2, percent: 5}  # optional: a copy of 5 % of the requests also goes to
+//                                 # version 2; its answers are discarded, its outcomes counted
 //
 // Version choice: a request that names a version in its path gets it; else the first matching
 // rule; else a bucket in [0, 10000) (the sticky header's hash, or a random number) walks the
@@ -53,6 +55,8 @@ struct RouteSpec {
   std::string sticky_header;  // lower-case; empty: none
   std::vector<Match> match;
   int timeout_ms = 10000;
+  int64_t shadow_version = -1;  // -1: no shadow
+  double shadow_percent = 0;
 };
 
 // Parses and validates a route (YAML, or the JSON RouteToJson writes): unknown fields, weights

@@ -33,7 +33,10 @@ versions: [{version: 1, weight: 90}, {version: 2, weight: 10}]
 sticky_header: X-User-Id
 match: [{header: X-Group, value: beta, version: 2}]
 timeout_ms: 500
+shadow: {version: 2, percent: 5}
 )"));
+  EXPECT_EQ(r.shadow_version, 2);
+  EXPECT_DOUBLE_EQ(r.shadow_percent, 5);
   EXPECT_EQ(r.stable, 1);  // the first listed
   EXPECT_EQ(r.sticky_header, "x-user-id");
   EXPECT_EQ(r.match[0].header, "x-group");
@@ -58,6 +61,9 @@ TEST(RouteTest, BadRoutesNameTheField) {
       {"kind: deployment\nname: r", "kind: 'deployment' is not route"},
       {"name: r", "versions: at least one"},
       {"[1, 2]", "must be a YAML mapping"},
+      {"name: r\nversions: [{version: 1, weight: 100}]\nshadow: {version: 2, percent: 0}",
+       "shadow.percent"},
+      {"name: r\nversions: [{version: 1, weight: 100}]\nshadow: {percent: 5}", "shadow.version"},
   };
   for (const auto& [text, want] : cases) {
     auto r = ParseRoute(text);

@@ -239,3 +239,32 @@ def test_bad_routes_and_tenants_are_refused_naming_the_field(etcd_server, dais_b
         assert r.returncode != 0 and why in r.stderr, (text, r.stderr)
     assert etcd_server.get_prefix("/dais/routes/") == {}
     assert etcd_server.get_prefix("/dais/tenants/") == {}
+
+
+def test_shadow_traffic_and_the_access_log(two_versions, etcd_server, gateway, dais_bin,
+                                           tmp_path):
+    apply_route(dais_bin, etcd_server, tmp_path,
+                "kind: route\nname: ranker\nmodel: mlp_small\n"
+                "versions: [{version: 1, weight: 100}]\nshadow: {version: 2, percent: 50}\n")
+    log = tmp_path / "access.jsonl"
+    g = gateway("--access-log", str(log))
+    url = g.url + "/v2/models/ranker/infer"
+    s = requests.Session()
+    wait_for(lambda: s.post(url, json=body(), timeout=5).status_code == 200, 20, "the route")
+    for _ in range(200):
+        r = s.post(url, json=body(), timeout=5)
+        assert r.status_code == 200 and r.headers["x-dais-version"] == "1", "answers come from v1"
+    mirrored = wait_for(lambda: (m := [line for line in requests.get(
+        g.url + "/metrics", timeout=5).text.splitlines() if line.startswith(
+        'dais_gateway_shadow_requests_total{route="ranker",version="2",outcome="ok"}')]) and
+        float(m[0].split()[-1]), 10, "mirrored requests counted")
+    assert 60 <= mirrored <= 140, f"{mirrored} of ~200 mirrored at 50 %"
+    r = s.post(g.url + "/v2/models/ranker/infer", data=b"{not json", timeout=5)
+    assert r.status_code == 400
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(entries) >= 202, len(entries)
+    ok = entries[-2]
+    assert ok["route"] == "ranker" and ok["model"] == "mlp_small" and ok["version"] == 1
+    assert ok["status"] == 200 and ok["node"] == "n1" and ok["tries"] == 1
+    assert ok["tenant"] == "anonymous" and ok["duration_ms"] > 0 and ok["request_bytes"] > 0
+    assert entries[-1]["status"] == 400
