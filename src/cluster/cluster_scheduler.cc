@@ -290,7 +290,14 @@ bool ClusterScheduler::Write(Plan& plan) DAIS_NO_THREAD_SAFETY_ANALYSIS {
       events_lease_granted_ = now;
     }
   }
-  std::vector<etcd::Op> ops = plan.ops;
+  // One op per key: etcd refuses a transaction naming a key twice (an assignment rewritten,
+  // then preempted, in the same round); the last decision is the one that holds.
+  std::map<std::string, size_t> last;
+  for (size_t i = 0; i < plan.ops.size(); ++i) last[plan.ops[i].key] = i;
+  std::vector<etcd::Op> ops;
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    if (last[plan.ops[i].key] == i) ops.push_back(plan.ops[i]);
+  }
   if (events_lease_ != 0) {
     for (const ClusterEvent& e : pending_events_) {
       ops.push_back(
@@ -379,10 +386,17 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
     if (!plan.cluster->CheckPlacement(task, p).empty()) {
       p.gpus = scheduler::PackedGpus(plan.cluster->node(n->second), task);
     }
+    if (!plan.cluster->CheckPlacement(task, p).empty()) {
+      // Its deployment now asks for more than the node has left: placed again, elsewhere if
+      // need be (counting it here would leave its real use out of the model).
+      Unassign(plan, key, name, node, "resized",
+               "it no longer fits on " + node + " (the deployment's resources changed)");
+      continue;
+    }
     Assignment now = *assignment;
     now.version = d->second.version;
     now.priority = d->second.priority;
-    if (plan.cluster->CheckPlacement(task, p).empty()) now.gpus = p.gpus;
+    now.gpus = p.gpus;
     if (now.ToJson() != json) {
       plan.ops.push_back(etcd::Op{etcd::Op::Kind::kPut, key, now.ToJson(), 0, false});
       plan.assignments[key] = now.ToJson();
@@ -392,10 +406,8 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
                                                " -> " + std::to_string(now.version)));
       }
     }
-    if (plan.cluster->CheckPlacement(task, p).empty()) {
-      plan.cluster->Apply(task, p);
-      plan.kept.push_back({key, name, task, p});
-    }
+    plan.cluster->Apply(task, p);
+    plan.kept.push_back({key, name, task, p});
     ++plan.count[name];
   }
 }

@@ -15,7 +15,7 @@ SchedulerMetrics& SchedulerMetrics::Get() {
             .Get({}),
         r.AddCounter("dais_scheduler_unassignments_total",
                      "Assignments removed, by reason (node_left, drain, deleted, scaled_down, "
-                     "failed, preempted).",
+                     "failed, preempted, resized).",
                      {"reason"}),
         r.AddGauge("dais_scheduler_pending_instances",
                    "Instances of deployments that no node can take now.", {})

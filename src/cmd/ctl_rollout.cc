@@ -31,7 +31,8 @@ int64_t ParseDurationMs(const std::string& s) {
                        : unit == "m" ? 6e4
                        : unit == "h" ? 3.6e6
                                      : -1;
-  return scale < 0 || v < 0 ? -1 : static_cast<int64_t>(v * scale);
+  const double ms = v * scale;
+  return scale < 0 || !(ms >= 0 && ms <= 1e12) ? -1 : static_cast<int64_t>(ms);
 }
 
 // "1%" or "0.01" -> 0.01; -1 when malformed.

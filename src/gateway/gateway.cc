@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -104,12 +105,36 @@ bool HopByHop(const std::string& name) {
   return name == "connection" || name == "keep-alive" || name == "transfer-encoding" ||
          name == "te" || name == "upgrade" || name == "host" || name == "content-length" ||
          name == "authorization" || name == "content-encoding" || name == "accept-encoding" ||
-         name == "proxy-authorization" || name == "proxy-connection" || name == "trailer";
+         name == "proxy-authorization" || name == "proxy-connection" || name == "trailer" ||
+         name == "expect";  // the gateway has the whole body: no 100-continue to the node
 }
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
+}
+
+// The client's headers that go on to the node: not the hop-by-hop ones, nor those the client's
+// Connection header names (RFC 9110 7.6.1).
+std::vector<std::pair<std::string, std::string>> ForwardedHeaders(const Request& r) {
+  std::vector<std::string> named;
+  const std::string connection = Lower(std::string(r.Header("connection")));
+  for (size_t i = 0; i < connection.size();) {
+    size_t end = connection.find(',', i);
+    if (end == std::string::npos) end = connection.size();
+    std::string token = connection.substr(i, end - i);
+    token.erase(0, token.find_first_not_of(" \t"));
+    token.erase(token.find_last_not_of(" \t") + 1);
+    if (!token.empty()) named.push_back(token);
+    i = end + 1;
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [k, v] : r.headers) {
+    if (!HopByHop(k) && std::find(named.begin(), named.end(), k) == named.end()) {
+      out.emplace_back(k, v);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -138,7 +163,8 @@ struct Gateway::Impl {
   };
 
   void Watch(const std::string& prefix, std::map<std::string, std::string>* kv);
-  void Rebuild() DAIS_REQUIRES(mu);
+  // Applies `change` (to the raw maps, under mu) and rebuilds the view.
+  void Rebuild(const std::function<void()>& change) DAIS_EXCLUDES(mu);
   std::shared_ptr<const View> Current() {
     MutexLock l(&mu);
     return view;
@@ -171,6 +197,8 @@ struct Gateway::Impl {
   std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu), tenants_kv DAIS_GUARDED_BY(mu),
       nodes_kv DAIS_GUARDED_BY(mu), instances_kv DAIS_GUARDED_BY(mu);
   std::shared_ptr<const View> view DAIS_GUARDED_BY(mu) = std::make_shared<View>();
+  uint64_t built DAIS_GUARDED_BY(mu) = 0;      // views started
+  uint64_t installed DAIS_GUARDED_BY(mu) = 0;  // the generation of `view`
 
   Mutex buckets_mu;
   std::map<std::string, std::pair<TenantSpec, std::unique_ptr<TokenBucket>>> buckets
@@ -187,29 +215,40 @@ struct Gateway::Impl {
 void Gateway::Impl::Watch(const std::string& prefix, std::map<std::string, std::string>* kv) {
   etcd::Watcher::Callbacks cb;
   cb.on_snapshot = [this, kv](const etcd::RangeResult& r) DAIS_NO_THREAD_SAFETY_ANALYSIS {
-    {
-      MutexLock l(&mu);
+    Rebuild([&r, kv] {
       kv->clear();
       for (const auto& e : r.kvs) (*kv)[e.key] = e.value;
-      Rebuild();
-    }
+    });
     snapshots.fetch_add(1);
   };
   cb.on_events = [this, kv](const std::vector<etcd::Event>& events) DAIS_NO_THREAD_SAFETY_ANALYSIS {
-    MutexLock l(&mu);
-    for (const auto& e : events) {
-      if (e.type == etcd::Event::Type::kPut) {
-        (*kv)[e.kv.key] = e.kv.value;
-      } else {
-        kv->erase(e.kv.key);
+    Rebuild([&events, kv] {
+      for (const auto& e : events) {
+        if (e.type == etcd::Event::Type::kPut) {
+          (*kv)[e.kv.key] = e.kv.value;
+        } else {
+          kv->erase(e.kv.key);
+        }
       }
-    }
-    Rebuild();
+    });
   };
   watchers.push_back(std::make_unique<etcd::Watcher>(client.get(), prefix, std::move(cb)));
 }
 
-void Gateway::Impl::Rebuild() {
+void Gateway::Impl::Rebuild(const std::function<void()>& change) {
+  // The change and a copy of the raw maps under the lock; the parsing outside it (requests take
+  // the view under the same lock); the newest build wins.
+  std::map<std::string, std::string> routes_kv, tenants_kv, nodes_kv, instances_kv;
+  uint64_t generation = 0;
+  {
+    MutexLock l(&mu);
+    change();
+    routes_kv = this->routes_kv;
+    tenants_kv = this->tenants_kv;
+    nodes_kv = this->nodes_kv;
+    instances_kv = this->instances_kv;
+    generation = ++built;
+  }
   auto v = std::make_shared<View>();
   for (const auto& [key, text] : routes_kv) {
     auto r = ParseRoute(text);
@@ -248,7 +287,11 @@ void Gateway::Impl::Rebuild() {
     }
     v->ready[{str("model"), version}].push_back(node);
   }
-  view = std::move(v);
+  MutexLock l(&mu);
+  if (generation > installed) {
+    view = std::move(v);
+    installed = generation;
+  }
 }
 
 std::optional<Response> Gateway::Impl::Authenticate(const Request& r, std::string* tenant) {
@@ -340,9 +383,7 @@ void Gateway::Impl::Try(std::shared_ptr<Call> call) {
   up.method = call->request.method;
   up.target = "/v2/models/" + call->model + "/versions/" + std::to_string(call->version) +
               call->suffix + (call->request.query.empty() ? "" : "?" + call->request.query);
-  for (const auto& [k, val] : call->request.headers) {
-    if (!HopByHop(k)) up.headers.emplace_back(k, val);
-  }
+  up.headers = ForwardedHeaders(call->request);
   up.body = call->request.body;  // kept in the call for a retry
   up.deadline = call->deadline;
   balancer.Start(node);
@@ -364,9 +405,7 @@ void Gateway::Impl::Mirror(const Call& call) {
   UpstreamRequest up;
   up.method = call.request.method;
   up.target = "/v2/models/" + call.model + "/versions/" + version + call.suffix;
-  for (const auto& [k, val] : call.request.headers) {
-    if (!HopByHop(k)) up.headers.emplace_back(k, val);
-  }
+  up.headers = ForwardedHeaders(call.request);
   up.body = call.request.body;
   up.deadline = call.deadline;
   pool.Send(call.view->node_http.at(node), std::move(up),
@@ -477,10 +516,22 @@ void Gateway::Impl::Answer(const std::shared_ptr<Call>& call, Response response,
   if (!version.empty()) response.headers.emplace_back("x-dais-version", version);
   if (!node.empty()) response.headers.emplace_back("x-dais-node", node);
   if (call->fallback) response.headers.emplace_back("x-dais-fallback", "stable");
-  GatewayMetrics& m = GatewayMetrics::Get();
-  m.requests.Get({call->alias, version, call->tenant, std::to_string(response.status)}).Increment();
-  m.duration.Get({call->alias, version})
-      .Observe(std::chrono::duration<double>(Clock::now() - call->started).count());
+  // Labels only from what the gateway knows (a route, a node that answered), never from the raw
+  // path: a client inventing model names or versions must not grow the metrics without bound.
+  // Only infer requests are counted: probes and metadata would skew a rollout's analysis.
+  if (call->suffix == "/infer") {
+    bool known_version = !node.empty();
+    for (const auto& v : call->route ? call->route->versions : std::vector<RouteSpec::Weighted>{}) {
+      known_version = known_version || v.version == call->version;
+    }
+    const std::string route_label = call->route != nullptr || !node.empty() ? call->alias : "-";
+    const std::string version_label = known_version ? version : "-";
+    GatewayMetrics& m = GatewayMetrics::Get();
+    m.requests.Get({route_label, version_label, call->tenant, std::to_string(response.status)})
+        .Increment();
+    m.duration.Get({route_label, version_label})
+        .Observe(std::chrono::duration<double>(Clock::now() - call->started).count());
+  }
   LogAccess(*call, response, node);
   call->respond(std::move(response));
 }
@@ -490,7 +541,9 @@ Gateway::Gateway(GatewayOptions options, boost::asio::io_context* io)
 
 Gateway::~Gateway() {
   Stop();
-  if (impl_->access_log != nullptr && impl_->access_log != stdout) std::fclose(impl_->access_log);
+  FILE* log = impl_->access_log;
+  impl_.reset();  // the pool first: no answer can log after this
+  if (log != nullptr && log != stdout) std::fclose(log);
 }
 
 Status Gateway::Start() {

@@ -267,6 +267,32 @@ Figures Delta(const Scrape& before, const Scrape& after, const std::string& rout
   return f;
 }
 
+Scrape DeltaScrape(const Scrape& before, const Scrape& after) {
+  auto delta = [](double now, double then) { return now >= then ? now - then : now; };
+  Scrape out;
+  for (const auto& [key, series] : after.series) {
+    auto b = before.series.find(key);
+    Scrape::Series& d = out.series[key];
+    for (const auto& [code, n] : series.by_code) {
+      double then = 0;
+      if (b != before.series.end()) {
+        auto it = b->second.by_code.find(code);
+        if (it != b->second.by_code.end()) then = it->second;
+      }
+      d.by_code[code] = delta(n, then);
+    }
+    for (const auto& [le, n] : series.buckets) {
+      double then = 0;
+      if (b != before.series.end()) {
+        auto it = b->second.buckets.find(le);
+        if (it != b->second.buckets.end()) then = it->second;
+      }
+      d.buckets[le] = delta(n, then);
+    }
+  }
+  return out;
+}
+
 Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms) {
   const std::string figures = fmt::format("{} requests, {:.2f} % errors, p99 {:.1f} ms", f.requests,
                                           f.error_rate() * 100, f.p99_ms);

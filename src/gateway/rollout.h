@@ -83,6 +83,10 @@ Scrape ParseGatewayMetrics(const std::string& text);
 // Adds `b` into `a` (several gateways).
 void Merge(Scrape* a, const Scrape& b);
 Figures Delta(const Scrape& before, const Scrape& after, const std::string& route, int64_t version);
+// What one gateway counted between two of its scrapes, series by series; a counter that went
+// down was reset (the gateway restarted): its new value is what it counted since, as
+// Prometheus's increase() takes it.
+Scrape DeltaScrape(const Scrape& before, const Scrape& after);
 
 struct Decision {
   enum Kind { kWait, kNext, kPromote, kRollBack } kind = kWait;

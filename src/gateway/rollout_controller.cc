@@ -52,8 +52,10 @@ Status RolloutController::Start() {
                          for (const auto& e : events) {
                            if (e.type == etcd::Event::Type::kPut) {
                              (*view)[e.kv.key] = e.kv.value;
+                             revisions_[e.kv.key] = e.kv.mod_revision;
                            } else {
                              view->erase(e.kv.key);
+                             revisions_.erase(e.kv.key);
                            }
                          }
                          cv_.SignalAll();
@@ -148,7 +150,7 @@ bool RolloutController::QueryPrometheus(const Rollout& r, int64_t now_ms, Figure
   return true;
 }
 
-bool RolloutController::ScrapeGateways(Scrape* out) {
+bool RolloutController::ScrapeGateways(std::map<std::string, Scrape>* out) {
   std::vector<std::string> addresses;
   {
     MutexLock l(&mu_);
@@ -178,7 +180,7 @@ bool RolloutController::ScrapeGateways(Scrape* out) {
                   r.status.ok() ? "HTTP " + std::to_string(r.response.status) : r.status.message());
       continue;
     }
-    Merge(out, ParseGatewayMetrics(r.response.body));
+    (*out)[addresses[i]] = ParseGatewayMetrics(r.response.body);
     any = true;
   }
   return any;
@@ -205,33 +207,52 @@ void RolloutController::Loop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
         LOG_WARNING("rollouts: ignoring {}: {}", key, r.status().message());
         continue;
       }
-      if (r->state == "running") Step(*r, revision);
+      if (r->state == "running") Step(*r, json, revision);
     }
   }
 }
 
-void RolloutController::Step(const Rollout& current, int64_t revision) {
+void RolloutController::Step(const Rollout& current, const std::string& json, int64_t revision) {
   const int64_t now_ms = NowMs();
   Figures f;
   if (!prometheus_.empty()) {
     if (!QueryPrometheus(current, now_ms, &f)) return;
   } else {
-    Scrape now;
+    std::map<std::string, Scrape> now;
     if (!ScrapeGateways(&now)) return;  // no gateway: nothing measured, nothing decided
     Baseline& base = baselines_[current.route];
     if (base.step != current.step || base.step_started_ms != current.step_started_ms) {
       base = Baseline{current.step, current.step_started_ms, std::move(now)};
       return;
     }
-    f = Delta(base.scrape, now, current.route, current.to);
+    // Per gateway, since its baseline; a gateway seen for the first time counts from now on (its
+    // history belongs to earlier steps), one that did not answer this round adds nothing.
+    Scrape since;
+    for (auto& [address, scrape] : now) {
+      auto b = base.scrapes.find(address);
+      if (b == base.scrapes.end()) {
+        base.scrapes[address] = std::move(scrape);
+      } else {
+        Merge(&since, DeltaScrape(b->second, scrape));
+      }
+    }
+    f = Delta(Scrape{}, since, current.route, current.to);
   }
   const Decision d = Decide(current, f, now_ms);
   if (d.kind == Decision::kWait) return;
   std::string route_json;
+  int64_t route_revision = 0, rollout_revision = 0;
   {
     MutexLock l(&mu_);
     auto it = routes_.find(kRoutesPrefix + current.route);
     if (it != routes_.end()) route_json = it->second;
+    auto r = revisions_.find(kRoutesPrefix + current.route);
+    if (r != revisions_.end()) route_revision = r->second;
+    auto o = rollouts_.find(kRolloutsPrefix + current.route);
+    if (o == rollouts_.end() || o->second != json) {
+      return;  // changed while it was measured (dais ctl rollback...): next round decides
+    }
+    rollout_revision = revisions_[kRolloutsPrefix + current.route];
   }
   auto route = ParseRoute(route_json);
   if (!route.ok()) {
@@ -260,15 +281,23 @@ void RolloutController::Step(const Rollout& current, int64_t revision) {
     new_weight = next.steps[static_cast<size_t>(next.step)];
   }
   const RouteSpec out = RouteAtWeight(*route, current.from, current.to, new_weight);
-  etcd::Compare mine{leader_key_, etcd::Compare::Target::kCreateRevision, etcd::Compare::Op::kEqual,
-                     revision, ""};
+  // Leadership, and neither record changed since read: an operator's rollback or route edit
+  // made meanwhile is never overwritten.
+  using etcd::Compare;
+  const std::vector<Compare> unchanged = {
+      {leader_key_, Compare::Target::kCreateRevision, Compare::Op::kEqual, revision, ""},
+      {kRoutesPrefix + current.route, Compare::Target::kModRevision, Compare::Op::kEqual,
+       route_revision, ""},
+      {kRolloutsPrefix + current.route, Compare::Target::kModRevision, Compare::Op::kEqual,
+       rollout_revision, ""}};
   auto txn = client_->Txn(
-      {mine},
+      unchanged,
       {etcd::Op{etcd::Op::Kind::kPut, kRolloutsPrefix + current.route, next.ToJson(), 0, false},
        etcd::Op{etcd::Op::Kind::kPut, kRoutesPrefix + current.route, RouteToJson(out), 0, false}});
   if (!txn.ok() || !txn->succeeded) {
     LOG_WARNING("rollouts: {}: the write did not go through ({}); again next round", current.route,
-                txn.ok() ? "not the leader any more" : txn.status().message());
+                txn.ok() ? "not the leader any more, or the route or rollout changed"
+                         : txn.status().message());
     return;
   }
   if (d.kind == Decision::kRollBack) {

@@ -42,9 +42,10 @@ class RolloutController {
 
  private:
   void Loop();
-  void Step(const Rollout& r, int64_t revision);
-  // The merged metrics of every registered gateway; false when none answered.
-  bool ScrapeGateways(Scrape* out);
+  // `json`: the record as read (the write is refused if it changed since).
+  void Step(const Rollout& r, const std::string& json, int64_t revision);
+  // The metrics of every registered gateway that answered, by address; false when none did.
+  bool ScrapeGateways(std::map<std::string, Scrape>* out);
   // The canary's figures since the step began, from Prometheus; false when it did not answer.
   bool QueryPrometheus(const Rollout& r, int64_t now_ms, Figures* out);
   // One instant query's scalar (the sum of the vector's values; 0 for an empty one).
@@ -66,12 +67,13 @@ class RolloutController {
   bool stop_ DAIS_GUARDED_BY(mu_) = false;
   std::map<std::string, std::string> rollouts_ DAIS_GUARDED_BY(mu_), routes_ DAIS_GUARDED_BY(mu_),
       gateways_ DAIS_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> revisions_ DAIS_GUARDED_BY(mu_);  // key -> mod revision
 
   // Loop thread only: the scrape each running step is measured from.
   struct Baseline {
     int step = -1;
     int64_t step_started_ms = 0;
-    Scrape scrape;
+    std::map<std::string, Scrape> scrapes;  // by gateway address
   };
   std::map<std::string, Baseline> baselines_;
 };

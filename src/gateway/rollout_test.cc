@@ -54,6 +54,14 @@ TEST(RolloutTest, FiguresAreTheDeltaBetweenScrapes) {
   EXPECT_EQ(Delta(Scrape{}, two, "ranker", 1).requests, 1800);
 }
 
+TEST(RolloutTest, AResetCounterCountsFromZero) {
+  const Scrape a = ParseGatewayMetrics(kScrapeB);          // 180 OK + 21 errors
+  const Scrape restarted = ParseGatewayMetrics(kScrapeA);  // lower: the gateway restarted
+  const Figures f = Delta(Scrape{}, DeltaScrape(a, restarted), "ranker", 2);
+  EXPECT_EQ(f.requests, 101) << "everything counted since the restart";
+  EXPECT_EQ(Delta(Scrape{}, DeltaScrape(restarted, a), "ranker", 2).requests, 100);
+}
+
 TEST(RolloutTest, DecisionsRollBackAtOnceAdvanceAfterTheIntervalAndPromoteAtTheEnd) {
   Rollout r = Running();
   Figures good{100, 1, 20};

@@ -132,13 +132,18 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     parser_->body_limit(pool_->options.max_response_bytes);
     http::async_read(*stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t n) {
+                       // A kept-alive connection the node closed before reading the request
+                       // (a clean end, nothing received): the request was not processed, send
+                       // it again. A reset may come after the node took the request: no resend.
                        if (ec && self->reused_ && n == 0 &&
-                           (ec == http::error::end_of_stream ||
-                            ec == net::error::connection_reset || ec == net::error::eof)) {
+                           (ec == http::error::end_of_stream || ec == net::error::eof)) {
                          self->buffer_.clear();
                          return self->Connect();
                        }
                        if (ec) return self->Failed(ec, "reading the answer of");
+                       // An interim 1xx answer (100 Continue, 103 Early Hints): the real one
+                       // follows on the same connection.
+                       if (self->parser_->get().result_int() / 100 == 1) return self->Read();
                        self->Done();
                      });
   }
