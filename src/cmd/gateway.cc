@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 
 #include "common/logging.h"
 #include "frontends/http/http_server.h"
@@ -117,8 +118,14 @@ int RunGateway(const GatewayCliOptions& o) {
   LOG_INFO("dais gateway started (etcd {})", o.etcd.front());
   int sig = 0;
   sigwait(&stop, &sig);
-  LOG_INFO("dais gateway: received {}: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  LOG_INFO("dais gateway: received {}: draining ({} request(s) in flight, up to 30 s)",
+           sig == SIGINT ? "SIGINT" : "SIGTERM", gw.InFlight());
+  gw.StartDraining();
   http.StopAccepting();
+  if (!gw.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(30))) {
+    LOG_WARNING("dais gateway: {} request(s) still in flight after 30 s: stopping anyway",
+                gw.InFlight());
+  }
   http.Stop();
   gw.Stop();
   return 0;

@@ -189,6 +189,8 @@ struct Gateway::Impl {
   std::unique_ptr<etcd::Client> client;
   std::vector<std::unique_ptr<etcd::Watcher>> watchers;
   std::atomic<int> snapshots{0};
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> in_flight{0};  // calls created and not answered
   std::thread reloader;
   std::thread registration;
   std::atomic<bool> stop{false};
@@ -534,6 +536,7 @@ void Gateway::Impl::Answer(const std::shared_ptr<Call>& call, Response response,
   }
   LogAccess(*call, response, node);
   call->respond(std::move(response));
+  in_flight.fetch_sub(1);
 }
 
 Gateway::Gateway(GatewayOptions options, boost::asio::io_context* io)
@@ -618,7 +621,19 @@ void Gateway::Stop() {
   g.watchers.clear();
 }
 
-bool Gateway::Ready() const { return impl_->snapshots.load() >= 4; }
+bool Gateway::Ready() const { return impl_->snapshots.load() >= 4 && !impl_->draining.load(); }
+
+void Gateway::StartDraining() { impl_->draining.store(true); }
+
+int64_t Gateway::InFlight() const { return impl_->in_flight.load(); }
+
+bool Gateway::WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  while (impl_->in_flight.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
 
 void Gateway::Handle(Request request, Responder respond) {
   Impl& g = *impl_;
@@ -627,7 +642,9 @@ void Gateway::Handle(Request request, Responder respond) {
   }
   if (request.method == "GET" && request.path == "/v2/health/ready") {
     return respond(Ready() ? Response{200, "text/plain", "", {}}
-                           : Error(503, "the gateway has not seen the cluster in etcd yet"));
+                   : g.draining.load()
+                       ? Error(503, "the gateway is shutting down")
+                       : Error(503, "the gateway has not seen the cluster in etcd yet"));
   }
   if (request.method == "GET" && request.path == "/metrics") {
     return respond(Response{
@@ -640,6 +657,7 @@ void Gateway::Handle(Request request, Responder respond) {
                          "[/infer|/ready|/config|/stats], /v2/health/* and /metrics"));
   }
   auto call = std::make_shared<Impl::Call>();
+  g.in_flight.fetch_add(1);  // until Answer
   call->started = Clock::now();
   call->alias = path->alias;
   call->suffix = path->suffix;

@@ -15,6 +15,8 @@
 // threads; the watches update a view that requests take by shared_ptr.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,8 +65,13 @@ class Gateway {
   void Register(const std::string& id, const std::string& http_endpoint);
   // The frontends::http::Handler.
   void Handle(frontends::http::Request request, frontends::http::Responder respond);
-  // True once every watch delivered its first snapshot.
+  // True once every watch delivered its first snapshot, until StartDraining.
   bool Ready() const;
+  // Readiness false from now on (load balancers stop sending); requests still served.
+  void StartDraining();
+  // Waits until no request is in flight or `deadline`; false at the deadline.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline);
+  int64_t InFlight() const;
 
   struct Impl;
 

@@ -109,33 +109,45 @@ def route(etcd):
     return json.loads(etcd.get_prefix("/dais/routes/ranker")["/dais/routes/ranker"])
 
 
-def test_a_good_canary_is_promoted_step_by_step(rollout_cluster, dais_bin):
+def test_a_good_canary_is_promoted_step_by_step(rollout_cluster, dais_bin, tmp_path):
     etcd, gw = rollout_cluster["etcd"], rollout_cluster["gateway"]
-    traffic = Traffic(gw.url + "/v2/models/ranker/infer")
+    gw2 = Gateway(dais_bin, etcd, tmp_path, "--id", "g2", name="g2")  # both analysed, both follow
     try:
-        out = ctl(dais_bin, etcd, "rollout", "start", "ranker", "--to", "2", "--steps", "20,60,100",
-                  "--interval", "1s", "--min-requests", "10", "--max-p99-ms", "500").stdout
-        assert "started: 20 %" in out, out
-        assert [v["weight"] for v in route(etcd)["versions"]] == [80, 20]
-        done = wait_for(lambda: (r := rollout(etcd)) and r["state"] != "running" and r, 60,
-                        "the rollout finished")
+        wait_for(lambda: len(etcd.get_prefix("/dais/gateways/")) == 2, 20,
+                 "two gateways registered")
+        traffic = Traffic(gw.url + "/v2/models/ranker/infer")
+        traffic2 = Traffic(gw2.url + "/v2/models/ranker/infer")
+        try:
+            out = ctl(dais_bin, etcd, "rollout", "start", "ranker", "--to", "2", "--steps",
+                      "20,60,100", "--interval", "1s", "--min-requests", "10", "--max-p99-ms",
+                      "500").stdout
+            assert "started: 20 %" in out, out
+            assert [v["weight"] for v in route(etcd)["versions"]] == [80, 20]
+            done = wait_for(lambda: (r := rollout(etcd)) and r["state"] != "running" and r, 60,
+                            "the rollout finished")
+        finally:
+            traffic.stop()
+            traffic2.stop()
+        assert done["state"] == "promoted", done
+        assert [h["decision"] for h in done["history"]] == ["next step", "next step", "promoted"]
+        assert all(h["requests"] >= 10 for h in done["history"]), done["history"]
+        r = route(etcd)
+        assert r["versions"] == [{"version": 2, "weight": 100}] and r["stable"] == 2
+        failures = traffic.failures + traffic2.failures
+        assert not failures, failures[:3]
+        assert traffic2.versions.get("2", 0) > 0, "the second gateway followed the steps too"
+        status = ctl(dais_bin, etcd, "rollout", "status", "ranker").stdout
+        print(status)
+        assert "promoted" in status and "next step" in status, status
+        # A promoted rollout can be rolled back by hand; both gateways follow.
+        out = ctl(dais_bin, etcd, "rollback", "ranker").stdout
+        assert "rolled back to v1" in out
+        assert route(etcd)["versions"] == [{"version": 1, "weight": 100}]
+        for g in (gw, gw2):
+            wait_for(lambda: requests.post(g.url + "/v2/models/ranker/infer", json=BODY, timeout=5)
+                     .headers.get("x-dais-version") == "1", 5, "both gateways on v1 again")
     finally:
-        traffic.stop()
-    assert done["state"] == "promoted", done
-    assert [h["decision"] for h in done["history"]] == ["next step", "next step", "promoted"]
-    assert all(h["requests"] >= 10 for h in done["history"]), done["history"]
-    r = route(etcd)
-    assert r["versions"] == [{"version": 2, "weight": 100}] and r["stable"] == 2
-    assert not traffic.failures, traffic.failures[:3]
-    status = ctl(dais_bin, etcd, "rollout", "status", "ranker").stdout
-    print(status)
-    assert "promoted" in status and "next step" in status, status
-    # A second start while one runs is refused; a finished one can be rolled back by hand.
-    out = ctl(dais_bin, etcd, "rollback", "ranker").stdout
-    assert "rolled back to v1" in out
-    assert route(etcd)["versions"] == [{"version": 1, "weight": 100}]
-    wait_for(lambda: requests.post(gw.url + "/v2/models/ranker/infer", json=BODY, timeout=5)
-             .headers.get("x-dais-version") == "1", 5, "the gateway on v1 again")
+        gw2.stop()
 
 
 @pytest.mark.parametrize("rollout_cluster", ["slow", "slow-prometheus"], indirect=True)
