@@ -3,6 +3,8 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
+#include <deque>
 #include <map>
 #include <optional>
 #include <thread>
@@ -29,21 +31,39 @@ struct UpstreamPool::Impl {
   net::executor_work_guard<net::io_context::executor_type> work;
   std::vector<std::thread> threads;
   Mutex mu;
-  std::map<std::string, std::vector<std::unique_ptr<beast::tcp_stream>>> idle DAIS_GUARDED_BY(mu);
+  // Kept-alive connections, most recently used last (taken from the back: the warmest). One
+  // idle longer than kMaxIdle is closed when its list is next touched: the node closes idle
+  // connections itself after a while (120 s for dais), and such a socket only waits in
+  // CLOSE_WAIT.
+  static constexpr std::chrono::seconds kMaxIdle{60};
+  struct Idle {
+    std::unique_ptr<beast::tcp_stream> stream;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<std::string, std::deque<Idle>> idle DAIS_GUARDED_BY(mu);
   std::map<std::string, tcp::endpoint> resolved DAIS_GUARDED_BY(mu);
 
+  static void DropStale(std::deque<Idle>& list) {
+    const auto now = std::chrono::steady_clock::now();
+    while (!list.empty() && now - list.front().since > kMaxIdle) list.pop_front();
+  }
   std::unique_ptr<beast::tcp_stream> TakeIdle(const std::string& address) {
     MutexLock l(&mu);
     auto it = idle.find(address);
-    if (it == idle.end() || it->second.empty()) return nullptr;
-    auto s = std::move(it->second.back());
+    if (it == idle.end()) return nullptr;
+    DropStale(it->second);
+    if (it->second.empty()) return nullptr;
+    auto s = std::move(it->second.back().stream);
     it->second.pop_back();
     return s;
   }
   void PutIdle(const std::string& address, std::unique_ptr<beast::tcp_stream> s) {
     MutexLock l(&mu);
     auto& list = idle[address];
-    if (list.size() < options.max_idle_per_address) list.push_back(std::move(s));
+    DropStale(list);
+    if (list.size() < options.max_idle_per_address) {
+      list.push_back({std::move(s), std::chrono::steady_clock::now()});
+    }
   }
   StatusOr<tcp::endpoint> Resolve(const std::string& address) {
     {
