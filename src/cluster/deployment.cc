@@ -65,13 +65,7 @@ scheduler::TaskSpec DeploymentSpec::Task() const {
 }
 
 StatusOr<DeploymentSpec> ParseDeploymentYaml(const std::string& yaml) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("not YAML: ") + e.what());
-  }
-  if (!root.IsMap()) return InvalidArgument("the spec must be a YAML mapping");
+  ASSIGN_OR_RETURN(const YAML::Node root, LoadYamlMap(yaml, "spec"));
   DeploymentSpec d;
   RETURN_IF_ERROR(Unknown(root,
                           {"name", "model", "version", "replicas", "resources", "constraints",

@@ -12,6 +12,19 @@
 
 namespace dais::cluster {
 
+// `text` parsed as a YAML mapping (JSON is YAML too); InvalidArgument "not YAML: ..." or "the
+// <what> must be a YAML mapping".
+inline StatusOr<YAML::Node> LoadYamlMap(const std::string& text, const std::string& what) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("not YAML: ") + e.what());
+  }
+  if (!root.IsMap()) return InvalidArgument("the " + what + " must be a YAML mapping");
+  return root;
+}
+
 // InvalidArgument "<at><key>: unknown field (known: ...)" for a key of `map` not in `known`.
 inline Status Unknown(const YAML::Node& map, const std::set<std::string>& known,
                       const std::string& at) {

@@ -77,13 +77,7 @@ Status Validate(RouteSpec& r) {
 StatusOr<RouteSpec> ParseRoute(const std::string& text) {
   using cluster::Get;
   using cluster::Unknown;
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("not YAML: ") + e.what());
-  }
-  if (!root.IsMap()) return InvalidArgument("the route must be a YAML mapping");
+  ASSIGN_OR_RETURN(const YAML::Node root, cluster::LoadYamlMap(text, "route"));
   RouteSpec r;
   RETURN_IF_ERROR(Unknown(root,
                           {"kind", "name", "model", "versions", "stable", "sticky_header", "match",

@@ -15,13 +15,7 @@ bool TenantSpec::Allows(const std::string& alias) const {
 }
 
 StatusOr<TenantSpec> ParseTenant(const std::string& text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("not YAML: ") + e.what());
-  }
-  if (!root.IsMap()) return InvalidArgument("the tenant must be a YAML mapping");
+  ASSIGN_OR_RETURN(const YAML::Node root, cluster::LoadYamlMap(text, "tenant"));
   RETURN_IF_ERROR(
       cluster::Unknown(root, {"kind", "name", "models", "requests_per_second", "burst"}, ""));
   std::string kind = "tenant";
