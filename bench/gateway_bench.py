@@ -12,6 +12,9 @@ The node's mlp_small runs with max_queue_delay_microseconds 0 (a copy of the exa
     is put at v2 100 %, then back at v1 100 % with one etcd write; the time from that write until
     both gateways answer from v1 (polled with requests), p50 / p99 / max over --rollbacks runs.
     Goal: p99 <= 1 s.
+  - canary accuracy: the route at 90 / 10 with a sticky header; the canary's share of 10,000
+    requests without the header (goal: 10 % ± 2 %), and 500 sticky users x 4 requests
+    alternating between the two gateways: how many changed version (goal: none).
 
 usage: bench/gateway_bench.py [--seconds 10] [--build build/release]
 """
@@ -73,10 +76,12 @@ def route_json(version):
                        "versions": [{"version": version, "weight": 100}], "stable": version})
 
 
-def answered_version(port):
+def answered_version(port, user=None):
+    headers = {"Content-Type": "application/json"}
+    if user is not None:
+        headers["x-user"] = user
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/ranker/infer",
-                                 data=request_bodies(16)["json"][0],
-                                 headers={"Content-Type": "application/json"})
+                                 data=request_bodies(16)["json"][0], headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return r.headers.get("x-dais-version")
@@ -93,7 +98,8 @@ def rollback_propagation(dais, etcd, repo, tmp, start, gw_port, runs):
     subprocess.run(["etcdctl", "--endpoints", etcd, "put", "/dais/assignments/n2/mlp_small",
                     json.dumps({"deployment": "d2", "model": "mlp_small", "version": 2})],
                    check=True, capture_output=True, env=env)
-    start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--id", "g2"], "gateway2.log")
+    start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--grpc-port", "-1", "--id", "g2"],
+          "gateway2.log")
     ports = [gw_port, log_port(tmp / "gateway2.log")]
     times = []
     for _ in range(runs):
@@ -109,6 +115,37 @@ def rollback_propagation(dais, etcd, repo, tmp, start, gw_port, runs):
             pending = {p for p in pending if answered_version(p) != "1"}
         times.append(time.monotonic() - t_write)
     times.sort()
+    print_rollbacks(times, runs)
+    return ports
+
+
+def canary_accuracy(etcd, ports, requests=10000, users=500, per_user=4):
+    """A 10 % canary: the share of `requests` (no sticky header) answered by it, and `users`
+    sticky users sending `per_user` requests each, alternating between the gateways: how many
+    ever changed version."""
+    env = {"ETCDCTL_API": "3"}
+    subprocess.run(["etcdctl", "--endpoints", etcd, "put", "/dais/routes/ranker", json.dumps({
+        "kind": "route", "name": "ranker", "model": "mlp_small", "stable": 1,
+        "sticky_header": "x-user",
+        "versions": [{"version": 1, "weight": 90}, {"version": 2, "weight": 10}]})],
+        check=True, capture_output=True, env=env)
+    wait_for(lambda: all(answered_version(p, "probe-user-0") is not None for p in ports), 30,
+             "the canary route")
+    wait_for(lambda: any(answered_version(ports[0]) == "2" for _ in range(200)), 30,
+             "the canary answering")
+    canary = sum(answered_version(ports[i % 2]) == "2" for i in range(requests))
+    changed, on_canary = 0, 0
+    for u in range(users):
+        seen = {answered_version(ports[i % 2], f"user-{u}") for i in range(per_user)}
+        changed += len(seen) > 1
+        on_canary += seen == {"2"}
+    print(f"\ncanary accuracy: {canary / requests:.2%} of {requests:,} requests on a 10 % canary "
+          f"(goal ±2 %: {'met' if abs(canary / requests - 0.10) <= 0.02 else 'NOT met'}); "
+          f"{users} sticky users x {per_user} requests over two gateways: {changed} changed "
+          f"version, {on_canary / users:.1%} on the canary")
+
+
+def print_rollbacks(times, runs):
     p99 = times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))]
     print(f"\nrollback propagation (etcd write -> both gateways on v1), {runs} runs: "
           f"p50 {times[len(times) // 2] * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max "
@@ -158,7 +195,7 @@ def main():
                        check=True, capture_output=True, env={"ETCDCTL_API": "3"})
         wait_for(lambda: get_ok(f"http://127.0.0.1:{node_port}/v2/models/mlp_small/ready"), 60,
                  "mlp_small READY on the node")
-        gateway = start([dais, "gateway", "--etcd", etcd, "--http-port", "0",
+        gateway = start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--grpc-port", "-1",
                          *args.gateway_args.split()], "gateway.log")
         gw_port = log_port(tmp / "gateway.log")
         wait_for(lambda: get_ok(f"http://127.0.0.1:{gw_port}/v2/models/ranker/ready"), 30,
@@ -207,7 +244,8 @@ def main():
               f"{'met' if g <= n else 'NOT met'}; c=64 throughput gateway / nginx = {ratio:.2f} "
               f"(goal ≥ 1.0: {'met' if ratio >= 1.0 else 'NOT met'})")
         if args.rollbacks > 0:
-            rollback_propagation(dais, etcd, repo, tmp, start, gw_port, args.rollbacks)
+            ports = rollback_propagation(dais, etcd, repo, tmp, start, gw_port, args.rollbacks)
+            canary_accuracy(etcd, ports)
     finally:
         for p in reversed(procs):
             if p.poll() is None:

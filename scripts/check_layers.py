@@ -36,7 +36,8 @@ ALLOWED = {
                        "features/spec", "features/offline", "features/store"},
     "frontends/grpc": {"common", "metrics", "runtime", "server", "frontends"},
     "perf": {"common", "tensor"},
-    "gateway": {"common", "metrics", "etcd", "cluster", "frontends", "frontends/http"},
+    "gateway": {"common", "metrics", "etcd", "cluster", "frontends", "frontends/http",
+                "frontends/grpc"},
 }
 # cmd wires everything together and may include any folder.
 

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "common/logging.h"
+#include "frontends/grpc/h2_server.h"
 #include "frontends/http/http_server.h"
 #include "gateway/gateway.h"
 
@@ -15,7 +16,7 @@ namespace dais::cmd {
 CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
   CLI::App* cmd = app->add_subcommand(
       "gateway",
-      "The cluster's front door: KServe v2 over HTTP, JWT-authenticated, rate-limited per "
+      "The cluster's front door: KServe v2 over HTTP and gRPC, JWT-authenticated, rate-limited per "
       "tenant, routed by the routes in etcd (weights, sticky users, A/B rules, stable fallback) "
       "to the nodes' READY instances, with retries and outlier ejection");
   cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated or repeated).")
@@ -27,6 +28,14 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--http-thread-count", o->http_threads, "HTTP I/O threads (0: one per core).")
+      ->check(CLI::Range(0, 256));
+  cmd->add_option("--grpc-address", o->grpc_address, "Address the gRPC port binds.")
+      ->capture_default_str();
+  cmd->add_option("--grpc-port", o->grpc_port,
+                  "gRPC port (inference.GRPCInferenceService; 0: a free one; -1: no gRPC).")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  cmd->add_option("--grpc-thread-count", o->grpc_threads, "gRPC I/O threads (0: one per core).")
       ->check(CLI::Range(0, 256));
   cmd->add_option("--id", o->id, "This gateway's name in etcd (default: host name and PID).");
   cmd->add_option("--advertise-host", o->advertise_host,
@@ -110,7 +119,21 @@ int RunGateway(const GatewayCliOptions& o) {
     LOG_ERROR("dais gateway: --http-port: {}", s.message());
     return 2;
   }
-  LOG_INFO("ports: http={}", http.port());
+  std::unique_ptr<frontends::grpc::H2Server> grpc;
+  if (o.grpc_port >= 0) {
+    frontends::grpc::H2ServerOptions go2;
+    go2.address = o.grpc_address;
+    go2.port = o.grpc_port;
+    go2.threads = o.grpc_threads;
+    grpc = std::make_unique<frontends::grpc::H2Server>(go2, gw.GrpcMethods());
+    if (Status s = grpc->Start(); !s.ok()) {
+      LOG_ERROR("dais gateway: --grpc-port: {}", s.message());
+      return 2;
+    }
+    LOG_INFO("ports: http={} grpc={}", http.port(), grpc->port());
+  } else {
+    LOG_INFO("ports: http={}", http.port());
+  }
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   gw.Register(o.id.empty() ? std::string(host) + "-" + std::to_string(getpid()) : o.id,
@@ -122,6 +145,7 @@ int RunGateway(const GatewayCliOptions& o) {
            sig == SIGINT ? "SIGINT" : "SIGTERM", gw.InFlight());
   gw.StartDraining();
   http.StopAccepting();
+  if (grpc) grpc->Stop(30000);  // GOAWAY: open calls finish (up to 30 s)
   if (!gw.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(30))) {
     LOG_WARNING("dais gateway: {} request(s) still in flight after 30 s: stopping anyway",
                 gw.InFlight());

@@ -1,6 +1,6 @@
 // `dais gateway`: the cluster's front door (gateway/gateway.h, docs/gateway.md): KServe v2 over
-// HTTP, authenticated, rate-limited and routed by the routes and tenants in etcd to the nodes'
-// READY instances. Builds with gRPC only (etcd).
+// HTTP and gRPC, authenticated, rate-limited and routed by the routes and tenants in etcd to the
+// nodes' READY instances. Builds with gRPC only (etcd).
 #pragma once
 
 #include <string>
@@ -17,6 +17,9 @@ struct GatewayCliOptions {
   std::string http_address = "0.0.0.0";
   int http_port = 8000;
   int http_threads = 0;
+  std::string grpc_address = "0.0.0.0";
+  int grpc_port = 8001;  // -1: no gRPC
+  int grpc_threads = 0;
   std::string jwks;
   std::string jwt_issuer;
   std::vector<std::string> jwt_audiences;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,15 +19,10 @@
 #include "cluster/keys.h"
 #include "common/json.h"
 #include "common/logging.h"
-#include "etcd/client.h"
-#include "etcd/watch.h"
 #include "fmt/format.h"
+#include "gateway/gateway_impl.h"
 #include "gateway/gateway_metrics.h"
-#include "gateway/rate_limit.h"
 #include "gateway/rollout.h"
-#include "gateway/route.h"
-#include "gateway/tenant.h"
-#include "gateway/upstream.h"
 
 namespace dais::gateway {
 namespace {
@@ -34,29 +30,6 @@ namespace {
 using frontends::http::Request;
 using frontends::http::Responder;
 using frontends::http::Response;
-using Clock = std::chrono::steady_clock;
-
-// What the watches saw, as requests use it (rebuilt on every change; requests hold it by
-// shared_ptr for their lifetime).
-struct View {
-  std::map<std::string, RouteSpec> routes;
-  std::map<std::string, TenantSpec> tenants;
-  std::map<std::string, std::string> node_http;  // node -> host:port
-  // (model, version) -> nodes with a READY instance of it.
-  std::map<std::pair<std::string, int64_t>, std::vector<std::string>> ready;
-
-  const std::vector<std::string>* Nodes(const std::string& model, int64_t version) const {
-    auto it = ready.find({model, version});
-    return it == ready.end() || it->second.empty() ? nullptr : &it->second;
-  }
-  int64_t HighestReady(const std::string& model) const {
-    int64_t best = -1;
-    for (const auto& [key, nodes] : ready) {
-      if (key.first == model && !nodes.empty()) best = std::max(best, key.second);
-    }
-    return best;
-  }
-};
 
 Response Error(int status, const std::string& message) {
   rapidjson::StringBuffer sb;
@@ -139,80 +112,14 @@ std::vector<std::pair<std::string, std::string>> ForwardedHeaders(const Request&
 
 }  // namespace
 
-struct Gateway::Impl {
-  Impl(GatewayOptions o, boost::asio::io_context* io)
-      : options(std::move(o)),
-        balancer(options.balancer),
-        budget(options.retry_budget),
-        pool(io != nullptr
-                 ? UpstreamPool(io, UpstreamOptions{0, 256, 256ull << 20})
-                 : UpstreamPool(UpstreamOptions{options.upstream_threads, 256, 256ull << 20})) {}
-
-  // One request on its way through the tries.
-  struct Call {
-    Request request;
-    Responder respond;
-    std::shared_ptr<const View> view;
-    std::string alias, model, tenant, suffix;
-    const RouteSpec* route = nullptr;  // in `view`; null: no route, the model by its own name
-    int64_t version = -1;
-    const char* how = "";
-    bool fallback = false;
-    std::vector<std::string> tried;
-    Clock::time_point started, deadline;
-  };
-
-  void Watch(const std::string& prefix, std::map<std::string, std::string>* kv);
-  // Applies `change` (to the raw maps, under mu) and rebuilds the view.
-  void Rebuild(const std::function<void()>& change) DAIS_EXCLUDES(mu);
-  std::shared_ptr<const View> Current() {
-    MutexLock l(&mu);
-    return view;
-  }
-  // The tenant of a request, or an answer refusing it.
-  std::optional<Response> Authenticate(const Request& r, std::string* tenant);
-  std::optional<Response> Admit(const View& v, const std::string& tenant, const std::string& alias);
-  void Try(std::shared_ptr<Call> call);
-  // A copy of the request to the route's shadow version; the answer is only counted.
-  void Mirror(const Call& call);
-  void OnAnswer(std::shared_ptr<Call> call, const std::string& node, UpstreamResult result);
-  void Answer(const std::shared_ptr<Call>& call, Response response, const std::string& node);
-  uint64_t Random() {
-    thread_local std::mt19937_64 rng(std::random_device{}());
-    return rng();
-  }
-
-  GatewayOptions options;
-  Balancer balancer;
-  RetryBudget budget;
-  std::unique_ptr<JwksFile> jwks;
-  std::unique_ptr<etcd::Client> client;
-  std::vector<std::unique_ptr<etcd::Watcher>> watchers;
-  std::atomic<int> snapshots{0};
-  std::atomic<bool> draining{false};
-  std::atomic<int64_t> in_flight{0};  // calls created and not answered
-  std::thread reloader;
-  std::thread registration;
-  std::atomic<bool> stop{false};
-
-  Mutex mu;
-  std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu), tenants_kv DAIS_GUARDED_BY(mu),
-      nodes_kv DAIS_GUARDED_BY(mu), instances_kv DAIS_GUARDED_BY(mu);
-  std::shared_ptr<const View> view DAIS_GUARDED_BY(mu) = std::make_shared<View>();
-  uint64_t built DAIS_GUARDED_BY(mu) = 0;      // views started
-  uint64_t installed DAIS_GUARDED_BY(mu) = 0;  // the generation of `view`
-
-  Mutex buckets_mu;
-  std::map<std::string, std::pair<TenantSpec, std::unique_ptr<TokenBucket>>> buckets
-      DAIS_GUARDED_BY(buckets_mu);
-
-  std::FILE* access_log = nullptr;  // owned unless stdout
-  Mutex access_log_mu;
-  void LogAccess(const Call& call, const Response& response, const std::string& node);
-
-  // Last: destroyed first, so that no answer arrives after the rest is gone.
-  UpstreamPool pool;
-};
+Gateway::Impl::Impl(GatewayOptions o, boost::asio::io_context* io)
+    : options(std::move(o)),
+      balancer(options.balancer),
+      budget(options.retry_budget),
+      pool(io != nullptr
+               ? UpstreamPool(io, UpstreamOptions{0, 256, 256ull << 20})
+               : UpstreamPool(UpstreamOptions{options.upstream_threads, 256, 256ull << 20})),
+      grpc(&pool.io_context()) {}
 
 void Gateway::Impl::Watch(const std::string& prefix, std::map<std::string, std::string>* kv) {
   etcd::Watcher::Callbacks cb;
@@ -251,44 +158,7 @@ void Gateway::Impl::Rebuild(const std::function<void()>& change) {
     instances_kv = this->instances_kv;
     generation = ++built;
   }
-  auto v = std::make_shared<View>();
-  for (const auto& [key, text] : routes_kv) {
-    auto r = ParseRoute(text);
-    if (r.ok()) {
-      v->routes[r->name] = std::move(*r);
-    } else {
-      LOG_WARNING("gateway: ignoring route {}: {}", key, r.status().message());
-    }
-  }
-  for (const auto& [key, text] : tenants_kv) {
-    auto t = ParseTenant(text);
-    if (t.ok()) v->tenants[t->name] = std::move(*t);
-  }
-  for (const auto& [key, json] : nodes_kv) {
-    rapidjson::Document d;
-    if (!json::ParseJson(json, &d).ok() || !d.IsObject() || !d.HasMember("node") ||
-        !d["node"].IsString() || !d.HasMember("http") || !d["http"].IsString()) {
-      continue;
-    }
-    v->node_http[d["node"].GetString()] = d["http"].GetString();
-  }
-  for (const auto& [key, json] : instances_kv) {
-    rapidjson::Document d;
-    if (!json::ParseJson(json, &d).ok() || !d.IsObject()) continue;
-    auto str = [&d](const char* k) -> std::string {
-      return d.HasMember(k) && d[k].IsString() ? d[k].GetString() : "";
-    };
-    if (str("state") != "READY" || str("version").empty()) continue;
-    const std::string node = str("node");
-    if (!v->node_http.count(node)) continue;
-    int64_t version = 0;
-    try {
-      version = std::stoll(str("version"));
-    } catch (...) {
-      continue;
-    }
-    v->ready[{str("model"), version}].push_back(node);
-  }
+  std::shared_ptr<View> v = BuildView(routes_kv, tenants_kv, nodes_kv, instances_kv);
   MutexLock l(&mu);
   if (generation > installed) {
     view = std::move(v);
@@ -296,7 +166,7 @@ void Gateway::Impl::Rebuild(const std::function<void()>& change) {
   }
 }
 
-std::optional<Response> Gateway::Impl::Authenticate(const Request& r, std::string* tenant) {
+std::optional<Response> Gateway::Impl::Authenticate(std::string_view header, std::string* tenant) {
   if (!jwks) {
     *tenant = "anonymous";
     return std::nullopt;
@@ -309,7 +179,6 @@ std::optional<Response> Gateway::Impl::Authenticate(const Request& r, std::strin
         "www-authenticate", "Bearer error=\"invalid_token\", error_description=\"" + reason + "\"");
     return resp;
   };
-  const std::string_view header = r.Header("authorization");
   if (header.size() < 7 || Lower(std::string(header.substr(0, 7))) != "bearer ") {
     return refuse("missing", "a bearer token is required (Authorization: Bearer <JWT>)");
   }
@@ -358,7 +227,7 @@ std::optional<Response> Gateway::Impl::Admit(const View& v, const std::string& t
   return r;
 }
 
-void Gateway::Impl::Try(std::shared_ptr<Call> call) {
+std::optional<std::string> Gateway::Impl::PickNode(const CallPtr& call) {
   const View& v = *call->view;
   const std::vector<std::string>* nodes = v.Nodes(call->model, call->version);
   // Every instance of the version tried (a retry): the stable version's turn.
@@ -374,13 +243,26 @@ void Gateway::Impl::Try(std::shared_ptr<Call> call) {
     nodes = v.Nodes(call->model, call->version);
   }
   if (nodes == nullptr) {
-    return Answer(call,
-                  Error(503, "no READY instance of model '" + call->model + "' version " +
-                                 std::to_string(call->version) +
-                                 (call->route ? " (route '" + call->alias + "')" : "")),
-                  "");
+    Response r = Error(503, "no READY instance of model '" + call->model + "' version " +
+                                std::to_string(call->version) +
+                                (call->route ? " (route '" + call->alias + "')" : ""));
+    if (call->grpc) {
+      RefuseGrpc(call, r);
+    } else {
+      Answer(call, std::move(r), "");
+    }
+    return std::nullopt;
   }
-  const std::string node = balancer.Pick(*nodes, call->tried, Random(), Clock::now());
+  std::string node = balancer.Pick(*nodes, call->tried, Random(), Clock::now());
+  balancer.Start(node);
+  call->tried.push_back(node);
+  return node;
+}
+
+void Gateway::Impl::Try(CallPtr call) {
+  std::optional<std::string> node = PickNode(call);
+  if (!node) return;
+  if (call->grpc) return TryGrpc(call, *node);
   UpstreamRequest up;
   up.method = call->request.method;
   up.target = "/v2/models/" + call->model + "/versions/" + std::to_string(call->version) +
@@ -388,13 +270,14 @@ void Gateway::Impl::Try(std::shared_ptr<Call> call) {
   up.headers = ForwardedHeaders(call->request);
   up.body = call->request.body;  // kept in the call for a retry
   up.deadline = call->deadline;
-  balancer.Start(node);
-  call->tried.push_back(node);
-  pool.Send(v.node_http.at(node), std::move(up),
-            [this, call, node](UpstreamResult result) { OnAnswer(call, node, std::move(result)); });
+  pool.Send(call->view->node_http.at(*node), std::move(up),
+            [this, call, node = *node](UpstreamResult result) {
+              OnAnswer(call, node, std::move(result));
+            });
 }
 
 void Gateway::Impl::Mirror(const Call& call) {
+  if (call.grpc) return MirrorGrpc(call);
   const RouteSpec& route = *call.route;
   const std::string version = std::to_string(route.shadow_version);
   GatewayMetrics& m = GatewayMetrics::Get();
@@ -423,10 +306,24 @@ void Gateway::Impl::Mirror(const Call& call) {
             });
 }
 
-void Gateway::Impl::OnAnswer(std::shared_ptr<Call> call, const std::string& node,
-                             UpstreamResult result) {
+bool Gateway::Impl::Settle(const Call& call, const std::string& node, bool ok, const char* outcome,
+                           bool retryable, const std::string& detail) {
   GatewayMetrics& m = GatewayMetrics::Get();
   const auto now = Clock::now();
+  m.upstream.Get({node, outcome}).Increment();
+  if (balancer.Finish(node, ok, now)) {
+    m.ejections.Get({node}).Increment();
+    LOG_WARNING("gateway: node {} ejected after consecutive failures (last: {})", node, detail);
+  }
+  if (retryable && static_cast<int>(call.tried.size()) < options.max_tries && now < call.deadline &&
+      budget.TryRetry(now)) {
+    m.retries.Get({call.alias}).Increment();
+    return true;
+  }
+  return false;
+}
+
+void Gateway::Impl::OnAnswer(CallPtr call, const std::string& node, UpstreamResult result) {
   const int status = result.status.ok() ? result.response.status : 0;
   const bool ok = result.status.ok() && status < 500;
   const char* outcome = ok                                                      ? "ok"
@@ -434,16 +331,9 @@ void Gateway::Impl::OnAnswer(std::shared_ptr<Call> call, const std::string& node
                         : result.status.code() == StatusCode::kDeadlineExceeded ? "timeout"
                         : result.status.ok()                                    ? "http_5xx"
                                                                                 : "error";
-  m.upstream.Get({node, outcome}).Increment();
-  if (balancer.Finish(node, ok, now)) {
-    m.ejections.Get({node}).Increment();
-    LOG_WARNING("gateway: node {} ejected after consecutive failures (last: {})", node,
-                result.status.ok() ? "HTTP " + std::to_string(status) : result.status.message());
-  }
   const bool retryable = result.connect_failed || status == 503;
-  if (retryable && static_cast<int>(call->tried.size()) < options.max_tries &&
-      now < call->deadline && budget.TryRetry(now)) {
-    m.retries.Get({call->alias}).Increment();
+  if (Settle(*call, node, ok, outcome, retryable,
+             result.status.ok() ? "HTTP " + std::to_string(status) : result.status.message())) {
     return Try(std::move(call));
   }
   if (!result.status.ok()) {
@@ -463,10 +353,10 @@ void Gateway::Impl::OnAnswer(std::shared_ptr<Call> call, const std::string& node
   Answer(call, std::move(r), node);
 }
 
-void Gateway::Impl::LogAccess(const Call& call, const Response& response, const std::string& node) {
+void Gateway::Impl::LogAccess(const Call& call, int status, size_t response_bytes,
+                              const std::string& node) {
   if (access_log == nullptr) return;
-  if (response.status < 500 &&
-      static_cast<double>(Random() % 1000000) >= options.access_log_sample * 1e6) {
+  if (status < 500 && static_cast<double>(Random() % 1000000) >= options.access_log_sample * 1e6) {
     return;
   }
   const auto now = std::chrono::system_clock::now();
@@ -485,7 +375,7 @@ void Gateway::Impl::LogAccess(const Call& call, const Response& response, const 
   };
   w.StartObject();
   str("time", fmt::format("{}.{:03d}Z", stamp, ms % 1000));
-  str("method", call.request.method);
+  str("method", call.grpc ? "GRPC" : call.request.method);
   str("route", call.alias);
   str("model", call.model);
   w.Key("version");
@@ -494,7 +384,7 @@ void Gateway::Impl::LogAccess(const Call& call, const Response& response, const 
   str("tenant", call.tenant);
   str("node", node);
   w.Key("status");
-  w.Int(response.status);
+  w.Int(status);
   w.Key("duration_ms");
   w.Double(std::chrono::duration<double, std::milli>(Clock::now() - call.started).count());
   w.Key("tries");
@@ -504,37 +394,40 @@ void Gateway::Impl::LogAccess(const Call& call, const Response& response, const 
   w.Key("request_bytes");
   w.Uint64(call.request.body.size());
   w.Key("response_bytes");
-  w.Uint64(response.body.size());
+  w.Uint64(response_bytes);
   w.EndObject();
   MutexLock l(&access_log_mu);
   std::fprintf(access_log, "%s\n", sb.GetString());
   std::fflush(access_log);
 }
 
-void Gateway::Impl::Answer(const std::shared_ptr<Call>& call, Response response,
+void Gateway::Impl::Record(const Call& call, int status, size_t response_bytes,
                            const std::string& node) {
-  const std::string version = call->version >= 0 ? std::to_string(call->version) : "";
-  response.headers.emplace_back("x-dais-route", call->alias);
-  if (!version.empty()) response.headers.emplace_back("x-dais-version", version);
-  if (!node.empty()) response.headers.emplace_back("x-dais-node", node);
-  if (call->fallback) response.headers.emplace_back("x-dais-fallback", "stable");
   // Labels only from what the gateway knows (a route, a node that answered), never from the raw
   // path: a client inventing model names or versions must not grow the metrics without bound.
   // Only infer requests are counted: probes and metadata would skew a rollout's analysis.
-  if (call->suffix == "/infer") {
+  if (call.is_infer()) {
     bool known_version = !node.empty();
-    for (const auto& v : call->route ? call->route->versions : std::vector<RouteSpec::Weighted>{}) {
-      known_version = known_version || v.version == call->version;
+    for (const auto& v : call.route ? call.route->versions : std::vector<RouteSpec::Weighted>{}) {
+      known_version = known_version || v.version == call.version;
     }
-    const std::string route_label = call->route != nullptr || !node.empty() ? call->alias : "-";
-    const std::string version_label = known_version ? version : "-";
+    const std::string route_label = call.route != nullptr || !node.empty() ? call.alias : "-";
+    const std::string version_label = known_version ? std::to_string(call.version) : "-";
     GatewayMetrics& m = GatewayMetrics::Get();
-    m.requests.Get({route_label, version_label, call->tenant, std::to_string(response.status)})
-        .Increment();
+    m.requests.Get({route_label, version_label, call.tenant, std::to_string(status)}).Increment();
     m.duration.Get({route_label, version_label})
-        .Observe(std::chrono::duration<double>(Clock::now() - call->started).count());
+        .Observe(std::chrono::duration<double>(Clock::now() - call.started).count());
   }
-  LogAccess(*call, response, node);
+  LogAccess(call, status, response_bytes, node);
+}
+
+void Gateway::Impl::Answer(const CallPtr& call, Response response, const std::string& node) {
+  response.headers.emplace_back("x-dais-route", call->alias);
+  if (call->version >= 0)
+    response.headers.emplace_back("x-dais-version", std::to_string(call->version));
+  if (!node.empty()) response.headers.emplace_back("x-dais-node", node);
+  if (call->fallback) response.headers.emplace_back("x-dais-fallback", "stable");
+  Record(*call, response.status, response.body.size(), node);
   call->respond(std::move(response));
   in_flight.fetch_sub(1);
 }
@@ -661,46 +554,50 @@ void Gateway::Handle(Request request, Responder respond) {
   call->started = Clock::now();
   call->alias = path->alias;
   call->suffix = path->suffix;
-  if (auto refused = g.Authenticate(request, &call->tenant)) {
+  call->respond = std::move(respond);
+  if (auto refused = g.Authenticate(request.Header("authorization"), &call->tenant)) {
     call->tenant = call->tenant.empty() ? "-" : call->tenant;
-    call->respond = std::move(respond);
     return g.Answer(call, std::move(*refused), "");
   }
   call->view = g.Current();
-  call->respond = std::move(respond);
   if (auto refused = g.Admit(*call->view, call->tenant, call->alias)) {
     return g.Answer(call, std::move(*refused), "");
   }
-  auto route = call->view->routes.find(path->alias);
+  call->request = std::move(request);
+  if (auto refused = g.Resolve(call.get(), path->version)) {
+    return g.Answer(call, std::move(*refused), "");
+  }
+  if (call->route != nullptr && call->route->shadow_version >= 0 &&
+      call->route->shadow_version != call->version && call->is_infer() &&
+      static_cast<double>(g.Random() % 10000) < call->route->shadow_percent * 100) {
+    g.Mirror(*call);
+  }
+  g.budget.OnRequest(call->started);
+  g.Try(std::move(call));
+}
+
+std::optional<Response> Gateway::Impl::Resolve(Call* call, int64_t asked_version) {
+  auto route = call->view->routes.find(call->alias);
   int timeout_ms = 10000;
   if (route != call->view->routes.end()) {
     call->route = &route->second;
     call->model = route->second.model;
     timeout_ms = route->second.timeout_ms;
     const VersionChoice c = ChooseVersion(
-        route->second, path->version,
-        [&request](std::string_view name) { return request.Header(name); }, g.Random());
+        route->second, asked_version, [call](std::string_view name) { return call->Header(name); },
+        Random());
     call->version = c.version;
     call->how = c.how;
   } else {
-    call->model = path->alias;
-    call->version = path->version >= 0 ? path->version : call->view->HighestReady(call->model);
+    call->model = call->alias;
+    call->version = asked_version >= 0 ? asked_version : call->view->HighestReady(call->model);
     if (call->version < 0) {
-      return g.Answer(call,
-                      Error(404, "no route '" + path->alias +
-                                     "' and no READY instance of a model of that name"),
-                      "");
+      return Error(404,
+                   "no route '" + call->alias + "' and no READY instance of a model of that name");
     }
   }
   call->deadline = call->started + std::chrono::milliseconds(timeout_ms);
-  call->request = std::move(request);
-  if (call->route != nullptr && call->route->shadow_version >= 0 &&
-      call->route->shadow_version != call->version && path->suffix == "/infer" &&
-      static_cast<double>(g.Random() % 10000) < call->route->shadow_percent * 100) {
-    g.Mirror(*call);
-  }
-  g.budget.OnRequest(call->started);
-  g.Try(std::move(call));
+  return std::nullopt;
 }
 
 }  // namespace dais::gateway

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "frontends/grpc/h2_connection.h"
 #include "frontends/http/http_server.h"
 #include "gateway/balancer.h"
 #include "gateway/jwt.h"
@@ -65,6 +66,10 @@ class Gateway {
   void Register(const std::string& id, const std::string& http_endpoint);
   // The frontends::http::Handler.
   void Handle(frontends::http::Request request, frontends::http::Responder respond);
+  // The gRPC methods (grpc_proxy.cc) for a frontends::grpc::H2Server: the model methods of
+  // inference.GRPCInferenceService routed like HTTP, ModelStreamInfer pinned to one node per
+  // stream, ServerLive / ServerReady / ServerMetadata and grpc.health.v1 answered here.
+  frontends::grpc::MethodTable GrpcMethods();
   // True once every watch delivered its first snapshot, until StartDraining.
   bool Ready() const;
   // Readiness false from now on (load balancers stop sending); requests still served.

@@ -6,16 +6,19 @@ GatewayMetrics& GatewayMetrics::Get() {
   static GatewayMetrics* m = [] {
     metrics::Registry& r = metrics::Registry::Global();
     return new GatewayMetrics{
-        r.AddCounter("dais_gateway_requests_total",
-                     "Requests answered by the gateway, by route, version, tenant and HTTP status.",
-                     {"route", "version", "tenant", "code"}),
+        r.AddCounter(
+            "dais_gateway_requests_total",
+            "Requests answered by the gateway, by route, version, tenant and HTTP status (a gRPC "
+            "call under the HTTP status of the same meaning).",
+            {"route", "version", "tenant", "code"}),
         r.AddHistogram("dais_gateway_request_duration_seconds",
                        "Time from a request's arrival to its answer, retries included.",
                        {"route", "version"}, metrics::LatencyBuckets()),
-        r.AddCounter("dais_gateway_upstream_requests_total",
-                     "Tries sent to nodes, by outcome (ok, http_5xx, connect_failed, timeout, "
-                     "error).",
-                     {"node", "outcome"}),
+        r.AddCounter(
+            "dais_gateway_upstream_requests_total",
+            "Tries sent to nodes, by outcome (ok, http_5xx, grpc_error, connect_failed, timeout, "
+            "error).",
+            {"node", "outcome"}),
         r.AddCounter("dais_gateway_retries_total", "Tries after the first, by route.", {"route"}),
         r.AddCounter("dais_gateway_fallbacks_total",
                      "Requests answered by the route's stable version because the chosen one had "
@@ -31,7 +34,8 @@ GatewayMetrics& GatewayMetrics::Get() {
         r.AddCounter(
             "dais_gateway_shadow_requests_total",
             "Mirrored copies sent to a route's shadow version (answers discarded), by "
-            "outcome (ok, http_4xx, http_5xx, connect_failed, timeout, error, no_instance).",
+            "outcome (ok, http_4xx, http_5xx, grpc_error, grpc_client_error, connect_failed, "
+            "timeout, error, no_instance).",
             {"route", "version", "outcome"}),
     };
   }();

@@ -236,6 +236,8 @@ UpstreamPool::~UpstreamPool() {
   impl_->idle.clear();
 }
 
+net::io_context& UpstreamPool::io_context() { return impl_->io; }
+
 void UpstreamPool::Send(const std::string& address, UpstreamRequest request,
                         std::function<void(UpstreamResult)> done) {
   auto exchange =

@@ -67,6 +67,9 @@ class UpstreamPool {
   void Send(const std::string& address, UpstreamRequest request,
             std::function<void(UpstreamResult)> done);
 
+  // The io_context the connections run on (the borrowed one, or the pool's own).
+  boost::asio::io_context& io_context();
+
   struct Impl;
 
  private:

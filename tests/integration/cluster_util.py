@@ -97,13 +97,15 @@ class Gateway:
     def __init__(self, dais_bin, etcd, log_dir, *extra, name="g1"):
         self.log_path = log_dir / f"gateway-{name}.log"
         self.proc = subprocess.Popen(
-            [str(dais_bin), "gateway", "--etcd", etcd.endpoint, "--http-port", "0", *extra],
+            [str(dais_bin), "gateway", "--etcd", etcd.endpoint, "--http-port", "0",
+             "--grpc-port", "0", *extra],
             stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)
         found = wait_for(lambda: self.proc.poll() is None and re.search(
-            r"ports: http=(\d+)", self.log()) or (self.proc.poll() is not None and "exited"),
-            20, "the gateway's port")
+            r"ports: http=(\d+)(?: grpc=(\d+))?", self.log()) or
+            (self.proc.poll() is not None and "exited"), 20, "the gateway's port")
         assert found != "exited", self.log()
         self.url = f"http://127.0.0.1:{found.group(1)}"
+        self.grpc_port = int(found.group(2)) if found.group(2) else None
 
     def log(self):
         return self.log_path.read_text(errors="replace")

@@ -35,6 +35,7 @@ struct H2Connection::Stream {
   bool finishing = false;  // Finish called: trailers follow the remaining output
   bool closed = false;     // trailers (or a Trailers-Only answer) submitted
   ::grpc::Status status;
+  std::vector<std::pair<std::string, std::string>> response_metadata;
 };
 
 namespace {
@@ -208,6 +209,17 @@ void ServerCall::Finish(::grpc::Status status) {
   }
 }
 
+void ServerCall::AddResponseMetadata(std::string name, std::string value) {
+  if (auto c = conn_.lock()) {
+    c->RunOnExecutor([c, id = stream_id_, n = std::move(name), v = std::move(value)]() mutable {
+      H2Connection::Stream* s = c->Find(id);
+      if (s && !s->response_started && !s->finishing) {
+        s->response_metadata.emplace_back(std::move(n), std::move(v));
+      }
+    });
+  }
+}
+
 void ServerCall::Reply(std::string message) {
   if (auto c = conn_.lock()) {
     c->RunOnExecutor([c, id = stream_id_, m = std::move(message)]() mutable {
@@ -294,10 +306,12 @@ void H2Connection::Shutdown() {
 }
 
 void H2Connection::Abort() {
-  for (auto& [id, s] : streams_) {
-    if (s->call) s->call->cancelled_->store(true);
-  }
+  auto streams = std::move(streams_);
   streams_.clear();
+  for (auto& [id, s] : streams) {
+    if (s->call) s->call->cancelled_->store(true);
+    if (s->handler && !s->closed) s->handler->OnCancel();
+  }
   buffered_ = 0;
 }
 
@@ -430,6 +444,7 @@ void H2Connection::OnStreamClose(int32_t id) {
   streams_.erase(it);
   buffered_ -= s->held;
   if (s->call && !s->closed) s->call->cancelled_->store(true);
+  if (s->handler && !s->closed) s->handler->OnCancel();
 }
 
 void H2Connection::Refuse(Stream* s, ::grpc::Status status) {
@@ -446,11 +461,13 @@ void H2Connection::Refuse(Stream* s, ::grpc::Status status) {
 
 void H2Connection::StartResponse(Stream* s) {
   s->response_started = true;
-  const nghttp2_nv nv[] = {Header(":status", "200"), Header("content-type", "application/grpc"),
-                           Header("grpc-accept-encoding", "identity")};
+  std::vector<nghttp2_nv> nv = {Header(":status", "200"),
+                                Header("content-type", "application/grpc"),
+                                Header("grpc-accept-encoding", "identity")};
+  for (const auto& [k, v] : s->response_metadata) nv.push_back(Header(k, v));
   nghttp2_data_provider body{};
   body.read_callback = H2Callbacks::ReadBody;
-  nghttp2_submit_response(session_, s->id, nv, std::size(nv), &body);
+  nghttp2_submit_response(session_, s->id, nv.data(), nv.size(), &body);
 }
 
 void H2Connection::DoWrite(int32_t id, std::string message) {
@@ -498,6 +515,7 @@ void H2Connection::DoFinish(int32_t id, ::grpc::Status status) {
                                 Header("content-type", "application/grpc"),
                                 Header("grpc-status", code)};
   if (!message.empty()) nv.push_back(Header("grpc-message", message));
+  for (const auto& [k, v] : s->response_metadata) nv.push_back(Header(k, v));
   nghttp2_submit_response(session_, id, nv.data(), nv.size(), nullptr);
 }
 

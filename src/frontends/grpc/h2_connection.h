@@ -59,6 +59,11 @@ class ServerCall {
   // A custom metadata entry (request header) by lower-case name; nullopt when absent. The
   // transport's own headers (content-type, te, user-agent, grpc-*) are not kept.
   std::optional<std::string_view> Metadata(std::string_view name) const;
+  // Every custom metadata entry, in the order received (names lower-case).
+  const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
+  // A metadata entry to send with the answer's headers (or a Trailers-Only answer). Any thread;
+  // effective when called before the first Write / Finish.
+  void AddResponseMetadata(std::string name, std::string value);
   // Reply(encode()), with `encode` run where the connection's work runs (not at all if the
   // call is gone meanwhile).
   void ReplyEncoded(std::function<std::string()> encode);
@@ -80,6 +85,8 @@ class StreamHandler {
   virtual ~StreamHandler() = default;
   virtual void OnMessage(std::string message) = 0;
   virtual void OnHalfClose() = 0;
+  // The call ended before it was answered (the client reset it, or the connection closed).
+  virtual void OnCancel() {}
 };
 
 struct Method {

@@ -1,0 +1,163 @@
+// The gateway's insides, shared by its HTTP side (gateway.cc) and its gRPC side (grpc_proxy.cc):
+// the view of the cluster the watches keep, and one request's way through authentication,
+// admission, version choice, node choice and tries. Not a public header: include gateway.h.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/mutex.h"
+#include "etcd/client.h"
+#include "etcd/watch.h"
+#include "frontends/grpc/h2_connection.h"
+#include "frontends/http/http_server.h"
+#include "gateway/balancer.h"
+#include "gateway/gateway.h"
+#include "gateway/grpc_upstream.h"
+#include "gateway/jwt.h"
+#include "gateway/rate_limit.h"
+#include "gateway/route.h"
+#include "gateway/tenant.h"
+#include "gateway/upstream.h"
+
+namespace dais::gateway {
+
+using Clock = std::chrono::steady_clock;
+
+// What the watches saw, as requests use it (rebuilt on every change; requests hold it by
+// shared_ptr for their lifetime).
+struct View {
+  std::map<std::string, RouteSpec> routes;
+  std::map<std::string, TenantSpec> tenants;
+  std::map<std::string, std::string> node_http;  // node -> host:port
+  std::map<std::string, std::string> node_grpc;  // node -> host:port (nodes with a gRPC port)
+  // (model, version) -> nodes with a READY instance of it.
+  std::map<std::pair<std::string, int64_t>, std::vector<std::string>> ready;
+
+  const std::vector<std::string>* Nodes(const std::string& model, int64_t version) const {
+    auto it = ready.find({model, version});
+    return it == ready.end() || it->second.empty() ? nullptr : &it->second;
+  }
+  int64_t HighestReady(const std::string& model) const;
+};
+
+// Parses what the watches hold (etcd key -> value) into a view; entries that do not parse are
+// skipped (a bad route is logged).
+std::shared_ptr<View> BuildView(const std::map<std::string, std::string>& routes_kv,
+                                const std::map<std::string, std::string>& tenants_kv,
+                                const std::map<std::string, std::string>& nodes_kv,
+                                const std::map<std::string, std::string>& instances_kv);
+
+struct Gateway::Impl {
+  Impl(GatewayOptions o, boost::asio::io_context* io);
+
+  // One request on its way through the tries. HTTP: `request` and `respond`. gRPC: `grpc` is
+  // the client's call, `request.path` the method, `request.body` the request message.
+  struct Call {
+    frontends::http::Request request;
+    frontends::http::Responder respond;
+    std::shared_ptr<frontends::grpc::ServerCall> grpc;
+    std::shared_ptr<const View> view;
+    std::string alias, model, tenant, suffix;
+    const RouteSpec* route = nullptr;  // in `view`; null: no route, the model by its own name
+    int64_t version = -1;
+    const char* how = "";
+    bool fallback = false;
+    std::vector<std::string> tried;
+    Clock::time_point started, deadline;
+
+    std::string_view Header(std::string_view name) const {
+      if (grpc) return grpc->Metadata(name).value_or(std::string_view());
+      return request.Header(name);
+    }
+    bool is_infer() const { return suffix == "/infer"; }
+  };
+  using CallPtr = std::shared_ptr<Call>;
+
+  void Watch(const std::string& prefix, std::map<std::string, std::string>* kv);
+  // Applies `change` (to the raw maps, under mu) and rebuilds the view.
+  void Rebuild(const std::function<void()>& change) DAIS_EXCLUDES(mu);
+  std::shared_ptr<const View> Current() {
+    MutexLock l(&mu);
+    return view;
+  }
+  // The tenant of a request with this Authorization value, or an answer refusing it (401).
+  std::optional<frontends::http::Response> Authenticate(std::string_view authorization,
+                                                        std::string* tenant);
+  // The tenant's models and token bucket: 403 / 429, or nullopt.
+  std::optional<frontends::http::Response> Admit(const View& v, const std::string& tenant,
+                                                 const std::string& alias);
+  // Fills the call's route, model, version and deadline from its alias and the version the
+  // client named (-1: none); an answer when there is nothing to route to (404).
+  std::optional<frontends::http::Response> Resolve(Call* call, int64_t asked_version);
+  // Picks the node of the next try (falling back to the route's stable version when the
+  // chosen one has none left) and marks it started; nullopt: an answer was given (503).
+  std::optional<std::string> PickNode(const CallPtr& call);
+  // Books a try's outcome on the node (metrics, ejection); true when the call should be tried
+  // again (retryable, tries, deadline and budget left), the retry counted.
+  bool Settle(const Call& call, const std::string& node, bool ok, const char* outcome,
+              bool retryable, const std::string& detail);
+  void Try(CallPtr call);
+  // A copy of the request to the route's shadow version; the answer is only counted.
+  void Mirror(const Call& call);
+  void OnAnswer(CallPtr call, const std::string& node, UpstreamResult result);
+  void Answer(const CallPtr& call, frontends::http::Response response, const std::string& node);
+  // Metrics and the access log of an answered call (`status` as HTTP's).
+  void Record(const Call& call, int status, size_t response_bytes, const std::string& node);
+  void LogAccess(const Call& call, int status, size_t response_bytes, const std::string& node);
+
+  // gRPC (grpc_proxy.cc).
+  void TryGrpc(const CallPtr& call, const std::string& node);
+  void MirrorGrpc(const Call& call);
+  // Ends a gRPC call with an HTTP-shaped refusal (401 -> UNAUTHENTICATED, ...).
+  void RefuseGrpc(const CallPtr& call, const frontends::http::Response& refusal);
+
+  uint64_t Random() {
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    return rng();
+  }
+
+  GatewayOptions options;
+  Balancer balancer;
+  RetryBudget budget;
+  std::unique_ptr<JwksFile> jwks;
+  std::unique_ptr<etcd::Client> client;
+  std::vector<std::unique_ptr<etcd::Watcher>> watchers;
+  std::atomic<int> snapshots{0};
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> in_flight{0};  // calls created and not answered
+  std::thread reloader;
+  std::thread registration;
+  std::atomic<bool> stop{false};
+
+  Mutex mu;
+  std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu), tenants_kv DAIS_GUARDED_BY(mu),
+      nodes_kv DAIS_GUARDED_BY(mu), instances_kv DAIS_GUARDED_BY(mu);
+  std::shared_ptr<const View> view DAIS_GUARDED_BY(mu) = std::make_shared<View>();
+  uint64_t built DAIS_GUARDED_BY(mu) = 0;      // views started
+  uint64_t installed DAIS_GUARDED_BY(mu) = 0;  // the generation of `view`
+
+  Mutex buckets_mu;
+  std::map<std::string, std::pair<TenantSpec, std::unique_ptr<TokenBucket>>> buckets
+      DAIS_GUARDED_BY(buckets_mu);
+
+  std::FILE* access_log = nullptr;  // owned unless stdout
+  Mutex access_log_mu;
+
+  // Last: destroyed first, so that no answer arrives after the rest is gone.
+  UpstreamPool pool;
+  GrpcUpstream grpc;
+};
+
+}  // namespace dais::gateway

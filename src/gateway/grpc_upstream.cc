@@ -1,0 +1,549 @@
+#include "gateway/grpc_upstream.h"
+
+#include <nghttp2/nghttp2.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "common/mutex.h"
+
+namespace dais::gateway {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kCancelled = 1, kUnknown = 2, kDeadlineExceeded = 4, kResourceExhausted = 8,
+              kUnimplemented = 12, kInternal = 13, kUnavailable = 14, kUnauthenticated = 16,
+              kPermissionDenied = 7;
+
+nghttp2_nv Header(std::string_view name, std::string_view value) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                    value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned v = 0;
+    if (s[i] == '%' && i + 2 < s.size() &&
+        std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16).ptr == s.data() + i + 3) {
+      out.push_back(static_cast<char>(v));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+// The gRPC spec's mapping of an HTTP status without grpc-status to a code.
+int CodeOfHttpStatus(int status) {
+  switch (status) {
+    case 400:
+      return kInternal;
+    case 401:
+      return kUnauthenticated;
+    case 403:
+      return kPermissionDenied;
+    case 404:
+      return kUnimplemented;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return kUnavailable;
+    default:
+      return kUnknown;
+  }
+}
+
+// grpc-timeout: at most 8 digits and a unit.
+std::string GrpcTimeout(Clock::duration left) {
+  int64_t us =
+      std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(left).count());
+  if (us < 100000000) return std::to_string(us) + "u";
+  const int64_t ms = us / 1000;
+  if (ms < 100000000) return std::to_string(ms) + "m";
+  return std::to_string(std::min<int64_t>(ms / 1000, 99999999)) + "S";
+}
+
+bool Passed(std::string_view name) {
+  return !name.empty() && name[0] != ':' && name.rfind("grpc-", 0) != 0 && name != "content-type" &&
+         name != "content-length" && name != "te";
+}
+
+class Connection;
+
+class Call final : public GrpcUpstreamCall, public std::enable_shared_from_this<Call> {
+ public:
+  Call(std::shared_ptr<Connection> conn, GrpcCallOptions o)
+      : options(std::move(o)), conn(std::move(conn)) {}
+  void Send(std::string message) override;
+  void HalfClose() override;
+  void Cancel() override;
+
+  // The rest only on the connection's strand.
+  GrpcCallOptions options;
+  const std::shared_ptr<Connection> conn;
+  int32_t id = 0;  // 0: not submitted yet
+  std::string out;
+  size_t out_pos = 0;
+  bool half_closed = false;
+  bool finished = false;
+  std::string in;
+  int grpc_status = -1;
+  int http_status = 0;
+  std::string grpc_message;
+  GrpcResult result;
+  std::unique_ptr<net::steady_timer> timer;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(net::io_context& io, std::string address, uint32_t max_message)
+      : strand(net::make_strand(io)),
+        address_(std::move(address)),
+        max_message_(max_message),
+        resolver_(strand),
+        socket_(strand) {
+    rbuf_.resize(64 * 1024);
+  }
+  ~Connection() {
+    if (session_ != nullptr) nghttp2_session_del(session_);
+  }
+
+  net::strand<net::io_context::executor_type> strand;
+  // False once the connection failed or the node said GOAWAY: the next call opens a new one.
+  std::atomic<bool> usable{true};
+
+  void Add(const std::shared_ptr<Call>& c);
+  void DoSend(const std::shared_ptr<Call>& c, std::string message);
+  void DoHalfClose(const std::shared_ptr<Call>& c);
+  // Ends the call now with `code` (resetting its stream if it has one).
+  void End(const std::shared_ptr<Call>& c, int code, const std::string& message, bool timed_out);
+  void Fail(const std::string& why);
+
+ private:
+  struct Callbacks;
+  void Connect();
+  void Submit(const std::shared_ptr<Call>& c);
+  void Flush();
+  void Read();
+  void Finish(const std::shared_ptr<Call>& c, GrpcResult result);
+  Call* Find(int32_t id) {
+    auto it = streams_.find(id);
+    return it == streams_.end() ? nullptr : it->second.get();
+  }
+
+  enum class State { kNew, kConnecting, kOpen, kClosed };
+  const std::string address_;
+  const uint32_t max_message_;
+  State state_ = State::kNew;
+  tcp::resolver resolver_;
+  tcp::socket socket_;
+  nghttp2_session* session_ = nullptr;
+  std::vector<std::shared_ptr<Call>> waiting_;  // until connected
+  std::unordered_map<int32_t, std::shared_ptr<Call>> streams_;
+  std::string wbuf_, sending_;
+  bool writing_ = false;
+  bool in_recv_ = false;  // inside nghttp2_session_mem_recv: no mem_send (Read flushes after)
+  std::string rbuf_;
+};
+
+void Call::Send(std::string message) {
+  net::post(conn->strand, [self = shared_from_this(), m = std::move(message)]() mutable {
+    self->conn->DoSend(self, std::move(m));
+  });
+}
+
+void Call::HalfClose() {
+  net::post(conn->strand, [self = shared_from_this()] { self->conn->DoHalfClose(self); });
+}
+
+void Call::Cancel() {
+  net::post(conn->strand, [self = shared_from_this()] {
+    self->conn->End(self, kCancelled, "cancelled by the gateway", false);
+  });
+}
+
+struct Connection::Callbacks {
+  static Connection* Conn(void* p) { return static_cast<Connection*>(p); }
+
+  static int OnHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* p) {
+    Call* c = Conn(p)->Find(frame->hd.stream_id);
+    if (c == nullptr) return 0;
+    std::string_view n(reinterpret_cast<const char*>(name), namelen);
+    std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+    if (n == "grpc-status") {
+      std::from_chars(v.data(), v.data() + v.size(), c->grpc_status);
+    } else if (n == "grpc-message") {
+      c->grpc_message = PercentDecode(v);
+    } else if (n == ":status") {
+      std::from_chars(v.data(), v.data() + v.size(), c->http_status);
+    } else if (Passed(n) && c->result.metadata.size() < 64) {
+      c->result.metadata.emplace_back(n, v);
+    }
+    return 0;
+  }
+
+  static int OnData(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* data, size_t len,
+                    void* p) {
+    Connection* conn = Conn(p);
+    Call* c = conn->Find(id);
+    if (c == nullptr || c->finished) return 0;
+    c->in.append(reinterpret_cast<const char*>(data), len);
+    while (c->in.size() >= 5) {
+      const auto* b = reinterpret_cast<const uint8_t*>(c->in.data());
+      const uint32_t size =
+          (uint32_t{b[1]} << 24) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 8) | uint32_t{b[4]};
+      int error = 0;
+      std::string why;
+      if (b[0] != 0) {
+        error = kInternal;
+        why = "the node sent a compressed message, which the gateway does not forward";
+      } else if (size > conn->max_message_) {
+        error = kResourceExhausted;
+        why = "the node's message is larger than " + std::to_string(conn->max_message_) + " bytes";
+      }
+      if (error != 0) {
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+        conn->End(c->shared_from_this(), error, why, false);
+        return 0;
+      }
+      if (c->in.size() < 5 + size) break;
+      std::string message = c->in.substr(5, size);
+      c->in.erase(0, 5 + size);
+      if (c->options.on_message) c->options.on_message(std::move(message));
+    }
+    return 0;
+  }
+
+  static int OnStreamClose(nghttp2_session*, int32_t id, uint32_t error_code, void* p) {
+    Connection* conn = Conn(p);
+    Call* c = conn->Find(id);
+    if (c == nullptr) return 0;
+    GrpcResult r = std::move(c->result);
+    if (c->grpc_status >= 0) {
+      r.code = c->grpc_status;
+      r.message = std::move(c->grpc_message);
+      if (r.code == 0 && !c->in.empty()) {
+        r.code = kInternal;
+        r.message = "the node's answer ended inside a message";
+      }
+    } else if (error_code == NGHTTP2_REFUSED_STREAM) {
+      r.code = kUnavailable;
+      r.message = "node " + conn->address_ + " refused the call (it is going away)";
+      r.not_sent = true;
+    } else if (c->http_status != 0 && c->http_status != 200) {
+      r.code = CodeOfHttpStatus(c->http_status);
+      r.message = "node " + conn->address_ + " answered HTTP " + std::to_string(c->http_status);
+    } else {
+      r.code = kUnavailable;
+      r.message = "node " + conn->address_ + " ended the call without a status (HTTP/2 error " +
+                  std::to_string(error_code) + ")";
+    }
+    conn->Finish(c->shared_from_this(), std::move(r));
+    return 0;
+  }
+
+  static int OnFrame(nghttp2_session*, const nghttp2_frame* frame, void* p) {
+    if (frame->hd.type == NGHTTP2_GOAWAY) Conn(p)->usable.store(false);
+    return 0;
+  }
+
+  static ssize_t ReadBody(nghttp2_session*, int32_t id, uint8_t* buf, size_t length,
+                          uint32_t* flags, nghttp2_data_source*, void* p) {
+    Call* c = Conn(p)->Find(id);
+    if (c == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    const size_t n = std::min(length, c->out.size() - c->out_pos);
+    if (n > 0) std::memcpy(buf, c->out.data() + c->out_pos, n);
+    c->out_pos += n;
+    if (c->out_pos == c->out.size()) {
+      c->out.clear();
+      c->out_pos = 0;
+      if (c->half_closed) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+      } else if (n == 0) {
+        return NGHTTP2_ERR_DEFERRED;
+      }
+    }
+    return static_cast<ssize_t>(n);
+  }
+};
+
+void Connection::Add(const std::shared_ptr<Call>& c) {
+  if (c->options.deadline != Clock::time_point::max()) {
+    c->timer = std::make_unique<net::steady_timer>(strand, c->options.deadline);
+    c->timer->async_wait([weak = std::weak_ptr<Call>(c)](boost::system::error_code ec) {
+      auto c = weak.lock();
+      if (ec || !c) return;
+      c->conn->End(c, kDeadlineExceeded, "deadline exceeded waiting for the node", true);
+    });
+  }
+  switch (state_) {
+    case State::kClosed: {
+      GrpcResult r;
+      r.code = kUnavailable;
+      r.message = "the connection to node " + address_ + " is closed";
+      r.not_sent = true;
+      return Finish(c, std::move(r));
+    }
+    case State::kNew:
+      waiting_.push_back(c);
+      return Connect();
+    case State::kConnecting:
+      waiting_.push_back(c);
+      return;
+    case State::kOpen:
+      Submit(c);
+      return Flush();
+  }
+}
+
+void Connection::Connect() {
+  state_ = State::kConnecting;
+  const size_t colon = address_.rfind(':');
+  if (colon == std::string::npos) return Fail("no port in the node's gRPC address");
+  std::string host = address_.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  resolver_.async_resolve(
+      host, address_.substr(colon + 1),
+      [self = shared_from_this()](boost::system::error_code ec, tcp::resolver::results_type r) {
+        if (ec) return self->Fail("cannot resolve: " + ec.message());
+        net::async_connect(
+            self->socket_, r, [self](boost::system::error_code ec, const tcp::endpoint&) {
+              if (self->state_ == State::kClosed) return;
+              if (ec) return self->Fail("cannot connect: " + ec.message());
+              self->socket_.set_option(tcp::no_delay(true), ec);
+              nghttp2_session_callbacks* cb = nullptr;
+              nghttp2_session_callbacks_new(&cb);
+              nghttp2_session_callbacks_set_on_header_callback(cb, Callbacks::OnHeader);
+              nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, Callbacks::OnData);
+              nghttp2_session_callbacks_set_on_stream_close_callback(cb, Callbacks::OnStreamClose);
+              nghttp2_session_callbacks_set_on_frame_recv_callback(cb, Callbacks::OnFrame);
+              nghttp2_session_client_new(&self->session_, cb, self.get());
+              nghttp2_session_callbacks_del(cb);
+              const nghttp2_settings_entry settings[] = {
+                  {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 8u << 20},
+                  {NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
+              nghttp2_submit_settings(self->session_, NGHTTP2_FLAG_NONE, settings,
+                                      std::size(settings));
+              nghttp2_session_set_local_window_size(self->session_, NGHTTP2_FLAG_NONE, 0, 64 << 20);
+              self->state_ = State::kOpen;
+              auto waiting = std::move(self->waiting_);
+              self->waiting_.clear();
+              for (const auto& c : waiting) {
+                if (!c->finished) self->Submit(c);
+              }
+              self->Flush();
+              self->Read();
+            });
+      });
+}
+
+void Connection::Submit(const std::shared_ptr<Call>& c) {
+  GrpcResult refused;
+  refused.code = kUnavailable;
+  refused.not_sent = true;
+  if (!nghttp2_session_check_request_allowed(session_)) {
+    usable.store(false);
+    refused.message = "node " + address_ + " is going away";
+    return Finish(c, std::move(refused));
+  }
+  std::string timeout;
+  std::vector<nghttp2_nv> nv = {Header(":method", "POST"),
+                                Header(":scheme", "http"),
+                                Header(":path", c->options.path),
+                                Header(":authority", address_),
+                                Header("content-type", "application/grpc"),
+                                Header("te", "trailers")};
+  if (c->options.deadline != Clock::time_point::max()) {
+    timeout = GrpcTimeout(c->options.deadline - Clock::now());
+    nv.push_back(Header("grpc-timeout", timeout));
+  }
+  for (const auto& [k, v] : c->options.metadata) nv.push_back(Header(k, v));
+  nghttp2_data_provider body{};
+  body.read_callback = Callbacks::ReadBody;
+  const int32_t id =
+      nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(), &body, nullptr);
+  if (id < 0) {
+    refused.message = std::string("HTTP/2: ") + nghttp2_strerror(id);
+    return Finish(c, std::move(refused));
+  }
+  c->id = id;
+  streams_[id] = c;
+}
+
+void Connection::DoSend(const std::shared_ptr<Call>& c, std::string message) {
+  if (c->finished || c->half_closed) return;
+  const auto len = static_cast<uint32_t>(message.size());
+  const char header[5] = {0, static_cast<char>(len >> 24), static_cast<char>(len >> 16),
+                          static_cast<char>(len >> 8), static_cast<char>(len)};
+  if (c->out.empty()) {
+    message.insert(0, header, 5);
+    c->out = std::move(message);
+    c->out_pos = 0;
+  } else {
+    c->out.append(header, 5);
+    c->out.append(message);
+  }
+  if (c->id > 0 && state_ == State::kOpen) {
+    nghttp2_session_resume_data(session_, c->id);
+    Flush();
+  }
+}
+
+void Connection::DoHalfClose(const std::shared_ptr<Call>& c) {
+  if (c->finished || c->half_closed) return;
+  c->half_closed = true;
+  if (c->id > 0 && state_ == State::kOpen) {
+    nghttp2_session_resume_data(session_, c->id);
+    Flush();
+  }
+}
+
+void Connection::End(const std::shared_ptr<Call>& c, int code, const std::string& message,
+                     bool timed_out) {
+  if (c->finished) return;
+  if (c->id > 0 && state_ == State::kOpen) {
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_CANCEL);
+  }
+  GrpcResult r = std::move(c->result);
+  r.code = code;
+  r.message = message;
+  r.timed_out = timed_out;
+  Finish(c, std::move(r));
+  Flush();
+}
+
+void Connection::Finish(const std::shared_ptr<Call>& c, GrpcResult result) {
+  if (c->finished) return;
+  c->finished = true;
+  if (c->timer) c->timer->cancel();
+  if (c->id > 0) streams_.erase(c->id);
+  std::erase(waiting_, c);
+  auto done = std::move(c->options.on_finish);
+  c->options.on_message = nullptr;
+  if (done) done(std::move(result));
+}
+
+void Connection::Fail(const std::string& why) {
+  if (state_ == State::kClosed) return;
+  const bool sent = state_ == State::kOpen;
+  state_ = State::kClosed;
+  usable.store(false);
+  boost::system::error_code ignored;
+  resolver_.cancel();
+  socket_.close(ignored);
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  auto streams = std::move(streams_);
+  streams_.clear();
+  for (const auto& c : waiting) {
+    GrpcResult r;
+    r.code = kUnavailable;
+    r.message = "node " + address_ + ": " + why;
+    r.not_sent = true;
+    Finish(c, std::move(r));
+  }
+  for (auto& [id, c] : streams) {
+    GrpcResult r = std::move(c->result);
+    r.code = kUnavailable;
+    r.message = "the connection to node " + address_ + " was lost: " + why;
+    r.not_sent = !sent;
+    c->id = 0;
+    Finish(c, std::move(r));
+  }
+}
+
+void Connection::Flush() {
+  if (state_ != State::kOpen || in_recv_) return;
+  for (;;) {
+    const uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(session_, &data);
+    if (n < 0) return Fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(n)));
+    if (n == 0) break;
+    wbuf_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+  }
+  if (writing_ || wbuf_.empty()) return;
+  writing_ = true;
+  sending_.swap(wbuf_);
+  net::async_write(socket_, net::buffer(sending_),
+                   [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                     self->writing_ = false;
+                     self->sending_.clear();
+                     if (ec) return self->Fail("writing: " + ec.message());
+                     self->Flush();
+                   });
+}
+
+void Connection::Read() {
+  socket_.async_read_some(net::buffer(rbuf_), [self = shared_from_this()](
+                                                  boost::system::error_code ec, size_t n) {
+    if (self->state_ != State::kOpen) return;
+    if (ec) {
+      return self->Fail(ec == net::error::eof ? "the node closed it" : ec.message());
+    }
+    self->in_recv_ = true;
+    const ssize_t rv = nghttp2_session_mem_recv(
+        self->session_, reinterpret_cast<const uint8_t*>(self->rbuf_.data()), n);
+    self->in_recv_ = false;
+    if (rv < 0) return self->Fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(rv)));
+    self->Flush();
+    if (self->state_ != State::kOpen) return;
+    if (!nghttp2_session_want_read(self->session_) && !nghttp2_session_want_write(self->session_)) {
+      return self->Fail("the session ended");
+    }
+    self->Read();
+  });
+}
+
+}  // namespace
+
+struct GrpcUpstream::Impl {
+  net::io_context* io;
+  uint32_t max_message;
+  Mutex mu;
+  std::map<std::string, std::shared_ptr<Connection>> connections DAIS_GUARDED_BY(mu);
+};
+
+GrpcUpstream::GrpcUpstream(net::io_context* io, uint32_t max_message_bytes)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->io = io;
+  impl_->max_message = max_message_bytes;
+}
+
+GrpcUpstream::~GrpcUpstream() {
+  MutexLock l(&impl_->mu);
+  for (auto& [address, conn] : impl_->connections) {
+    net::post(conn->strand, [conn] { conn->Fail("the gateway is stopping"); });
+  }
+  impl_->connections.clear();
+}
+
+std::shared_ptr<GrpcUpstreamCall> GrpcUpstream::Start(const std::string& address,
+                                                      GrpcCallOptions options) {
+  std::shared_ptr<Connection> conn;
+  {
+    MutexLock l(&impl_->mu);
+    auto& slot = impl_->connections[address];
+    if (!slot || !slot->usable.load()) {
+      slot = std::make_shared<Connection>(*impl_->io, address, impl_->max_message);
+    }
+    conn = slot;
+  }
+  auto call = std::make_shared<Call>(conn, std::move(options));
+  net::post(conn->strand, [call] { call->conn->Add(call); });
+  return call;
+}
+
+}  // namespace dais::gateway

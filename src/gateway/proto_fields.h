@@ -1,0 +1,28 @@
+// Just enough of the protobuf wire format to route a KServe v2 gRPC call without decoding it:
+// the top-level string fields 1 and 2 that ModelInferRequest (model_name, model_version) and the
+// model requests (ModelMetadataRequest, ModelReadyRequest, ModelConfigRequest,
+// ModelStatisticsRequest: name, version) share, and appending a string field. Protobuf parsers
+// keep the last value of a singular field, so appending model_name / model_version rewrites
+// them without copying the tensors in front of them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "dais/status.h"
+
+namespace dais::gateway {
+
+struct ModelRef {
+  std::string name;     // field 1 (empty when absent)
+  std::string version;  // field 2
+};
+
+// Scans the message's top-level fields. InvalidArgument when it is not valid wire format, or
+// when field 1 or 2 is not length-delimited.
+StatusOr<ModelRef> ReadModelRef(std::string_view message);
+
+// Appends field `field` (wire type 2) with `value` to `message`.
+void AppendStringField(std::string* message, int field, std::string_view value);
+
+}  // namespace dais::gateway
