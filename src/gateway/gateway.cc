@@ -259,6 +259,12 @@ std::optional<std::string> Gateway::Impl::PickNode(const CallPtr& call) {
   return node;
 }
 
+Clock::time_point Gateway::Impl::TryDeadline(const Call& call) const {
+  if (call.route == nullptr || call.route->try_timeout_ms <= 0) return call.deadline;
+  return std::min(call.deadline,
+                  Clock::now() + std::chrono::milliseconds(call.route->try_timeout_ms));
+}
+
 void Gateway::Impl::Try(CallPtr call) {
   std::optional<std::string> node = PickNode(call);
   if (!node) return;
@@ -269,7 +275,7 @@ void Gateway::Impl::Try(CallPtr call) {
               call->suffix + (call->request.query.empty() ? "" : "?" + call->request.query);
   up.headers = ForwardedHeaders(call->request);
   up.body = call->request.body;  // kept in the call for a retry
-  up.deadline = call->deadline;
+  up.deadline = TryDeadline(*call);
   pool.Send(call->view->node_http.at(*node), std::move(up),
             [this, call, node = *node](UpstreamResult result) {
               OnAnswer(call, node, std::move(result));
@@ -331,7 +337,9 @@ void Gateway::Impl::OnAnswer(CallPtr call, const std::string& node, UpstreamResu
                         : result.status.code() == StatusCode::kDeadlineExceeded ? "timeout"
                         : result.status.ok()                                    ? "http_5xx"
                                                                                 : "error";
-  const bool retryable = result.connect_failed || status == 503;
+  // A timeout before the request's deadline is the try's own (try_timeout_ms): another node.
+  const bool retryable = result.connect_failed || status == 503 ||
+                         result.status.code() == StatusCode::kDeadlineExceeded;
   if (Settle(*call, node, ok, outcome, retryable,
              result.status.ok() ? "HTTP " + std::to_string(status) : result.status.message())) {
     return Try(std::move(call));

@@ -109,6 +109,8 @@ struct Gateway::Impl {
   bool Settle(const Call& call, const std::string& node, bool ok, const char* outcome,
               bool retryable, const std::string& detail);
   void Try(CallPtr call);
+  // The deadline of the next try: the request's, or sooner with the route's try_timeout_ms.
+  Clock::time_point TryDeadline(const Call& call) const;
   // A copy of the request to the route's shadow version; the answer is only counted.
   void Mirror(const Call& call);
   void OnAnswer(CallPtr call, const std::string& node, UpstreamResult result);

@@ -144,7 +144,7 @@ void Gateway::Impl::TryGrpc(const CallPtr& call, const std::string& node) {
   GrpcCallOptions o;
   o.path = call->request.path;
   o.metadata = ForwardedMetadata(*call->grpc);
-  o.deadline = call->deadline;
+  o.deadline = TryDeadline(*call);
   o.on_message = [answer](std::string m) { *answer = std::move(m); };
   o.on_finish = [this, call, node, answer](GrpcResult r) {
     const bool failed = NodeFailed(r);
@@ -152,7 +152,10 @@ void Gateway::Impl::TryGrpc(const CallPtr& call, const std::string& node) {
                           : r.not_sent  ? "connect_failed"
                           : r.timed_out ? "timeout"
                                         : "grpc_error";
-    if (Settle(*call, node, !failed, outcome, r.not_sent, r.message)) return Try(call);
+    // A timeout before the request's deadline is the try's own (try_timeout_ms): another node.
+    if (Settle(*call, node, !failed, outcome, r.not_sent || r.timed_out, r.message)) {
+      return Try(call);
+    }
     ServerCall& sc = *call->grpc;
     sc.AddResponseMetadata("x-dais-route", call->alias);
     sc.AddResponseMetadata("x-dais-version", std::to_string(call->version));

@@ -63,6 +63,10 @@ Status Validate(RouteSpec& r) {
   if (r.timeout_ms < 1 || r.timeout_ms > 600000) {
     return InvalidArgument("timeout_ms: 1 to 600000");
   }
+  if (r.try_timeout_ms < 0 || r.try_timeout_ms > r.timeout_ms) {
+    return InvalidArgument("try_timeout_ms: 0 (none) to timeout_ms (" +
+                           std::to_string(r.timeout_ms) + ")");
+  }
   if (r.shadow_version >= 0) {
     if (r.shadow_version < 1) return InvalidArgument("shadow.version: a version number");
     if (!(r.shadow_percent > 0 && r.shadow_percent <= 100)) {
@@ -81,7 +85,7 @@ StatusOr<RouteSpec> ParseRoute(const std::string& text) {
   RouteSpec r;
   RETURN_IF_ERROR(Unknown(root,
                           {"kind", "name", "model", "versions", "stable", "sticky_header", "match",
-                           "timeout_ms", "shadow"},
+                           "timeout_ms", "try_timeout_ms", "shadow"},
                           ""));
   std::string kind = "route";
   RETURN_IF_ERROR(Get(root, "kind", "", &kind));
@@ -91,6 +95,7 @@ StatusOr<RouteSpec> ParseRoute(const std::string& text) {
   RETURN_IF_ERROR(Get(root, "stable", "", &r.stable));
   RETURN_IF_ERROR(Get(root, "sticky_header", "", &r.sticky_header));
   RETURN_IF_ERROR(Get(root, "timeout_ms", "", &r.timeout_ms));
+  RETURN_IF_ERROR(Get(root, "try_timeout_ms", "", &r.try_timeout_ms));
   r.sticky_header = Lower(r.sticky_header);
   if (const YAML::Node sh = root["shadow"]; sh) {
     if (!sh.IsMap()) return InvalidArgument("shadow: expected {version, percent}");
@@ -170,6 +175,10 @@ std::string RouteToJson(const RouteSpec& r) {
   }
   w.Key("timeout_ms");
   w.Int(r.timeout_ms);
+  if (r.try_timeout_ms > 0) {
+    w.Key("try_timeout_ms");
+    w.Int(r.try_timeout_ms);
+  }
   if (r.shadow_version >= 0) {
     w.Key("shadow");
     w.StartObject();

@@ -13,6 +13,8 @@
 //   match:                        # optional A/B rules, first match wins, before the weights
 //     - {header: x-group, value: beta, version: 2}
 //   timeout_ms: 2000              # per request, all tries included (default 10000)
+//   try_timeout_ms: 300           # optional: a try taking longer is abandoned and tried on
+//                                 # another node (and counts as the node's failure)
 //   shadow: {version: 2, percent: 5}  # optional: a copy of 5 % of the requests also goes to
 //                                 # version 2; its answers are discarded, its outcomes counted
 //
@@ -55,6 +57,7 @@ struct RouteSpec {
   std::string sticky_header;  // lower-case; empty: none
   std::vector<Match> match;
   int timeout_ms = 10000;
+  int try_timeout_ms = 0;       // 0: a try may take the whole timeout
   int64_t shadow_version = -1;  // -1: no shadow
   double shadow_percent = 0;
 };

@@ -33,8 +33,10 @@ versions: [{version: 1, weight: 90}, {version: 2, weight: 10}]
 sticky_header: X-User-Id
 match: [{header: X-Group, value: beta, version: 2}]
 timeout_ms: 500
+try_timeout_ms: 100
 shadow: {version: 2, percent: 5}
 )"));
+  EXPECT_EQ(r.try_timeout_ms, 100);
   EXPECT_EQ(r.shadow_version, 2);
   EXPECT_DOUBLE_EQ(r.shadow_percent, 5);
   EXPECT_EQ(r.stable, 1);  // the first listed
@@ -54,6 +56,8 @@ TEST(RouteTest, BadRoutesNameTheField) {
       {"name: r\nversions: [{version: 1, weight: 100}]\nmatch: [{header: h, value: v, version: 5}]",
        "match[0].version: 5"},
       {"name: r\nversions: [{version: 1, weight: 100}]\nweights: 1", "weights: unknown field"},
+      {"name: r\nversions: [{version: 1, weight: 100}]\ntimeout_ms: 50\ntry_timeout_ms: 80",
+       "try_timeout_ms: 0 (none) to timeout_ms (50)"},
       {"name: r\nversions: [{version: 1, wieght: 100}]", "versions[0].wieght: unknown field"},
       {"name: r\nversions: [{version: 1, weight: 50}, {version: 1, weight: 50}]", "listed twice"},
       {"name: r\nversions: [{version: 1, weight: lots}]", "versions[0].weight: expected a number"},
