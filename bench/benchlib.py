@@ -55,8 +55,10 @@ def run_wrk(url, body, header_len, conc, seconds, tmp, lua_extra=""):
     sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     n_err = (int(errors.group(1)) if errors else 0) + \
         (sum(int(g) for g in sock.groups()) if sock else 0)
+    total = re.search(r"(\d+) requests in", out)
     return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-            "p50_us": lat(50), "p99_us": lat(99), "errors": n_err}
+            "p50_us": lat(50), "p99_us": lat(99), "errors": n_err,
+            "requests": int(total.group(1)) if total else 0}
 
 
 def cpu_seconds(pid):

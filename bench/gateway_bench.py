@@ -160,6 +160,8 @@ def main():
     ap.add_argument("--rollbacks", type=int, default=20)
     ap.add_argument("--profile", help="perf record the gateway during its c=64 cell into this "
                     "file (then: perf report -i FILE)")
+    ap.add_argument("--strace", action="store_true", help="count the gateway's system calls "
+                    "per request in its c=1 cell (strace -c; slows that cell)")
     args = ap.parse_args()
     dais = str(Path(args.build) / "src/cmd/dais")
     repo = ROOT / "examples/model_repository"
@@ -224,9 +226,24 @@ def main():
                         ["perf", "record", "-g", "-p", str(gateway.pid), "-o", args.profile, "--",
                          "sleep", str(args.seconds)], stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL)
+                tracer = None
+                if args.strace and name == "gateway" and conc == 1:
+                    tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(gateway.pid),
+                                               "-o", str(tmp / "strace.txt")],
+                                              stderr=subprocess.DEVNULL)
+                    time.sleep(1)  # strace attaches asynchronously; nothing to poll for
                 results[(name, conc)] = run_wrk(url, body, header_len, conc, args.seconds, str(tmp))
                 if profiler:
                     profiler.wait()
+                if tracer:
+                    tracer.terminate()
+                    tracer.wait(10)
+                    n = results[(name, conc)]["requests"]
+                    print(f"gateway system calls per request at c=1 ({n} requests, traced):")
+                    for line in (tmp / "strace.txt").read_text().splitlines()[2:]:
+                        f = line.split()
+                        if len(f) >= 5 and f[3].isdigit() and f[-1] != "total":
+                            print(f"  {f[-1]:<16} {int(f[3]) / max(n, 1):6.2f}")
         print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, one node on "
               f"loopback; {time.strftime('%Y-%m-%d')}\n")
         print("| path | c=1 p50 µs | c=1 p99 µs | added p50 µs | c=64 req/s | c=64 p99 µs | "

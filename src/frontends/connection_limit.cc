@@ -171,23 +171,24 @@ DefaultConnectionLimits ConnectionLimitsFromRlimit() {
   return d;
 }
 
-AcceptLoop::AcceptLoop(net::io_context& ioc, tcp::acceptor& acceptor, ConnectionLimiter& limiter,
-                       bool strand, OnConnection on_connection)
-    : ioc_(ioc),
+AcceptLoop::AcceptLoop(std::vector<net::io_context*> iocs, tcp::acceptor& acceptor,
+                       ConnectionLimiter& limiter, bool strand, OnConnection on_connection)
+    : iocs_(std::move(iocs)),
       acceptor_(acceptor),
       limiter_(limiter),
       strand_(strand),
       on_connection_(std::move(on_connection)),
-      backoff_timer_(ioc) {}
+      backoff_timer_(*iocs_.front()) {}
 
 void AcceptLoop::Start() {
   auto handler = [this](const boost::system::error_code& ec, tcp::socket s) {
     OnAccept(ec, std::move(s));
   };
+  net::io_context& ioc = *iocs_[next_++ % iocs_.size()];
   if (strand_) {
-    acceptor_.async_accept(net::make_strand(ioc_), std::move(handler));
+    acceptor_.async_accept(net::make_strand(ioc), std::move(handler));
   } else {
-    acceptor_.async_accept(ioc_, std::move(handler));
+    acceptor_.async_accept(ioc, std::move(handler));
   }
 }
 

@@ -21,6 +21,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/mutex.h"
 
@@ -96,14 +97,17 @@ class AcceptLoop {
       std::function<void(boost::asio::ip::tcp::socket, std::unique_ptr<ConnectionLimiter::Slot>)>;
   // `strand`: each accepted socket gets its own strand as executor (the HTTP server serializes
   // a connection's handlers that way; the gRPC server uses a mutex instead).
-  AcceptLoop(boost::asio::io_context& ioc, boost::asio::ip::tcp::acceptor& acceptor,
+  // Accepted connections go to the io_contexts `iocs` in turn (the first one also runs the
+  // acceptor's back-off timer).
+  AcceptLoop(std::vector<boost::asio::io_context*> iocs, boost::asio::ip::tcp::acceptor& acceptor,
              ConnectionLimiter& limiter, bool strand, OnConnection on_connection);
   void Start();
 
  private:
   void OnAccept(const boost::system::error_code& ec, boost::asio::ip::tcp::socket socket);
 
-  boost::asio::io_context& ioc_;
+  const std::vector<boost::asio::io_context*> iocs_;
+  size_t next_ = 0;  // only touched by the accept handler chain
   boost::asio::ip::tcp::acceptor& acceptor_;
   ConnectionLimiter& limiter_;
   const bool strand_;

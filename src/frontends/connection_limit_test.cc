@@ -81,7 +81,7 @@ TEST(AcceptLoopTest, RefusedConnectionsAreClosedAtOnce) {
   ConnectionLimiter limiter("test_loop", 2);
   std::vector<std::pair<tcp::socket, std::unique_ptr<ConnectionLimiter::Slot>>> held;
   std::atomic<int> admitted{0};
-  AcceptLoop loop(ioc, acceptor, limiter, /*strand=*/false,
+  AcceptLoop loop({&ioc}, acceptor, limiter, /*strand=*/false,
                   [&](tcp::socket s, std::unique_ptr<ConnectionLimiter::Slot> slot) {
                     held.emplace_back(std::move(s), std::move(slot));  // busy: never idle
                     ++admitted;

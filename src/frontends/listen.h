@@ -41,6 +41,13 @@ inline Status Listen(boost::asio::ip::tcp::acceptor* acceptor, const std::string
   return OkStatus();
 }
 
+// The io_context the calling thread runs, when it is a listener's I/O thread (else null): work
+// started from a handler can stay on the thread that received the request.
+inline boost::asio::io_context*& CurrentIoContext() {
+  thread_local boost::asio::io_context* current = nullptr;
+  return current;
+}
+
 // I/O threads for `configured` (0: one per core).
 inline int IoThreads(int configured) {
   return configured > 0 ? configured
@@ -48,7 +55,8 @@ inline int IoThreads(int configured) {
 }
 
 // The part of the HTTP and gRPC servers that is the same: a listening socket, its connection
-// limiter (connection_limit.h) and accept loop, and the I/O threads that run its io_context.
+// limiter (connection_limit.h) and accept loop, and the I/O threads, each running an io_context
+// of its own.
 class Listener {
  public:
   Listener() = default;
@@ -63,17 +71,29 @@ class Listener {
                       std::string_view what, bool strand, AcceptLoop::OnConnection on_connection) {
     RETURN_IF_ERROR(Listen(&acceptor_, options.address, options.port, what));
     const int port = acceptor_.local_endpoint().port();
-    work_.emplace(ioc_.get_executor());
+    // One io_context per I/O thread (as nginx has a worker per core): a connection lives on one
+    // thread, and what its requests start there (the gateway's calls to the nodes) stays there,
+    // with no wake-up of another thread in between.
+    std::vector<boost::asio::io_context*> iocs = {&ioc_};
+    for (int i = 1; i < IoThreads(options.threads); ++i) {
+      extra_.push_back(std::make_unique<boost::asio::io_context>(1));
+      iocs.push_back(extra_.back().get());
+    }
+    for (auto* ioc : iocs) work_.emplace_back(ioc->get_executor());
     limiter_ = std::make_unique<ConnectionLimiter>(name, options.max_connections);
     accept_loop_ =
-        std::make_unique<AcceptLoop>(ioc_, acceptor_, *limiter_, strand, std::move(on_connection));
+        std::make_unique<AcceptLoop>(iocs, acceptor_, *limiter_, strand, std::move(on_connection));
     accept_loop_->Start();
-    for (int i = 0; i < IoThreads(options.threads); ++i) {
-      threads_.emplace_back([this] { ioc_.run(); });
+    for (auto* ioc : iocs) {
+      threads_.emplace_back([ioc] {
+        CurrentIoContext() = ioc;
+        ioc->run();
+      });
     }
     return port;
   }
 
+  // The first I/O thread's io_context (the acceptor's).
   boost::asio::io_context& ioc() { return ioc_; }
   bool running() const { return !threads_.empty(); }
   // Closes the listening socket (on an I/O thread); open connections go on.
@@ -86,8 +106,11 @@ class Listener {
   // Lets the I/O threads return once their work is done (`stop_now`: at once) and joins them.
   void Join(bool stop_now) {
     if (threads_.empty()) return;
-    work_.reset();
-    if (stop_now) ioc_.stop();
+    work_.clear();
+    if (stop_now) {
+      ioc_.stop();
+      for (auto& ioc : extra_) ioc->stop();
+    }
     for (auto& t : threads_) t.join();
     threads_.clear();
   }
@@ -95,8 +118,9 @@ class Listener {
  private:
   // Before ioc_: sessions still queued in ioc_ when it is destroyed release their slots into it.
   std::unique_ptr<ConnectionLimiter> limiter_;
-  boost::asio::io_context ioc_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  boost::asio::io_context ioc_{1};
+  std::vector<std::unique_ptr<boost::asio::io_context>> extra_;  // the other threads' (each 1)
+  std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   boost::asio::ip::tcp::acceptor acceptor_{ioc_};
   std::vector<std::thread> threads_;
   std::unique_ptr<AcceptLoop> accept_loop_;

@@ -5,11 +5,13 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <deque>
+#include <list>
 #include <map>
 #include <optional>
 #include <thread>
 
 #include "common/mutex.h"
+#include "frontends/listen.h"
 
 namespace dais::gateway {
 
@@ -40,16 +42,24 @@ struct UpstreamPool::Impl {
     std::unique_ptr<beast::tcp_stream> stream;
     std::chrono::steady_clock::time_point since;
   };
-  std::map<std::string, std::deque<Idle>> idle DAIS_GUARDED_BY(mu);
+  // By the io_context the connection runs on (with a borrowed server's, one per I/O thread),
+  // then the node's address.
+  std::map<std::pair<net::io_context*, std::string>, std::deque<Idle>> idle DAIS_GUARDED_BY(mu);
   std::map<std::string, tcp::endpoint> resolved DAIS_GUARDED_BY(mu);
 
   static void DropStale(std::deque<Idle>& list) {
     const auto now = std::chrono::steady_clock::now();
     while (!list.empty() && now - list.front().since > kMaxIdle) list.pop_front();
   }
-  std::unique_ptr<beast::tcp_stream> TakeIdle(const std::string& address) {
+  // Where a request goes out: with a borrowed server's io_contexts, the one of the thread that
+  // received it (no hand-off to another thread); else the pool's own.
+  net::io_context& Here() {
+    net::io_context* current = frontends::CurrentIoContext();
+    return owned == nullptr && current != nullptr ? *current : io;
+  }
+  std::unique_ptr<beast::tcp_stream> TakeIdle(net::io_context* ioc, const std::string& address) {
     MutexLock l(&mu);
-    auto it = idle.find(address);
+    auto it = idle.find({ioc, address});
     if (it == idle.end()) return nullptr;
     DropStale(it->second);
     if (it->second.empty()) return nullptr;
@@ -57,14 +67,74 @@ struct UpstreamPool::Impl {
     it->second.pop_back();
     return s;
   }
-  void PutIdle(const std::string& address, std::unique_ptr<beast::tcp_stream> s) {
+  void PutIdle(net::io_context* ioc, const std::string& address,
+               std::unique_ptr<beast::tcp_stream> s) {
     MutexLock l(&mu);
-    auto& list = idle[address];
+    auto& list = idle[{ioc, address}];
     DropStale(list);
     if (list.size() < options.max_idle_per_address) {
       list.push_back({std::move(s), std::chrono::steady_clock::now()});
     }
   }
+  // Deadlines without a timer per request (arming and cancelling one costs two timerfd_settime
+  // calls per request): each io_context in use has one timer that ticks every kSweep while
+  // requests are in flight on it and expires those past their deadline.
+  struct Expirable {
+    virtual ~Expirable() = default;
+    virtual std::chrono::steady_clock::time_point deadline() const = 0;
+    // Called under sweep_mu, from the sweeping thread: must only post.
+    virtual void Expire() = 0;
+  };
+  using Watched = std::list<std::weak_ptr<Expirable>>;
+  static constexpr std::chrono::milliseconds kSweep{5};
+  struct Sweeper {
+    explicit Sweeper(net::io_context& ioc) : timer(ioc) {}
+    net::steady_timer timer;
+    bool ticking = false;
+    Watched live;
+  };
+  Mutex sweep_mu;
+  std::map<net::io_context*, std::unique_ptr<Sweeper>> sweepers DAIS_GUARDED_BY(sweep_mu);
+
+  Watched::iterator Watch(net::io_context* ioc, std::weak_ptr<Expirable> e) {
+    MutexLock l(&sweep_mu);
+    auto& sw = sweepers[ioc];
+    if (!sw) sw = std::make_unique<Sweeper>(*ioc);
+    auto it = sw->live.insert(sw->live.end(), std::move(e));
+    if (!sw->ticking) {
+      sw->ticking = true;
+      Arm(ioc, sw.get());
+    }
+    return it;
+  }
+  void Unwatch(net::io_context* ioc, Watched::iterator it) {
+    MutexLock l(&sweep_mu);
+    sweepers[ioc]->live.erase(it);
+  }
+  void Arm(net::io_context* ioc, Sweeper* sw) DAIS_REQUIRES(sweep_mu) {
+    sw->timer.expires_after(kSweep);
+    sw->timer.async_wait([this, ioc](boost::system::error_code ec) {
+      if (ec) return;  // the pool is going away
+      MutexLock l(&sweep_mu);
+      Sweeper* sw = sweepers[ioc].get();
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = sw->live.begin(); it != sw->live.end();) {
+        auto e = it->lock();
+        if (!e) {  // gone without ending (its io_context was destroyed): never unwatched
+          it = sw->live.erase(it);
+          continue;
+        }
+        if (e->deadline() <= now) e->Expire();
+        ++it;
+      }
+      if (sw->live.empty()) {
+        sw->ticking = false;
+      } else {
+        Arm(ioc, sw);
+      }
+    });
+  }
+
   StatusOr<tcp::endpoint> Resolve(const std::string& address) {
     {
       MutexLock l(&mu);
@@ -91,11 +161,20 @@ struct UpstreamPool::Impl {
 namespace {
 
 // One request/answer exchange on one connection.
-class Exchange : public std::enable_shared_from_this<Exchange> {
+class Exchange : public UpstreamPool::Impl::Expirable,
+                 public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(UpstreamPool::Impl* pool, std::string address, UpstreamRequest r,
+  Exchange(UpstreamPool::Impl* pool, net::io_context* ioc, std::string address, UpstreamRequest r,
            std::function<void(UpstreamResult)> done)
-      : pool_(pool), address_(std::move(address)), done_(std::move(done)), deadline_(r.deadline) {
+      : pool_(pool),
+        ioc_(ioc),
+        // The pool's own threads share an io_context: a strand. A server's I/O thread runs an
+        // io_context of its own: its executor, so that the answer is handed on without a queue.
+        executor_(pool->owned ? net::any_io_executor(net::make_strand(*ioc))
+                              : net::any_io_executor(ioc->get_executor())),
+        address_(std::move(address)),
+        done_(std::move(done)),
+        deadline_(r.deadline) {
     request_.method_string(r.method);
     request_.target(r.target);
     request_.version(11);
@@ -106,8 +185,19 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     request_.prepare_payload();
   }
 
+  std::chrono::steady_clock::time_point deadline() const override { return deadline_; }
+  void Expire() override {
+    net::post(executor_, [self = shared_from_this()] {
+      if (self->ended_) return;
+      self->expired_ = true;  // the operation under way ends with operation_aborted
+      beast::error_code ignored;
+      if (self->stream_) self->stream_->socket().close(ignored);
+    });
+  }
+
   void Start() {
-    stream_ = pool_->TakeIdle(address_);
+    watched_ = pool_->Watch(ioc_, weak_from_this());
+    stream_ = pool_->TakeIdle(ioc_, address_);
     if (stream_) {
       reused_ = true;
       Write();
@@ -121,25 +211,22 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     reused_ = false;
     auto endpoint = pool_->Resolve(address_);
     if (!endpoint.ok()) return Finish(endpoint.status(), true);
-    stream_ = std::make_unique<beast::tcp_stream>(net::make_strand(pool_->io));
-    stream_->expires_at(deadline_);
+    stream_ = std::make_unique<beast::tcp_stream>(executor_);
     stream_->async_connect(*endpoint, [self = shared_from_this()](beast::error_code ec) {
       if (ec) {
         return self->Finish(
-            ec == beast::error::timeout
-                ? DeadlineExceeded("connecting to " + self->address_ + ": timed out")
-                : Unavailable("connecting to " + self->address_ + ": " + ec.message()),
-            ec != beast::error::timeout);
+            self->expired_ ? DeadlineExceeded("connecting to " + self->address_ + ": timed out")
+                           : Unavailable("connecting to " + self->address_ + ": " + ec.message()),
+            !self->expired_);
       }
       self->Write();
     });
   }
 
   void Write() {
-    stream_->expires_at(deadline_);
     http::async_write(*stream_, request_,
                       [self = shared_from_this()](beast::error_code ec, size_t) {
-                        if (ec && self->reused_ && ec != beast::error::timeout) {
+                        if (ec && self->reused_ && !self->expired_) {
                           return self->Connect();  // the kept-alive connection had gone
                         }
                         if (ec) return self->Failed(ec, "sending to");
@@ -155,7 +242,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
                        // A kept-alive connection the node closed before reading the request
                        // (a clean end, nothing received): the request was not processed, send
                        // it again. A reset may come after the node took the request: no resend.
-                       if (ec && self->reused_ && n == 0 &&
+                       if (ec && self->reused_ && n == 0 && !self->expired_ &&
                            (ec == http::error::end_of_stream || ec == net::error::eof)) {
                          self->buffer_.clear();
                          return self->Connect();
@@ -169,9 +256,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   void Failed(beast::error_code ec, const char* what) {
-    Finish(ec == beast::error::timeout
-               ? DeadlineExceeded(std::string(what) + " " + address_ + ": timed out")
-               : Internal(std::string(what) + " " + address_ + ": " + ec.message()),
+    Finish(expired_ ? DeadlineExceeded(std::string(what) + " " + address_ + ": timed out")
+                    : Internal(std::string(what) + " " + address_ + ": " + ec.message()),
            false);
   }
 
@@ -186,9 +272,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     }
     result.response.body = std::move(r.body());
     if (r.keep_alive() && buffer_.size() == 0) {
-      stream_->expires_never();
-      pool_->PutIdle(address_, std::move(stream_));
+      pool_->PutIdle(ioc_, address_, std::move(stream_));
     }
+    End();
     done_(std::move(result));
   }
 
@@ -200,16 +286,28 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       beast::error_code ignored;
       stream_->socket().close(ignored);
     }
+    End();
     done_(std::move(result));
   }
 
+  void End() {
+    ended_ = true;
+    if (watched_) pool_->Unwatch(ioc_, *watched_);
+    watched_.reset();
+  }
+
   UpstreamPool::Impl* pool_;
+  net::io_context* const ioc_;
+  const net::any_io_executor executor_;
   const std::string address_;
   std::function<void(UpstreamResult)> done_;
   const std::chrono::steady_clock::time_point deadline_;
   http::request<http::string_body> request_;
   std::unique_ptr<beast::tcp_stream> stream_;
   bool reused_ = false;
+  bool expired_ = false;  // the deadline passed (the sweeper closed the connection)
+  bool ended_ = false;
+  std::optional<UpstreamPool::Impl::Watched::iterator> watched_;
   beast::flat_buffer buffer_;
   std::optional<http::response_parser<http::string_body>> parser_;
 };
@@ -240,10 +338,11 @@ net::io_context& UpstreamPool::io_context() { return impl_->io; }
 
 void UpstreamPool::Send(const std::string& address, UpstreamRequest request,
                         std::function<void(UpstreamResult)> done) {
+  net::io_context& ioc = impl_->Here();
   auto exchange =
-      std::make_shared<Exchange>(impl_.get(), address, std::move(request), std::move(done));
-  // defer: from a handler of the same io_context it runs next on this very thread.
-  net::defer(impl_->io, [exchange] { exchange->Start(); });
+      std::make_shared<Exchange>(impl_.get(), &ioc, address, std::move(request), std::move(done));
+  // dispatch: on this io_context's own thread the request goes out at once.
+  net::dispatch(ioc, [exchange] { exchange->Start(); });
 }
 
 }  // namespace dais::gateway

@@ -56,7 +56,8 @@ class UpstreamPool {
  public:
   explicit UpstreamPool(UpstreamOptions options = {});
   // On `io` (borrowed; run by its owner's threads, e.g. the gateway's HTTP server): a request
-  // then goes out from the thread that received it, no hand-off to another thread.
+  // sent from a listener's I/O thread goes out on that thread's io_context (one per thread,
+  // frontends/listen.h), no hand-off to another thread; from any other thread, on `io`.
   UpstreamPool(boost::asio::io_context* io, UpstreamOptions options);
   ~UpstreamPool();  // stops the threads; pending sends complete with an error
   UpstreamPool(const UpstreamPool&) = delete;

@@ -48,11 +48,22 @@ class Session : public std::enable_shared_from_this<Session> {
           std::unique_ptr<frontends::ConnectionLimiter::Slot> slot)
       : stream_(std::move(socket)), handler_(handler), options_(options), slot_(std::move(slot)) {}
 
+  // On the accepting thread: the connection is idle (may make room for another) from now, not
+  // only once its own I/O thread has started reading.
   void Start() {
+    MarkIdle();
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
   }
 
  private:
+  void MarkIdle() {
+    slot_->Idle([weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        net::post(self->stream_.get_executor(), [self] { self->stream_.close(); });
+      }
+    });
+  }
+
   void Read() {
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
@@ -64,11 +75,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // An idle keep-alive connection, or a client that stalls mid-request, is closed after this,
     // or earlier when the listener is at its connection limit and this one has waited longest.
     stream_.expires_after(std::chrono::seconds(options_.idle_timeout_secs));
-    slot_->Idle([weak = weak_from_this()] {
-      if (auto self = weak.lock()) {
-        net::post(self->stream_.get_executor(), [self] { self->stream_.close(); });
-      }
-    });
+    MarkIdle();
     bhttp::async_read_header(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -216,9 +223,11 @@ class Session : public std::enable_shared_from_this<Session> {
     r.body = inflater_ ? std::move(decoded_) : std::move(req.body());
     inflater_.reset();
     answer_coding_ = AnswerCoding(r.Header("accept-encoding"));
+    // dispatch: an answer given on this connection's thread (the gateway's, a cached one) is
+    // written right away; from another thread (a model instance's) it is queued to this one.
     handler_(std::move(r), [self = shared_from_this()](Response resp) {
-      net::post(self->stream_.get_executor(),
-                [self, resp = std::move(resp)]() mutable { self->Write(std::move(resp)); });
+      net::dispatch(self->stream_.get_executor(),
+                    [self, resp = std::move(resp)]() mutable { self->Write(std::move(resp)); });
     });
   }
 
@@ -318,8 +327,10 @@ Status Server::Start() {
   auto on_connection = [impl](tcp::socket s, auto slot) {
     impl->OnConnection(std::move(s), std::move(slot));
   };
+  // No strand: each I/O thread runs an io_context of its own (listen.h), so a connection's
+  // handlers already run one at a time, and an answer given on that thread is written at once.
   ASSIGN_OR_RETURN(port_, impl->listener.Start(impl->options, impl->options.listener, "HTTP",
-                                               /*strand=*/true, on_connection));
+                                               /*strand=*/false, on_connection));
   return OkStatus();
 }
 
