@@ -16,10 +16,11 @@ The node's mlp_small runs with max_queue_delay_microseconds 0 (a copy of the exa
     requests without the header (goal: 10 % ± 2 %), and 500 sticky users x 4 requests
     alternating between the two gateways: how many changed version (goal: none).
 
-usage: bench/gateway_bench.py [--seconds 10] [--build build/release]
+usage: bench/gateway_bench.py [--seconds 10] [--repeat 3] [--build build/release]
 """
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -152,12 +153,42 @@ def print_rollbacks(times, runs):
           f"{times[-1] * 1000:.1f} ms; goal p99 ≤ 1 s: {'met' if p99 <= 1.0 else 'NOT met'}")
 
 
+def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile, trace):
+    """One wrk cell (after a 2 s warm-up); optionally perf-records or straces the gateway."""
+    run_wrk(url, body, header_len, conc, 2, str(tmp))  # warm-up
+    profiler = tracer = None
+    if profile:
+        profiler = subprocess.Popen(
+            ["perf", "record", "-g", "-p", str(gateway.pid), "-o", args.profile, "--",
+             "sleep", str(args.seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if trace:
+        tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(gateway.pid),
+                                   "-o", str(tmp / "strace.txt")], stderr=subprocess.DEVNULL)
+        time.sleep(1)  # strace attaches asynchronously; nothing to poll for
+    result = run_wrk(url, body, header_len, conc, args.seconds, str(tmp))
+    if profiler:
+        profiler.wait()
+    if tracer:
+        tracer.terminate()
+        tracer.wait(10)
+        n = result["requests"]
+        print(f"gateway system calls per request at c=1 ({n} requests, traced; this cell's "
+              "latency is the tracer's, not the gateway's):")
+        for line in (tmp / "strace.txt").read_text().splitlines()[2:]:
+            f = line.split()
+            if len(f) >= 5 and f[3].isdigit() and f[-1] != "total":
+                print(f"  {f[-1]:<16} {int(f[3]) / max(n, 1):6.2f}")
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--gateway-args", default="", help="extra `dais gateway` flags")
     ap.add_argument("--rollbacks", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of every cell; the table shows the medians")
     ap.add_argument("--profile", help="perf record the gateway during its c=64 cell into this "
                     "file (then: perf report -i FILE)")
     ap.add_argument("--strace", action="store_true", help="count the gateway's system calls "
@@ -216,36 +247,20 @@ def main():
             "nginx": f"http://127.0.0.1:{nginx_port}/v2/models/mlp_small/infer",
             "gateway": f"http://127.0.0.1:{gw_port}/v2/models/ranker/infer",
         }
-        results = {}
-        for conc in (1, 64):
-            for name, url in targets.items():
-                run_wrk(url, body, header_len, conc, 2, str(tmp))  # warm-up
-                profiler = None
-                if args.profile and name == "gateway" and conc == 64:
-                    profiler = subprocess.Popen(
-                        ["perf", "record", "-g", "-p", str(gateway.pid), "-o", args.profile, "--",
-                         "sleep", str(args.seconds)], stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL)
-                tracer = None
-                if args.strace and name == "gateway" and conc == 1:
-                    tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(gateway.pid),
-                                               "-o", str(tmp / "strace.txt")],
-                                              stderr=subprocess.DEVNULL)
-                    time.sleep(1)  # strace attaches asynchronously; nothing to poll for
-                results[(name, conc)] = run_wrk(url, body, header_len, conc, args.seconds, str(tmp))
-                if profiler:
-                    profiler.wait()
-                if tracer:
-                    tracer.terminate()
-                    tracer.wait(10)
-                    n = results[(name, conc)]["requests"]
-                    print(f"gateway system calls per request at c=1 ({n} requests, traced):")
-                    for line in (tmp / "strace.txt").read_text().splitlines()[2:]:
-                        f = line.split()
-                        if len(f) >= 5 and f[3].isdigit() and f[-1] != "total":
-                            print(f"  {f[-1]:<16} {int(f[3]) / max(n, 1):6.2f}")
-        print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, one node on "
-              f"loopback; {time.strftime('%Y-%m-%d')}\n")
+        runs = {}
+        for rep in range(args.repeat):
+            for conc in (1, 64):
+                for name, url in targets.items():
+                    first = rep == 0
+                    runs.setdefault((name, conc), []).append(measure_cell(
+                        args, tmp, gateway, name, url, body, header_len, conc,
+                        profile=first and args.profile and name == "gateway" and conc == 64,
+                        trace=first and args.strace and name == "gateway" and conc == 1))
+        # Each figure: the median over the repeats (runs on this shared machine vary by ±20 %).
+        results = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
+                   for key, rs in runs.items()}
+        print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, median of "
+              f"{args.repeat} run(s), one node on loopback; {time.strftime('%Y-%m-%d')}\n")
         print("| path | c=1 p50 µs | c=1 p99 µs | added p50 µs | c=64 req/s | c=64 p99 µs | "
               "errors |")
         print("|---|---:|---:|---:|---:|---:|---:|")
