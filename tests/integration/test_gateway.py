@@ -77,22 +77,36 @@ match: [{header: x-group, value: beta, version: 2}]
 
 
 def test_weights_sticky_users_rules_and_path_versions(two_versions, etcd_server, gateway,
-                                                      dais_bin, tmp_path):
+                                                      dais_bin, tmp_path, start_server,
+                                                      repo_copy):
+    # Three nodes (v1 on n1 and n3, v2 on n2), two gateways.
+    two_versions["n3"] = start_server(repo_copy, "--etcd", etcd_server.endpoint, "--node-id",
+                                      "n3", "--lease-ttl-secs", str(TTL), command="node")
+    etcd_server.ctl("put", "/dais/assignments/n3/mlp_small", json.dumps(
+        {"deployment": "ranker-v1b", "model": "mlp_small", "version": 1}))
+    wait_for(lambda: instances(etcd_server, "mlp_small").get("n3", {}).get("state") == "READY",
+             60, "v1 on n3 READY")
     apply_route(dais_bin, etcd_server, tmp_path, CANARY)
-    g = gateway()
+    gateways = [gateway(), gateway(name="g2")]
+    g = gateways[0]
     url = g.url + "/v2/models/ranker/infer"
     s = requests.Session()
-    wait_for(lambda: s.post(url, json=body(), timeout=5).status_code == 200, 20, "the route")
+    for gw in gateways:
+        wait_for(lambda: s.post(gw.url + "/v2/models/ranker/infer", json=body(),
+                                timeout=5).status_code == 200, 20, "the route")
     counts = {"1": 0, "2": 0}
-    n = 4000
-    for _ in range(n):
-        r = s.post(url, json=body(), timeout=5)
+    nodes = {"1": set(), "2": set()}
+    n = 10000
+    for i in range(n):
+        r = s.post(gateways[i % 2].url + "/v2/models/ranker/infer", json=body(), timeout=5)
         assert r.status_code == 200, r.text
-        counts[r.headers["x-dais-version"]] += 1
-        assert r.headers["x-dais-node"] == {"1": "n1", "2": "n2"}[r.headers["x-dais-version"]]
+        version = r.headers["x-dais-version"]
+        counts[version] += 1
+        nodes[version].add(r.headers["x-dais-node"])
     share = counts["2"] / n
-    print(f"canary share over {n} requests: {share:.3%} (configured 10 %)")
+    print(f"canary share over {n} requests through two gateways: {share:.3%} (configured 10 %)")
     assert abs(share - 0.10) <= 0.02, counts
+    assert nodes == {"1": {"n1", "n3"}, "2": {"n2"}}, nodes
     # Sticky users: 300 users, 3 requests each, never change version.
     seen = {}
     for u in range(300):
@@ -239,6 +253,32 @@ def test_bad_routes_and_tenants_are_refused_naming_the_field(etcd_server, dais_b
         assert r.returncode != 0 and why in r.stderr, (text, r.stderr)
     assert etcd_server.get_prefix("/dais/routes/") == {}
     assert etcd_server.get_prefix("/dais/tenants/") == {}
+
+
+def test_bad_rollouts_are_refused_naming_the_field(etcd_server, dais_bin, tmp_path):
+    apply_route(dais_bin, etcd_server, tmp_path,
+                "kind: route\nname: ranker\nmodel: mlp_small\nversions: [{version: 1, weight: 100}]\n")
+    route_before = etcd_server.get_prefix("/dais/routes/")
+    good = ["--to", "2", "--steps", "5,50,100", "--interval", "30s", "--max-error-rate", "1%",
+            "--max-p99-ms", "150"]
+
+    def with_arg(flag, value):
+        args = list(good)
+        args[args.index(flag) + 1] = value
+        return args
+
+    for route, args, why in [
+        ("ranker", with_arg("--steps", "5,50"), "steps: must end at 100"),
+        ("ranker", with_arg("--steps", "50,20,100"), "steps: 20"),
+        ("ranker", with_arg("--interval", "soon"), "--interval 'soon'"),
+        ("ranker", with_arg("--max-error-rate", "150%"), "max-error-rate: 0 to 100 %"),
+        ("ranker", with_arg("--to", "1"), "already the stable one"),
+        ("nosuch", good, "nosuch"),
+    ]:
+        r = ctl(dais_bin, etcd_server, "rollout", "start", route, *args, check=False)
+        assert r.returncode != 0 and why in r.stderr, (args, r.stderr)
+    assert etcd_server.get_prefix("/dais/rollouts/") == {}
+    assert etcd_server.get_prefix("/dais/routes/") == route_before
 
 
 def test_shadow_traffic_and_the_access_log(two_versions, etcd_server, gateway, dais_bin,
