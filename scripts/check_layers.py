@@ -30,6 +30,7 @@ ALLOWED = {
     "backends": {"common", "tensor", "runtime"},
     "control": {"common", "coord", "runtime"},
     "server": {"common", "runtime"},
+    "streams": {"common", "metrics", "redis", "server"},
     "cluster": {"common", "etcd", "metrics", "runtime", "scheduler"},
     "frontends": {"common", "metrics"},
     "frontends/http": {"common", "metrics", "tensor", "runtime", "server", "frontends",

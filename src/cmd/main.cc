@@ -12,6 +12,7 @@
 #include "cmd/perf.h"
 #include "cmd/scheduler.h"
 #include "cmd/serve.h"
+#include "cmd/stream.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dais: a distributed AI serving system (KServe v2 / Triton-compatible)"};
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   CLI::App* locks_cmd = dais::cmd::AddLocksCommand(&app, &locks);
   dais::cmd::CheckModelOptions check;
   CLI::App* check_cmd = dais::cmd::AddCheckModelCommand(&app, &check);
+  dais::cmd::StreamCliOptions stream;
+  CLI::App* stream_cmd = dais::cmd::AddStreamCommand(&app, &stream);
   dais::cmd::SchedulerCliOptions scheduler;
   CLI::App* scheduler_cmd = dais::cmd::AddSchedulerCommand(&app, &scheduler);
 #ifdef DAIS_HAVE_GRPC
@@ -52,5 +55,6 @@ int main(int argc, char** argv) {
   if (locks_cmd->parsed()) return dais::cmd::RunLocks(locks_cmd, locks);
   if (check_cmd->parsed()) return dais::cmd::RunCheckModel(check);
   if (scheduler_cmd->parsed()) return dais::cmd::RunScheduler(scheduler_cmd, scheduler);
+  if (stream_cmd->parsed()) return dais::cmd::RunStream(stream_cmd, stream);
   return 1;
 }

@@ -19,6 +19,7 @@
 #endif
 #include "runtime/model_manager.h"
 #include "server/inference_server.h"
+#include "streams/redis_feedback.h"
 
 namespace dais::cmd {
 
@@ -198,6 +199,22 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   AddModelFlags(app, o);
   AddCoordinationFlags(app, o);
   AddFeatureFlags(app, &o->features);
+  app->add_option("--feedback-stream", o->feedback_stream,
+                  "Append every answered inference (id, model, version, inputs with the features "
+                  "used, outputs, latency) to this Redis stream: redis://HOST:PORT/STREAM. Off "
+                  "the request path: a bounded buffer, drops counted (docs/streams.md).");
+  app->add_option("--feedback-sample", o->feedback_sample,
+                  "Share of the answered inferences sent to the feedback stream.")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app->add_option("--feedback-max-len", o->feedback_max_len,
+                  "The stream is capped near this many entries (XADD MAXLEN ~).")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40))
+      ->capture_default_str();
+  app->add_option("--feedback-buffer", o->feedback_buffer,
+                  "Records waiting for Redis at most; more are dropped (counted).")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24))
+      ->capture_default_str();
 }
 
 namespace {
@@ -403,6 +420,16 @@ void Drain(const ServeOptions& o, int sig, server::InferenceServer* server,
 
 }  // namespace
 
+// The feedback stream of --feedback-stream (null without it).
+StatusOr<std::unique_ptr<streams::RedisFeedbackStream>> StartFeedback(const ServeOptions& o) {
+  if (o.feedback_stream.empty()) return std::unique_ptr<streams::RedisFeedbackStream>();
+  ASSIGN_OR_RETURN(auto stream,
+                   streams::RedisFeedbackStream::Create(
+                       {o.feedback_stream, o.feedback_max_len, o.feedback_buffer, 256}));
+  LOG_INFO("feedback stream: {} (sample {})", o.feedback_stream, o.feedback_sample);
+  return stream;
+}
+
 int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   log::SetVerbosity(o.log_verbose);
   // Block the stop signals in every thread; this thread waits for them with sigwait.
@@ -445,7 +472,14 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
     return 1;
   }
   manager.SetEnricher((*features)->enricher());
+  // Before the server: destroyed after it, when no request can offer a record any more.
+  auto feedback = StartFeedback(o);
+  if (!feedback.ok()) {
+    LOG_ERROR("--feedback-stream: {}", feedback.status().message());
+    return 2;
+  }
   server::InferenceServer server(&manager);
+  server.SetFeedback(feedback->get(), o.feedback_sample);
   server.SetStarting(true);  // until the offline features are in (below)
   features::FeatureStore* store = (*features)->store();
   server.SetFeatureHealth([store] { return store->Healthy(); }, (*features)->tier_name());

@@ -56,6 +56,11 @@ struct ServeOptions {
   std::string lock_redis;  // empty: --redis
   int lock_wait_replicas = 0;
   FeatureFlags features;
+  // The inference feedback stream (docs/streams.md).
+  std::string feedback_stream;  // redis://HOST:PORT/STREAM; empty: none
+  double feedback_sample = 1.0;
+  size_t feedback_max_len = 100000;
+  size_t feedback_buffer = 10000;
 };
 
 // What a role built on `dais serve` (dais node) adds to it: called once the server is listening

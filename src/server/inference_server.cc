@@ -1,7 +1,9 @@
 #include "server/inference_server.h"
 
+#include <random>
 #include <thread>
 
+#include "dais/clock.h"
 #include "dais/datatype.h"
 #include "runtime/tensor_config.h"
 
@@ -177,11 +179,29 @@ Status InferenceServer::Repository(RepositoryAction action, const std::string& m
   return OkStatus();
 }
 
+namespace {
+
+bool Sampled(double share) {
+  if (share >= 1) return true;
+  if (share <= 0) return false;
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53 < share;
+}
+
+}  // namespace
+
 void InferenceServer::Infer(runtime::RequestPtr request, InferDone done) {
   auto token = Admit();
   if (!token.ok()) return done(AcceptingInference(), InFlight());
-  request->on_complete = [done = std::move(done),
-                          token = std::move(*token)](StatusOr<runtime::ResponsePtr> result) {
+  // The request is alive while its on_complete runs (the model calls it as the request's
+  // member): the feedback record reads its inputs, the enriched features included.
+  runtime::InferenceRequest* raw = request.get();
+  FeedbackSink* sink = feedback_ != nullptr && Sampled(feedback_sample_) ? feedback_ : nullptr;
+  request->on_complete = [done = std::move(done), token = std::move(*token), raw,
+                          sink](StatusOr<runtime::ResponsePtr> result) {
+    if (sink != nullptr && result.ok() && *result != nullptr) {
+      sink->Offer(MakeFeedbackRecord(*raw, **result, NowNs()));
+    }
     done(std::move(result), token);
   };
   manager_->Infer(std::move(request));

@@ -25,6 +25,7 @@
 #include "runtime/inference_request.h"
 #include "runtime/model_manager.h"
 #include "server/background.h"
+#include "server/feedback.h"
 
 namespace dais::server {
 
@@ -154,6 +155,14 @@ class InferenceServer {
   // `request->on_complete` is set here.
   void Infer(runtime::RequestPtr request, InferDone done);
 
+  // The feedback stream (feedback.h): a share `sample` (0 to 1) of the answered inferences is
+  // offered to `sink` (borrowed; outlives the server's requests), built on the model's thread
+  // before the answer goes out. Null: none. Call before serving.
+  void SetFeedback(FeedbackSink* sink, double sample) {
+    feedback_ = sink;
+    feedback_sample_ = sample;
+  }
+
  private:
   runtime::ModelManager* manager_;
   std::function<bool()> tier_healthy_;
@@ -162,6 +171,8 @@ class InferenceServer {
   std::atomic<bool> starting_{false};
   std::atomic<int64_t> in_flight_{0};
   BackgroundTasks background_;  // repository load / unload requests
+  FeedbackSink* feedback_ = nullptr;
+  double feedback_sample_ = 1.0;
 };
 
 }  // namespace dais::server
