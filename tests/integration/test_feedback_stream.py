@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import numpy as np
 
@@ -71,3 +72,21 @@ def test_sampling_and_redis_away_never_hold_requests(start_server, repo_copy, re
         assert away.infer("mlp_small", {"INPUT__0": X}).status_code == 200
     wait_for(lambda: counts(away)["failed"] + counts(away)["dropped"] >= 50, 20,
              "the 50 records counted as failed or dropped")
+
+
+def test_an_enriched_request_records_the_features_it_used(start_server, model_repo, tmp_path,
+                                                          redis_server, dais_bin, kv):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    kv.add_feature_model(model_repo, repo, "shop_mlp", kv.shop_spec(model=True))
+    srv = start_server(repo, "--feedback-stream",
+                       f"redis://127.0.0.1:{redis_server.port}/dais:enriched")
+    kv.push(srv, "user_profile", {"user_id": [1001], "event_timestamp": [int(time.time()) - 5],
+                                  "age": [31.5], "clicks": [[0.25] * 15]})
+    r = srv.infer("shop_mlp", [], parameters={"entity_ids": [1001]}, id="enriched-1")
+    assert r.status_code == 200, r.text
+    ((_, rec),) = tail(dais_bin, redis_server.port, "dais:enriched", 1)
+    assert rec["id"] == "enriched-1" and rec["model"] == "shop_mlp"
+    assert rec["entity_ids"] == ["1001"], rec["entity_ids"]
+    values = [v for t in rec["inputs"] for v in t.get("data", [])]
+    assert 31.5 in values, rec["inputs"]  # the pushed feature the model ran on
