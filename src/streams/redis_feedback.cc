@@ -3,6 +3,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstring>
 
 #include "common/logging.h"
@@ -55,7 +57,15 @@ void Numbers(W& w, std::string_view bytes) {
     T v;
     std::memcpy(&v, bytes.data() + i, sizeof(T));
     if constexpr (std::is_floating_point_v<T>) {
-      w.Double(static_cast<double>(v));
+      // The shortest text that reads back as the same float (0.1f is "0.1", not
+      // "0.10000000149011612"): shorter entries, and faster than formatting it as a double.
+      char buf[32];
+      const auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
+      if (std::isfinite(v)) {
+        w.RawValue(buf, static_cast<size_t>(end - buf), rapidjson::kNumberType);
+      } else {
+        w.Null();  // JSON has no NaN or infinity
+      }
     } else if constexpr (std::is_same_v<T, bool>) {
       w.Bool(v);
     } else if constexpr (std::is_signed_v<T>) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -66,6 +67,13 @@ TEST(FeedbackStream, TheRecordIsJsonWithNumbersAndTruncatedTensorsMarked) {
   EXPECT_EQ(d["outputs"][0]["data"][0].GetInt64(), 42);
   EXPECT_TRUE(d["outputs"][1]["truncated"].GetBool());
   EXPECT_FALSE(d["outputs"][1].HasMember("data"));
+  // Floats in their shortest form; NaN (not JSON) as null.
+  server::FeedbackRecord r = Record(0);
+  const float v[3] = {0.1f, std::nanf(""), -2.5e-8f};
+  r.inputs[0].shape = {3};
+  r.inputs[0].bytes.assign(reinterpret_cast<const char*>(v), sizeof(v));
+  const std::string json = FeedbackRecordJson(r);
+  EXPECT_NE(json.find("\"data\":[0.1,null,-2.5e-08]"), std::string::npos) << json;
 }
 
 TEST(FeedbackStream, RecordsReachACappedRedisStream) {
