@@ -9,6 +9,7 @@
 
 #include "common/logging.h"
 #include "metrics/registry.h"
+#include "redis/resp.h"
 
 namespace dais::streams {
 namespace {
@@ -258,10 +259,22 @@ void RedisFeedbackStream::Run() {
     std::vector<redis::KeyedCommand> cmds;
     cmds.reserve(batch.size());
     for (const auto& r : batch) {
-      cmds.push_back({address_.stream,
-                      {"XADD", address_.stream, "MAXLEN", "~", max_len, "*", "id", r.id, "model",
-                       r.model, "version", r.version, "latency_us", std::to_string(r.latency_us),
-                       "record", FeedbackRecordJson(r)}});
+      // Encoded straight into RESP: no vector of argument strings per record.
+      redis::KeyedCommand cmd{address_.stream, {}};
+      std::string& out = cmd.encoded;
+      redis::AppendArrayHeader(16, &out);
+      for (std::string_view arg :
+           {std::string_view("XADD"), std::string_view(address_.stream), std::string_view("MAXLEN"),
+            std::string_view("~"), std::string_view(max_len), std::string_view("*"),
+            std::string_view("id"), std::string_view(r.id), std::string_view("model"),
+            std::string_view(r.model), std::string_view("version"), std::string_view(r.version),
+            std::string_view("latency_us")}) {
+        redis::AppendBulk(arg, &out);
+      }
+      redis::AppendBulk(std::to_string(r.latency_us), &out);
+      redis::AppendBulk("record", &out);
+      redis::AppendBulk(FeedbackRecordJson(r), &out);
+      cmds.push_back(std::move(cmd));
     }
     const auto results = client_->RunBatch(std::move(cmds), std::chrono::milliseconds(1000));
     int sent = 0, failed = 0;
