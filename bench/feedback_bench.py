@@ -16,15 +16,9 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import cpu_seconds, repo_with_queue_delay, request_bodies, run_wrk  # noqa: E402
+from benchlib import (cpu_seconds, example_repository, get_ok,  # noqa: E402
+                      repo_with_queue_delay, request_bodies, run_wrk)
 from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
-
-
-def get_ok(url):
-    try:
-        return urllib.request.urlopen(url, timeout=2).status == 200
-    except OSError:
-        return False
 
 
 def feedback_counts(port):
@@ -44,10 +38,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     args = ap.parse_args()
     dais = str(Path(args.build) / "src/cmd/dais")
-    repo = ROOT / "examples/model_repository"
-    if not (repo / "mlp_small/1/model.pt").exists():
-        subprocess.run(["/usr/bin/python3", str(ROOT / "scripts/gen_models.py"), str(repo)],
-                       check=True)
+    repo = example_repository(ROOT)
     tmp = Path(tempfile.mkdtemp(prefix="dais-feedback-bench-"))
     repo = Path(repo_with_queue_delay(str(repo), ["mlp_small"], 0, str(tmp / "repo-")))
     redis_port = free_port()

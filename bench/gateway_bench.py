@@ -29,7 +29,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import repo_with_queue_delay, request_bodies, run_wrk  # noqa: E402
+from benchlib import (example_repository, get_ok, repo_with_queue_delay,  # noqa: E402
+                      request_bodies, run_wrk)
 from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
 
 NGINX_CONF = """worker_processes 2;
@@ -63,13 +64,6 @@ def log_port(path, pattern="ports: http="):
         i = text.find(pattern)
         return int(text[i + len(pattern):].split()[0]) if i >= 0 else None
     return wait_for(find, 60, f"a port in {path}")
-
-
-def get_ok(url):
-    try:
-        return urllib.request.urlopen(url, timeout=2).status == 200
-    except OSError:
-        return False
 
 
 def route_json(version):
@@ -195,10 +189,7 @@ def main():
                     "per request in its c=1 cell (strace -c; slows that cell)")
     args = ap.parse_args()
     dais = str(Path(args.build) / "src/cmd/dais")
-    repo = ROOT / "examples/model_repository"
-    if not (repo / "mlp_small/1/model.pt").exists():
-        subprocess.run(["/usr/bin/python3", str(ROOT / "scripts/gen_models.py"), str(repo)],
-                       check=True)
+    repo = example_repository(ROOT)
     tmp = Path(tempfile.mkdtemp(prefix="dais-gateway-bench-"))
     # No batching delay: the proxies' own cost shows instead of the model's queue wait.
     repo = Path(repo_with_queue_delay(str(repo), ["mlp_small"], 0, str(tmp / "repo-")))
