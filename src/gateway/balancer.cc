@@ -38,6 +38,18 @@ std::string Balancer::Pick(const std::vector<std::string>& candidates,
   return nodes_[second].outstanding < nodes_[first].outstanding ? second : first;
 }
 
+void Balancer::Retain(const std::set<std::string>& live) {
+  MutexLock l(&mu_);
+  std::erase_if(nodes_, [&live](const auto& entry) {
+    return entry.second.outstanding == 0 && !live.count(entry.first);
+  });
+}
+
+size_t Balancer::tracked() const {
+  MutexLock l(&mu_);
+  return nodes_.size();
+}
+
 void Balancer::Start(const std::string& node) {
   MutexLock l(&mu_);
   ++nodes_[node].outstanding;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,12 @@ class Balancer {
   void Start(const std::string& node);
   bool Finish(const std::string& node, bool ok, Clock::time_point now);
 
+  // Forgets the nodes not in `live` (gone from the cluster) that have nothing in flight, so that
+  // a cluster whose nodes come and go does not grow this table without bound.
+  void Retain(const std::set<std::string>& live);
+
   int64_t Outstanding(const std::string& node) const;
+  size_t tracked() const;
   bool Ejected(const std::string& node, Clock::time_point now) const;
 
  private:

@@ -60,6 +60,23 @@ TEST(BalancerTest, ConsecutiveFailuresEjectThenReadmitWithGrowingEjections) {
   EXPECT_EQ(b.Outstanding("a"), 0);
 }
 
+TEST(BalancerTest, NodesGoneFromTheClusterAreForgottenOnceIdle) {
+  Balancer b;
+  const auto now = Balancer::Clock::now();
+  b.Start("a");
+  b.Start("b");
+  EXPECT_FALSE(b.Finish("b", false, now));
+  b.Start("c");
+  EXPECT_EQ(b.tracked(), 3u);
+  b.Retain({"a"});  // b is gone and idle; c is gone but still has a request in flight
+  EXPECT_EQ(b.tracked(), 2u);
+  EXPECT_EQ(b.Outstanding("c"), 1);
+  EXPECT_TRUE(b.Finish("c", true, now) == false);
+  b.Retain({"a"});
+  EXPECT_EQ(b.tracked(), 1u);
+  EXPECT_EQ(b.Outstanding("a"), 1);
+}
+
 TEST(TokenBucketTest, BurstThenRateAndRetryAfter) {
   TokenBucket t(10, 3, kT0);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(t.Take(kT0));

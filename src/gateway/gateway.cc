@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "cluster/keys.h"
@@ -159,6 +160,9 @@ void Gateway::Impl::Rebuild(const std::function<void()>& change) {
     generation = ++built;
   }
   std::shared_ptr<View> v = BuildView(routes_kv, tenants_kv, nodes_kv, instances_kv);
+  std::set<std::string> live;
+  for (const auto& [node, address] : v->node_http) live.insert(node);
+  balancer.Retain(live);
   MutexLock l(&mu);
   if (generation > installed) {
     view = std::move(v);
