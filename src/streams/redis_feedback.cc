@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/base64.h"
 #include "common/logging.h"
 #include "metrics/registry.h"
 #include "redis/resp.h"
@@ -33,23 +34,6 @@ struct Metrics {
     return *m;
   }
 };
-
-std::string Base64(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < in.size(); i += 3) {
-    uint32_t v = static_cast<uint8_t>(in[i]) << 16;
-    if (i + 1 < in.size()) v |= static_cast<uint8_t>(in[i + 1]) << 8;
-    if (i + 2 < in.size()) v |= static_cast<uint8_t>(in[i + 2]);
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=');
-    out.push_back(i + 2 < in.size() ? kAlphabet[v & 63] : '=');
-  }
-  return out;
-}
 
 template <typename T, typename W>
 void Numbers(W& w, std::string_view bytes) {
