@@ -6,6 +6,7 @@ PACKAGES=(
   cmake ninja-build g++ ccache pkg-config git curl ca-certificates
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libyaml-cpp-dev libssl-dev
+  libpq-dev        # `dais txn`: the PostgreSQL client
   libjemalloc-dev  # the allocator of the dais executable (CMakeLists.txt DAIS_JEMALLOC)
   zlib1g-dev       # gzip-compressed offline feature files
   # feature store: tests start real Redis servers and Redis Clusters on loopback
@@ -18,6 +19,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev wrk
   gnuplot-nox  # bench/scheduler_bench.py plots
   prometheus  # promtool: tests/integration/test_alert_rules.py
+  postgresql  # `dais txn` tests: participants and the decision log (initdb as the postgres user)
   # Python for model generation and integration tests (run with /usr/bin/python3)
   python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest
   python3-grpcio python3-protobuf python3-yaml python3-h2 python3-jwt python3-cryptography

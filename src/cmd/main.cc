@@ -13,6 +13,9 @@
 #include "cmd/scheduler.h"
 #include "cmd/serve.h"
 #include "cmd/stream.h"
+#ifdef DAIS_HAVE_TXN
+#include "cmd/txn.h"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"dais: a distributed AI serving system (KServe v2 / Triton-compatible)"};
@@ -43,7 +46,14 @@ int main(int argc, char** argv) {
   dais::cmd::GatewayCliOptions gateway;
   CLI::App* gateway_cmd = dais::cmd::AddGatewayCommand(&app, &gateway);
 #endif
+#ifdef DAIS_HAVE_TXN
+  dais::cmd::TxnCliOptions txn;
+  CLI::App* txn_cmd = dais::cmd::AddTxnCommand(&app, &txn);
+#endif
   CLI11_PARSE(app, argc, argv);
+#ifdef DAIS_HAVE_TXN
+  if (txn_cmd->parsed()) return dais::cmd::RunTxn(txn_cmd, txn);
+#endif
 #ifdef DAIS_HAVE_GRPC
   if (node_cmd->parsed()) return dais::cmd::RunNode(node);
   if (ctl_cmd->parsed()) return dais::cmd::RunCtl(ctl_cmd, ctl);

@@ -1,0 +1,135 @@
+// The two-phase-commit coordinator of `dais txn` (docs/transactions.md).
+//
+// One transaction, on one worker thread (each worker holds its own connection per participant
+// and to the decision log):
+//   1. parameters validated against the declared type (400 naming the field; no database touched);
+//   2. a keyed request claims its idempotency key in the log (a retry gets the first outcome);
+//   3. the gate starts scoring (features + ModelInfer) while every participant runs its branch in
+//      one pipeline: BEGIN, the declared statements (each checked: SQL error or expect_rows), and
+//      the branch's events into the participant's outbox, all participants in parallel;
+//   4. PREPARE TRANSACTION 'dais:<coordinator>:<txn>' on every participant, in parallel;
+//   5. the commit decision is written to the log (durable), the caller is answered;
+//   6. COMMIT PREPARED on every participant; the outbox relays are woken.
+// Steps 3–4 run under the prepare budget (prepare_timeout_ms, 300 by default): a participant that
+// does not answer in time, a failed branch or a refusing gate rolls every branch back and the
+// answer names the reason. Whatever a crash interrupts, recovery finishes from the log
+// (presumed abort): see Recover.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "txn/gate.h"
+#include "txn/pg.h"
+#include "txn/txn_spec.h"
+
+namespace dais::txn {
+
+struct CoordinatorOptions {
+  std::string id = "txn-1";  // part of every global id: recovery finds its own by it
+  int workers = 32;          // transactions in flight at once (each holds 1 + P connections)
+  int resolve_interval_ms = 1000;
+  // Fault injection for the crash tests: the process kills itself (SIGKILL) at this step of the
+  // first transaction that reaches it: after_branches, after_prepare, after_decision,
+  // during_commit (after the first participant committed).
+  std::string crash_at;
+};
+
+// What the caller gets: an HTTP status and a JSON body.
+struct Outcome {
+  int http_status = 200;
+  std::string body;
+};
+
+// One action of recovery: commit or roll back a prepared transaction on a participant, or mark
+// a decision done / aborted.
+struct RecoveryAction {
+  std::string participant;  // empty for log-only actions
+  std::string gid;
+  std::string action;  // "commit", "rollback", "mark done", "abort unfinished"
+  std::string why;
+};
+
+class Coordinator {
+ public:
+  // `gate` (may be null when no type has a gate) is borrowed.
+  Coordinator(TxnSpecPtr spec, CoordinatorOptions options, Gate* gate);
+  ~Coordinator();
+
+  // Connects to the log and the participants, creates the log and outbox tables, runs recovery
+  // (logging what it did), then starts the workers and the resolver. Participants that are down
+  // are not an error: their prepared transactions are resolved when they return.
+  Status Start();
+  void Stop();
+
+  // Queues a transaction; `done` runs once, on a worker thread. ResourceExhausted (503) when the
+  // queue is full.
+  void Submit(std::string type, std::string body, std::string idempotency_key,
+              std::function<void(Outcome)> done);
+  // The logged outcome of a transaction (GET /v1/txn/<id>).
+  Outcome Lookup(const std::string& txn_id);
+
+  // Recovery: resolves every prepared transaction of this coordinator on every reachable
+  // participant from the log (commit where it says commit, roll back the rest unless in flight),
+  // marks decisions done once no participant holds them, aborts keyed requests left "started".
+  // With dry_run nothing is changed. Returns the actions (taken or that would be taken).
+  StatusOr<std::vector<RecoveryAction>> Recover(bool dry_run);
+
+  // Called after transactions committed on a participant (the outbox relay's wake-up).
+  void SetCommitListener(std::function<void(const std::string& participant)> listener) {
+    on_commit_ = std::move(listener);
+  }
+  const TxnSpec& spec() const { return *spec_; }
+
+ private:
+  struct Worker;
+  struct Job {
+    std::string type, body, key;
+    std::function<void(Outcome)> done;
+  };
+  struct Txn;
+
+  void WorkerLoop(Worker* w);
+  Outcome Execute(Worker* w, Job& job);
+  Outcome RunProtocol(Worker* w, Txn& t);
+  bool RunBranches(Worker* w, Txn& t);
+  bool Prepare(Worker* w, Txn& t);
+  void RollBack(Worker* w, Txn& t, bool prepared);
+  void Commit(Worker* w, Txn& t);
+  Outcome Refuse(Worker* w, Txn& t, int status, const std::string& reason,
+                 const std::string& message);
+  void CrashPoint(const char* step);
+  void ResolverLoop();
+  void UpdateInDoubtMetrics(size_t in_doubt, double oldest_age_s);
+  bool InFlight(const std::string& txn_id);
+
+  TxnSpecPtr spec_;
+  CoordinatorOptions options_;
+  Gate* gate_;
+  std::function<void(const std::string&)> on_commit_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::set<std::string> in_flight_;  // txn ids being executed here (guarded by mu_)
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> threads_;
+  std::thread resolver_;
+  std::unique_ptr<pg::Connection> resolver_log_;  // the resolver's own connections
+  std::vector<std::unique_ptr<pg::Connection>> resolver_participants_;
+  std::mutex lookup_mu_;
+  std::unique_ptr<pg::Connection> lookup_log_;  // guarded by lookup_mu_
+  std::atomic<uint64_t> sequence_{0};
+  std::atomic<bool> crashed_once_{false};
+};
+
+}  // namespace dais::txn

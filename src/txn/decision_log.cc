@@ -1,0 +1,137 @@
+#include "txn/decision_log.h"
+
+namespace dais::txn {
+
+namespace {
+
+StatusOr<pg::Result> RunOne(pg::Connection* c, pg::Statement s, pg::Deadline deadline) {
+  std::string what = s.sql.substr(0, 40);
+  ASSIGN_OR_RETURN(auto results, c->Run({std::move(s)}, deadline));
+  if (!results[0].ok) return Unavailable("decision log: " + what + ": " + pg::Describe(results[0]));
+  return std::move(results[0]);
+}
+
+LoggedOutcome Row(const std::vector<std::optional<std::string>>& r) {
+  LoggedOutcome o;
+  o.txn_id = r[0].value_or("");
+  o.state = r[1].value_or("");
+  o.http_status = r[2] ? std::stoi(*r[2]) : 0;
+  o.result = r[3].value_or("");
+  return o;
+}
+
+}  // namespace
+
+std::string GlobalId(const std::string& coordinator, const std::string& txn_id) {
+  return "dais:" + coordinator + ":" + txn_id;
+}
+
+Status InitDecisionLog(pg::Connection* log, pg::Deadline deadline) {
+  RETURN_IF_ERROR(log->Exec(
+                         "CREATE TABLE IF NOT EXISTS dais_txn_log ("
+          " txn_id text PRIMARY KEY, coordinator text NOT NULL, type text NOT NULL,"
+          " idempotency_key text UNIQUE,"
+          " state text NOT NULL CHECK (state IN ('started', 'commit', 'abort', 'done')),"
+          " http_status int, result text,"
+          " created_at timestamptz NOT NULL DEFAULT now(), decided_at timestamptz)",
+                         deadline)
+                      .status());
+  return log
+      ->Exec(
+          "CREATE INDEX IF NOT EXISTS dais_txn_log_open ON dais_txn_log (coordinator, state)"
+          " WHERE state IN ('started', 'commit')",
+          deadline)
+      .status();
+}
+
+Status InitOutbox(pg::Connection* participant, pg::Deadline deadline) {
+  return participant
+      ->Exec(
+          "CREATE TABLE IF NOT EXISTS dais_outbox ("
+          " id bigserial PRIMARY KEY, stream text NOT NULL, txn_id text NOT NULL,"
+          " payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
+          deadline)
+      .status();
+}
+
+StatusOr<std::optional<LoggedOutcome>> ClaimKey(pg::Connection* log, const std::string& txn_id,
+                                                const std::string& coordinator,
+                                                const std::string& type, const std::string& key,
+                                                pg::Deadline deadline) {
+  const std::string scoped = type + ":" + key;
+  ASSIGN_OR_RETURN(pg::Result claimed,
+                   RunOne(log,
+                          {"INSERT INTO dais_txn_log (txn_id, coordinator, type, idempotency_key,"
+                           " state) VALUES ($1, $2, $3, $4, 'started')"
+                           " ON CONFLICT (idempotency_key) DO NOTHING RETURNING txn_id",
+                           {txn_id, coordinator, type, scoped}},
+                          deadline));
+  if (claimed.affected == 1) return std::optional<LoggedOutcome>();
+  ASSIGN_OR_RETURN(pg::Result held,
+                   RunOne(log,
+                          {"SELECT txn_id, state, http_status, result FROM dais_txn_log"
+                           " WHERE idempotency_key = $1",
+                           {scoped}},
+                          deadline));
+  if (held.rows.empty()) return Unavailable("decision log: idempotency key vanished; retry");
+  return std::optional<LoggedOutcome>(Row(held.rows[0]));
+}
+
+Status WriteDecision(pg::Connection* log, const std::string& txn_id,
+                     const std::string& coordinator, const std::string& type,
+                     const std::string& state, int http_status, const std::string& result,
+                     pg::Deadline deadline) {
+  return RunOne(log,
+                {"INSERT INTO dais_txn_log (txn_id, coordinator, type, state, http_status, result,"
+                 " decided_at) VALUES ($1, $2, $3, $4, $5, $6, now())"
+                 " ON CONFLICT (txn_id) DO UPDATE SET state = EXCLUDED.state,"
+                 " http_status = EXCLUDED.http_status, result = EXCLUDED.result,"
+                 " decided_at = now()",
+                 {txn_id, coordinator, type, state, std::to_string(http_status), result}},
+                deadline)
+      .status();
+}
+
+StatusOr<std::string> ReadState(pg::Connection* log, const std::string& txn_id,
+                                pg::Deadline deadline) {
+  ASSIGN_OR_RETURN(pg::Result r, RunOne(log,
+                                        {"SELECT state FROM dais_txn_log WHERE txn_id = $1",
+                                         {txn_id}},
+                                        deadline));
+  if (r.rows.empty()) return std::string();
+  return r.rows[0][0].value_or("");
+}
+
+StatusOr<std::optional<LoggedOutcome>> ReadOutcome(pg::Connection* log, const std::string& txn_id,
+                                                   pg::Deadline deadline) {
+  ASSIGN_OR_RETURN(pg::Result r,
+                   RunOne(log,
+                          {"SELECT txn_id, state, http_status, result FROM dais_txn_log"
+                           " WHERE txn_id = $1",
+                           {txn_id}},
+                          deadline));
+  if (r.rows.empty()) return std::optional<LoggedOutcome>();
+  return std::optional<LoggedOutcome>(Row(r.rows[0]));
+}
+
+Status MarkDone(pg::Connection* log, const std::vector<std::string>& txn_ids,
+                pg::Deadline deadline) {
+  if (txn_ids.empty()) return OkStatus();
+  std::string array = "{";
+  for (size_t i = 0; i < txn_ids.size(); ++i) array += (i ? "," : "") + txn_ids[i];
+  array += "}";
+  auto r = log->Run({{"BEGIN", {}},
+                     {"SET LOCAL synchronous_commit = off", {}},
+                     {"UPDATE dais_txn_log SET state = 'done' WHERE txn_id = ANY($1::text[])"
+                      " AND state = 'commit'",
+                      {array}},
+                     {"COMMIT", {}}},
+                    deadline);
+  if (!r.ok()) return r.status();
+  for (const pg::Result& x : *r) {
+    if (!x.ok) return Unavailable("decision log: mark done: " + pg::Describe(x));
+  }
+  return OkStatus();
+}
+
+}  // namespace dais::txn

@@ -1,0 +1,44 @@
+// The model gate of a transaction's prepare phase: builds the model's input vector from the
+// request's parameters and the feature store (one lookup of the entity's record), calls
+// `dais serve` (or any KServe v2 / Triton gRPC server) with ModelInfer under the gate's deadline,
+// and compares the score with the threshold. Runs beside the branches; never waits past its
+// timeout.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "features/spec/feature_spec.h"
+#include "txn/txn_spec.h"
+
+namespace dais::features {
+class FeatureStore;
+}
+
+namespace dais::txn {
+
+struct GateResult {
+  enum Kind { kPass, kRefuse, kError };
+  Kind kind = kError;
+  double score = 0;
+  std::string message;  // why (refusal: the score and threshold; error: what failed)
+};
+
+class Gate {
+ public:
+  // `server`: host:port of the model server's gRPC port. `store` and `spec` (may be null when no
+  // gate uses features) are borrowed.
+  Gate(const std::string& server, features::FeatureStore* store, features::FeatureSpecPtr spec);
+  ~Gate();
+  // Checks that every gate's features resolve in the feature spec. InvalidArgument naming them.
+  Status Validate(const TxnSpec& spec) const;
+  // Scores asynchronously; `done` runs exactly once, on a feature-store or gRPC thread.
+  void Score(const GateSpec& gate, const Params& params, std::function<void(GateResult)> done);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dais::txn

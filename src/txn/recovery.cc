@@ -1,0 +1,188 @@
+// Coordinator recovery and the resolver (presumed abort), and lookups of logged outcomes.
+#include <algorithm>
+#include <map>
+
+#include "common/logging.h"
+#include "txn/coordinator.h"
+#include "txn/decision_log.h"
+#include "txn/txn_metrics.h"
+
+namespace dais::txn {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kStepTimeout{3000};
+
+struct PreparedXact {
+  size_t participant = 0;
+  std::string gid, txn_id;
+  double age_s = 0;
+};
+
+double ToDouble(const std::optional<std::string>& s) { return s ? std::stod(*s) : 0.0; }
+
+}  // namespace
+
+StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
+  const auto deadline = Clock::now() + kStepTimeout;
+  std::string error;
+  pg::Connection* log = pg::EnsureConnected(&resolver_log_, spec_->log, deadline, &error);
+  if (!log) return Unavailable("decision log: " + error);
+  const std::string prefix = GlobalId(options_.id, "");
+  std::vector<std::string> names;
+  std::vector<pg::Connection*> conns;
+  std::vector<PreparedXact> prepared;
+  resolver_participants_.resize(spec_->participants.size());
+  bool all_reachable = true;
+  for (const auto& [name, info] : spec_->participants) {
+    size_t i = names.size();
+    names.push_back(name);
+    pg::Connection* c = pg::EnsureConnected(&resolver_participants_[i], info, deadline, &error);
+    conns.push_back(c);
+    if (!c) {
+      all_reachable = false;
+      continue;
+    }
+    auto r = c->Run({{"SELECT gid, extract(epoch FROM now() - prepared)::float8"
+                      " FROM pg_prepared_xacts WHERE database = current_database()"
+                      " AND starts_with(gid, $1)",
+                      {prefix}}},
+                    deadline);
+    if (!r.ok() || !(*r)[0].ok) {
+      all_reachable = false;
+      conns.back() = nullptr;
+      continue;
+    }
+    for (const auto& row : (*r)[0].rows) {
+      prepared.push_back({i, *row[0], row[0]->substr(prefix.size()), ToDouble(row[1])});
+    }
+  }
+  auto open = log->Run({{"SELECT txn_id, state,"
+                         " extract(epoch FROM now() - coalesce(decided_at, created_at))::float8"
+                         " FROM dais_txn_log WHERE coordinator = $1"
+                         " AND state IN ('started', 'commit')",
+                         {options_.id}}},
+                       deadline);
+  if (!open.ok()) return open.status();
+  if (!(*open)[0].ok) return Unavailable("decision log: " + pg::Describe((*open)[0]));
+  std::map<std::string, std::pair<std::string, double>> decisions;  // txn -> (state, age)
+  for (const auto& row : (*open)[0].rows) decisions[*row[0]] = {*row[1], ToDouble(row[2])};
+
+  auto& m = TxnMetrics::Get();
+  std::vector<RecoveryAction> actions;
+  std::map<std::string, bool> still_prepared;  // txn -> some participant still holds it
+  size_t in_doubt = 0;
+  double oldest = 0;
+  for (const PreparedXact& x : prepared) {
+    if (InFlight(x.txn_id)) continue;
+    std::string state = decisions.count(x.txn_id) ? decisions[x.txn_id].first : "";
+    if (state != "commit") {
+      // Read again now that the transaction is known not to be in flight: a decision written
+      // after the snapshot above must not be rolled back.
+      auto fresh = ReadState(log, x.txn_id, deadline);
+      if (!fresh.ok()) return fresh.status();
+      state = *fresh;
+    }
+    bool commit = state == "commit" || state == "done";
+    RecoveryAction a{names[x.participant], x.gid, commit ? "commit" : "rollback",
+                     commit ? "the log holds a commit decision"
+                            : "no commit decision in the log (presumed abort)"};
+    bool resolved = dry_run;
+    if (!dry_run) {
+      auto r = conns[x.participant]->Exec(
+          (commit ? "COMMIT PREPARED " : "ROLLBACK PREPARED ") + pg::Literal(x.gid), deadline);
+      // 42704: it was resolved meanwhile (by the worker that owned it).
+      resolved = r.ok() || r.status().message().find("42704") != std::string::npos ||
+                 r.status().message().find("does not exist") != std::string::npos;
+      if (resolved) {
+        m.recovery.Get({a.action}).Increment();
+        if (commit && on_commit_) on_commit_(names[x.participant]);
+      } else {
+        LOG_WARNING("txn recovery: {} {} on {}: {}", a.action, x.gid, a.participant,
+                 r.status().message());
+      }
+    }
+    if (!resolved) {
+      ++in_doubt;
+      oldest = std::max(oldest, x.age_s);
+      still_prepared[x.txn_id] = true;
+    }
+    actions.push_back(std::move(a));
+  }
+  for (const auto& [txn, sa] : decisions) {
+    if (InFlight(txn)) continue;
+    const auto& [state, age] = sa;
+    if (state == "commit") {
+      bool held = still_prepared.count(txn) > 0;
+      if (held || !all_reachable) {
+        ++in_doubt;
+        oldest = std::max(oldest, age);
+        continue;
+      }
+      actions.push_back({"", GlobalId(options_.id, txn), "mark done",
+                         "committed on every participant"});
+      if (!dry_run && MarkDone(log, {txn}, deadline).ok()) m.recovery.Get({"mark_done"}).Increment();
+    } else if (state == "started") {
+      actions.push_back({"", GlobalId(options_.id, txn), "abort unfinished",
+                         "a keyed request the coordinator did not finish"});
+      if (!dry_run) {
+        std::string body = "{\"txn_id\":\"" + txn +
+                           "\",\"outcome\":\"aborted\",\"reason\":\"coordinator_restart\","
+                           "\"error\":\"the coordinator stopped before deciding\"}";
+        if (WriteDecision(log, txn, options_.id, "", "abort", 503, body, deadline).ok()) {
+          m.recovery.Get({"abort"}).Increment();
+        }
+      }
+    }
+  }
+  if (!dry_run) UpdateInDoubtMetrics(in_doubt, oldest);
+  return actions;
+}
+
+void Coordinator::UpdateInDoubtMetrics(size_t in_doubt, double oldest_age_s) {
+  auto& m = TxnMetrics::Get();
+  m.in_doubt.Set(static_cast<double>(in_doubt));
+  m.in_doubt_age.Set(oldest_age_s);
+}
+
+void Coordinator::ResolverLoop() {
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, milliseconds(options_.resolve_interval_ms), [&] { return stopping_; });
+      if (stopping_) return;
+    }
+    auto actions = Recover(false);
+    if (!actions.ok()) {
+      LOG_WARNING("txn resolver: {}", actions.status().message());
+      continue;
+    }
+    for (const RecoveryAction& a : *actions) {
+      LOG_INFO("txn resolver: {} {} {} ({})", a.action, a.participant, a.gid, a.why);
+    }
+  }
+}
+
+Outcome Coordinator::Lookup(const std::string& txn_id) {
+  std::lock_guard lock(lookup_mu_);
+  std::string error;
+  pg::Connection* log =
+      pg::EnsureConnected(&lookup_log_, spec_->log, Clock::now() + kStepTimeout, &error);
+  if (!log) return {503, "{\"error\":\"decision log: unavailable\"}"};
+  auto o = ReadOutcome(log, txn_id, Clock::now() + kStepTimeout);
+  if (!o.ok()) return {503, "{\"error\":\"decision log: unavailable\"}"};
+  if (!o->has_value()) {
+    return {404, "{\"error\":\"no decision logged for this transaction: it did not commit\"}"};
+  }
+  const LoggedOutcome& l = **o;
+  std::string state = l.state == "done" || l.state == "commit" ? "committed"
+                      : l.state == "abort"                       ? "aborted"
+                                                                 : "in_progress";
+  return {200, "{\"txn_id\":\"" + l.txn_id + "\",\"state\":\"" + state +
+                   "\",\"answer\":" + (l.result.empty() ? "null" : l.result) + "}"};
+}
+
+}  // namespace dais::txn
