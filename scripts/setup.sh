@@ -23,6 +23,7 @@ PACKAGES=(
   # Python for model generation and integration tests (run with /usr/bin/python3)
   python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest
   python3-grpcio python3-protobuf python3-yaml python3-h2 python3-jwt python3-cryptography
+  python3-psycopg2  # the `dais txn` tests read the participants
   nginx-light
   # baselines for bench/ (FastAPI and Flask servers)
   python3-fastapi python3-uvicorn python3-flask

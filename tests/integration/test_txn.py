@@ -1,0 +1,422 @@
+"""Issue 16, `dais txn`: the two-phase-commit coordinator over real PostgreSQL servers (orders and
+inventory participants, the coordinator's decision log), with the fraud gate served by a real
+`dais serve` (XGBoost over gRPC), events through the outbox and a Redis stream to the recent-items
+consumer, and an enriched inference that sees the purchase. Crash points are injected with
+`--crash-at` (the coordinator SIGKILLs itself at that step); participants are killed and frozen
+with signals to their PIDs."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+import requests
+
+from conftest import dais_binary, metric_value, parse_prometheus, wait_for
+from txn_util import (EXAMPLE, PgServer, TxnProcess, check_invariants, setup_shop,
+                      write_txn_yaml)
+
+ITEMS = {item: 1000 for item in range(1, 11)}
+FRAUDSTER = 666
+STREAM = "shop:purchases"
+
+
+class Shop:
+    def __init__(self, base, pgs, srv, redis, fspec, txn_yaml):
+        self.base = base
+        self.orders, self.inventory, self.log = pgs
+        self.srv = srv
+        self.redis = redis
+        self.fspec = fspec
+        self.txn_yaml = txn_yaml
+        self.accepted: set[str] = set()
+        self.refused: set[str] = set()
+        self.live: list[TxnProcess] = []
+
+    def coordinator(self, *extra, config=None, wait=True) -> TxnProcess:
+        args = ["--config", config or self.txn_yaml, "--id", "shop-1",
+                "--gate-server", f"127.0.0.1:{self.srv.grpc_port}",
+                "--redis", self.redis.addr, "--feature-spec", self.fspec,
+                "--workers", "8", "--resolve-interval-ms", "200", *extra]
+        t = TxnProcess(args, self.base / "logs", wait=wait)
+        self.live.append(t)
+        return t
+
+    def order(self, user=42, item=1, quantity=1, amount=25.0) -> dict:
+        return {"order_id": f"o-{uuid.uuid4().hex[:12]}", "user_id": user, "item_id": item,
+                "quantity": quantity, "amount": amount}
+
+    def record(self, params, r):
+        (self.accepted if r.status_code == 200 else self.refused).add(params["order_id"])
+
+    def invariants(self):
+        return check_invariants(self.orders, self.inventory, ITEMS, self.accepted, self.refused)
+
+    def recent_items(self, user) -> list[int]:
+        r = self.srv.post("/v2/models/recommend/infer",
+                          json={"inputs": [], "parameters": {"entity_ids": [user]}})
+        assert r.status_code == 200, r.text
+        return r.json()["outputs"][0]["data"]
+
+    def events(self) -> list[dict]:
+        out = []
+        for entry_id, fields in self.redis.call("XRANGE", STREAM, "-", "+"):
+            kv = dict(zip(fields[0::2], fields[1::2]))
+            out.append({k.decode(): v.decode() for k, v in kv.items()} | {"_id": entry_id})
+        return out
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory, redis_server, start_module_server, gen_models):
+    base = tmp_path_factory.mktemp("shop")
+    pgs = []
+    try:
+        for name in ("orders", "inventory", "log"):
+            pgs.append(PgServer(name))
+    except RuntimeError as e:
+        for p in pgs:
+            p.stop()
+        pytest.fail(str(e), pytrace=False)
+    consumer = None
+    try:
+        setup_shop(*pgs, ITEMS)
+        repo = base / "repo"
+        r = subprocess.run(["/usr/bin/python3", str(EXAMPLE.parents[1] / "scripts" /
+                                                     "gen_fraud_model.py"), str(repo)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        shutil.copytree(EXAMPLE / "recommend", repo / "recommend")
+        srv = start_module_server(repo, "--redis", redis_server.addr)
+        push = srv.post("/push", json={
+            "push_source_name": "user_risk", "to": "online",
+            "df": {"user_id": [42, 43, FRAUDSTER], "event_timestamp": [int(time.time())] * 3,
+                   "account_age_days": [400, 30, 2], "chargebacks_90d": [0, 0, 5],
+                   "orders_24h": [1, 2, 3]}})
+        assert push.status_code == 200, push.text
+        fspec = repo / "recommend" / "features.yaml"
+        txn_yaml = write_txn_yaml(base / "txn.yaml", *pgs)
+        log = open(base / "consumer.log", "wb")
+        consumer = subprocess.Popen(
+            [str(dais_binary()), "txn", "consume", "--redis", redis_server.addr,
+             "--feature-spec", str(fspec), "--stream", STREAM, "--consumer", "c1",
+             "--claim-idle-ms", "500"], stdout=log, stderr=subprocess.STDOUT)
+        s = Shop(base, pgs, srv, redis_server, fspec, txn_yaml)
+        s.consumer_log = base / "consumer.log"
+        s.consumer = consumer
+        yield s
+    finally:
+        if consumer:
+            consumer.terminate()
+            consumer.wait(timeout=30)
+        for p in pgs:
+            p.stop()
+
+
+@pytest.fixture
+def coord(shop):
+    """Stops every coordinator a test started, then checks the invariants."""
+    yield shop
+    for t in shop.live:
+        print(f"--- dais txn log ({t.log_path}) ---\n{t.log_text()[-3000:]}")
+        t.stop()
+    shop.live.clear()
+
+
+def applied_markers(shop, user):
+    keys = shop.redis.call("KEYS", f"dais:shop:{{user_id={user}}}:user_purchases:v1:applied:*")
+    return {k.decode().rsplit(":applied:", 1)[1] for k in keys}
+
+
+def wait_events_applied(shop):
+    """Every committed order's event is in the stream and applied by the consumer; refused orders
+    have none; nothing left pending in the group."""
+    have = {r[0]: r[1] for r in shop.orders.query("shop", "SELECT order_id, user_id FROM orders")}
+
+    def done():
+        evs = shop.events()
+        by_order = {}
+        for e in evs:
+            payload = __import__("json").loads(e["payload"])
+            by_order.setdefault(payload["order_id"], set()).add(e["event_id"])
+        if set(by_order) != set(have):
+            return False
+        for order, ids in by_order.items():
+            if len(ids) != 1 or not ids <= applied_markers(shop, have[order]):
+                return False
+        pending = shop.redis.call("XPENDING", STREAM, "recent-items")
+        return pending[0] == 0
+
+    wait_for(done, 30, "every committed order's event applied once, none pending")
+
+
+def test_happy_path_commits_both_and_the_purchase_reaches_the_features(coord):
+    shop = coord
+    t = shop.coordinator()
+    params = shop.order(user=42, item=1, quantity=2, amount=40.0)
+    r = t.place(params)
+    answered = time.monotonic()
+    assert r.status_code == 200, r.text
+    body = r.json()
+    shop.record(params, r)
+    assert body["outcome"] == "committed" and body["type"] == "place_order"
+    assert 0 <= body["gate"]["score"] < 0.8 and body["gate"]["review"] is False
+    # The enriched inference sees the purchase (the outbox relay, the stream, the consumer).
+    wait_for(lambda: shop.recent_items(42)[0] == 1, 10, "item 1 first in user 42's recent items")
+    visible_ms = (time.monotonic() - answered) * 1000
+    print(f"commit-to-visible through relay, stream, consumer and L1 invalidation: "
+          f"{visible_ms:.1f} ms")
+    assert shop.recent_items(42)[1:] == [-1] * 7
+    got = shop.orders.query("shop", "SELECT user_id, item_id, quantity FROM orders "
+                                    "WHERE order_id = %s", (params["order_id"],))
+    assert got == [(42, 1, 2)]
+    # The outcome is in the decision log and readable back.
+    look = requests.get(f"{t.url}/v1/txn/{body['txn_id']}", timeout=5).json()
+    assert look["state"] == "committed" and look["answer"]["txn_id"] == body["txn_id"]
+    assert requests.get(f"{t.url}/v1/txn/nosuch", timeout=5).status_code == 404
+    shop.invariants()
+    wait_events_applied(shop)
+    samples = parse_prometheus(t.metrics())
+    assert metric_value(samples, "dais_txn_transactions_total", type="place_order",
+                        outcome="committed") == 1
+    assert metric_value(samples, "dais_txn_gate_decisions_total", type="place_order",
+                        result="pass") == 1
+
+
+def test_fraud_and_out_of_stock_are_refused_and_nothing_changes(coord):
+    shop = coord
+    t = shop.coordinator()
+    params = shop.order(user=FRAUDSTER, item=2, quantity=1, amount=1500.0)
+    r = t.place(params)
+    shop.record(params, r)
+    assert r.status_code == 409, r.text
+    body = r.json()
+    assert body["outcome"] == "aborted" and body["reason"] == "gate_refused"
+    assert body["gate"]["score"] > 0.8 and "fraud score" in body["error"]
+    params = shop.order(user=43, item=3, quantity=5000)
+    r = t.place(params)
+    shop.record(params, r)
+    assert r.status_code == 409, r.text
+    assert r.json()["reason"] == "branch_failed"
+    assert "inventory" in r.json()["error"] and "out of stock" in r.json()["error"]
+    shop.invariants()
+    stock = dict(shop.inventory.query("shop", "SELECT item_id, qty FROM stock"))
+    assert stock[2] == ITEMS[2] - sum(q for (q,) in shop.orders.query(
+        "shop", "SELECT quantity FROM orders WHERE item_id = 2"))
+    samples = parse_prometheus(t.metrics())
+    assert metric_value(samples, "dais_txn_aborts_total", type="place_order",
+                        reason="gate_refused") == 1
+    assert metric_value(samples, "dais_txn_aborts_total", type="place_order",
+                        reason="branch_failed") == 1
+
+
+def test_bad_requests_name_the_field_and_touch_no_database(coord):
+    shop = coord
+    t = shop.coordinator()
+    before = shop.orders.query("shop", "SELECT count(*) FROM orders")
+    xacts = shop.orders.query("shop", "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                                      "WHERE datname = 'shop'")
+    cases = [
+        ("nosuch", {"a": 1}, 404, "unknown transaction type 'nosuch'"),
+        ("place_order", {"order_id": "x", "user_id": 1, "item_id": 1, "quantity": 1}, 400,
+         "'amount': missing"),
+        ("place_order", {"order_id": "x", "user_id": "1", "item_id": 1, "quantity": 1,
+                         "amount": 1}, 400, "'user_id': expected int"),
+        ("place_order", {"order_id": "x", "user_id": 1, "item_id": 1, "quantity": 1, "amount": 1,
+                         "sql": "DROP TABLE orders"}, 400, "'sql': not a parameter"),
+    ]
+    for type_, params, status, message in cases:
+        r = t.place(params, type_=type_)
+        assert r.status_code == status, r.text
+        assert message in r.json()["error"], r.text
+    r = requests.post(f"{t.url}/v1/txn/place_order", data="{not json", timeout=5)
+    assert r.status_code == 400 and "malformed JSON" in r.json()["error"]
+    assert shop.orders.query("shop", "SELECT count(*) FROM orders") == before
+    # pg_stat counters lag a little; no transaction of ours may show up.
+    time.sleep(0.6)
+    assert shop.orders.query("shop", "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                                     "WHERE datname = 'shop'")[0][0] - xacts[0][0] <= 2
+
+
+def test_idempotency_key_returns_the_first_outcome(coord):
+    shop = coord
+    t = shop.coordinator()
+    params = shop.order(user=43, item=4, quantity=3)
+    first = t.place(params, key="k-" + params["order_id"])
+    assert first.status_code == 200, first.text
+    shop.record(params, first)
+    again = t.place(params, key="k-" + params["order_id"])
+    assert again.status_code == 200 and again.json() == first.json()
+    assert shop.orders.query("shop", "SELECT count(*) FROM orders WHERE order_id = %s",
+                             (params["order_id"],)) == [(1,)]
+    # A refused request's retry is refused the same way, without running again.
+    bad = shop.order(user=43, item=4, quantity=99999)
+    r1 = t.place(bad, key="k-" + bad["order_id"])
+    r2 = t.place(bad, key="k-" + bad["order_id"])
+    shop.record(bad, r1)
+    assert r1.status_code == 409 and r2.status_code == 409 and r1.json() == r2.json()
+    shop.invariants()
+
+
+def test_prepare_timeout_when_a_participant_freezes(coord):
+    shop = coord
+    t = shop.coordinator()
+    warm = shop.order(item=5)
+    shop.record(warm, t.place(warm))  # connections open before the freeze
+    shop.inventory.freeze()
+    try:
+        params = shop.order(user=42, item=5)
+        start = time.monotonic()
+        r = t.place(params)
+        took = time.monotonic() - start
+        shop.record(params, r)
+        assert r.status_code == 504, r.text
+        assert r.json()["reason"] == "prepare_timeout" and "inventory" in r.json()["error"]
+        assert took < 2.0, f"answered after {took:.2f} s"
+    finally:
+        shop.inventory.thaw()
+    # The orders branch was rolled back at once; the frozen one when its socket closes.
+    wait_for(lambda: shop.inventory.prepared("shop") == [] and shop.orders.prepared("shop") == [],
+             30, "no prepared transaction left")
+    after = shop.order(item=5)
+    r = t.place(after)
+    assert r.status_code == 200, r.text
+    shop.record(after, r)
+    shop.invariants()
+
+
+def test_gate_down_applies_the_policy(coord):
+    shop = coord
+    closed = f"127.0.0.1:{__import__('conftest').free_port()}"
+    t = shop.coordinator("--gate-server", closed)
+    refused = shop.order(item=6)
+    r = t.place(refused)
+    shop.record(refused, r)
+    assert r.status_code == 503 and r.json()["reason"] == "gate_unavailable", r.text
+    allowed = shop.order(item=6)
+    r = t.place(allowed, type_="place_order_allow")
+    shop.record(allowed, r)
+    assert r.status_code == 200, r.text
+    assert r.json()["gate"]["review"] is True
+    samples = parse_prometheus(t.metrics())
+    assert metric_value(samples, "dais_txn_gate_decisions_total", type="place_order",
+                        result="error_refused") == 1
+    assert metric_value(samples, "dais_txn_gate_decisions_total", type="place_order_allow",
+                        result="error_allowed") == 1
+    shop.invariants()
+
+
+@pytest.mark.parametrize("step", ["after_branches", "after_prepare", "after_decision",
+                                  "during_commit"])
+def test_coordinator_killed_at_each_step_recovers(coord, step):
+    shop = coord
+    t = shop.coordinator("--crash-at", step)
+    params = shop.order(user=43, item=7, quantity=1)
+    try:
+        r = t.place(params, timeout=10)
+        status = r.status_code
+    except requests.RequestException:
+        status = None  # killed before answering
+    assert t.wait_exit(30) == -9
+    committed = step in ("after_decision", "during_commit")
+    if step == "during_commit":
+        assert status == 200  # answered before the commit phase
+    else:
+        assert status is None
+    # The restarted coordinator resolves from the log: commit where decided, else roll back.
+    t2 = shop.coordinator()
+    wait_for(lambda: shop.orders.prepared("shop") == [] and shop.inventory.prepared("shop") == [],
+             30, "recovery resolved every prepared transaction")
+    (shop.accepted if committed else shop.refused).add(params["order_id"])
+    shop.invariants()
+    assert "txn recovery:" in t2.log_text()
+    wait_events_applied(shop)
+
+
+def test_participant_down_after_the_decision_is_committed_when_back(coord):
+    shop = coord
+    t = shop.coordinator("--crash-at", "during_commit")
+    params = shop.order(user=43, item=8, quantity=2)
+    r = t.place(params)
+    assert r.status_code == 200, r.text
+    shop.accepted.add(params["order_id"])
+    assert t.wait_exit(30) == -9
+    # Orders committed; inventory still holds the prepared transaction. Kill it too.
+    assert len(shop.inventory.prepared("shop")) == 1
+    shop.inventory.kill()
+    t2 = shop.coordinator()
+
+    def in_doubt():
+        s = parse_prometheus(t2.metrics())
+        return (metric_value(s, "dais_txn_in_doubt_transactions") or 0) >= 1
+    wait_for(in_doubt, 20, "the decided transaction counted in doubt while inventory is down")
+    dry = subprocess.run([str(dais_binary()), "txn", "recover", "--config", str(shop.txn_yaml),
+                          "--id", "shop-1", "--dry-run"], capture_output=True, text=True,
+                         timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    shop.inventory.start()
+    wait_for(lambda: shop.inventory.prepared("shop") == [], 30, "committed when back")
+    shop.invariants()
+    wait_for(lambda: (metric_value(parse_prometheus(t2.metrics()),
+                                   "dais_txn_in_doubt_transactions") or 0) == 0,
+             20, "in doubt back to 0")
+
+
+def test_recover_dry_run_shows_and_changes_nothing(coord):
+    shop = coord
+    t = shop.coordinator("--crash-at", "after_prepare")
+    params = shop.order(user=43, item=9)
+    with pytest.raises(requests.RequestException):
+        t.place(params)
+    assert t.wait_exit(30) == -9
+    shop.refused.add(params["order_id"])
+    gids = shop.orders.prepared("shop")
+    assert len(gids) == 1
+    cmd = [str(dais_binary()), "txn", "recover", "--config", str(shop.txn_yaml), "--id", "shop-1"]
+    dry = subprocess.run(cmd + ["--dry-run"], capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "rollback" in dry.stdout and gids[0] in dry.stdout and "dry run" in dry.stdout
+    assert shop.orders.prepared("shop") == gids
+    real = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert real.returncode == 0 and "rollback" in real.stdout, real.stdout + real.stderr
+    shop.invariants()
+
+
+def test_duplicate_event_is_applied_once_and_a_dead_consumer_is_taken_over(coord):
+    shop = coord
+    t = shop.coordinator()
+    user = 77
+    for item in (1, 2):
+        p = shop.order(user=user, item=item)
+        r = t.place(p)
+        assert r.status_code == 200, r.text
+        shop.record(p, r)
+        wait_for(lambda: shop.recent_items(user)[0] == item, 10, f"item {item} first")
+    first = [e for e in shop.events() if '"user_id":"77"' in e["payload"]][0]
+    # The relay publishing item 1's event again (a restart between XADD and DELETE): applying it
+    # twice would move item 1 back to the front.
+    shop.redis.call("XADD", STREAM, "*", "event_id", first["event_id"], "txn_id",
+                    first["txn_id"], "payload", first["payload"])
+    # A consumer that read an entry and died before acknowledging it: with the live consumer
+    # paused (and no longer blocked in XREADGROUP), "dead" takes the next event and never acks.
+    shop.consumer.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: b"cmd=xreadgroup" not in shop.redis.call("CLIENT", "LIST"), 10,
+                 "the paused consumer's blocking read expired")
+        p = shop.order(user=user, item=3)
+        r = t.place(p)
+        assert r.status_code == 200
+        shop.record(p, r)
+        got = wait_for(lambda: shop.redis.call("XREADGROUP", "GROUP", "recent-items", "dead",
+                                               "COUNT", "10", "STREAMS", STREAM, ">"),
+                       10, "the dead consumer got the event")
+        assert len(got[0][1]) == 1
+    finally:
+        shop.consumer.send_signal(signal.SIGCONT)
+    # XAUTOCLAIM (--claim-idle-ms 500) hands it to the live consumer.
+    wait_for(lambda: shop.recent_items(user)[:3] == [3, 2, 1], 15, "items 3, 2, 1 in order")
+    assert shop.recent_items(user)[:3] == [3, 2, 1]
+    wait_events_applied(shop)
