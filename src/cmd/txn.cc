@@ -52,7 +52,11 @@ std::string ConsumerName(const TxnCliOptions& o) {
 StatusOr<std::unique_ptr<redis::Client>> Redis(const std::string& seeds) {
   FeatureFlags f;
   f.redis = seeds;
-  return ConnectRedis(f);
+  ASSIGN_OR_RETURN(auto client, ConnectRedis(f));
+  if (!client->WaitUntilReachable(std::chrono::seconds(10))) {
+    return Unavailable("Redis " + seeds + " is not reachable");
+  }
+  return client;
 }
 
 txn::RecentItemsOptions ConsumerOptions(const TxnCliOptions& o) {

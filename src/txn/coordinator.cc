@@ -142,9 +142,28 @@ Status Coordinator::Start() {
     LOG_INFO("txn recovery: {} {} {} ({})", a.action, a.participant, a.gid, a.why);
   }
   LOG_INFO("txn recovery: {} action(s)", actions->size());
+  // Every worker connects before the first transaction (opening connections inside one would
+  // eat its prepare budget); Start returns once they did, or failed (a participant that is down
+  // is connected to when needed).
+  std::atomic<int> connecting{options_.workers};
   for (int i = 0; i < options_.workers; ++i) {
     workers_.push_back(std::make_unique<Worker>());
-    threads_.emplace_back([this, w = workers_.back().get()] { WorkerLoop(w); });
+    threads_.emplace_back([this, w = workers_.back().get(), &connecting] {
+      std::string error;
+      const auto until = Clock::now() + milliseconds(5000);
+      pg::EnsureConnected(&w->log, spec_->log, until, &error);
+      for (const auto& [name, info] : spec_->participants) {
+        pg::EnsureConnected(&w->conns[name], info, until, &error);
+      }
+      connecting.fetch_sub(1);
+      connecting.notify_all();
+      WorkerLoop(w);
+    });
+  }
+  for (int left = connecting.load(); left > 0; left = connecting.load()) connecting.wait(left);
+  if (gate_ && !gate_->Connect(5000)) {
+    LOG_WARNING("txn: the model server of the gates is not reachable yet; gates apply their "
+                "on_error policy until it is");
   }
   resolver_ = std::thread([this] { ResolverLoop(); });
   return OkStatus();
@@ -217,7 +236,6 @@ Outcome Coordinator::Execute(Worker* w, Job& job) {
                             .count()) +
          "-" + std::to_string(sequence_.fetch_add(1));
   t.gid = GlobalId(options_.id, t.id);
-  t.done = std::move(job.done);
   {
     std::lock_guard lock(mu_);
     in_flight_.insert(t.id);
@@ -245,6 +263,7 @@ Outcome Coordinator::Execute(Worker* w, Job& job) {
       return {o.http_status, o.result};
     }
   }
+  t.done = std::move(job.done);
   Outcome o = RunProtocol(w, t);
   job.done = std::move(t.done);  // empty when RunProtocol already answered
   return o;
@@ -496,6 +515,8 @@ Outcome Coordinator::Refuse(Worker* w, Txn& t, int status, const std::string& re
 void Coordinator::CrashPoint(const char* step) {
   if (options_.crash_at != step || crashed_once_.exchange(true)) return;
   LOG_WARNING("txn: crash point {} reached: SIGKILL (fault injection, --crash-at)", step);
+  // during_commit comes after the answer: give the I/O thread time to write it.
+  if (std::string_view(step) == "during_commit") std::this_thread::sleep_for(milliseconds(200));
   ::raise(SIGKILL);
 }
 

@@ -17,6 +17,7 @@ using inference::ModelInferRequest;
 using inference::ModelInferResponse;
 
 struct Gate::Impl {
+  std::shared_ptr<grpc::Channel> channel;
   std::shared_ptr<GRPCInferenceService::Stub> stub;
   features::FeatureStore* store = nullptr;
   features::FeatureSpecPtr spec;
@@ -81,13 +82,18 @@ Gate::Gate(const std::string& server, features::FeatureStore* store,
     : impl_(std::make_unique<Impl>()) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  impl_->stub = GRPCInferenceService::NewStub(
-      grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args));
+  impl_->channel = grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
+  impl_->stub = GRPCInferenceService::NewStub(impl_->channel);
   impl_->store = store;
   impl_->spec = std::move(spec);
 }
 
 Gate::~Gate() = default;
+
+bool Gate::Connect(int timeout_ms) {
+  return impl_->channel->WaitForConnected(std::chrono::system_clock::now() +
+                                          std::chrono::milliseconds(timeout_ms));
+}
 
 Status Gate::Validate(const TxnSpec& spec) const {
   for (const auto& [name, type] : spec.types) {

@@ -33,6 +33,9 @@ class Gate {
   ~Gate();
   // Checks that every gate's features resolve in the feature spec. InvalidArgument naming them.
   Status Validate(const TxnSpec& spec) const;
+  // Connects the channel to the model server (so that the first transaction does not pay for
+  // it); false when it did not connect within `timeout_ms` (calls will keep trying).
+  bool Connect(int timeout_ms);
   // Scores asynchronously; `done` runs exactly once, on a feature-store or gRPC thread.
   void Score(const GateSpec& gate, const Params& params, std::function<void(GateResult)> done);
 

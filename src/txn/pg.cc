@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 
@@ -112,14 +113,21 @@ class Batch {
     return false;
   }
 
-  bool Fail(const std::string& why) {
+  // A broken connection is shut down at once, not when its owner next replaces it: the server
+  // must see the end of the socket and roll back what the connection holds (row locks of an open
+  // transaction would otherwise block every later transaction on those rows).
+  void Break() {
     c_->broken_ = true;
+    if (int fd = PQsocket(c_->conn_); fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  }
+  bool Fail(const std::string& why) {
+    Break();
     w_->results = Unavailable("PostgreSQL (" + Host() + "): " + why);
     done_ = true;
     return false;
   }
   void Timeout() {
-    c_->broken_ = true;
+    Break();
     w_->results = DeadlineExceeded("PostgreSQL (" + Host() + ") did not answer in time");
     done_ = true;
   }
@@ -196,6 +204,8 @@ StatusOr<std::unique_ptr<Connection>> Connection::Connect(const std::string& con
     st = PQconnectPoll(c);
   }
   if (PQsetnonblocking(c, 1) != 0) return fail(Internal("PostgreSQL: " + ConnError(c)));
+  // NOTICEs ("relation ... already exists, skipping") are not errors: keep them off stderr.
+  PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
   return std::unique_ptr<Connection>(new Connection(c, conninfo));
 }
 

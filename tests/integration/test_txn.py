@@ -37,9 +37,9 @@ class Shop:
         self.refused: set[str] = set()
         self.live: list[TxnProcess] = []
 
-    def coordinator(self, *extra, config=None, wait=True) -> TxnProcess:
+    def coordinator(self, *extra, config=None, wait=True, gate=None) -> TxnProcess:
         args = ["--config", config or self.txn_yaml, "--id", "shop-1",
-                "--gate-server", f"127.0.0.1:{self.srv.grpc_port}",
+                "--gate-server", gate or f"127.0.0.1:{self.srv.grpc_port}",
                 "--redis", self.redis.addr, "--feature-spec", self.fspec,
                 "--workers", "8", "--resolve-interval-ms", "200", *extra]
         t = TxnProcess(args, self.base / "logs", wait=wait)
@@ -51,7 +51,12 @@ class Shop:
                 "quantity": quantity, "amount": amount}
 
     def record(self, params, r):
-        (self.accepted if r.status_code == 200 else self.refused).add(params["order_id"])
+        oid = params["order_id"]
+        if r.status_code == 200:
+            self.accepted.add(oid)
+            self.refused.discard(oid)  # a retry of a refused order went through
+        elif oid not in self.accepted:
+            self.refused.add(oid)
 
     def invariants(self):
         return check_invariants(self.orders, self.inventory, ITEMS, self.accepted, self.refused)
@@ -98,7 +103,8 @@ def shop(tmp_path_factory, redis_server, start_module_server, gen_models):
                    "orders_24h": [1, 2, 3]}})
         assert push.status_code == 200, push.text
         fspec = repo / "recommend" / "features.yaml"
-        txn_yaml = write_txn_yaml(base / "txn.yaml", *pgs)
+        txn_yaml = write_txn_yaml(base / "txn.yaml", *pgs, prepare_timeout_ms=1000,
+                                  gate_timeout_ms=500)
         log = open(base / "consumer.log", "wb")
         consumer = subprocess.Popen(
             [str(dais_binary()), "txn", "consume", "--redis", redis_server.addr,
@@ -121,7 +127,7 @@ def coord(shop):
     """Stops every coordinator a test started, then checks the invariants."""
     yield shop
     for t in shop.live:
-        print(f"--- dais txn log ({t.log_path}) ---\n{t.log_text()[-3000:]}")
+        print(f"--- dais txn log ({t.log_path}, exit {t.proc.poll()}) ---\n{t.log_text()[-3000:]}")
         t.stop()
     shop.live.clear()
 
@@ -217,8 +223,7 @@ def test_bad_requests_name_the_field_and_touch_no_database(coord):
     shop = coord
     t = shop.coordinator()
     before = shop.orders.query("shop", "SELECT count(*) FROM orders")
-    xacts = shop.orders.query("shop", "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                                      "WHERE datname = 'shop'")
+    logged = shop.log.query("coordinator", "SELECT count(*) FROM dais_txn_log")
     cases = [
         ("nosuch", {"a": 1}, 404, "unknown transaction type 'nosuch'"),
         ("place_order", {"order_id": "x", "user_id": 1, "item_id": 1, "quantity": 1}, 400,
@@ -235,10 +240,10 @@ def test_bad_requests_name_the_field_and_touch_no_database(coord):
     r = requests.post(f"{t.url}/v1/txn/place_order", data="{not json", timeout=5)
     assert r.status_code == 400 and "malformed JSON" in r.json()["error"]
     assert shop.orders.query("shop", "SELECT count(*) FROM orders") == before
-    # pg_stat counters lag a little; no transaction of ours may show up.
-    time.sleep(0.6)
-    assert shop.orders.query("shop", "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                                     "WHERE datname = 'shop'")[0][0] - xacts[0][0] <= 2
+    assert shop.log.query("coordinator", "SELECT count(*) FROM dais_txn_log") == logged
+    samples = parse_prometheus(t.metrics())
+    assert metric_value(samples, "dais_txn_transactions_total", type="place_order",
+                        outcome="bad_request") == 4
 
 
 def test_idempotency_key_returns_the_first_outcome(coord):
@@ -275,23 +280,26 @@ def test_prepare_timeout_when_a_participant_freezes(coord):
         shop.record(params, r)
         assert r.status_code == 504, r.text
         assert r.json()["reason"] == "prepare_timeout" and "inventory" in r.json()["error"]
-        assert took < 2.0, f"answered after {took:.2f} s"
+        assert took < 3.0, f"answered after {took:.2f} s"
     finally:
         shop.inventory.thaw()
     # The orders branch was rolled back at once; the frozen one when its socket closes.
     wait_for(lambda: shop.inventory.prepared("shop") == [] and shop.orders.prepared("shop") == [],
              30, "no prepared transaction left")
     after = shop.order(item=5)
-    r = t.place(after)
-    assert r.status_code == 200, r.text
-    shop.record(after, r)
+
+    def placed():  # the thawed server catches up first
+        r = t.place(after)
+        shop.record(after, r)
+        return r.status_code == 200
+    wait_for(placed, 30, "an order placed after the thaw", interval=0.2)
     shop.invariants()
 
 
 def test_gate_down_applies_the_policy(coord):
     shop = coord
     closed = f"127.0.0.1:{__import__('conftest').free_port()}"
-    t = shop.coordinator("--gate-server", closed)
+    t = shop.coordinator(gate=closed)
     refused = shop.order(item=6)
     r = t.place(refused)
     shop.record(refused, r)
@@ -370,7 +378,8 @@ def test_recover_dry_run_shows_and_changes_nothing(coord):
     t = shop.coordinator("--crash-at", "after_prepare")
     params = shop.order(user=43, item=9)
     with pytest.raises(requests.RequestException):
-        t.place(params)
+        r = t.place(params)
+        print("unexpected answer", r.status_code, r.text)
     assert t.wait_exit(30) == -9
     shop.refused.add(params["order_id"])
     gids = shop.orders.prepared("shop")
@@ -404,7 +413,8 @@ def test_duplicate_event_is_applied_once_and_a_dead_consumer_is_taken_over(coord
     # paused (and no longer blocked in XREADGROUP), "dead" takes the next event and never acks.
     shop.consumer.send_signal(signal.SIGSTOP)
     try:
-        wait_for(lambda: b"cmd=xreadgroup" not in shop.redis.call("CLIENT", "LIST"), 10,
+        wait_for(lambda: not any(b" flags=b " in line for line in
+                                 shop.redis.call("CLIENT", "LIST").splitlines()), 10,
                  "the paused consumer's blocking read expired")
         p = shop.order(user=user, item=3)
         r = t.place(p)

@@ -236,6 +236,8 @@ class TxnProcess:
 
 def write_txn_yaml(path: Path, orders: PgServer, inventory: PgServer, log: PgServer,
                    prepare_timeout_ms: int = 300, gate_timeout_ms: int = 50):
+    """(The tests pass longer budgets than the example's 300 / 50 ms: on a shared 2-core machine
+    running three PostgreSQL servers a scheduling hiccup must not decide a test.)"""
     """The example's transactions file with these servers' ports, plus `place_order_allow` (the
     same with on_error: allow) and `place_order_nogate` (no gate)."""
     import yaml
