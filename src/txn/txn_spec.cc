@@ -3,6 +3,7 @@
 #include <charconv>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "cluster/spec_yaml.h"
 #include "common/json.h"
@@ -224,7 +225,7 @@ const TypeSpec* TxnSpec::Find(std::string_view name) const {
 StatusOr<TxnSpecPtr> ParseTxnSpec(std::string_view yaml, const std::string& source) {
   auto spec = std::make_shared<TxnSpec>();
   spec->source = source;
-  Status st = [&]() -> Status {
+  auto parse = [&]() -> Status {
     ASSIGN_OR_RETURN(const YAML::Node root,
                      cluster::LoadYamlMap(std::string(yaml), "transactions file"));
     RETURN_IF_ERROR(Unknown(root, {"participants", "log", "prepare_timeout_ms", "types"}, ""));
@@ -242,7 +243,14 @@ StatusOr<TxnSpecPtr> ParseTxnSpec(std::string_view yaml, const std::string& sour
     }
     if (spec->types.empty()) return InvalidArgument("types: none declared");
     return OkStatus();
-  }();
+  };
+  Status st;
+  try {
+    st = parse();
+  } catch (const YAML::Exception& e) {
+    // A value of the wrong shape (a list where a string belongs, ...), with YAML's line.
+    st = InvalidArgument(std::string("malformed: ") + e.what());
+  }
   if (!st.ok()) return InvalidArgument(source + ": " + st.message());
   return TxnSpecPtr(std::move(spec));
 }
@@ -262,7 +270,7 @@ StatusOr<Params> ParseParams(const TypeSpec& type, std::string_view body) {
   }
   if (!doc.IsObject()) return InvalidArgument("body: expected a JSON object of parameters");
   Params out;
-  for (const auto& m : doc.GetObject()) {
+  for (const auto& m : std::as_const(doc).GetObject()) {
     std::string name(m.name.GetString(), m.name.GetStringLength());
     const ParamType* pt = nullptr;
     for (const auto& [n, t] : type.params) {
