@@ -39,8 +39,8 @@ ITEMS = 1000
 CONCURRENCY = (1, 16, 64)
 
 WRK_LUA = """
-local tid = 0
-function setup(thread) thread:set("tid", tid); tid = tid + 1 end
+local threads = 0
+function setup(thread) thread:set("tid", threads); threads = threads + 1 end
 local n = 0
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -227,7 +227,14 @@ def main():
                   f"{a['tps']:>8.0f} {a['p50']:>7.2f} {a['p99']:>7.2f} {a['errors']:>4} | "
                   f"{g['tps']:>12.0f} {g['p50']:>7.2f} {g['p99']:>7.2f} {g['errors']:>4} | "
                   f"{g['tps'] / s['tps']:>11.2f}")
-        vis = commit_to_visible(t, redis_port, args.visible)
+        try:
+            vis = commit_to_visible(t, redis_port, args.visible)
+        except Exception:
+            print(t.log_text()[-3000:])
+            if os.environ.get("DAIS_TXN_BENCH_PAUSE"):
+                print(f"PAUSED coordinator pid {t.proc.pid}", flush=True)
+                time.sleep(600)
+            raise
         print(f"\ncommit-to-visible over {len(vis)} orders (answer -> item first in recent_items "
               f"in Redis): p50 {percentile(vis, 50):.2f} ms, p99 {percentile(vis, 99):.2f} ms, "
               f"p99.9 {percentile(vis, 99.9):.2f} ms, max {max(vis):.2f} ms")

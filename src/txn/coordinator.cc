@@ -463,7 +463,7 @@ void Coordinator::RollBack(Worker*, Txn& t, bool prepared) {
   pg::RunParallel(run, Clock::now() + kCommitTimeout);
 }
 
-void Coordinator::Commit(Worker* w, Txn& t) {
+void Coordinator::Commit(Worker*, Txn& t) {
   std::vector<pg::Work> works(t.participants.size());
   std::vector<pg::Work*> run;
   for (size_t p = 0; p < t.conns.size(); ++p) {
@@ -477,22 +477,18 @@ void Coordinator::Commit(Worker* w, Txn& t) {
     run.push_back(&works[p]);
   }
   pg::RunParallel(run, Clock::now() + kCommitTimeout);
-  bool all = true;
   for (size_t p = 0; p < works.size(); ++p) {
     if (works[p].results.ok() && (*works[p].results)[0].ok) {
       if (on_commit_) on_commit_(t.participants[p]);
     } else {
-      all = false;
       LOG_WARNING("txn {}: COMMIT PREPARED on {} failed ({}); the resolver retries", t.id,
                t.participants[p],
                works[p].results.ok() ? pg::Describe((*works[p].results)[0])
                                      : works[p].results.status().message());
     }
   }
-  if (all && w->log && !w->log->broken()) {
-    Status st = MarkDone(w->log.get(), {t.id}, Clock::now() + kLogTimeout);
-    if (!st.ok()) LOG_WARNING("txn {}: not marked done ({}); recovery will", t.id, st.message());
-  }
+  // Marking the decision done is left to the resolver, which does it for all transactions
+  // committed since its last pass in one statement (a log round trip less per transaction).
 }
 
 Outcome Coordinator::Refuse(Worker* w, Txn& t, int status, const std::string& reason,
