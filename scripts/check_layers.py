@@ -39,6 +39,8 @@ ALLOWED = {
     "perf": {"common", "tensor"},
     "gateway": {"common", "metrics", "etcd", "cluster", "frontends", "frontends/http",
                 "frontends/grpc"},
+    "txn": {"common", "metrics", "redis", "streams", "features/spec", "features/store",
+            "frontends", "frontends/http", "cluster"},
 }
 # cmd wires everything together and may include any folder.
 

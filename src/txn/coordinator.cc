@@ -176,6 +176,7 @@ void Coordinator::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  resolver_cv_.notify_all();
   for (auto& t : threads_) t.join();
   if (resolver_.joinable()) resolver_.join();
   for (Job& j : queue_) j.done({503, ErrorJson("the coordinator is shutting down")});

@@ -117,7 +117,9 @@ class Coordinator {
   std::function<void(const std::string&)> on_commit_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;           // workers: a job was queued (or stopping)
+  std::condition_variable resolver_cv_;  // the resolver: stopping (its own, so that a job's
+                                         // notify_one never wakes it instead of a worker)
   std::deque<Job> queue_;
   bool stopping_ = false;
   std::set<std::string> in_flight_;  // txn ids being executed here (guarded by mu_)

@@ -24,26 +24,26 @@ struct PreparedXact {
 
 double ToDouble(const std::optional<std::string>& s) { return s ? std::stod(*s) : 0.0; }
 
-}  // namespace
-
-StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
-  const auto deadline = Clock::now() + kStepTimeout;
-  std::string error;
-  pg::Connection* log = pg::EnsureConnected(&resolver_log_, spec_->log, deadline, &error);
-  if (!log) return Unavailable("decision log: " + error);
-  const std::string prefix = GlobalId(options_.id, "");
+// What the participants hold: this coordinator's prepared transactions on each reachable one.
+struct Scan {
   std::vector<std::string> names;
-  std::vector<pg::Connection*> conns;
+  std::vector<pg::Connection*> conns;  // null: unreachable
   std::vector<PreparedXact> prepared;
-  resolver_participants_.resize(spec_->participants.size());
   bool all_reachable = true;
-  for (const auto& [name, info] : spec_->participants) {
-    size_t i = names.size();
-    names.push_back(name);
-    pg::Connection* c = pg::EnsureConnected(&resolver_participants_[i], info, deadline, &error);
-    conns.push_back(c);
+};
+
+Scan ReadPrepared(const TxnSpec& spec, const std::string& prefix, pg::Deadline deadline,
+                  std::vector<std::unique_ptr<pg::Connection>>* slots) {
+  Scan scan;
+  std::string error;
+  slots->resize(spec.participants.size());
+  for (const auto& [name, info] : spec.participants) {
+    size_t i = scan.names.size();
+    scan.names.push_back(name);
+    pg::Connection* c = pg::EnsureConnected(&(*slots)[i], info, deadline, &error);
+    scan.conns.push_back(c);
     if (!c) {
-      all_reachable = false;
+      scan.all_reachable = false;
       continue;
     }
     auto r = c->Run({{"SELECT gid, extract(epoch FROM now() - prepared)::float8"
@@ -52,14 +52,30 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
                       {prefix}}},
                     deadline);
     if (!r.ok() || !(*r)[0].ok) {
-      all_reachable = false;
-      conns.back() = nullptr;
+      scan.all_reachable = false;
+      scan.conns.back() = nullptr;
       continue;
     }
     for (const auto& row : (*r)[0].rows) {
-      prepared.push_back({i, *row[0], row[0]->substr(prefix.size()), ToDouble(row[1])});
+      scan.prepared.push_back({i, *row[0], row[0]->substr(prefix.size()), ToDouble(row[1])});
     }
   }
+  return scan;
+}
+
+}  // namespace
+
+StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
+  const auto deadline = Clock::now() + kStepTimeout;
+  std::string error;
+  pg::Connection* log = pg::EnsureConnected(&resolver_log_, spec_->log, deadline, &error);
+  if (!log) return Unavailable("decision log: " + error);
+  const std::string prefix = GlobalId(options_.id, "");
+  Scan scan = ReadPrepared(*spec_, prefix, deadline, &resolver_participants_);
+  const auto& names = scan.names;
+  const auto& conns = scan.conns;
+  const auto& prepared = scan.prepared;
+  const bool all_reachable = scan.all_reachable;
   auto open = log->Run({{"SELECT txn_id, state,"
                          " extract(epoch FROM now() - coalesce(decided_at, created_at))::float8"
                          " FROM dais_txn_log WHERE coordinator = $1"
@@ -159,7 +175,8 @@ void Coordinator::ResolverLoop() {
   while (true) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait_for(lock, milliseconds(options_.resolve_interval_ms), [&] { return stopping_; });
+      resolver_cv_.wait_for(lock, milliseconds(options_.resolve_interval_ms),
+                            [&] { return stopping_; });
       if (stopping_) return;
     }
     auto actions = Recover(false);
