@@ -139,7 +139,8 @@ CLI::App* AddTxnCommand(CLI::App* app, TxnCliOptions* o) {
   CLI::App* cmd = app->add_subcommand(
       "txn",
       "Distributed transactions: a two-phase-commit coordinator over PostgreSQL with a model "
-      "gate in the prepare phase, events through an outbox to Redis Streams (docs/transactions.md)");
+      "gate in the prepare phase, events through an outbox to Redis Streams "
+      "(docs/transactions.md)");
   cmd->require_subcommand(1);
   CLI::App* serve = cmd->add_subcommand(
       "serve", "Run the coordinator: POST /v1/txn/<type> with the parameters as JSON");
@@ -164,37 +165,44 @@ CLI::App* AddTxnCommand(CLI::App* app, TxnCliOptions* o) {
   serve->add_option("--http-port", o->http_port, "HTTP port (0: a free one, logged as 'ports:').")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  serve->add_option("--workers", o->workers,
-                    "Transactions executed at once; each worker holds one connection per "
-                    "participant and one to the log.")
+  serve
+      ->add_option("--workers", o->workers,
+                   "Transactions executed at once; each worker holds one connection per "
+                   "participant and one to the log.")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  serve->add_option("--gate-server", o->gate_server,
-                    "gRPC host:port of the model server the gates call (dais serve).")
+  serve
+      ->add_option("--gate-server", o->gate_server,
+                   "gRPC host:port of the model server the gates call (dais serve).")
       ->capture_default_str();
   serve->add_option("--feature-spec", o->feature_spec,
                     "features.yaml with the gates' features and the recent-items feature.");
   serve->add_option("--redis", o->redis,
                     "Redis host:port: the event streams, the feature store (gates, recent items).");
-  serve->add_option("--events-max-len", o->events_max_len,
-                    "Streams are capped near this many entries (XADD MAXLEN ~).")
+  serve
+      ->add_option("--events-max-len", o->events_max_len,
+                   "Streams are capped near this many entries (XADD MAXLEN ~).")
       ->capture_default_str();
   serve->add_option("--relay", o->relay, "Relay the participants' outboxes to the streams.")
       ->capture_default_str();
-  serve->add_option("--relay-poll-ms", o->relay_poll_ms,
-                    "Outbox poll period besides the wake-up after each commit.")
+  serve
+      ->add_option("--relay-poll-ms", o->relay_poll_ms,
+                   "Outbox poll period besides the wake-up after each commit.")
       ->check(CLI::Range(1, 60000))
       ->capture_default_str();
-  serve->add_option("--resolve-interval-ms", o->resolve_interval_ms,
-                    "Period of the resolver (prepared transactions left by failures).")
+  serve
+      ->add_option("--resolve-interval-ms", o->resolve_interval_ms,
+                   "Period of the resolver (prepared transactions left by failures).")
       ->check(CLI::Range(10, 600000))
       ->capture_default_str();
   serve->add_flag("--recent-items", o->recent_items,
                   "Also run the recent-items consumer in this process (see `txn consume`).");
-  serve->add_option("--crash-at", o->crash_at,
-                    "Testing only: SIGKILL this process at a step of the first transaction that "
-                    "reaches it (after_branches, after_prepare, after_decision, during_commit).")
-      ->check(CLI::IsMember({"after_branches", "after_prepare", "after_decision", "during_commit"}));
+  serve
+      ->add_option("--crash-at", o->crash_at,
+                   "Testing only: SIGKILL this process at a step of the first transaction that "
+                   "reaches it (after_branches, after_prepare, after_decision, during_commit).")
+      ->check(
+          CLI::IsMember({"after_branches", "after_prepare", "after_decision", "during_commit"}));
   AddConsumerFlags(serve, o);
   consume->add_option("--redis", o->redis, "Redis host:port.")->required();
   consume->add_option("--feature-spec", o->feature_spec, "features.yaml declaring --feature.")
@@ -258,8 +266,8 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
   std::map<std::string, std::unique_ptr<txn::OutboxRelay>> relays;
   if (o.relay && events) {
     for (const auto& [name, info] : spec->participants) {
-      relays[name] = std::make_unique<txn::OutboxRelay>(
-          name, info, events.get(), txn::RelayOptions{512, o.relay_poll_ms});
+      relays[name] = std::make_unique<txn::OutboxRelay>(name, info, events.get(),
+                                                        txn::RelayOptions{512, o.relay_poll_ms});
     }
     coordinator.SetCommitListener([&relays](const std::string& participant) {
       auto it = relays.find(participant);
@@ -282,8 +290,8 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
     auto c = Redis(o.redis);
     if (!c.ok()) return 2;
     consumer_redis = std::move(*c);
-    updater = std::make_unique<txn::RecentItemsUpdater>(consumer_redis.get(), fspec,
-                                                        ConsumerOptions(o));
+    updater =
+        std::make_unique<txn::RecentItemsUpdater>(consumer_redis.get(), fspec, ConsumerOptions(o));
     if (Status s = updater->Start(); !s.ok()) {
       LOG_ERROR("dais txn: --recent-items: {}", s.message());
       return 2;

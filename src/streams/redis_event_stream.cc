@@ -29,7 +29,8 @@ std::vector<Entry> Entries(const redis::Reply& list) {
     if (e.elements.size() < 2 || e.elements[1].is_nil()) continue;
     Entry entry{e.elements[0].str, {}};
     const auto& kv = e.elements[1].elements;
-    for (size_t i = 0; i + 1 < kv.size(); i += 2) entry.fields.emplace_back(kv[i].str, kv[i + 1].str);
+    for (size_t i = 0; i + 1 < kv.size(); i += 2)
+      entry.fields.emplace_back(kv[i].str, kv[i + 1].str);
     out.push_back(std::move(entry));
   }
   return out;

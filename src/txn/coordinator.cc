@@ -73,8 +73,7 @@ namespace {
 
 std::string OutcomeJson(const std::string& txn_id, const std::string& type,
                         const std::string& outcome, const std::string& reason,
-                        const std::string& message, double score, bool review,
-                        double duration_ms) {
+                        const std::string& message, double score, bool review, double duration_ms) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
@@ -127,9 +126,10 @@ Status Coordinator::Start() {
   for (const auto& [name, info] : spec_->participants) {
     auto c = pg::Connection::Connect(info, deadline);
     if (!c.ok()) {
-      LOG_WARNING("txn: participant {} is not reachable ({}); its prepared transactions are "
-               "resolved when it returns",
-               name, c.status().message());
+      LOG_WARNING(
+          "txn: participant {} is not reachable ({}); its prepared transactions are "
+          "resolved when it returns",
+          name, c.status().message());
       resolver_participants_.emplace_back();
       continue;
     }
@@ -162,8 +162,9 @@ Status Coordinator::Start() {
   }
   for (int left = connecting.load(); left > 0; left = connecting.load()) connecting.wait(left);
   if (gate_ && !gate_->Connect(5000)) {
-    LOG_WARNING("txn: the model server of the gates is not reachable yet; gates apply their "
-                "on_error policy until it is");
+    LOG_WARNING(
+        "txn: the model server of the gates is not reachable yet; gates apply their "
+        "on_error policy until it is");
   }
   resolver_ = std::thread([this] { ResolverLoop(); });
   return OkStatus();
@@ -302,7 +303,7 @@ Outcome Coordinator::RunProtocol(Worker* w, Txn& t) {
       m.gate.Get({t.type->name, "error_allowed"}).Increment();
       t.review = true;
       LOG_WARNING("txn {}: gate unavailable ({}); allowed by policy, marked for review", t.id,
-               r.message);
+                  r.message);
     } else {
       m.gate.Get({t.type->name, "pass"}).Increment();
     }
@@ -316,10 +317,10 @@ Outcome Coordinator::RunProtocol(Worker* w, Txn& t) {
     return Refuse(w, t, t.fail_status, t.fail_reason, t.fail_message);
   }
   CrashPoint("after_prepare");
-  const std::string body = OutcomeJson(t.id, t.type->name, "committed", "", "", t.score, t.review,
-                                       MillisSince(t.start));
-  Status logged = WriteDecision(w->log.get(), t.id, options_.id, t.type->name, "commit", 200,
-                                body, Clock::now() + kLogTimeout);
+  const std::string body =
+      OutcomeJson(t.id, t.type->name, "committed", "", "", t.score, t.review, MillisSince(t.start));
+  Status logged = WriteDecision(w->log.get(), t.id, options_.id, t.type->name, "commit", 200, body,
+                                Clock::now() + kLogTimeout);
   if (!logged.ok()) {
     // Whether the decision reached the log is unknown: the resolver settles it from the log.
     m.transactions.Get({t.type->name, "in_doubt"}).Increment();
@@ -376,7 +377,8 @@ bool Coordinator::RunBranches(Worker* w, Txn& t) {
   for (size_t p = 0; p < t.participants.size(); ++p) {
     std::string error;
     const std::string& name = t.participants[p];
-    t.conns[p] = pg::EnsureConnected(&w->conns[name], spec_->participants.at(name), t.deadline, &error);
+    t.conns[p] =
+        pg::EnsureConnected(&w->conns[name], spec_->participants.at(name), t.deadline, &error);
     if (!t.conns[p]) {
       t.Fail(error.find("too long") != std::string::npos ? 504 : 503,
              error.find("too long") != std::string::npos ? "prepare_timeout"
@@ -394,9 +396,10 @@ bool Coordinator::RunBranches(Worker* w, Txn& t) {
       const Status& st = works[p].results.status();
       bool late = st.code() == StatusCode::kDeadlineExceeded;
       t.Fail(late ? 504 : 503, late ? "prepare_timeout" : "participant_unavailable",
-             "participant " + name + (late ? " did not answer within the prepare budget (" +
-                                                 std::to_string(spec_->prepare_timeout_ms) + " ms)"
-                                           : ": " + st.message()));
+             "participant " + name +
+                 (late ? " did not answer within the prepare budget (" +
+                             std::to_string(spec_->prepare_timeout_ms) + " ms)"
+                       : ": " + st.message()));
       continue;
     }
     // Map results back to the declared statements (BEGIN first, outbox inserts last).
@@ -439,9 +442,9 @@ bool Coordinator::Prepare(Worker*, Txn& t) {
                              std::to_string(spec_->prepare_timeout_ms) + " ms)"
                        : ": " + works[p].results.status().message()));
     } else if (!(*works[p].results)[0].ok) {
-      t.Fail(409, "branch_failed",
-             "participant " + name + " refused to prepare: " +
-                 pg::Describe((*works[p].results)[0]));
+      t.Fail(
+          409, "branch_failed",
+          "participant " + name + " refused to prepare: " + pg::Describe((*works[p].results)[0]));
     } else {
       t.prepared[p] = true;
     }
@@ -483,9 +486,9 @@ void Coordinator::Commit(Worker*, Txn& t) {
       if (on_commit_) on_commit_(t.participants[p]);
     } else {
       LOG_WARNING("txn {}: COMMIT PREPARED on {} failed ({}); the resolver retries", t.id,
-               t.participants[p],
-               works[p].results.ok() ? pg::Describe((*works[p].results)[0])
-                                     : works[p].results.status().message());
+                  t.participants[p],
+                  works[p].results.ok() ? pg::Describe((*works[p].results)[0])
+                                        : works[p].results.status().message());
     }
   }
   // Marking the decision done is left to the resolver, which does it for all transactions
@@ -498,8 +501,8 @@ Outcome Coordinator::Refuse(Worker* w, Txn& t, int status, const std::string& re
   m.transactions.Get({t.type->name, "aborted"}).Increment();
   m.aborts.Get({t.type->name, reason}).Increment();
   m.duration.Get({t.type->name}).Observe(MillisSince(t.start) / 1000.0);
-  std::string body = OutcomeJson(t.id, t.type->name, "aborted", reason, message, t.score,
-                                 t.review, MillisSince(t.start));
+  std::string body = OutcomeJson(t.id, t.type->name, "aborted", reason, message, t.score, t.review,
+                                 MillisSince(t.start));
   if (!t.key.empty() && w->log && !w->log->broken()) {
     // A retry with the same key gets this answer (presumed abort needs no log record otherwise).
     Status st = WriteDecision(w->log.get(), t.id, options_.id, t.type->name, "abort", status, body,

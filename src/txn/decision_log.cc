@@ -27,15 +27,15 @@ std::string GlobalId(const std::string& coordinator, const std::string& txn_id) 
 }
 
 Status InitDecisionLog(pg::Connection* log, pg::Deadline deadline) {
-  RETURN_IF_ERROR(log->Exec(
-                         "CREATE TABLE IF NOT EXISTS dais_txn_log ("
-          " txn_id text PRIMARY KEY, coordinator text NOT NULL, type text NOT NULL,"
-          " idempotency_key text UNIQUE,"
-          " state text NOT NULL CHECK (state IN ('started', 'commit', 'abort', 'done')),"
-          " http_status int, result text,"
-          " created_at timestamptz NOT NULL DEFAULT now(), decided_at timestamptz)",
-                         deadline)
-                      .status());
+  RETURN_IF_ERROR(
+      log->Exec("CREATE TABLE IF NOT EXISTS dais_txn_log ("
+                " txn_id text PRIMARY KEY, coordinator text NOT NULL, type text NOT NULL,"
+                " idempotency_key text UNIQUE,"
+                " state text NOT NULL CHECK (state IN ('started', 'commit', 'abort', 'done')),"
+                " http_status int, result text,"
+                " created_at timestamptz NOT NULL DEFAULT now(), decided_at timestamptz)",
+                deadline)
+          .status());
   return log
       ->Exec(
           "CREATE INDEX IF NOT EXISTS dais_txn_log_open ON dais_txn_log (coordinator, state)"
@@ -77,10 +77,9 @@ StatusOr<std::optional<LoggedOutcome>> ClaimKey(pg::Connection* log, const std::
   return std::optional<LoggedOutcome>(Row(held.rows[0]));
 }
 
-Status WriteDecision(pg::Connection* log, const std::string& txn_id,
-                     const std::string& coordinator, const std::string& type,
-                     const std::string& state, int http_status, const std::string& result,
-                     pg::Deadline deadline) {
+Status WriteDecision(pg::Connection* log, const std::string& txn_id, const std::string& coordinator,
+                     const std::string& type, const std::string& state, int http_status,
+                     const std::string& result, pg::Deadline deadline) {
   return RunOne(log,
                 {"INSERT INTO dais_txn_log (txn_id, coordinator, type, state, http_status, result,"
                  " decided_at) VALUES ($1, $2, $3, $4, $5, $6, now())"
@@ -94,10 +93,9 @@ Status WriteDecision(pg::Connection* log, const std::string& txn_id,
 
 StatusOr<std::string> ReadState(pg::Connection* log, const std::string& txn_id,
                                 pg::Deadline deadline) {
-  ASSIGN_OR_RETURN(pg::Result r, RunOne(log,
-                                        {"SELECT state FROM dais_txn_log WHERE txn_id = $1",
-                                         {txn_id}},
-                                        deadline));
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      RunOne(log, {"SELECT state FROM dais_txn_log WHERE txn_id = $1", {txn_id}}, deadline));
   if (r.rows.empty()) return std::string();
   return r.rows[0][0].value_or("");
 }

@@ -37,10 +37,9 @@ StatusOr<std::optional<LoggedOutcome>> ClaimKey(pg::Connection* log, const std::
                                                 const std::string& type, const std::string& key,
                                                 pg::Deadline deadline);
 // Writes the decision (insert, or update of the keyed row) and waits for it to be durable.
-Status WriteDecision(pg::Connection* log, const std::string& txn_id,
-                     const std::string& coordinator, const std::string& type,
-                     const std::string& state, int http_status, const std::string& result,
-                     pg::Deadline deadline);
+Status WriteDecision(pg::Connection* log, const std::string& txn_id, const std::string& coordinator,
+                     const std::string& type, const std::string& state, int http_status,
+                     const std::string& result, pg::Deadline deadline);
 // The state of one transaction ("" when the log has no row for it).
 StatusOr<std::string> ReadState(pg::Connection* log, const std::string& txn_id,
                                 pg::Deadline deadline);

@@ -57,8 +57,10 @@ StatusOr<double> ReadScore(const ModelInferResponse& r, const GateSpec& g) {
       return d;
     }
     const auto& c = out.contents();
-    if (width == 4 && g.output_index < c.fp32_contents_size()) return c.fp32_contents(g.output_index);
-    if (width == 8 && g.output_index < c.fp64_contents_size()) return c.fp64_contents(g.output_index);
+    if (width == 4 && g.output_index < c.fp32_contents_size())
+      return c.fp32_contents(g.output_index);
+    if (width == 8 && g.output_index < c.fp64_contents_size())
+      return c.fp64_contents(g.output_index);
     return InvalidArgument("output " + g.output + " has no element " +
                            std::to_string(g.output_index));
   }
@@ -77,8 +79,7 @@ double ParamNumber(const Params& params, const std::string& name) {
 
 }  // namespace
 
-Gate::Gate(const std::string& server, features::FeatureStore* store,
-           features::FeatureSpecPtr spec)
+Gate::Gate(const std::string& server, features::FeatureStore* store, features::FeatureSpecPtr spec)
     : impl_(std::make_unique<Impl>()) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -103,8 +104,9 @@ Status Gate::Validate(const TxnSpec& spec) const {
       return InvalidArgument(at + " reads features: give --feature-spec (and --redis)");
     }
     const features::EntitySpec* e = impl_->spec->FindEntity(type.gate->entity);
-    if (!e) return InvalidArgument(at + ".entity: no entity '" + type.gate->entity + "' in " +
-                                   impl_->spec->source);
+    if (!e)
+      return InvalidArgument(at + ".entity: no entity '" + type.gate->entity + "' in " +
+                             impl_->spec->source);
     for (const GateElement& el : type.gate->vector) {
       if (el.feature.empty()) continue;
       auto ref = impl_->spec->Resolve(el.feature);
@@ -119,8 +121,7 @@ Status Gate::Validate(const TxnSpec& spec) const {
   return OkStatus();
 }
 
-void Gate::Score(const GateSpec& gate, const Params& params,
-                 std::function<void(GateResult)> done) {
+void Gate::Score(const GateSpec& gate, const Params& params, std::function<void(GateResult)> done) {
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(gate.timeout_ms);
   auto infer = [this, &gate, params, deadline, done](std::vector<float> vec) {
@@ -195,9 +196,8 @@ void Gate::Score(const GateSpec& gate, const Params& params,
   }
   req.groups.assign(groups.begin(), groups.end());
   req.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(gate.timeout_ms / 2);
-  impl_->store->Lookup(std::move(req), [infer, fill](features::LookupResult r) {
-    infer(fill(&r));
-  });
+  impl_->store->Lookup(std::move(req),
+                       [infer, fill](features::LookupResult r) { infer(fill(&r)); });
 }
 
 }  // namespace dais::txn

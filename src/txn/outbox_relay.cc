@@ -19,7 +19,9 @@ OutboxRelay::OutboxRelay(std::string participant, std::string conninfo,
 
 OutboxRelay::~OutboxRelay() { Stop(); }
 
-void OutboxRelay::Start() { thread_ = std::thread([this] { Loop(); }); }
+void OutboxRelay::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void OutboxRelay::Stop() {
   {
@@ -72,8 +74,8 @@ StatusOr<size_t> OutboxRelay::RelayOnce() {
   ASSIGN_OR_RETURN(auto read,
                    c->Run({{"BEGIN", {}},
                            {"SELECT id, stream, txn_id, payload FROM dais_outbox ORDER BY id"
-                            " LIMIT " + std::to_string(options_.batch) +
-                                " FOR UPDATE SKIP LOCKED",
+                            " LIMIT " +
+                                std::to_string(options_.batch) + " FOR UPDATE SKIP LOCKED",
                             {}}},
                           deadline));
   if (!read[1].ok) {
@@ -97,12 +99,13 @@ StatusOr<size_t> OutboxRelay::RelayOnce() {
     (void)c->Exec("ROLLBACK", deadline);
     return st;
   }
-  ASSIGN_OR_RETURN(auto del, c->Run({{"DELETE FROM dais_outbox WHERE id = ANY($1::bigint[])", {ids}},
-                                     {"COMMIT", {}}},
-                                    deadline));
+  ASSIGN_OR_RETURN(
+      auto del,
+      c->Run({{"DELETE FROM dais_outbox WHERE id = ANY($1::bigint[])", {ids}}, {"COMMIT", {}}},
+             deadline));
   if (!del[0].ok || !del[1].ok) {
-    return Unavailable(participant_ + ": delete relayed rows: " +
-                       pg::Describe(del[0].ok ? del[1] : del[0]));
+    return Unavailable(participant_ +
+                       ": delete relayed rows: " + pg::Describe(del[0].ok ? del[1] : del[0]));
   }
   m.outbox.Get({participant_, "relayed"}).Increment(static_cast<double>(events.size()));
   return rows.size();

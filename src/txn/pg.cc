@@ -205,7 +205,8 @@ StatusOr<std::unique_ptr<Connection>> Connection::Connect(const std::string& con
   }
   if (PQsetnonblocking(c, 1) != 0) return fail(Internal("PostgreSQL: " + ConnError(c)));
   // NOTICEs ("relation ... already exists, skipping") are not errors: keep them off stderr.
-  PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      c, [](void*, const char*) {}, nullptr);
   return std::unique_ptr<Connection>(new Connection(c, conninfo));
 }
 

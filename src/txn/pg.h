@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
 struct Statement {
-  std::string sql;  // $1, $2, ... placeholders
+  std::string sql;                                 // $1, $2, ... placeholders
   std::vector<std::optional<std::string>> params;  // nullopt: NULL
 };
 

@@ -37,7 +37,8 @@ return 1
 
 std::string Int64Bytes(int64_t v) {
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff);
   return out;
 }
 
@@ -98,8 +99,8 @@ StatusOr<std::vector<std::string>> RecentItemsUpdater::Apply(
     }
     if (ok) ok = features::AppendElement(def.dtype, features::Scalar::Int(item_id), &item).ok();
     if (!ok) {
-      LOG_WARNING("recent items: entry {} ({}) has no usable {} / {}: skipped", e.entry_id, event_id,
-               options_.entity_field, options_.item_field);
+      LOG_WARNING("recent items: entry {} ({}) has no usable {} / {}: skipped", e.entry_id,
+                  event_id, options_.entity_field, options_.item_field);
       consumed.Get({options_.group, "failed"}).Increment();
       ack.push_back(e.entry_id);
       continue;
@@ -110,10 +111,10 @@ StatusOr<std::vector<std::string>> RecentItemsUpdater::Apply(
     int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-    auto r = client_->RunEval(ApplyScript(), {key, marker},
-                              {def.name, item, def.default_bytes, Int64Bytes(now_us),
-                               std::to_string(options_.marker_ttl_ms),
-                               std::to_string(group.ttl_ms)});
+    auto r =
+        client_->RunEval(ApplyScript(), {key, marker},
+                         {def.name, item, def.default_bytes, Int64Bytes(now_us),
+                          std::to_string(options_.marker_ttl_ms), std::to_string(group.ttl_ms)});
     if (!r.ok() || r->is_error()) {
       consumed.Get({options_.group, "failed"}).Increment();
       return Unavailable("recent items: " + (r.ok() ? r->str : r.status().message()));
@@ -124,8 +125,9 @@ StatusOr<std::vector<std::string>> RecentItemsUpdater::Apply(
   }
   if (!written.empty()) {
     std::vector<std::string_view> views(written.begin(), written.end());
-    (void)client_->Run({"", {"PUBLISH", std::string(features::kInvalidationChannel),
-                             features::EncodeInvalidation(views)}});
+    (void)client_->Run({"",
+                        {"PUBLISH", std::string(features::kInvalidationChannel),
+                         features::EncodeInvalidation(views)}});
   }
   return ack;
 }

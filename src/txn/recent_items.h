@@ -32,7 +32,7 @@ struct RecentItemsOptions {
   std::string group = "recent-items";
   std::string consumer = "consumer-1";
   std::string feature = "user_purchases:recent_items";  // group:feature in the spec
-  std::string entity_field = "user_id";  // payload fields of the event
+  std::string entity_field = "user_id";                 // payload fields of the event
   std::string item_field = "item_id";
   int claim_idle_ms = 30000;
   int64_t marker_ttl_ms = 7 * 24 * 3600 * 1000LL;  // how long an applied event id is remembered

@@ -118,7 +118,7 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
         if (commit && on_commit_) on_commit_(names[x.participant]);
       } else {
         LOG_WARNING("txn recovery: {} {} on {}: {}", a.action, x.gid, a.participant,
-                 r.status().message());
+                    r.status().message());
       }
     }
     if (!resolved) {
@@ -204,8 +204,8 @@ Outcome Coordinator::Lookup(const std::string& txn_id) {
   }
   const LoggedOutcome& l = **o;
   std::string state = l.state == "done" || l.state == "commit" ? "committed"
-                      : l.state == "abort"                       ? "aborted"
-                                                                 : "in_progress";
+                      : l.state == "abort"                     ? "aborted"
+                                                               : "in_progress";
   return {200, "{\"txn_id\":\"" + l.txn_id + "\",\"state\":\"" + state +
                    "\",\"answer\":" + (l.result.empty() ? "null" : l.result) + "}"};
 }

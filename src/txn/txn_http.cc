@@ -22,17 +22,18 @@ frontends::http::Handler MakeTxnHandler(Coordinator* c) {
     respond(Response{200, "application/json", "{\"ready\":true}", {}});
   });
   router->Add("GET", "/metrics", [](Request&, const RouteParams&, Responder& respond) {
-    respond(Response{200, "text/plain; version=0.0.4; charset=utf-8",
-                     metrics::Registry::Global().Expose(), {}});
+    respond(Response{
+        200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(), {}});
   });
-  router->Add("POST", "/v1/txn/{type}", [c](Request& req, const RouteParams& p, Responder& respond) {
-    c->Submit(p.Get("type"), std::move(req.body), std::string(req.Header("idempotency-key")),
-              [respond](Outcome o) {
-                Response r{o.http_status, "application/json", std::move(o.body), {}};
-                if (o.http_status == 503) r.headers.emplace_back("Retry-After", "1");
-                respond(std::move(r));
+  router->Add("POST", "/v1/txn/{type}",
+              [c](Request& req, const RouteParams& p, Responder& respond) {
+                c->Submit(p.Get("type"), std::move(req.body),
+                          std::string(req.Header("idempotency-key")), [respond](Outcome o) {
+                            Response r{o.http_status, "application/json", std::move(o.body), {}};
+                            if (o.http_status == 503) r.headers.emplace_back("Retry-After", "1");
+                            respond(std::move(r));
+                          });
               });
-  });
   router->Add("GET", "/v1/txn/{id}", [c](Request&, const RouteParams& p, Responder& respond) {
     Outcome o = c->Lookup(p.Get("id"));
     respond(Response{o.http_status, "application/json", std::move(o.body), {}});

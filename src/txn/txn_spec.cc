@@ -50,7 +50,8 @@ Status RewriteSql(const TypeSpec& t, const std::string& at, StatementSpec* s) {
   const std::string& in = s->sql;
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] != '$' || i + 1 >= in.size() || !IdentStart(in[i + 1])) {
-      if (in[i] == '$' && i + 1 < in.size() && std::isdigit(static_cast<unsigned char>(in[i + 1]))) {
+      if (in[i] == '$' && i + 1 < in.size() &&
+          std::isdigit(static_cast<unsigned char>(in[i + 1]))) {
         return InvalidArgument(at + ": positional $" + std::string(1, in[i + 1]) +
                                ": use the parameter's name ($name)");
       }
@@ -145,7 +146,8 @@ Status ParseGate(const YAML::Node& g, const std::string& at, TypeSpec* t) {
       return InvalidArgument(at + ".entity: expected {entity_name: $param}");
     }
     gate.entity = e.begin()->first.as<std::string>();
-    ASSIGN_OR_RETURN(ValueRef ref, ParseRef(*t, e.begin()->second.as<std::string>(), at + ".entity"));
+    ASSIGN_OR_RETURN(ValueRef ref,
+                     ParseRef(*t, e.begin()->second.as<std::string>(), at + ".entity"));
     if (ref.param.empty()) return InvalidArgument(at + ".entity: the id must be a $parameter");
     gate.entity_param = ref.param;
   }
@@ -202,10 +204,14 @@ Status ParseType(const YAML::Node& node, const std::string& name, const TxnSpec&
 
 std::string_view ParamTypeName(ParamType t) {
   switch (t) {
-    case ParamType::kString: return "string";
-    case ParamType::kInt: return "int";
-    case ParamType::kNumber: return "number";
-    case ParamType::kBool: return "bool";
+    case ParamType::kString:
+      return "string";
+    case ParamType::kInt:
+      return "int";
+    case ParamType::kNumber:
+      return "number";
+    case ParamType::kBool:
+      return "bool";
   }
   return "?";
 }

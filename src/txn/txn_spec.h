@@ -13,7 +13,8 @@
 //       branches:
 //         - participant: inventory
 //           statements:
-//             - sql: UPDATE stock SET qty = qty - $quantity WHERE item_id = $item_id AND qty >= $quantity
+//             - sql: UPDATE stock SET qty = qty - $quantity WHERE item_id = $item_id AND qty >=
+//             $quantity
 //               expect_rows: 1
 //               error: out of stock
 //           events:
@@ -51,7 +52,7 @@ struct ValueRef {
 };
 
 struct StatementSpec {
-  std::string sql;  // rewritten: $name -> $1, $2, ...
+  std::string sql;                  // rewritten: $name -> $1, $2, ...
   std::vector<std::string> params;  // the parameter behind $1, $2, ...
   int expect_rows = -1;             // -1: any
   std::string error;                // the refusal's message when expect_rows is not met

@@ -41,8 +41,7 @@ TEST(TxnSpec, ParsesAndRewritesPlaceholders) {
   const TypeSpec* t = (*spec)->Find("place_order");
   ASSERT_NE(t, nullptr);
   ASSERT_EQ(t->branches.size(), 2u);
-  EXPECT_EQ(t->branches[0].statements[0].sql,
-            "INSERT INTO orders VALUES ($1, $2, $3, $4, $5)");
+  EXPECT_EQ(t->branches[0].statements[0].sql, "INSERT INTO orders VALUES ($1, $2, $3, $4, $5)");
   const StatementSpec& upd = t->branches[1].statements[0];
   EXPECT_EQ(upd.sql, "UPDATE stock SET qty = qty - $1 WHERE item_id = $2 AND qty >= $1");
   EXPECT_EQ(upd.params, (std::vector<std::string>{"quantity", "item_id"}));
@@ -86,14 +85,16 @@ TEST(TxnSpec, ParamsAreTypedAndComplete) {
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->at("amount"), "9.5");
   EXPECT_EQ(p->at("user_id"), "7");
-  auto bad = ParseParams(t, R"({"order_id":"o1","user_id":"7","item_id":3,"quantity":2,"amount":1})");
+  auto bad =
+      ParseParams(t, R"({"order_id":"o1","user_id":"7","item_id":3,"quantity":2,"amount":1})");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "'user_id': expected int");
   bad = ParseParams(t, R"({"order_id":"o1","user_id":7,"item_id":3,"quantity":2.5,"amount":1})");
   EXPECT_EQ(bad.status().message(), "'quantity': expected int");
   bad = ParseParams(t, R"({"order_id":"o1","user_id":7,"item_id":3,"amount":1})");
   EXPECT_EQ(bad.status().message(), "'quantity': missing (int)");
-  bad = ParseParams(t, R"({"order_id":"o1","user_id":7,"item_id":3,"quantity":1,"amount":1,"sql":"x"})");
+  bad = ParseParams(
+      t, R"({"order_id":"o1","user_id":7,"item_id":3,"quantity":1,"amount":1,"sql":"x"})");
   EXPECT_EQ(bad.status().message(), "'sql': not a parameter of place_order");
   EXPECT_FALSE(ParseParams(t, "[1]").ok());
   EXPECT_FALSE(ParseParams(t, "{").ok());
