@@ -40,7 +40,7 @@ ALLOWED = {
     "gateway": {"common", "metrics", "etcd", "cluster", "frontends", "frontends/http",
                 "frontends/grpc"},
     "txn": {"common", "metrics", "redis", "streams", "features/spec", "features/store",
-            "frontends", "frontends/http", "cluster"},
+            "frontends", "frontends/http", "frontends/grpc", "cluster"},
 }
 # cmd wires everything together and may include any folder.
 

@@ -10,12 +10,14 @@
 #include "common/logging.h"
 #include "features/store/feature_store.h"
 #include "features/store/redis_tier.h"
+#include "frontends/grpc/h2_server.h"
 #include "frontends/http/http_server.h"
 #include "redis/client.h"
 #include "streams/event_stream.h"
 #include "txn/coordinator.h"
 #include "txn/outbox_relay.h"
 #include "txn/recent_items.h"
+#include "txn/txn_grpc.h"
 #include "txn/txn_http.h"
 
 namespace dais::cmd {
@@ -165,6 +167,14 @@ CLI::App* AddTxnCommand(CLI::App* app, TxnCliOptions* o) {
   serve->add_option("--http-port", o->http_port, "HTTP port (0: a free one, logged as 'ports:').")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  serve->add_option("--grpc-address", o->grpc_address, "Address the gRPC port binds.")
+      ->capture_default_str();
+  serve
+      ->add_option(
+          "--grpc-port", o->grpc_port,
+          "gRPC port (dais.txn.v1.Transactions, proto/txn.proto; 0: a free one; -1: none).")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
   serve
       ->add_option("--workers", o->workers,
                    "Transactions executed at once; each worker holds one connection per "
@@ -225,6 +235,27 @@ int RunTxn(CLI::App* command, const TxnCliOptions& o) {
   return RunTxnServe(o, *spec);
 }
 
+txn::CoordinatorOptions CoordinatorOptionsOf(const TxnCliOptions& o) {
+  txn::CoordinatorOptions co;
+  co.id = o.id;
+  co.workers = o.workers;
+  co.crash_at = o.crash_at;
+  co.resolve_interval_ms = o.resolve_interval_ms;
+  return co;
+}
+
+// The recent-items consumer inside `dais txn serve`, on a Redis client of its own (*client).
+StatusOr<std::unique_ptr<txn::RecentItemsUpdater>> StartRecentItems(
+    const TxnCliOptions& o, features::FeatureSpecPtr fspec,
+    std::unique_ptr<redis::Client>* client) {
+  if (!fspec || o.redis.empty()) return InvalidArgument("needs --redis and --feature-spec");
+  ASSIGN_OR_RETURN(*client, Redis(o.redis));
+  auto updater =
+      std::make_unique<txn::RecentItemsUpdater>(client->get(), fspec, ConsumerOptions(o));
+  RETURN_IF_ERROR(updater->Start());
+  return updater;
+}
+
 int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
   BlockStopSignals();
   features::FeatureSpecPtr fspec;
@@ -257,12 +288,7 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
     LOG_ERROR("dais txn: {}", s.message());
     return 2;
   }
-  txn::CoordinatorOptions co;
-  co.id = o.id;
-  co.workers = o.workers;
-  co.crash_at = o.crash_at;
-  co.resolve_interval_ms = o.resolve_interval_ms;
-  txn::Coordinator coordinator(spec, co, &gate);
+  txn::Coordinator coordinator(spec, CoordinatorOptionsOf(o), &gate);
   std::map<std::string, std::unique_ptr<txn::OutboxRelay>> relays;
   if (o.relay && events) {
     for (const auto& [name, info] : spec->participants) {
@@ -283,19 +309,12 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
   for (auto& [_, r] : relays) r->Start();
   std::unique_ptr<txn::RecentItemsUpdater> updater;
   if (o.recent_items) {
-    if (!fspec || o.redis.empty()) {
-      LOG_ERROR("dais txn: --recent-items needs --redis and --feature-spec");
+    auto started = StartRecentItems(o, fspec, &consumer_redis);
+    if (!started.ok()) {
+      LOG_ERROR("dais txn: --recent-items: {}", started.status().message());
       return 2;
     }
-    auto c = Redis(o.redis);
-    if (!c.ok()) return 2;
-    consumer_redis = std::move(*c);
-    updater =
-        std::make_unique<txn::RecentItemsUpdater>(consumer_redis.get(), fspec, ConsumerOptions(o));
-    if (Status s = updater->Start(); !s.ok()) {
-      LOG_ERROR("dais txn: --recent-items: {}", s.message());
-      return 2;
-    }
+    updater = std::move(*started);
   }
   frontends::http::ServerOptions so;
   so.address = o.http_address;
@@ -307,11 +326,26 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
     LOG_ERROR("dais txn: --http-port: {}", s.message());
     return 2;
   }
-  LOG_INFO("ports: http={}", http.port());
+  std::unique_ptr<frontends::grpc::H2Server> grpc;
+  if (o.grpc_port >= 0) {
+    frontends::grpc::H2ServerOptions go;
+    go.address = o.grpc_address;
+    go.port = o.grpc_port;
+    go.threads = 1;
+    grpc = std::make_unique<frontends::grpc::H2Server>(go, txn::MakeTxnGrpcMethods(&coordinator));
+    if (Status s = grpc->Start(); !s.ok()) {
+      LOG_ERROR("dais txn: --grpc-port: {}", s.message());
+      return 2;
+    }
+    LOG_INFO("ports: http={} grpc={}", http.port(), grpc->port());
+  } else {
+    LOG_INFO("ports: http={}", http.port());
+  }
   LOG_INFO("dais txn started: coordinator {}, {} type(s), {} participant(s), {} worker(s)", o.id,
            spec->types.size(), spec->participants.size(), o.workers);
   WaitForSignal();
   http.StopAccepting();
+  if (grpc) grpc->Stop(5000);
   coordinator.Stop();
   http.Stop();
   for (auto& [_, r] : relays) r->Stop();

@@ -19,6 +19,8 @@ struct TxnCliOptions {
   std::string http_address = "0.0.0.0";
   int http_port = 8090;
   int http_threads = 2;
+  std::string grpc_address = "0.0.0.0";
+  int grpc_port = 8091;  // -1: no gRPC
   int workers = 32;
   std::string gate_server = "127.0.0.1:8001";
   std::string redis;

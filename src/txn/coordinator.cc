@@ -219,7 +219,7 @@ Outcome Coordinator::Execute(Worker* w, Job& job) {
     std::string known;
     for (const auto& [n, _] : spec_->types) known += (known.empty() ? "" : ", ") + n;
     m.transactions.Get({"", "bad_request"}).Increment();
-    return {404, ErrorJson("unknown transaction type '" + job.type + "' (known: " + known + ")")};
+    return {400, ErrorJson("unknown transaction type '" + job.type + "' (known: " + known + ")")};
   }
   auto params = ParseParams(*type, job.body);
   if (!params.ok() || job.key.size() > 256) {

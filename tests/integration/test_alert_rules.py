@@ -21,7 +21,7 @@ RULES = PROM_DIR / "dais-alerts.yml"
 RULES_TEST = PROM_DIR / "dais-alerts.test.yml"
 CONFIG = PROM_DIR / "prometheus.yml"
 EXPECTED_ALERTS = {"DaisModelP99LatencyHigh", "DaisModelFailureRatioHigh", "DaisModelNotReady",
-                   "DaisServerDown", "DaisFeatureMissRateHigh"}
+                   "DaisServerDown", "DaisFeatureMissRateHigh", "DaisTxnInDoubt"}
 
 
 @pytest.fixture(scope="module")

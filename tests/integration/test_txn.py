@@ -41,7 +41,7 @@ class Shop:
         args = ["--config", config or self.txn_yaml, "--id", "shop-1",
                 "--gate-server", gate or f"127.0.0.1:{self.srv.grpc_port}",
                 "--redis", self.redis.addr, "--feature-spec", self.fspec,
-                "--workers", "8", "--resolve-interval-ms", "200", *extra]
+                "--workers", "8", "--resolve-interval-ms", "200", "--grpc-port", "0", *extra]
         t = TxnProcess(args, self.base / "logs", wait=wait)
         self.live.append(t)
         return t
@@ -76,7 +76,7 @@ class Shop:
 
 
 @pytest.fixture(scope="module")
-def shop(tmp_path_factory, redis_server, start_module_server, gen_models):
+def shop(tmp_path_factory, redis_server, start_module_server):
     base = tmp_path_factory.mktemp("shop")
     pgs = []
     try:
@@ -225,7 +225,7 @@ def test_bad_requests_name_the_field_and_touch_no_database(coord):
     before = shop.orders.query("shop", "SELECT count(*) FROM orders")
     logged = shop.log.query("coordinator", "SELECT count(*) FROM dais_txn_log")
     cases = [
-        ("nosuch", {"a": 1}, 404, "unknown transaction type 'nosuch'"),
+        ("nosuch", {"a": 1}, 400, "unknown transaction type 'nosuch'"),
         ("place_order", {"order_id": "x", "user_id": 1, "item_id": 1, "quantity": 1}, 400,
          "'amount': missing"),
         ("place_order", {"order_id": "x", "user_id": "1", "item_id": 1, "quantity": 1,
@@ -314,6 +314,24 @@ def test_gate_down_applies_the_policy(coord):
                         result="error_refused") == 1
     assert metric_value(samples, "dais_txn_gate_decisions_total", type="place_order_allow",
                         result="error_allowed") == 1
+    shop.invariants()
+
+
+def test_gate_slow_model_server_is_bounded_by_its_timeout(coord):
+    shop = coord
+    t = shop.coordinator()
+    shop.srv.proc.send_signal(signal.SIGSTOP)  # the model server hangs (connections stay open)
+    try:
+        params = shop.order(item=6)
+        start = time.monotonic()
+        r = t.place(params)
+        took = time.monotonic() - start
+        shop.record(params, r)
+    finally:
+        shop.srv.proc.send_signal(signal.SIGCONT)
+    assert r.status_code == 503 and r.json()["reason"] == "gate_unavailable", r.text
+    assert "no answer within 500 ms" in r.json()["error"]
+    assert took < 3.0, f"answered after {took:.2f} s"
     shop.invariants()
 
 
@@ -430,3 +448,72 @@ def test_duplicate_event_is_applied_once_and_a_dead_consumer_is_taken_over(coord
     wait_for(lambda: shop.recent_items(user)[:3] == [3, 2, 1], 15, "items 3, 2, 1 in order")
     assert shop.recent_items(user)[:3] == [3, 2, 1]
     wait_events_applied(shop)
+
+
+def _pb(fields) -> bytes:
+    """A protobuf message of string fields {number: text} (the test has no generated stubs)."""
+    out = b""
+    for num, text in fields.items():
+        v = text.encode()
+        n, size = len(v), b""
+        while True:
+            size += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                break
+        out += bytes([num << 3 | 2]) + size + v
+    return out
+
+
+def _unpb(data: bytes) -> dict:
+    fields, i = {}, 0
+    while i < len(data):
+        key = data[i]
+        i += 1
+        n = shift = 0
+        while True:
+            b = data[i]
+            i += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        fields[key >> 3] = data[i:i + n].decode()
+        i += n
+    return fields
+
+
+def test_grpc_api_places_refuses_and_gets(coord):
+    import grpc
+    import json
+    shop = coord
+    t = shop.coordinator()
+    with grpc.insecure_channel(f"127.0.0.1:{t.grpc_port}") as ch:
+        place = ch.unary_unary("/dais.txn.v1.Transactions/Place",
+                               request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        get = ch.unary_unary("/dais.txn.v1.Transactions/Get",
+                             request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        params = shop.order(user=42, item=10, quantity=1)
+        ok = _unpb(place(_pb({1: "place_order", 2: json.dumps(params), 3: "g-" +
+                             params["order_id"]}), timeout=10))
+        shop.accepted.add(params["order_id"])
+        assert ok[2] == "committed" and json.loads(ok[5])["txn_id"] == ok[1]
+        again = _unpb(place(_pb({1: "place_order", 2: json.dumps(params), 3: "g-" +
+                                params["order_id"]}), timeout=10))
+        assert again == ok
+        got = _unpb(get(_pb({1: ok[1]}), timeout=10))
+        assert got[1] == ok[1] and got[2] == "committed"
+        bad = shop.order(user=42, item=10, quantity=99999)
+        with pytest.raises(grpc.RpcError) as e:
+            place(_pb({1: "place_order", 2: json.dumps(bad)}), timeout=10)
+        shop.refused.add(bad["order_id"])
+        assert e.value.code() == grpc.StatusCode.ABORTED
+        assert e.value.details().startswith("branch_failed: branch inventory: out of stock")
+        with pytest.raises(grpc.RpcError) as e:
+            place(_pb({1: "place_order", 2: '{"order_id": 1}'}), timeout=10)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "'order_id': expected string" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            get(_pb({1: "nosuch"}), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    shop.invariants()

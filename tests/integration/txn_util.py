@@ -22,7 +22,7 @@ from conftest import REPO_ROOT, dais_binary, free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 EXAMPLE = REPO_ROOT / "examples" / "transactions"
-PORTS_RE = re.compile(r"ports: http=(\d+)")
+PORTS_RE = re.compile(r"ports: http=(\d+)(?: grpc=(\d+))?")
 
 
 class PgServer:
@@ -183,7 +183,7 @@ class TxnProcess:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT)
-        self.port = None
+        self.port = self.grpc_port = None
         if wait:
             self.wait_started()
 
@@ -196,6 +196,7 @@ class TxnProcess:
             m = PORTS_RE.search(self.log_text())
             if m:
                 self.port = int(m.group(1))
+                self.grpc_port = int(m.group(2)) if m.group(2) else None
                 break
             if self.proc.poll() is not None:
                 raise RuntimeError(f"dais txn exited with {self.proc.returncode}:\n"

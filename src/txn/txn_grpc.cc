@@ -1,0 +1,84 @@
+#include "txn/txn_grpc.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/json.h"
+#include "txn.pb.h"
+#include "txn/coordinator.h"
+
+namespace dais::txn {
+
+using frontends::grpc::ServerCall;
+
+namespace {
+
+constexpr const char* kService = "/dais.txn.v1.Transactions/";
+
+::grpc::StatusCode CodeOfHttp(int status) {
+  switch (status) {
+    case 400:
+      return ::grpc::StatusCode::INVALID_ARGUMENT;
+    case 404:
+      return ::grpc::StatusCode::NOT_FOUND;
+    case 409:
+      return ::grpc::StatusCode::ABORTED;
+    case 504:
+      return ::grpc::StatusCode::DEADLINE_EXCEEDED;
+    case 503:
+      return ::grpc::StatusCode::UNAVAILABLE;
+    default:
+      return ::grpc::StatusCode::INTERNAL;
+  }
+}
+
+std::string Member(const rapidjson::Value& v, const char* name) {
+  if (!v.IsObject() || !v.HasMember(name) || !v[name].IsString()) return "";
+  return std::string(v[name].GetString(), v[name].GetStringLength());
+}
+
+// The HTTP-style outcome as a gRPC answer: OK with the response, or the error.
+void Answer(const std::shared_ptr<ServerCall>& sc, const Outcome& o) {
+  rapidjson::Document doc;
+  (void)json::ParseJson(o.body, &doc);
+  if (o.http_status != 200) {
+    std::string reason = Member(doc, "reason");
+    std::string error = Member(doc, "error");
+    sc->Finish(
+        ::grpc::Status(CodeOfHttp(o.http_status), reason.empty() ? error : reason + ": " + error));
+    return;
+  }
+  dais::txn::v1::PlaceResponse r;
+  r.set_txn_id(Member(doc, "txn_id"));
+  r.set_outcome(Member(doc, "outcome").empty() ? Member(doc, "state") : Member(doc, "outcome"));
+  r.set_result_json(o.body);
+  sc->Reply(r.SerializeAsString());
+}
+
+}  // namespace
+
+frontends::grpc::MethodTable MakeTxnGrpcMethods(Coordinator* c) {
+  frontends::grpc::MethodTable t;
+  t[std::string(kService) + "Place"].unary = [c](std::shared_ptr<ServerCall> sc,
+                                                 std::string bytes) {
+    dais::txn::v1::PlaceRequest req;
+    if (!req.ParseFromString(bytes)) {
+      sc->Finish(::grpc::Status(::grpc::StatusCode::INVALID_ARGUMENT,
+                                "PlaceRequest: not a valid protobuf message"));
+      return;
+    }
+    c->Submit(req.type(), req.params_json(), req.idempotency_key(),
+              [sc](Outcome o) { Answer(sc, o); });
+  };
+  t[std::string(kService) + "Get"].unary = [c](std::shared_ptr<ServerCall> sc, std::string bytes) {
+    dais::txn::v1::GetRequest req;
+    if (!req.ParseFromString(bytes) || req.txn_id().empty()) {
+      sc->Finish(
+          ::grpc::Status(::grpc::StatusCode::INVALID_ARGUMENT, "GetRequest: txn_id is required"));
+      return;
+    }
+    Answer(sc, c->Lookup(req.txn_id()));
+  };
+  return t;
+}
+
+}  // namespace dais::txn
