@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DAIS_BIN", str(ROOT / "build/release/src/cmd/dais"))
-from benchlib import get_ok  # noqa: E402
-from conftest import Resp, free_port  # noqa: E402
-from txn_util import EXAMPLE, PgServer, TxnProcess, setup_shop, write_txn_yaml  # noqa: E402
+from conftest import Resp  # noqa: E402
+from txn_util import (EXAMPLE, PgServer, TxnProcess, setup_shop,  # noqa: E402
+                      start_shop_services, write_txn_yaml)
 
 ITEMS = 1000
 CONCURRENCY = (1, 16, 64)
@@ -179,7 +178,6 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     args = ap.parse_args()
     os.environ["DAIS_BIN"] = str(Path(args.build) / "src/cmd/dais")
-    dais = os.environ["DAIS_BIN"]
     tmp = Path(tempfile.mkdtemp(prefix="dais-txn-bench-"))
     pgs = [PgServer(n, fsync=True) for n in ("orders", "inventory", "log")]
     procs = []
@@ -191,25 +189,7 @@ def main():
         single.execute("single", (EXAMPLE / "schema_inventory.sql").read_text())
         single.execute("single", f"INSERT INTO stock SELECT g, 10000000 FROM "
                                  f"generate_series(1, {ITEMS}) g")
-        redis_port = free_port()
-        procs.append(subprocess.Popen(["redis-server", "--port", str(redis_port), "--save", "",
-                                       "--appendonly", "no", "--dir", str(tmp)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        repo = tmp / "repo"
-        subprocess.run(["/usr/bin/python3", str(ROOT / "scripts/gen_fraud_model.py"), str(repo)],
-                       check=True, capture_output=True)
-        shutil.copytree(EXAMPLE / "recommend", repo / "recommend")
-        http, grpc = free_port(), free_port()
-        procs.append(subprocess.Popen([dais, "serve", "--model-repository", str(repo),
-                                       "--http-port", str(http), "--grpc-port", str(grpc),
-                                       "--metrics-port", "0", "--redis", f"127.0.0.1:{redis_port}"],
-                                      stdout=open(tmp / "serve.log", "wb"),
-                                      stderr=subprocess.STDOUT))
-        deadline = time.time() + 60
-        while not get_ok(f"http://127.0.0.1:{http}/v2/health/ready"):
-            if time.time() > deadline:
-                raise RuntimeError("dais serve did not get ready")
-            time.sleep(0.1)
+        redis_port, grpc, repo, _ = start_shop_services(tmp, procs)
         txn_yaml = write_txn_yaml(tmp / "txn.yaml", *pgs)  # the example's 300 / 50 ms budgets
         base_args = ["--config", str(txn_yaml), "--id", "bench",
                      "--gate-server", f"127.0.0.1:{grpc}", "--redis", f"127.0.0.1:{redis_port}",

@@ -26,45 +26,11 @@ import numpy as np
 import xgboost as xgb
 
 SEED = 16
-CONFIG = """name: "fraud"
-backend: "fil"
-max_batch_size: 256
-input [
-  {
-    name: "input__0"
-    data_type: TYPE_FP32
-    dims: [ 5 ]
-  }
-]
-output [
-  {
-    name: "output__0"
-    data_type: TYPE_FP32
-    dims: [ 2 ]
-  }
-]
-instance_group [
-  {
-    count: 1
-    kind: KIND_CPU
-  }
-]
-parameters [
-  {
-    key: "model_type"
-    value: { string_value: "xgboost_json" }
-  },
-  {
-    key: "output_class"
-    value: { string_value: "true" }
-  },
-  {
-    key: "predict_proba"
-    value: { string_value: "true" }
-  }
-]
-dynamic_batching { }
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_models import XGB_BINARY_CONFIG  # noqa: E402  (the same FIL layout, 5 features)
+
+CONFIG = XGB_BINARY_CONFIG.replace('name: "xgb_binary"', 'name: "fraud"').replace(
+    "dims: [ 8 ]", "dims: [ 5 ]")
 
 
 def synthetic(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

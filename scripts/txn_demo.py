@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,38 +27,16 @@ def main():
     args = ap.parse_args()
     os.environ["DAIS_BIN"] = str(Path(args.build) / "src/cmd/dais")
     import requests
-    from conftest import free_port
-    from txn_util import EXAMPLE, PgServer, TxnProcess, setup_shop, write_txn_yaml
+    from txn_util import PgServer, TxnProcess, setup_shop, start_shop_services, write_txn_yaml
 
-    dais = os.environ["DAIS_BIN"]
     tmp = Path(tempfile.mkdtemp(prefix="dais-txn-demo-"))
     pgs, procs, coordinator = [], [], None
     try:
         print("starting PostgreSQL x3 (orders, inventory, decision log), Redis, dais serve ...")
         pgs = [PgServer(n) for n in ("orders", "inventory", "log")]
         setup_shop(*pgs, {item: 10 for item in range(1, 6)})
-        redis_port = free_port()
-        procs.append(subprocess.Popen(["redis-server", "--port", str(redis_port), "--save", "",
-                                       "--appendonly", "no", "--dir", str(tmp)],
-                                      stdout=subprocess.DEVNULL))
-        repo = tmp / "repo"
-        subprocess.run(["/usr/bin/python3", str(ROOT / "scripts/gen_fraud_model.py"), str(repo)],
-                       check=True)
-        shutil.copytree(EXAMPLE / "recommend", repo / "recommend")
-        http, grpc = free_port(), free_port()
-        procs.append(subprocess.Popen([dais, "serve", "--model-repository", str(repo),
-                                       "--http-port", str(http), "--grpc-port", str(grpc),
-                                       "--metrics-port", "0", "--redis", f"127.0.0.1:{redis_port}"],
-                                      stdout=open(tmp / "serve.log", "wb"),
-                                      stderr=subprocess.STDOUT))
+        redis_port, grpc, repo, http = start_shop_services(tmp, procs)
         serve = f"http://127.0.0.1:{http}"
-        for _ in range(600):
-            try:
-                if requests.get(f"{serve}/v2/health/ready", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
         # The fraudster's risk profile, pushed into the feature store (Feast push API).
         requests.post(f"{serve}/push", json={
             "push_source_name": "user_risk", "to": "online",

@@ -21,28 +21,6 @@ using frontends::http::Response;
 
 constexpr const char* kService = "/inference.GRPCInferenceService/";
 
-::grpc::StatusCode CodeOfHttp(int status) {
-  switch (status) {
-    case 400:
-      return ::grpc::StatusCode::INVALID_ARGUMENT;
-    case 401:
-      return ::grpc::StatusCode::UNAUTHENTICATED;
-    case 403:
-      return ::grpc::StatusCode::PERMISSION_DENIED;
-    case 404:
-      return ::grpc::StatusCode::NOT_FOUND;
-    case 429:
-      return ::grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case 502:
-    case 503:
-      return ::grpc::StatusCode::UNAVAILABLE;
-    case 504:
-      return ::grpc::StatusCode::DEADLINE_EXCEEDED;
-    default:
-      return ::grpc::StatusCode::INTERNAL;
-  }
-}
-
 // The HTTP status a gRPC code is counted as in the request metrics (so that a rollout's error
 // rate sees gRPC failures as 5xx).
 int HttpOfCode(int code) {
@@ -123,7 +101,8 @@ void Gateway::Impl::RefuseGrpc(const CallPtr& call, const Response& refusal) {
     if (k == "retry-after") call->grpc->AddResponseMetadata(k, v);
   }
   call->grpc->AddResponseMetadata("x-dais-route", call->alias);
-  call->grpc->Finish(::grpc::Status(CodeOfHttp(refusal.status), ErrorMessage(refusal)));
+  call->grpc->Finish(
+      ::grpc::Status(frontends::grpc::CodeOfHttpStatus(refusal.status), ErrorMessage(refusal)));
   Record(*call, refusal.status, 0, "");
   in_flight.fetch_sub(1);
 }
@@ -306,7 +285,7 @@ class StreamProxy : public frontends::grpc::StreamHandler,
     counted_ = true;
     call_->alias = ref.name;
     if (auto refused = g.Authenticate(call_->Header("authorization"), &call_->tenant)) {
-      End(CodeOfHttp(refused->status), ErrorMessage(*refused));
+      End(frontends::grpc::CodeOfHttpStatus(refused->status), ErrorMessage(*refused));
       return false;
     }
     StatusOr<int64_t> asked = AskedVersion(ref.version);
@@ -317,7 +296,7 @@ class StreamProxy : public frontends::grpc::StreamHandler,
     }
     call_->view = g.Current();
     if (auto refused = g.Resolve(call_.get(), *asked)) {
-      End(CodeOfHttp(refused->status), ErrorMessage(*refused));
+      End(frontends::grpc::CodeOfHttpStatus(refused->status), ErrorMessage(*refused));
       return false;
     }
     // A stream lives as long as the client keeps it: no route timeout, only the client's.

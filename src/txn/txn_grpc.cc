@@ -14,23 +14,6 @@ namespace {
 
 constexpr const char* kService = "/dais.txn.v1.Transactions/";
 
-::grpc::StatusCode CodeOfHttp(int status) {
-  switch (status) {
-    case 400:
-      return ::grpc::StatusCode::INVALID_ARGUMENT;
-    case 404:
-      return ::grpc::StatusCode::NOT_FOUND;
-    case 409:
-      return ::grpc::StatusCode::ABORTED;
-    case 504:
-      return ::grpc::StatusCode::DEADLINE_EXCEEDED;
-    case 503:
-      return ::grpc::StatusCode::UNAVAILABLE;
-    default:
-      return ::grpc::StatusCode::INTERNAL;
-  }
-}
-
 std::string Member(const rapidjson::Value& v, const char* name) {
   if (!v.IsObject() || !v.HasMember(name) || !v[name].IsString()) return "";
   return std::string(v[name].GetString(), v[name].GetStringLength());
@@ -43,8 +26,8 @@ void Answer(const std::shared_ptr<ServerCall>& sc, const Outcome& o) {
   if (o.http_status != 200) {
     std::string reason = Member(doc, "reason");
     std::string error = Member(doc, "error");
-    sc->Finish(
-        ::grpc::Status(CodeOfHttp(o.http_status), reason.empty() ? error : reason + ": " + error));
+    sc->Finish(::grpc::Status(frontends::grpc::CodeOfHttpStatus(o.http_status),
+                              reason.empty() ? error : reason + ": " + error));
     return;
   }
   dais::txn::v1::PlaceResponse r;

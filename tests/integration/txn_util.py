@@ -285,3 +285,33 @@ def check_invariants(orders: PgServer, inventory: PgServer, initial: dict[int, i
     assert accepted <= have, f"accepted but missing: {sorted(accepted - have)}"
     assert not (refused & have), f"refused but present: {sorted(refused & have)}"
     return have
+
+
+def start_shop_services(tmp: Path, procs: list) -> tuple[int, int, Path, int]:
+    """For the benchmark and the demo: a redis-server and `dais serve` on the shop's models (the
+    fraud model from scripts/gen_fraud_model.py, `recommend` fed from the feature store), on free
+    ports, appended to `procs` (the caller stops them). Returns (redis port, dais serve's gRPC
+    port, the model repository, dais serve's HTTP port)."""
+    redis_port = free_port()
+    procs.append(subprocess.Popen(["redis-server", "--port", str(redis_port), "--save", "",
+                                   "--appendonly", "no", "--dir", str(tmp)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    repo = tmp / "repo"
+    subprocess.run(["/usr/bin/python3", str(REPO_ROOT / "scripts/gen_fraud_model.py"), str(repo)],
+                   check=True, capture_output=True)
+    shutil.copytree(EXAMPLE / "recommend", repo / "recommend")
+    http, grpc = free_port(), free_port()
+    procs.append(subprocess.Popen([str(dais_binary()), "serve", "--model-repository", str(repo),
+                                   "--http-port", str(http), "--grpc-port", str(grpc),
+                                   "--metrics-port", "0", "--redis", f"127.0.0.1:{redis_port}"],
+                                  stdout=open(tmp / "serve.log", "wb"), stderr=subprocess.STDOUT))
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if requests.get(f"http://127.0.0.1:{http}/v2/health/ready", timeout=1).ok:
+                return redis_port, grpc, repo, http
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"dais serve did not get ready: see {tmp / 'serve.log'}")
+        time.sleep(0.1)

@@ -540,4 +540,28 @@ long H2Connection::ReadBody(Stream* s, uint8_t* buf, size_t length, uint32_t* fl
   return static_cast<long>(n);
 }
 
+::grpc::StatusCode CodeOfHttpStatus(int http_status) {
+  switch (http_status) {
+    case 400:
+      return ::grpc::StatusCode::INVALID_ARGUMENT;
+    case 401:
+      return ::grpc::StatusCode::UNAUTHENTICATED;
+    case 403:
+      return ::grpc::StatusCode::PERMISSION_DENIED;
+    case 404:
+      return ::grpc::StatusCode::NOT_FOUND;
+    case 409:
+      return ::grpc::StatusCode::ABORTED;
+    case 429:
+      return ::grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case 502:
+    case 503:
+      return ::grpc::StatusCode::UNAVAILABLE;
+    case 504:
+      return ::grpc::StatusCode::DEADLINE_EXCEEDED;
+    default:
+      return ::grpc::StatusCode::INTERNAL;
+  }
+}
+
 }  // namespace dais::frontends::grpc

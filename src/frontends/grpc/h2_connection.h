@@ -103,6 +103,11 @@ struct Method {
 // Key: the HTTP/2 :path, "/package.Service/Method".
 using MethodTable = std::unordered_map<std::string, Method>;
 
+// The gRPC status of an HTTP answer's status, for services that answer both (400
+// INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED,
+// 429 RESOURCE_EXHAUSTED, 502/503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, else INTERNAL).
+::grpc::StatusCode CodeOfHttpStatus(int http_status);
+
 struct H2Options {
   uint32_t max_receive_message_bytes = 64u << 20;
   uint32_t max_send_message_bytes = 64u << 20;
