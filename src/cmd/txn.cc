@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <thread>
 
 #include "cmd/serve_features.h"
 #include "common/logging.h"
@@ -119,6 +120,15 @@ int RunRecover(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
   txn::CoordinatorOptions co;
   co.id = o.id;
   txn::Coordinator c(spec, co, nullptr);
+  Status locked = c.LockId();
+  for (int tries = 0; !locked.ok() && tries < 20; ++tries) {  // a predecessor just killed
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    locked = c.LockId();
+  }
+  if (!locked.ok()) {
+    std::fprintf(stderr, "dais txn recover: %s\n", locked.message().c_str());
+    return 1;
+  }
   auto actions = c.Recover(o.dry_run);
   if (!actions.ok()) {
     std::fprintf(stderr, "dais txn recover: %s\n", actions.status().message().c_str());
@@ -288,8 +298,9 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
     LOG_ERROR("dais txn: {}", s.message());
     return 2;
   }
-  txn::Coordinator coordinator(spec, CoordinatorOptionsOf(o), &gate);
+  // Declared before the coordinator: destroyed after it (its workers wake the relays).
   std::map<std::string, std::unique_ptr<txn::OutboxRelay>> relays;
+  txn::Coordinator coordinator(spec, CoordinatorOptionsOf(o), &gate);
   if (o.relay && events) {
     for (const auto& [name, info] : spec->participants) {
       relays[name] = std::make_unique<txn::OutboxRelay>(name, info, events.get(),
@@ -345,8 +356,8 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
            spec->types.size(), spec->participants.size(), o.workers);
   WaitForSignal();
   http.StopAccepting();
+  coordinator.Stop();  // in-flight transactions finish and are answered; queued ones get 503
   if (grpc) grpc->Stop(5000);
-  coordinator.Stop();
   http.Stop();
   for (auto& [_, r] : relays) r->Stop();
   if (updater) updater->Stop();

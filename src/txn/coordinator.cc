@@ -118,11 +118,24 @@ Coordinator::Coordinator(TxnSpecPtr spec, CoordinatorOptions options, Gate* gate
 Coordinator::~Coordinator() { Stop(); }
 
 Status Coordinator::Start() {
+  if (options_.id.empty() || options_.id.size() > 64 ||
+      options_.id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789_-") != std::string::npos) {
+    return InvalidArgument("--id '" + options_.id + "': 1-64 of [A-Za-z0-9_-]");
+  }
   const auto deadline = Clock::now() + milliseconds(5000);
   auto log = pg::Connection::Connect(spec_->log, deadline);
   if (!log.ok()) return Unavailable("decision log: " + log.status().message());
   RETURN_IF_ERROR(InitDecisionLog(log->get(), deadline));
   resolver_log_ = std::move(*log);
+  // A predecessor killed a moment ago may still hold the id's lock until its server notices.
+  for (int tries = 0;; ++tries) {
+    Status locked = LockId();
+    if (locked.ok()) break;
+    if (locked.code() != StatusCode::kFailedPrecondition || tries == 100) return locked;
+    if (tries == 0) LOG_INFO("txn: waiting for the lock of coordinator id {}", options_.id);
+    std::this_thread::sleep_for(milliseconds(100));
+  }
   for (const auto& [name, info] : spec_->participants) {
     auto c = pg::Connection::Connect(info, deadline);
     if (!c.ok()) {
@@ -145,22 +158,23 @@ Status Coordinator::Start() {
   // Every worker connects before the first transaction (opening connections inside one would
   // eat its prepare budget); Start returns once they did, or failed (a participant that is down
   // is connected to when needed).
-  std::atomic<int> connecting{options_.workers};
+  // Shared with the threads: one may still notify after Start returned.
+  auto connecting = std::make_shared<std::atomic<int>>(options_.workers);
   for (int i = 0; i < options_.workers; ++i) {
     workers_.push_back(std::make_unique<Worker>());
-    threads_.emplace_back([this, w = workers_.back().get(), &connecting] {
+    threads_.emplace_back([this, w = workers_.back().get(), connecting] {
       std::string error;
       const auto until = Clock::now() + milliseconds(5000);
       pg::EnsureConnected(&w->log, spec_->log, until, &error);
       for (const auto& [name, info] : spec_->participants) {
         pg::EnsureConnected(&w->conns[name], info, until, &error);
       }
-      connecting.fetch_sub(1);
-      connecting.notify_all();
+      connecting->fetch_sub(1);
+      connecting->notify_all();
       WorkerLoop(w);
     });
   }
-  for (int left = connecting.load(); left > 0; left = connecting.load()) connecting.wait(left);
+  for (int left = connecting->load(); left > 0; left = connecting->load()) connecting->wait(left);
   if (gate_ && !gate_->Connect(5000)) {
     LOG_WARNING(
         "txn: the model server of the gates is not reachable yet; gates apply their "
@@ -189,12 +203,28 @@ void Coordinator::Submit(std::string type, std::string body, std::string key,
   {
     std::lock_guard lock(mu_);
     if (!stopping_ && queue_.size() < kMaxQueue) {
-      queue_.push_back({std::move(type), std::move(body), std::move(key), std::move(done)});
+      queue_.push_back({std::move(type), std::move(body), std::move(key), std::move(done), ""});
       cv_.notify_one();
       return;
     }
   }
   done({503, ErrorJson("too many transactions queued; retry later")});
+}
+
+void Coordinator::Lookup(std::string txn_id, std::function<void(Outcome)> done) {
+  if (txn_id.empty()) {
+    done({404, ErrorJson("no transaction id")});
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_ && queue_.size() < kMaxQueue) {
+      queue_.push_back({"", "", "", std::move(done), std::move(txn_id)});
+      cv_.notify_one();
+      return;
+    }
+  }
+  done({503, ErrorJson("too many requests queued; retry later")});
 }
 
 void Coordinator::WorkerLoop(Worker* w) {
@@ -206,6 +236,13 @@ void Coordinator::WorkerLoop(Worker* w) {
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
+    }
+    if (!job.lookup.empty()) {  // a read of the log, off the I/O threads
+      std::string error;
+      pg::Connection* log =
+          pg::EnsureConnected(&w->log, spec_->log, Clock::now() + kConnectTimeout, &error);
+      job.done(LookupOn(log, job.lookup));
+      continue;
     }
     Outcome o = Execute(w, job);
     if (job.done) job.done(std::move(o));  // not yet answered (refused, or failed early)
@@ -233,7 +270,8 @@ Outcome Coordinator::Execute(Worker* w, Job& job) {
   t.key = job.key;
   t.start = Clock::now();
   t.deadline = t.start + milliseconds(spec_->prepare_timeout_ms);
-  t.id = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+  t.id = options_.id + "-" +
+         std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count()) +
          "-" + std::to_string(sequence_.fetch_add(1));
@@ -283,7 +321,7 @@ Outcome Coordinator::RunProtocol(Worker* w, Txn& t) {
   }
   bool ok = RunBranches(w, t);
   if (ok) CrashPoint("after_branches");
-  if (t.gate) {
+  if (t.gate && ok) {  // failed branches need no score: roll back at once
     std::unique_lock lock(t.gate->mu);
     t.gate->cv.wait_until(lock, t.deadline, [&] { return t.gate->result.has_value(); });
     GateResult r = t.gate->result.value_or(
@@ -293,11 +331,11 @@ Outcome Coordinator::RunProtocol(Worker* w, Txn& t) {
     if (r.kind != GateResult::kError) t.score = r.score;
     if (r.kind == GateResult::kRefuse) {
       m.gate.Get({t.type->name, "refuse"}).Increment();
-      if (ok) t.Fail(409, "gate_refused", r.message);
+      t.Fail(409, "gate_refused", r.message);
       ok = false;
     } else if (r.kind == GateResult::kError && g.on_error == GatePolicy::kRefuse) {
       m.gate.Get({t.type->name, "error_refused"}).Increment();
-      if (ok) t.Fail(503, "gate_unavailable", "gate: " + r.message);
+      t.Fail(503, "gate_unavailable", "gate: " + r.message);
       ok = false;
     } else if (r.kind == GateResult::kError) {
       m.gate.Get({t.type->name, "error_allowed"}).Increment();
@@ -319,14 +357,21 @@ Outcome Coordinator::RunProtocol(Worker* w, Txn& t) {
   CrashPoint("after_prepare");
   const std::string body =
       OutcomeJson(t.id, t.type->name, "committed", "", "", t.score, t.review, MillisSince(t.start));
-  Status logged = WriteDecision(w->log.get(), t.id, options_.id, t.type->name, "commit", 200, body,
-                                Clock::now() + kLogTimeout);
+  auto logged = WriteDecision(w->log.get(), t.id, options_.id, t.type->name, "commit", 200, body,
+                              Clock::now() + kLogTimeout);
+  if (logged.ok() && *logged != "commit") {
+    // Another process decided abort first (only possible when a second process uses this
+    // coordinator id, which the id lock prevents): follow the log.
+    RollBack(w, t, true);
+    return Refuse(w, t, 503, "log_unavailable", "the decision log holds an abort for " + t.id);
+  }
   if (!logged.ok()) {
     // Whether the decision reached the log is unknown: the resolver settles it from the log.
     m.transactions.Get({t.type->name, "in_doubt"}).Increment();
-    LOG_WARNING("txn {}: decision log write failed ({}); left to recovery", t.id, logged.message());
+    LOG_WARNING("txn {}: decision log write failed ({}); left to recovery", t.id,
+                logged.status().message());
     return {503, OutcomeJson(t.id, t.type->name, "in_doubt", "log_unavailable",
-                             "the decision could not be confirmed: " + logged.message() +
+                             "the decision could not be confirmed: " + logged.status().message() +
                                  "; GET /v1/txn/" + t.id + " tells the outcome",
                              t.score, t.review, MillisSince(t.start))};
   }
@@ -505,9 +550,9 @@ Outcome Coordinator::Refuse(Worker* w, Txn& t, int status, const std::string& re
                                  MillisSince(t.start));
   if (!t.key.empty() && w->log && !w->log->broken()) {
     // A retry with the same key gets this answer (presumed abort needs no log record otherwise).
-    Status st = WriteDecision(w->log.get(), t.id, options_.id, t.type->name, "abort", status, body,
-                              Clock::now() + kLogTimeout);
-    if (!st.ok()) LOG_WARNING("txn {}: abort not logged: {}", t.id, st.message());
+    auto st = WriteDecision(w->log.get(), t.id, options_.id, t.type->name, "abort", status, body,
+                            Clock::now() + kLogTimeout);
+    if (!st.ok()) LOG_WARNING("txn {}: abort not logged: {}", t.id, st.status().message());
   }
   return {status, std::move(body)};
 }

@@ -74,8 +74,11 @@ class Coordinator {
   // queue is full.
   void Submit(std::string type, std::string body, std::string idempotency_key,
               std::function<void(Outcome)> done);
-  // The logged outcome of a transaction (GET /v1/txn/<id>).
-  Outcome Lookup(const std::string& txn_id);
+  // The logged outcome of a transaction (GET /v1/txn/<id>), read on a worker; `done` runs once.
+  void Lookup(std::string txn_id, std::function<void(Outcome)> done);
+  // Takes the coordinator id's lock in the log (one process per id); FailedPrecondition when
+  // another process holds it. Start takes it; `dais txn recover` must too.
+  Status LockId();
 
   // Recovery: resolves every prepared transaction of this coordinator on every reachable
   // participant from the log (commit where it says commit, roll back the rest unless in flight),
@@ -94,6 +97,7 @@ class Coordinator {
   struct Job {
     std::string type, body, key;
     std::function<void(Outcome)> done;
+    std::string lookup;  // non-empty: read this transaction's logged outcome instead
   };
   struct Txn;
 
@@ -108,6 +112,7 @@ class Coordinator {
                  const std::string& message);
   void CrashPoint(const char* step);
   void ResolverLoop();
+  Outcome LookupOn(pg::Connection* log, const std::string& txn_id);
   void UpdateInDoubtMetrics(size_t in_doubt, double oldest_age_s);
   bool InFlight(const std::string& txn_id);
 
@@ -128,8 +133,7 @@ class Coordinator {
   std::thread resolver_;
   std::unique_ptr<pg::Connection> resolver_log_;  // the resolver's own connections
   std::vector<std::unique_ptr<pg::Connection>> resolver_participants_;
-  std::mutex lookup_mu_;
-  std::unique_ptr<pg::Connection> lookup_log_;  // guarded by lookup_mu_
+  std::unique_ptr<pg::Connection> lock_conn_;  // holds the id's advisory lock (resolver thread)
   std::atomic<uint64_t> sequence_{0};
   std::atomic<bool> crashed_once_{false};
 };

@@ -77,27 +77,35 @@ StatusOr<std::optional<LoggedOutcome>> ClaimKey(pg::Connection* log, const std::
   return std::optional<LoggedOutcome>(Row(held.rows[0]));
 }
 
-Status WriteDecision(pg::Connection* log, const std::string& txn_id, const std::string& coordinator,
-                     const std::string& type, const std::string& state, int http_status,
-                     const std::string& result, pg::Deadline deadline) {
-  return RunOne(log,
-                {"INSERT INTO dais_txn_log (txn_id, coordinator, type, state, http_status, result,"
-                 " decided_at) VALUES ($1, $2, $3, $4, $5, $6, now())"
-                 " ON CONFLICT (txn_id) DO UPDATE SET state = EXCLUDED.state,"
-                 " http_status = EXCLUDED.http_status, result = EXCLUDED.result,"
-                 " decided_at = now()",
-                 {txn_id, coordinator, type, state, std::to_string(http_status), result}},
-                deadline)
-      .status();
-}
-
-StatusOr<std::string> ReadState(pg::Connection* log, const std::string& txn_id,
-                                pg::Deadline deadline) {
+StatusOr<std::string> WriteDecision(pg::Connection* log, const std::string& txn_id,
+                                    const std::string& coordinator, const std::string& type,
+                                    const std::string& state, int http_status,
+                                    const std::string& result, pg::Deadline deadline) {
   ASSIGN_OR_RETURN(
       pg::Result r,
+      RunOne(log,
+             {"INSERT INTO dais_txn_log (txn_id, coordinator, type, state, http_status, result,"
+              " decided_at) VALUES ($1, $2, $3, $4, $5, $6, now())"
+              " ON CONFLICT (txn_id) DO UPDATE SET state = EXCLUDED.state,"
+              " http_status = EXCLUDED.http_status, result = EXCLUDED.result, decided_at = now()"
+              " WHERE dais_txn_log.state = 'started' RETURNING state",
+              {txn_id, coordinator, type, state, std::to_string(http_status), result}},
+             deadline));
+  if (r.affected == 1) return state;
+  ASSIGN_OR_RETURN(
+      pg::Result held,
       RunOne(log, {"SELECT state FROM dais_txn_log WHERE txn_id = $1", {txn_id}}, deadline));
-  if (r.rows.empty()) return std::string();
-  return r.rows[0][0].value_or("");
+  if (held.rows.empty()) return Unavailable("decision log: row of " + txn_id + " vanished");
+  return held.rows[0][0].value_or("");
+}
+
+StatusOr<bool> TryLockCoordinatorId(pg::Connection* log, const std::string& coordinator,
+                                    pg::Deadline deadline) {
+  ASSIGN_OR_RETURN(
+      pg::Result r,
+      RunOne(log, {"SELECT pg_try_advisory_lock(hashtext('dais-txn:' || $1))", {coordinator}},
+             deadline));
+  return !r.rows.empty() && r.rows[0][0].value_or("") == "t";
 }
 
 StatusOr<std::optional<LoggedOutcome>> ReadOutcome(pg::Connection* log, const std::string& txn_id,
@@ -127,7 +135,10 @@ Status MarkDone(pg::Connection* log, const std::vector<std::string>& txn_ids,
                     deadline);
   if (!r.ok()) return r.status();
   for (const pg::Result& x : *r) {
-    if (!x.ok) return Unavailable("decision log: mark done: " + pg::Describe(x));
+    if (!x.ok) {
+      (void)log->Exec("ROLLBACK", deadline);  // leave the connection idle for the next pass
+      return Unavailable("decision log: mark done: " + pg::Describe(x));
+    }
   }
   return OkStatus();
 }

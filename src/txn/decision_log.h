@@ -36,15 +36,22 @@ StatusOr<std::optional<LoggedOutcome>> ClaimKey(pg::Connection* log, const std::
                                                 const std::string& coordinator,
                                                 const std::string& type, const std::string& key,
                                                 pg::Deadline deadline);
-// Writes the decision (insert, or update of the keyed row) and waits for it to be durable.
-Status WriteDecision(pg::Connection* log, const std::string& txn_id, const std::string& coordinator,
-                     const std::string& type, const std::string& state, int http_status,
-                     const std::string& result, pg::Deadline deadline);
-// The state of one transaction ("" when the log has no row for it).
-StatusOr<std::string> ReadState(pg::Connection* log, const std::string& txn_id,
-                                pg::Deadline deadline);
+// Writes a decision ("commit" or "abort") unless one is there already, durably, and returns the
+// state the row holds afterwards: `state` when this write decided, else the decision found. The
+// row is the one point of agreement between a worker and the resolver: the first decision
+// written wins (a keyed row still "started" can be decided by either).
+StatusOr<std::string> WriteDecision(pg::Connection* log, const std::string& txn_id,
+                                    const std::string& coordinator, const std::string& type,
+                                    const std::string& state, int http_status,
+                                    const std::string& result, pg::Deadline deadline);
 StatusOr<std::optional<LoggedOutcome>> ReadOutcome(pg::Connection* log, const std::string& txn_id,
                                                    pg::Deadline deadline);
+// Holds the session-level advisory lock of a coordinator id on `log` (one process per id: a
+// second `dais txn serve` or a `dais txn recover` while one runs would roll back transactions
+// the first has in flight). False when another session holds it.
+StatusOr<bool> TryLockCoordinatorId(pg::Connection* log, const std::string& coordinator,
+                                    pg::Deadline deadline);
+
 // Marks committed-everywhere transactions done (asynchronous commit: losing it only repeats a
 // harmless check at recovery).
 Status MarkDone(pg::Connection* log, const std::vector<std::string>& txn_ids,

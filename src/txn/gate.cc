@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <charconv>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 #include "features/spec/feature_codec.h"
@@ -17,6 +19,10 @@ using inference::ModelInferRequest;
 using inference::ModelInferResponse;
 
 struct Gate::Impl {
+  // Scores under way: the destructor waits for their callbacks (each bounded by its timeout).
+  std::mutex mu;
+  std::condition_variable idle;
+  int pending = 0;
   std::shared_ptr<grpc::Channel> channel;
   std::shared_ptr<GRPCInferenceService::Stub> stub;
   features::FeatureStore* store = nullptr;
@@ -89,7 +95,10 @@ Gate::Gate(const std::string& server, features::FeatureStore* store, features::F
   impl_->spec = std::move(spec);
 }
 
-Gate::~Gate() = default;
+Gate::~Gate() {
+  std::unique_lock lock(impl_->mu);
+  impl_->idle.wait_for(lock, std::chrono::seconds(10), [&] { return impl_->pending == 0; });
+}
 
 bool Gate::Connect(int timeout_ms) {
   return impl_->channel->WaitForConnected(std::chrono::system_clock::now() +

@@ -90,9 +90,8 @@ class Batch {
     while (!PQisBusy(pc)) {
       PGresult* r = PQgetResult(pc);
       if (r == nullptr) {  // the end of one statement's results
-        if (got_current_) {
-          got_current_ = false;
-        }
+        if (PQstatus(pc) == CONNECTION_BAD) return Fail("connection lost: " + ConnError(pc));
+        got_current_ = false;
         continue;
       }
       ExecStatusType st = PQresultStatus(r);
@@ -229,7 +228,11 @@ StatusOr<Result> Connection::Exec(const std::string& sql, Deadline deadline) {
 
 Connection* EnsureConnected(std::unique_ptr<Connection>* slot, const std::string& conninfo,
                             Deadline deadline, std::string* error) {
-  if (*slot && !(*slot)->broken()) return slot->get();
+  // A connection left inside a transaction (a failed pipeline nobody rolled back) is replaced:
+  // the next user expects a clean session.
+  if (*slot && !(*slot)->broken() && PQtransactionStatus((*slot)->conn_) == PQTRANS_IDLE) {
+    return slot->get();
+  }
   slot->reset();
   auto c = Connection::Connect(conninfo, deadline);
   if (!c.ok()) {

@@ -60,6 +60,8 @@ class Connection {
 
  private:
   friend class Batch;
+  friend Connection* EnsureConnected(std::unique_ptr<Connection>*, const std::string&, Deadline,
+                                     std::string*);
   Connection(pg_conn* conn, std::string conninfo) : conn_(conn), conninfo_(std::move(conninfo)) {}
   pg_conn* conn_;
   std::string conninfo_;

@@ -19,6 +19,10 @@ namespace {
 // record TTL ms (0: none).
 const redis::Script& ApplyScript() {
   static const redis::Script s(R"lua(
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'hash' and t ~= 'none' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. t .. ', not a feature record')
+end
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[5]) then return 0 end
 local w = #ARGV[2]
 local old = redis.call('HGET', KEYS[1], ARGV[1])
@@ -117,6 +121,7 @@ StatusOr<std::vector<std::string>> RecentItemsUpdater::Apply(
                           std::to_string(options_.marker_ttl_ms), std::to_string(group.ttl_ms)});
     if (!r.ok() || r->is_error()) {
       consumed.Get({options_.group, "failed"}).Increment();
+      Publish(written);  // what was applied before the failure
       return Unavailable("recent items: " + (r.ok() ? r->str : r.status().message()));
     }
     consumed.Get({options_.group, r->integer == 1 ? "applied" : "duplicate"}).Increment();
@@ -130,6 +135,14 @@ StatusOr<std::vector<std::string>> RecentItemsUpdater::Apply(
                          features::EncodeInvalidation(views)}});
   }
   return ack;
+}
+
+void RecentItemsUpdater::Publish(const std::vector<std::string>& keys) {
+  if (keys.empty()) return;
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  (void)client_->Run({"",
+                      {"PUBLISH", std::string(features::kInvalidationChannel),
+                       features::EncodeInvalidation(views)}});
 }
 
 void RecentItemsUpdater::Loop() {

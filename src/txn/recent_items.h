@@ -53,6 +53,8 @@ class RecentItemsUpdater {
 
  private:
   void Loop();
+  // Tells the dais serve nodes to drop these record keys from their L1 (invalidation channel).
+  void Publish(const std::vector<std::string>& keys);
 
   redis::Client* client_;
   features::FeatureSpecPtr spec_;

@@ -63,7 +63,42 @@ Scan ReadPrepared(const TxnSpec& spec, const std::string& prefix, pg::Deadline d
   return scan;
 }
 
+// The answer logged for a transaction recovery aborts (what GET /v1/txn/<id> and a keyed retry
+// get).
+std::string AbortBody(const std::string& txn_id, const std::string& reason) {
+  return "{\"txn_id\":\"" + txn_id + "\",\"outcome\":\"aborted\",\"reason\":\"" + reason +
+         "\",\"error\":\"no commit decision was logged: rolled back by recovery\"}";
+}
+
+// For a dry run: the decision logged now ("" when none).
+StatusOr<std::string> ReadDecidedState(pg::Connection* log, const std::string& txn_id,
+                                       pg::Deadline deadline) {
+  ASSIGN_OR_RETURN(auto o, ReadOutcome(log, txn_id, deadline));
+  return o.has_value() ? o->state : std::string();
+}
+
 }  // namespace
+
+Status Coordinator::LockId() {
+  std::string error;
+  const auto deadline = Clock::now() + kStepTimeout;
+  if (lock_conn_ && !lock_conn_->broken()) return OkStatus();  // held for the session's life
+  lock_conn_.reset();
+  pg::Connection* c = pg::EnsureConnected(&lock_conn_, spec_->log, deadline, &error);
+  if (!c) return Unavailable("decision log: " + error);
+  auto locked = TryLockCoordinatorId(c, options_.id, deadline);
+  if (!locked.ok()) {
+    lock_conn_.reset();
+    return locked.status();
+  }
+  if (!*locked) {
+    lock_conn_.reset();
+    return FailedPrecondition("coordinator id '" + options_.id +
+                              "' is in use by another process (a running `dais txn serve`, or "
+                              "`dais txn recover`): one process per id");
+  }
+  return OkStatus();
+}
 
 StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
   const auto deadline = Clock::now() + kStepTimeout;
@@ -96,11 +131,14 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
     if (InFlight(x.txn_id)) continue;
     std::string state = decisions.count(x.txn_id) ? decisions[x.txn_id].first : "";
     if (state != "commit") {
-      // Read again now that the transaction is known not to be in flight: a decision written
-      // after the snapshot above must not be rolled back.
-      auto fresh = ReadState(log, x.txn_id, deadline);
-      if (!fresh.ok()) return fresh.status();
-      state = *fresh;
+      // Decide abort in the log before rolling back (presumed abort made explicit): the first
+      // decision written wins, so a commit the worker wrote meanwhile (or writes late) is seen
+      // here, and a late commit write after this abort finds the abort and is not applied.
+      auto decided = dry_run ? ReadDecidedState(log, x.txn_id, deadline)
+                             : WriteDecision(log, x.txn_id, options_.id, "", "abort", 503,
+                                             AbortBody(x.txn_id, "presumed_abort"), deadline);
+      if (!decided.ok()) return decided.status();
+      state = *decided;
     }
     bool commit = state == "commit" || state == "done";
     RecoveryAction a{names[x.participant], x.gid, commit ? "commit" : "rollback",
@@ -144,12 +182,9 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
       actions.push_back({"", GlobalId(options_.id, txn), "abort unfinished",
                          "a keyed request the coordinator did not finish"});
       if (!dry_run) {
-        std::string body = "{\"txn_id\":\"" + txn +
-                           "\",\"outcome\":\"aborted\",\"reason\":\"coordinator_restart\","
-                           "\"error\":\"the coordinator stopped before deciding\"}";
-        if (WriteDecision(log, txn, options_.id, "", "abort", 503, body, deadline).ok()) {
-          m.recovery.Get({"abort"}).Increment();
-        }
+        auto decided = WriteDecision(log, txn, options_.id, "", "abort", 503,
+                                     AbortBody(txn, "coordinator_restart"), deadline);
+        if (decided.ok() && *decided == "abort") m.recovery.Get({"abort"}).Increment();
       }
     }
   }
@@ -179,6 +214,11 @@ void Coordinator::ResolverLoop() {
                             [&] { return stopping_; });
       if (stopping_) return;
     }
+    // Resolving needs the id's lock (lost with its connection: taken again here).
+    if (Status locked = LockId(); !locked.ok()) {
+      LOG_WARNING("txn resolver: not resolving: {}", locked.message());
+      continue;
+    }
     auto actions = Recover(false);
     if (!actions.ok()) {
       LOG_WARNING("txn resolver: {}", actions.status().message());
@@ -191,11 +231,7 @@ void Coordinator::ResolverLoop() {
   }
 }
 
-Outcome Coordinator::Lookup(const std::string& txn_id) {
-  std::lock_guard lock(lookup_mu_);
-  std::string error;
-  pg::Connection* log =
-      pg::EnsureConnected(&lookup_log_, spec_->log, Clock::now() + kStepTimeout, &error);
+Outcome Coordinator::LookupOn(pg::Connection* log, const std::string& txn_id) {
   if (!log) return {503, "{\"error\":\"decision log: unavailable\"}"};
   auto o = ReadOutcome(log, txn_id, Clock::now() + kStepTimeout);
   if (!o.ok()) return {503, "{\"error\":\"decision log: unavailable\"}"};

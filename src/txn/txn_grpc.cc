@@ -59,7 +59,7 @@ frontends::grpc::MethodTable MakeTxnGrpcMethods(Coordinator* c) {
           ::grpc::Status(::grpc::StatusCode::INVALID_ARGUMENT, "GetRequest: txn_id is required"));
       return;
     }
-    Answer(sc, c->Lookup(req.txn_id()));
+    c->Lookup(req.txn_id(), [sc](Outcome o) { Answer(sc, o); });
   };
   return t;
 }

@@ -35,8 +35,9 @@ frontends::http::Handler MakeTxnHandler(Coordinator* c) {
                           });
               });
   router->Add("GET", "/v1/txn/{id}", [c](Request&, const RouteParams& p, Responder& respond) {
-    Outcome o = c->Lookup(p.Get("id"));
-    respond(Response{o.http_status, "application/json", std::move(o.body), {}});
+    c->Lookup(p.Get("id"), [respond](Outcome o) {
+      respond(Response{o.http_status, "application/json", std::move(o.body), {}});
+    });
   });
   router->SetNotFoundHint("(dais txn serves POST /v1/txn/<type>, GET /v1/txn/<id>, /metrics)");
   return [router](Request req, Responder respond) { router->Dispatch(req, respond); };
