@@ -18,7 +18,6 @@ usage: bench/txn_bench.py [--seconds 8] [--visible 2000] [--build build/release]
 import argparse
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DAIS_BIN", str(ROOT / "build/release/src/cmd/dais"))
 from conftest import Resp  # noqa: E402
 from txn_util import (EXAMPLE, PgServer, TxnProcess, setup_shop,  # noqa: E402
-                      start_shop_services, write_txn_yaml)
+                      start_shop_services, stop_all, write_txn_yaml)
 
 ITEMS = 1000
 CONCURRENCY = (1, 16, 64)
@@ -234,12 +233,7 @@ def main():
               f"{rec['actions']} recovery actions; all resolved {rec['resolved_s']:.2f} s after "
               f"the restart, serving again after {rec['serving_s']:.2f} s")
     finally:
-        for p in procs:
-            p.terminate()
-            p.wait()
-        for pg in pgs:
-            pg.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_all(procs, pgs, tmp)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ usage: scripts/txn_demo.py [--build build/release]     (after scripts/setup.sh a
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -27,7 +26,8 @@ def main():
     args = ap.parse_args()
     os.environ["DAIS_BIN"] = str(Path(args.build) / "src/cmd/dais")
     import requests
-    from txn_util import PgServer, TxnProcess, setup_shop, start_shop_services, write_txn_yaml
+    from txn_util import (PgServer, TxnProcess, setup_shop, start_shop_services, stop_all,
+                          write_txn_yaml)
 
     tmp = Path(tempfile.mkdtemp(prefix="dais-txn-demo-"))
     pgs, procs, coordinator = [], [], None
@@ -85,12 +85,7 @@ def main():
     finally:
         if coordinator:
             coordinator.stop()
-        for p in procs:
-            p.terminate()
-            p.wait()
-        for pg in pgs:
-            pg.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_all(procs, pgs, tmp)
 
 
 if __name__ == "__main__":

@@ -315,3 +315,13 @@ def start_shop_services(tmp: Path, procs: list) -> tuple[int, int, Path, int]:
         if time.monotonic() > deadline:
             raise RuntimeError(f"dais serve did not get ready: see {tmp / 'serve.log'}")
         time.sleep(0.1)
+
+
+def stop_all(procs: list, pgs: list, tmp: Path):
+    """Stops what start_shop_services and the PgServers started, and removes `tmp`."""
+    for p in procs:
+        p.terminate()
+        p.wait()
+    for pg in pgs:
+        pg.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
