@@ -180,6 +180,7 @@ Status Coordinator::Start() {
         "txn: the model server of the gates is not reachable yet; gates apply their "
         "on_error policy until it is");
   }
+  ready_ = true;
   resolver_ = std::thread([this] { ResolverLoop(); });
   return OkStatus();
 }

@@ -91,6 +91,9 @@ class Coordinator {
     on_commit_ = std::move(listener);
   }
   const TxnSpec& spec() const { return *spec_; }
+  // False while the resolver's last pass failed (the decision log unreachable, or the id's lock
+  // lost): /health/ready answers 503 then. True from a successful Start.
+  bool Ready() const { return ready_.load(); }
 
  private:
   struct Worker;
@@ -136,6 +139,7 @@ class Coordinator {
   std::unique_ptr<pg::Connection> lock_conn_;  // holds the id's advisory lock (resolver thread)
   std::atomic<uint64_t> sequence_{0};
   std::atomic<bool> crashed_once_{false};
+  std::atomic<bool> ready_{false};
 };
 
 }  // namespace dais::txn

@@ -216,10 +216,12 @@ void Coordinator::ResolverLoop() {
     }
     // Resolving needs the id's lock (lost with its connection: taken again here).
     if (Status locked = LockId(); !locked.ok()) {
+      ready_ = false;
       LOG_WARNING("txn resolver: not resolving: {}", locked.message());
       continue;
     }
     auto actions = Recover(false);
+    ready_ = actions.ok();
     if (!actions.ok()) {
       LOG_WARNING("txn resolver: {}", actions.status().message());
       continue;

@@ -18,8 +18,12 @@ frontends::http::Handler MakeTxnHandler(Coordinator* c) {
   router->Add("GET", "/health/live", [](Request&, const RouteParams&, Responder& respond) {
     respond(Response{200, "application/json", "{\"live\":true}", {}});
   });
-  router->Add("GET", "/health/ready", [](Request&, const RouteParams&, Responder& respond) {
-    respond(Response{200, "application/json", "{\"ready\":true}", {}});
+  router->Add("GET", "/health/ready", [c](Request&, const RouteParams&, Responder& respond) {
+    const bool ready = c->Ready();
+    respond(Response{ready ? 200 : 503,
+                     "application/json",
+                     ready ? "{\"ready\":true}" : "{\"ready\":false}",
+                     {}});
   });
   router->Add("GET", "/metrics", [](Request&, const RouteParams&, Responder& respond) {
     respond(Response{

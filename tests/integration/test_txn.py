@@ -183,6 +183,7 @@ def test_happy_path_commits_both_and_the_purchase_reaches_the_features(coord):
     look = requests.get(f"{t.url}/v1/txn/{body['txn_id']}", timeout=5).json()
     assert look["state"] == "committed" and look["answer"]["txn_id"] == body["txn_id"]
     assert requests.get(f"{t.url}/v1/txn/nosuch", timeout=5).status_code == 404
+    assert requests.get(f"{t.url}/health/ready", timeout=5).status_code == 200
     # One process per coordinator id: `recover` refuses while this coordinator runs (it would
     # roll back what the coordinator has in flight).
     rec = subprocess.run([str(dais_binary()), "txn", "recover", "--config", str(shop.txn_yaml),
@@ -385,6 +386,8 @@ def test_participant_down_after_the_decision_is_committed_when_back(coord):
         s = parse_prometheus(t2.metrics())
         return (metric_value(s, "dais_txn_in_doubt_transactions") or 0) >= 1
     wait_for(in_doubt, 20, "the decided transaction counted in doubt while inventory is down")
+    # A participant down does not make the coordinator unready (other work goes on).
+    assert requests.get(f"{t2.url}/health/ready", timeout=5).status_code == 200
     shop.inventory.start()
     wait_for(lambda: shop.inventory.prepared("shop") == [], 30, "committed when back")
     shop.invariants()
@@ -518,4 +521,31 @@ def test_grpc_api_places_refuses_and_gets(coord):
         with pytest.raises(grpc.RpcError) as e:
             get(_pb({1: "nosuch"}), timeout=10)
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    shop.invariants()
+
+
+def test_ready_follows_the_decision_log(coord):
+    shop = coord
+    t = shop.coordinator()
+
+    def ready():
+        return requests.get(f"{t.url}/health/ready", timeout=5).status_code
+    assert ready() == 200
+    shop.log.kill()
+    try:
+        wait_for(lambda: ready() == 503, 20, "not ready while the decision log is down")
+        params = shop.order(item=4)
+        r = t.place(params)
+        shop.record(params, r)
+        assert r.status_code == 503 and r.json()["reason"] == "log_unavailable", r.text
+    finally:
+        shop.log.start()
+    wait_for(lambda: ready() == 200, 30, "ready again once the log is back")
+    after = shop.order(item=4)
+
+    def placed():
+        r = t.place(after)
+        shop.record(after, r)
+        return r.status_code == 200
+    wait_for(placed, 30, "an order placed once the log is back", interval=0.2)
     shop.invariants()
