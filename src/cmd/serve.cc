@@ -196,6 +196,10 @@ void AddCoordinationFlags(CLI::App* app, ServeOptions* o) {
 void AddServeFlags(CLI::App* app, ServeOptions* o) {
   AddHttpFlags(app, o);
   AddGrpcFlags(app, o);
+  AddListenerTlsFlags(app, "http", "the HTTP endpoint (HTTPS)", &o->http_tls);
+  AddListenerTlsFlags(app, "grpc", "the gRPC endpoint (ALPN h2)", &o->grpc_tls);
+  AddListenerTlsFlags(app, "metrics", "the separate --metrics-port", &o->metrics_tls);
+  AddTlsCommonFlags(app, &o->tls_common);
   AddModelFlags(app, o);
   AddCoordinationFlags(app, o);
   AddFeatureFlags(app, &o->features);
@@ -319,6 +323,8 @@ class Frontends {
     http_options_.max_connections =
         options_.http_max_connections > 0 ? options_.http_max_connections : limits.http;
     http_options_.idle_timeout_secs = options_.http_idle_timeout_secs;
+    ASSIGN_OR_RETURN(http_options_.tls,
+                     ListenerTls("http", options_.http_tls, options_.tls_common, {"http/1.1"}));
     http_ = std::make_unique<frontends::http::Server>(
         http_options_, [this](frontends::http::Request r, frontends::http::Responder w) {
           kserve_.Handle(std::move(r), std::move(w));
@@ -336,6 +342,8 @@ class Frontends {
     mso.threads = 1;
     mso.listener = "metrics";
     mso.max_connections = limits.metrics;
+    ASSIGN_OR_RETURN(
+        mso.tls, ListenerTls("metrics", options_.metrics_tls, options_.tls_common, {"http/1.1"}));
     metrics_ = std::make_unique<frontends::http::Server>(
         mso, [this](frontends::http::Request r, frontends::http::Responder w) {
           kserve_.HandleMetricsOnly(std::move(r), std::move(w));
@@ -356,6 +364,7 @@ class Frontends {
     go.keepalive_permit_without_calls = options_.grpc_keepalive_permit_without_calls;
     go.http2_max_pings_without_data = options_.grpc_http2_max_pings_without_data;
     go.restrictions = grpc_restrictions_;
+    ASSIGN_OR_RETURN(go.tls, ListenerTls("grpc", options_.grpc_tls, options_.tls_common, {"h2"}));
     go.max_connections =
         options_.grpc_max_connections > 0 ? options_.grpc_max_connections : limits.grpc;
     grpc_ = std::make_unique<frontends::grpc::GrpcFrontend>(go, server);
@@ -423,9 +432,9 @@ void Drain(const ServeOptions& o, int sig, server::InferenceServer* server,
 // The feedback stream of --feedback-stream (null without it).
 StatusOr<std::unique_ptr<streams::RedisFeedbackStream>> StartFeedback(const ServeOptions& o) {
   if (o.feedback_stream.empty()) return std::unique_ptr<streams::RedisFeedbackStream>();
-  ASSIGN_OR_RETURN(auto stream,
-                   streams::RedisFeedbackStream::Create(
-                       {o.feedback_stream, o.feedback_max_len, o.feedback_buffer, 256}));
+  ASSIGN_OR_RETURN(auto stream, streams::RedisFeedbackStream::Create(
+                                    {o.feedback_stream, o.features.redis_tls, o.feedback_max_len,
+                                     o.feedback_buffer, 256}));
   LOG_INFO("feedback stream: {} (sample {})", o.feedback_stream, o.feedback_sample);
   return stream;
 }

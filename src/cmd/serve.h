@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cmd/serve_features.h"
+#include "cmd/tls_flags.h"
 #include "dais/status.h"
 
 namespace dais::runtime {
@@ -61,6 +62,9 @@ struct ServeOptions {
   double feedback_sample = 1.0;
   size_t feedback_max_len = 100000;
   size_t feedback_buffer = 10000;
+  // TLS per listener (docs/tls.md).
+  ListenerTlsFlags http_tls, grpc_tls, metrics_tls;
+  TlsCommonFlags tls_common;
 };
 
 // What a role built on `dais serve` (dais node) adds to it: called once the server is listening

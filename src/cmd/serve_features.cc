@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cmd/tls_flags.h"
 #include "common/logging.h"
 #include "features/offline/offline_files.h"
 #include "features/store/memory_tier.h"
@@ -31,6 +32,7 @@ void AddRedisFlags(CLI::App* app, FeatureFlags* f) {
   app->add_option("--redis-password", f->redis_password,
                   "Redis password (AUTH). Prefer the DAIS_REDIS_PASSWORD environment variable.")
       ->envname("DAIS_REDIS_PASSWORD");
+  AddClientTlsFlags(app, "redis", "Redis (features, locks, invalidations, streams)", &f->redis_tls);
 }
 
 void AddFeatureFlags(CLI::App* app, FeatureFlags* f) {
@@ -92,6 +94,9 @@ StatusOr<std::unique_ptr<redis::Client>> ConnectRedis(const FeatureFlags& f) {
   o.connect_timeout = std::chrono::milliseconds(f.redis_connect_timeout_ms);
   o.username = f.redis_user;
   o.password = f.redis_password;
+  const bool rediss = o.tls.enabled;
+  o.tls = f.redis_tls;
+  o.tls.enabled = o.tls.enabled || rediss;
   return redis::Client::Create(std::move(o));
 }
 

@@ -16,6 +16,7 @@
 #include "frontends/http/feast_http.h"
 #include "redis/client.h"
 #include "runtime/model_manager.h"
+#include "tls/config.h"
 
 namespace CLI {
 class App;
@@ -28,6 +29,7 @@ struct FeatureFlags {
   int redis_pool = 2;
   int redis_connect_timeout_ms = 500;
   std::string redis_user, redis_password;
+  tls::ClientConfig redis_tls;  // --redis-tls* (rediss:// seeds turn it on too)
   std::vector<std::string> specs;
   uint64_t l1_bytes = 64ull << 20;
   int l1_ttl_ms = 2000;

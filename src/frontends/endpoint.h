@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "tls/context.h"
 
 namespace dais::frontends {
 
@@ -14,6 +17,8 @@ struct EndpointOptions {
   // Open connections admitted (connection_limit.h: at the limit the longest-idle one is closed
   // to make room, or the new one refused).
   int64_t max_connections = 1024;
+  // TLS on this listener (null: plain text). Shared: the process reloads it (tls/reloader.h).
+  std::shared_ptr<tls::ServerContext> tls;
 };
 
 }  // namespace dais::frontends

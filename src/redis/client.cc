@@ -105,6 +105,7 @@ const Status& OnIoThreadError() {
 }  // namespace
 
 StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  RETURN_IF_ERROR(PrepareTls(&options));
   RETURN_IF_ERROR(ValidateOptions(options));
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->Start();

@@ -47,7 +47,7 @@ void Connection::Connect() {
   auto self = shared_from_this();
   // The connect deadline also covers the handshake: OnTcpConnected ends it once PING answers.
   Dial(
-      link, address_, options_.connect_timeout,
+      link, address_, options_,
       [this, self, link] {
         if (link == link_) OnTcpConnected(link);
       },
@@ -94,15 +94,14 @@ void Connection::OnTcpConnected(const std::shared_ptr<Link>& link) {
 
 void Connection::StartRead(const std::shared_ptr<Link>& link) {
   auto self = shared_from_this();
-  link->socket.async_read_some(
-      asio::buffer(link->read_buf), [this, self, link](error_code ec, size_t n) {
-        if (link != link_) return;
-        if (ec) {
-          return Fail(Unavailable("redis " + address_ + ": connection lost: " +
-                                  (ec == asio::error::eof ? "closed by server" : ec.message())));
-        }
-        OnRead(link, n);
-      });
+  link->ReadSome(asio::buffer(link->read_buf), [this, self, link](error_code ec, size_t n) {
+    if (link != link_) return;
+    if (ec) {
+      return Fail(Unavailable("redis " + address_ + ": connection lost: " +
+                              (ec == asio::error::eof ? "closed by server" : ec.message())));
+    }
+    OnRead(link, n);
+  });
 }
 
 void Connection::OnRead(const std::shared_ptr<Link>& link, size_t n) {
@@ -160,16 +159,16 @@ void Connection::Flush() {
   std::shared_ptr<Link> link = link_;
   link->writing.swap(queued_);
   queued_.clear();
-  asio::async_write(link->socket, asio::buffer(link->writing),
-                    [this, self = shared_from_this(), link](error_code ec, size_t) {
-                      if (link != link_) return;
-                      writing_ = false;
-                      link->writing.clear();
-                      if (ec) {
-                        return Fail(Unavailable("redis " + address_ + ": write: " + ec.message()));
-                      }
-                      Flush();
-                    });
+  link->Write(asio::buffer(link->writing),
+              [this, self = shared_from_this(), link](error_code ec, size_t) {
+                if (link != link_) return;
+                writing_ = false;
+                link->writing.clear();
+                if (ec) {
+                  return Fail(Unavailable("redis " + address_ + ": write: " + ec.message()));
+                }
+                Flush();
+              });
 }
 
 void Connection::Fail(Status why) {

@@ -48,14 +48,30 @@ StatusOr<ClientOptions> ParseSeeds(std::string_view comma_list) {
     if (entry.empty()) {
       return InvalidArgument("empty entry in redis seed list \"" + std::string(comma_list) + "\"");
     }
+    std::string_view address = entry;
+    if (address.starts_with("rediss://")) {
+      options.tls.enabled = true;
+      address.remove_prefix(9);
+    } else if (address.starts_with("redis://")) {
+      address.remove_prefix(8);
+    }
+    while (!address.empty() && address.back() == '/') address.remove_suffix(1);
     std::string host;
     uint16_t port;
-    RETURN_IF_ERROR(SplitHostPort(entry, &host, &port));
-    options.seeds.emplace_back(entry);
+    RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
+    options.seeds.emplace_back(address);
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
   return options;
+}
+
+Status PrepareTls(ClientOptions* o) {
+  if (!o->tls.active() || o->tls_context) return OkStatus();
+  auto ctx = tls::MakeClientContext(o->tls);
+  if (!ctx.ok()) return InvalidArgument("redis TLS: " + std::string(ctx.status().message()));
+  o->tls_context = *ctx;
+  return OkStatus();
 }
 
 Status ValidateOptions(const ClientOptions& o) {

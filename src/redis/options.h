@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "tls/config.h"
+#include "tls/context.h"
 
 namespace dais::redis {
 
@@ -33,12 +35,21 @@ struct ClientOptions {
   // A connection whose oldest request is this far past its deadline is dropped and reconnected
   // (its other requests fail with Unavailable).
   std::chrono::milliseconds stuck_connection_timeout{2000};
+  // TLS on every connection (pipelined and pub/sub): rediss:// seeds or the --redis-tls flags.
+  // The server certificate is checked against tls.server_name, else the seed's host.
+  tls::ClientConfig tls;
+  tls::SslCtxPtr tls_context;  // made from `tls` by PrepareTls (Client::Create does it)
 };
 
 // Splits "host:port,host:port" (spaces around entries ignored) into ClientOptions::seeds, other
 // fields default. InvalidArgument naming the bad entry for an empty list, an empty entry, a
 // missing host or a port outside 1..65535.
+// Entries may be written redis://host:port or rediss://host:port (TLS: sets tls.enabled).
 StatusOr<ClientOptions> ParseSeeds(std::string_view comma_list);
+
+// Makes tls_context from tls when TLS is asked for and it is not made yet. InvalidArgument
+// naming a bad CA / certificate / key file.
+Status PrepareTls(ClientOptions* options);
 
 // "host:port" → host, port. InvalidArgument naming `address` when malformed.
 Status SplitHostPort(std::string_view address, std::string* host, uint16_t* port);

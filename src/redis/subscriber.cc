@@ -99,7 +99,7 @@ void Subscriber::Impl::Connect() {
   link_ = link;
   parser_ = RespParser();
   Dial(
-      link, address_, options_.connect_timeout,
+      link, address_, options_,
       [this, link] {
         if (link == link_) OnConnected(link);
       },
@@ -117,7 +117,7 @@ void Subscriber::Impl::OnConnected(const std::shared_ptr<Link>& link) {
 }
 
 void Subscriber::Impl::StartRead(const std::shared_ptr<Link>& link) {
-  link->socket.async_read_some(asio::buffer(link->read_buf), [this, link](error_code ec, size_t n) {
+  link->ReadSome(asio::buffer(link->read_buf), [this, link](error_code ec, size_t n) {
     if (link != link_) return;
     if (ec) {
       return Fail(Unavailable("redis " + address_ + ": connection lost: " +
@@ -201,7 +201,7 @@ void Subscriber::Impl::Flush() {
   std::shared_ptr<Link> link = link_;
   link->writing.swap(queued_);
   queued_.clear();
-  asio::async_write(link->socket, asio::buffer(link->writing), [this, link](error_code ec, size_t) {
+  link->Write(asio::buffer(link->writing), [this, link](error_code ec, size_t) {
     if (link != link_) return;
     writing_ = false;
     link->writing.clear();
@@ -242,6 +242,7 @@ void Subscriber::Impl::Shutdown() {
 StatusOr<std::unique_ptr<Subscriber>> Subscriber::Create(ClientOptions options, std::string channel,
                                                          MessageCallback on_message,
                                                          SubscribedCallback on_subscribed) {
+  RETURN_IF_ERROR(PrepareTls(&options));
   RETURN_IF_ERROR(ValidateOptions(options));
   if (channel.empty()) return InvalidArgument("redis subscriber: empty channel name");
   auto impl = std::make_unique<Impl>(std::move(options), std::move(channel), std::move(on_message),

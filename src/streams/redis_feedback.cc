@@ -130,16 +130,17 @@ void Tensors(W& w, const char* key, const std::vector<server::FeedbackTensor>& t
 }  // namespace
 
 StatusOr<StreamAddress> ParseStreamUrl(const std::string& url) {
-  static const std::string kScheme = "redis://";
-  if (url.rfind(kScheme, 0) != 0) {
-    return InvalidArgument("feedback stream '" + url + "': expected redis://HOST:PORT/STREAM");
+  const bool tls = url.rfind("rediss://", 0) == 0;
+  if (url.rfind("redis://", 0) != 0 && !tls) {
+    return InvalidArgument("feedback stream '" + url +
+                           "': expected redis://HOST:PORT/STREAM (or rediss:// for TLS)");
   }
-  const std::string rest = url.substr(kScheme.size());
+  const std::string rest = url.substr(tls ? 9 : 8);
   const size_t slash = rest.find('/');
   if (slash == std::string::npos || slash + 1 >= rest.size()) {
     return InvalidArgument("feedback stream '" + url + "': no stream name after HOST:PORT/");
   }
-  StreamAddress a{rest.substr(0, slash), rest.substr(slash + 1)};
+  StreamAddress a{(tls ? "rediss://" : "") + rest.substr(0, slash), rest.substr(slash + 1)};
   RETURN_IF_ERROR(redis::ParseSeeds(a.redis).status());
   return a;
 }
@@ -173,6 +174,9 @@ StatusOr<std::unique_ptr<RedisFeedbackStream>> RedisFeedbackStream::Create(
     FeedbackStreamOptions options) {
   ASSIGN_OR_RETURN(StreamAddress address, ParseStreamUrl(options.url));
   ASSIGN_OR_RETURN(redis::ClientOptions co, redis::ParseSeeds(address.redis));
+  const bool rediss = co.tls.enabled;
+  co.tls = options.tls;
+  co.tls.enabled = co.tls.enabled || rediss;
   co.connections_per_node = 1;
   co.command_timeout = std::chrono::milliseconds(1000);
   ASSIGN_OR_RETURN(std::unique_ptr<redis::Client> client, redis::Client::Create(co));

@@ -20,11 +20,13 @@
 #include "dais/status.h"
 #include "redis/client.h"
 #include "server/feedback.h"
+#include "tls/config.h"
 
 namespace dais::streams {
 
 struct FeedbackStreamOptions {
-  std::string url;          // redis://HOST:PORT/STREAM
+  std::string url;          // redis://HOST:PORT/STREAM (rediss:// for TLS)
+  tls::ClientConfig tls;    // CA, client certificate (--redis-tls-*)
   size_t max_len = 100000;  // MAXLEN ~ of the stream
   size_t buffer = 10000;    // records waiting at most; more are dropped
   size_t batch = 256;       // XADDs per pipelined write

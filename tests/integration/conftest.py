@@ -164,10 +164,19 @@ class DaisServer:
         self.log_dir = Path(log_dir or self.repo.parent)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"dais-{time.monotonic_ns()}.log"
+        ports = [a for flag in ("--http-port", "--metrics-port", "--grpc-port")
+                 if flag not in self.extra_args for a in (flag, "0")]
         self.args = [str(dais_binary()), command, "--model-repository", str(self.repo),
-                     "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0",
-                     *self.extra_args]
+                     *ports, *self.extra_args]
         self.http_port = self.metrics_port = self.grpc_port = None
+        # HTTPS (--http-use-ssl): requests verify against the CA beside the server certificate
+        # (scripts/make_certs.sh puts ca.crt there) and, under mutual TLS, present client.crt.
+        self.scheme, self.verify, self.cert = "http", True, None
+        if "--http-use-ssl" in self.extra_args or "--http-use-ssl-mutual" in self.extra_args:
+            cert_dir = Path(self.extra_args[self.extra_args.index("--http-server-cert") + 1]).parent
+            self.scheme, self.verify = "https", str(cert_dir / "ca.crt")
+            if "--http-use-ssl-mutual" in self.extra_args:
+                self.cert = (str(cert_dir / "client.crt"), str(cert_dir / "client.key"))
         self.returncode = None
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=self._log,
@@ -213,7 +222,8 @@ class DaisServer:
         last = None
         while True:
             try:
-                last = requests.get(self.url + path, timeout=5).status_code
+                last = requests.get(self.url + path, timeout=5, verify=self.verify,
+                                    cert=self.cert).status_code
                 # (403: answering, with health behind --http-restricted-api.)
                 if last == 200 or (not wait_ready and last == 403):
                     return
@@ -269,23 +279,30 @@ class DaisServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        host = "localhost" if self.scheme == "https" else "127.0.0.1"
+        return f"{self.scheme}://{host}:{self.http_port}"
 
     @property
     def metrics_url(self) -> str:
-        port = self.metrics_port if self.metrics_port else self.http_port
-        return f"http://127.0.0.1:{port}/metrics"
+        if not self.metrics_port or self.metrics_port == self.http_port:
+            return self.url + "/metrics"
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def get(self, path: str, **kw) -> requests.Response:
         kw.setdefault("timeout", HTTP_TIMEOUT_S)
+        kw.setdefault("verify", self.verify)
+        kw.setdefault("cert", self.cert)
         return requests.get(self.url + path, **kw)
 
     def post(self, path: str, **kw) -> requests.Response:
         kw.setdefault("timeout", HTTP_TIMEOUT_S)
+        kw.setdefault("verify", self.verify)
+        kw.setdefault("cert", self.cert)
         return requests.post(self.url + path, **kw)
 
     def metrics(self) -> str:
-        r = requests.get(self.metrics_url, timeout=HTTP_TIMEOUT_S)
+        r = requests.get(self.metrics_url, timeout=HTTP_TIMEOUT_S, verify=self.verify,
+                         cert=self.cert)
         assert r.status_code == 200, f"GET {self.metrics_url}: {r.status_code} {r.text[:300]}"
         return r.text
 

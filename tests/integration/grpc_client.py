@@ -66,12 +66,20 @@ def generate_stubs(out_dir: Path) -> types.SimpleNamespace:
 class GrpcClient:
     """A channel to one dais gRPC port with the inference and health stubs."""
 
-    def __init__(self, stubs: types.SimpleNamespace, port: int, connect_timeout: float = 15.0):
+    def __init__(self, stubs: types.SimpleNamespace, port: int, connect_timeout: float = 15.0,
+                 credentials=None, options=(), compression=None):
+        """credentials: grpc.ssl_channel_credentials(...) for TLS (the target is then
+        localhost, the name in the test certificates); compression: grpc.Compression.Gzip."""
         import grpc
         self.s = stubs
         self.pb = stubs.pb
         self.port = port
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        if credentials is None:
+            self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=list(options),
+                                                 compression=compression)
+        else:
+            self.channel = grpc.secure_channel(f"localhost:{port}", credentials,
+                                               options=list(options), compression=compression)
         grpc.channel_ready_future(self.channel).result(timeout=connect_timeout)
         self.stub = stubs.pb_grpc.GRPCInferenceServiceStub(self.channel)
         self.health = stubs.health_grpc.HealthStub(self.channel)

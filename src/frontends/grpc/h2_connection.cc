@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <optional>
 #include <vector>
 
+#include "common/zlib_codec.h"
 #include "dais/clock.h"
 
 namespace dais::frontends::grpc {
@@ -16,7 +18,12 @@ struct H2Connection::Stream {
   std::string path;
   std::string http_method;
   std::string content_type;
-  std::string encoding;  // grpc-encoding
+  std::string encoding;         // grpc-encoding
+  std::string accept_encoding;  // grpc-accept-encoding
+  // The request's messages are compressed with this (grpc-encoding gzip / deflate), and so are
+  // the answer's when the client accepts it back.
+  std::optional<ZlibFormat> request_coding;
+  std::optional<ZlibFormat> answer_coding;
   const Method* method = nullptr;
   std::shared_ptr<ServerCall> call;
   std::shared_ptr<StreamHandler> handler;
@@ -41,6 +48,37 @@ struct H2Connection::Stream {
 namespace {
 
 constexpr size_t kFrameHeader = 5;  // compressed flag + big-endian length
+// What dais decompresses (grpc-accept-encoding), and answers smaller than this go uncompressed.
+constexpr std::string_view kAcceptEncoding = "identity,deflate,gzip";
+constexpr size_t kCompressMinBytes = 256;
+
+// A grpc-encoding value: nullopt for identity; false when unknown.
+bool ParseCoding(std::string_view name, std::optional<ZlibFormat>* out) {
+  if (name.empty() || name == "identity") {
+    *out = std::nullopt;
+  } else if (name == "gzip") {
+    *out = ZlibFormat::kGzip;
+  } else if (name == "deflate") {
+    *out = ZlibFormat::kZlib;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Whether a grpc-accept-encoding list names `coding`.
+bool Accepts(std::string_view list, std::string_view coding) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item == coding) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
 
 nghttp2_nv Header(std::string_view name, std::string_view value) {
   return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
@@ -123,6 +161,8 @@ struct H2Callbacks {
       s->content_type = v;
     } else if (n == "grpc-encoding") {
       s->encoding = v;
+    } else if (n == "grpc-accept-encoding") {
+      s->accept_encoding = v;
     } else if (n == "grpc-timeout") {
       if (!s->call) s->call = std::make_shared<ServerCall>();
       if (uint64_t us = ParseTimeoutUs(v); us > 0) s->call->deadline_ns_ = NowNs() + us * 1000;
@@ -355,6 +395,16 @@ void H2Connection::OnRequestHeaders(Stream* s) {
                                      "inference.GRPCInferenceService and grpc.health.v1.Health)"));
   }
   s->method = &it->second;
+  if (!ParseCoding(s->encoding, &s->request_coding)) {
+    // The specification: UNIMPLEMENTED, with grpc-accept-encoding naming what is supported.
+    return Refuse(s, ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED,
+                                    "message compression grpc-encoding: " + s->encoding +
+                                        " is not supported (dais accepts " +
+                                        std::string(kAcceptEncoding) + ")"));
+  }
+  if (s->request_coding && Accepts(s->accept_encoding, s->encoding)) {
+    s->answer_coding = s->request_coding;
+  }
   if (s->method->admit) {
     if (::grpc::Status st = s->method->admit(*s->call); !st.ok()) return Refuse(s, std::move(st));
   }
@@ -385,20 +435,37 @@ void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
                             "received message larger than max (" + std::to_string(len) + " vs. " +
                                 std::to_string(options_.max_receive_message_bytes) + ")"));
     }
-    if (p[0] != 0) {
-      if (s->encoding.empty() || s->encoding == "identity") {
-        return Refuse(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
-                                        "a message has the compressed flag set but the call has no "
-                                        "grpc-encoding"));
-      }
-      return Refuse(s,
-                    ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED,
-                                   "message compression (grpc-encoding: " + s->encoding +
-                                       ") is not supported by dais: send messages uncompressed"));
+    if (p[0] > 1) {
+      return Refuse(
+          s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "a message's compressed flag is " +
+                                                              std::to_string(p[0]) + " (0 or 1)"));
+    }
+    if (p[0] == 1 && !s->request_coding) {
+      return Refuse(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                                      "a message has the compressed flag set but the call has no "
+                                      "grpc-encoding"));
     }
     if (s->in.size() - pos - kFrameHeader < len) break;  // (no reserve of the claimed length)
     std::string message = s->in.substr(pos + kFrameHeader, len);
     pos += kFrameHeader + len;
+    if (p[0] == 1) {
+      // Bounded like an uncompressed message: a small gzip bomb stops at the limit.
+      Inflater inflater(*s->request_coding, options_.max_receive_message_bytes);
+      std::string plain;
+      Status st = inflater.Feed(message, &plain);
+      if (st.ok()) st = inflater.Finish();
+      if (!st.ok()) {
+        const bool big = st.code() == StatusCode::kResourceExhausted;
+        return Refuse(
+            s, ::grpc::Status(
+                   big ? ::grpc::StatusCode::RESOURCE_EXHAUSTED : ::grpc::StatusCode::INTERNAL,
+                   big ? "decompressed message larger than max (" +
+                             std::to_string(options_.max_receive_message_bytes) + ")"
+                       : "cannot decompress a " + s->encoding +
+                             " message: " + std::string(st.message())));
+      }
+      message = std::move(plain);
+    }
     if (s->handler) {
       const int32_t id = s->id;
       Release(s, kFrameHeader + len);
@@ -463,7 +530,8 @@ void H2Connection::StartResponse(Stream* s) {
   s->response_started = true;
   std::vector<nghttp2_nv> nv = {Header(":status", "200"),
                                 Header("content-type", "application/grpc"),
-                                Header("grpc-accept-encoding", "identity")};
+                                Header("grpc-accept-encoding", kAcceptEncoding)};
+  if (s->answer_coding) nv.push_back(Header("grpc-encoding", s->encoding));
   for (const auto& [k, v] : s->response_metadata) nv.push_back(Header(k, v));
   nghttp2_data_provider body{};
   body.read_callback = H2Callbacks::ReadBody;
@@ -479,9 +547,18 @@ void H2Connection::DoWrite(int32_t id, std::string message) {
                            "response message larger than max (" + std::to_string(message.size()) +
                                " vs. " + std::to_string(options_.max_send_message_bytes) + ")"));
   }
+  char compressed = 0;
+  if (s->answer_coding && message.size() >= kCompressMinBytes) {
+    std::string packed = Deflate(message, *s->answer_coding);
+    if (!packed.empty() && packed.size() < message.size()) {
+      message = std::move(packed);
+      compressed = 1;
+    }
+  }
   const uint32_t len = static_cast<uint32_t>(message.size());
-  const char header[kFrameHeader] = {0, static_cast<char>(len >> 24), static_cast<char>(len >> 16),
-                                     static_cast<char>(len >> 8), static_cast<char>(len)};
+  const char header[kFrameHeader] = {compressed, static_cast<char>(len >> 24),
+                                     static_cast<char>(len >> 16), static_cast<char>(len >> 8),
+                                     static_cast<char>(len)};
   if (s->out.empty()) {
     // The common case, one message: no copy of `message` beyond the 5-byte header.
     message.insert(0, header, kFrameHeader);
@@ -511,9 +588,9 @@ void H2Connection::DoFinish(int32_t id, ::grpc::Status status) {
   s->closed = true;
   const std::string code = std::to_string(static_cast<int>(s->status.error_code()));
   const std::string message = PercentEncode(s->status.error_message());
-  std::vector<nghttp2_nv> nv = {Header(":status", "200"),
-                                Header("content-type", "application/grpc"),
-                                Header("grpc-status", code)};
+  std::vector<nghttp2_nv> nv = {
+      Header(":status", "200"), Header("content-type", "application/grpc"),
+      Header("grpc-status", code), Header("grpc-accept-encoding", kAcceptEncoding)};
   if (!message.empty()) nv.push_back(Header("grpc-message", message));
   for (const auto& [k, v] : s->response_metadata) nv.push_back(Header(k, v));
   nghttp2_submit_response(session_, id, nv.data(), nv.size(), nullptr);

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "common/status_testing.h"
+#include "common/zlib_codec.h"
 
 namespace dais::frontends::grpc {
 namespace {
@@ -234,10 +235,19 @@ TEST(H2Connection, Refusals) {
   EXPECT_NE(big.grpc_message.find("larger than max (11 vs. 10)"), std::string::npos);
   const Answer& compressed = h.answers[h.Open("/t.S/Echo", Frame("x", 1))];
   EXPECT_EQ(compressed.grpc_status, 13);
-  const Answer& gzip =
-      h.answers[h.Open("/t.S/Echo", Frame("x", 1), true, {{"grpc-encoding", "gzip"}})];
-  EXPECT_EQ(gzip.grpc_status, 12);
-  EXPECT_NE(gzip.grpc_message.find("gzip"), std::string::npos);
+  const Answer& brotli =
+      h.answers[h.Open("/t.S/Echo", Frame("x", 1), true, {{"grpc-encoding", "br"}})];
+  EXPECT_EQ(brotli.grpc_status, 12);
+  EXPECT_NE(brotli.grpc_message.find("identity,deflate,gzip"), std::string::npos);
+  const Answer& corrupt =
+      h.answers[h.Open("/t.S/Echo", Frame("not gzip", 1), true, {{"grpc-encoding", "gzip"}})];
+  EXPECT_EQ(corrupt.grpc_status, 13);
+  EXPECT_NE(corrupt.grpc_message.find("decompress"), std::string::npos);
+  // 11 bytes once decompressed: over the limit of 10 however small it travels.
+  const Answer& bomb =
+      h.answers[h.Open("/t.S/Echo", Frame(Deflate(std::string(11, 'x'), ZlibFormat::kGzip), 1),
+                       true, {{"grpc-encoding", "gzip"}})];
+  EXPECT_EQ(bomb.grpc_status, 8);
   const Answer& cut = h.answers[h.Open("/t.S/Echo", Frame("abcdef").substr(0, 7))];
   EXPECT_EQ(cut.grpc_status, 13);
   const Answer& two = h.answers[h.Open("/t.S/Echo", Frame("a") + Frame("b"))];
@@ -246,6 +256,33 @@ TEST(H2Connection, Refusals) {
   EXPECT_EQ(none.grpc_status, 12);
   // The connection still serves after all of these.
   EXPECT_EQ(h.answers[h.Open("/t.S/Echo", Frame("ok"))].data, Frame("ko"));
+}
+
+TEST(H2Connection, GzipMessagesAreAcceptedAndAnsweredInKind) {
+  Fixture f;
+  Harness h(f.Methods());
+  const std::string big(1000, 'a');
+  // Compressed request, the client accepts gzip back: the answer is compressed (flag 1).
+  const Answer& a =
+      h.answers[h.Open("/t.S/Echo", Frame(Deflate(big + "b", ZlibFormat::kGzip), 1), true,
+                       {{"grpc-encoding", "gzip"}, {"grpc-accept-encoding", "identity,gzip"}})];
+  ASSERT_EQ(a.grpc_status, 0) << a.grpc_message;
+  ASSERT_GT(a.data.size(), 5u);
+  EXPECT_EQ(a.data[0], 1);
+  Inflater inflater(ZlibFormat::kGzip, 1 << 20);
+  std::string plain;
+  ASSERT_OK(inflater.Feed(a.data.substr(5), &plain));
+  EXPECT_EQ(plain, "b" + big);
+  // Small answers and clients that do not accept it back get plain messages; a message with
+  // flag 0 in a gzip call is plain too.
+  const Answer& small =
+      h.answers[h.Open("/t.S/Echo", Frame("ok"), true,
+                       {{"grpc-encoding", "gzip"}, {"grpc-accept-encoding", "gzip"}})];
+  EXPECT_EQ(small.data, Frame("ko"));
+  const Answer& plain_back =
+      h.answers[h.Open("/t.S/Echo", Frame(Deflate(big, ZlibFormat::kZlib), 1), true,
+                       {{"grpc-encoding", "deflate"}})];
+  EXPECT_EQ(plain_back.data, Frame(big));
 }
 
 TEST(H2Connection, UnfinishedRequestsAreBoundedPerConnection) {

@@ -17,6 +17,7 @@
 #include "frontends/connection_limit.h"
 #include "frontends/listen.h"
 #include "metrics/registry.h"
+#include "tls/engine.h"
 
 namespace dais::frontends::grpc {
 
@@ -30,6 +31,14 @@ std::string NotHttp2Answer() {
   const std::string body =
       "this port speaks gRPC (HTTP/2); for HTTP/1.1 (KServe v2 REST) use the server's HTTP "
       "port\n";
+  return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+         "Content-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// The answer to plain HTTP on the gRPC port with TLS (in plain text: the client speaks it).
+std::string PlainHttpOnTlsAnswer() {
+  const std::string body = "this port speaks gRPC over TLS; use https / a TLS channel\n";
   return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
          "Content-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -97,6 +106,7 @@ class Session : public std::enable_shared_from_this<Session> {
           Registry* registry, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot)
       : socket_(std::move(socket)),
         keepalive_(socket_.get_executor()),
+        handshake_timer_(socket_.get_executor()),
         methods_(methods),
         options_(options),
         registry_(registry),
@@ -216,6 +226,7 @@ class Session : public std::enable_shared_from_this<Session> {
       LOG_ERROR("gRPC connection: {}", s.message());
       return CloseNow();
     }
+    if (options_.tls && !StartTls()) return CloseNow();
     // The server's SETTINGS go out with the first answer to the client's bytes, so that an
     // HTTP/1.1 client gets a clean HTTP/1.1 error rather than HTTP/2 frames.
     first_read_ = true;
@@ -224,34 +235,118 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Read() {
-    socket_.async_read_some(
-        net::buffer(rbuf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-          BusyScope busy(self->registry_);
-          Locked locked(self.get());
-          if (ec || self->closed_) return self->CloseNow();
-          self->first_read_ = false;
-          Status s = self->conn_->Receive(self->rbuf_.data(), n);
-          if (!s.ok()) {
-            if (self->conn_->not_http2()) {
-              self->pending_ = NotHttp2Answer();
-              GrpcMetrics::Get().not_http2.Increment();
-            } else {
-              GrpcMetrics::Get().protocol_errors.Increment();
-              LOG_VERBOSE(1, "gRPC connection from {}: {}", self->Peer(), s.message());
-              self->conn_->TakeOutput(&self->pending_);  // nghttp2's GOAWAY naming the error
-            }
-            self->closing_ = true;
-            return;
-          }
-          self->Read();
-        });
+    socket_.async_read_some(net::buffer(rbuf_),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                              BusyScope busy(self->registry_);
+                              Locked locked(self.get());
+                              if (ec || self->closed_) return self->CloseNow();
+                              const uint8_t* data = self->rbuf_.data();
+                              if (self->tls_) {
+                                if (!self->Decrypt(n)) return;
+                                if (self->plain_.empty()) return self->Read();
+                                data = reinterpret_cast<const uint8_t*>(self->plain_.data());
+                                n = self->plain_.size();
+                              }
+                              self->OnPlain(data, n);
+                            });
+  }
+
+  // HTTP/2 bytes received (decrypted, with TLS). mu_ held.
+  void OnPlain(const uint8_t* data, size_t n) {
+    const bool first = std::exchange(first_read_, false);
+    Status s = conn_->Receive(data, n);
+    if (s.ok()) return Read();
+    if (first && !tls_ && n > 0 && data[0] == 0x16) {  // a TLS ClientHello: no answer it can read
+      tls::CountTlsOnPlainPort("grpc");
+      LOG_INFO(
+          "gRPC connection from {}: a TLS client on the plain-text gRPC port (start the "
+          "server with --grpc-use-ssl, or connect without TLS); closing",
+          Peer());
+    } else if (conn_->not_http2()) {
+      Emit(NotHttp2Answer());
+      GrpcMetrics::Get().not_http2.Increment();
+    } else {
+      GrpcMetrics::Get().protocol_errors.Increment();
+      LOG_VERBOSE(1, "gRPC connection from {}: {}", Peer(), s.message());
+      std::string goaway;
+      conn_->TakeOutput(&goaway);  // nghttp2's GOAWAY naming the error
+      Emit(goaway);
+    }
+    closing_ = true;
+  }
+
+  // Plaintext for the peer: into pending_, encrypted with TLS. mu_ held.
+  void Emit(std::string_view plain) {
+    if (!tls_) return (void)pending_.append(plain);
+    if (Status s = tls_->Send(plain, &pending_); !s.ok()) {
+      LOG_VERBOSE(1, "gRPC connection from {}: {}", Peer(), s.message());
+      closing_ = true;
+    }
+  }
+
+  // Starts the server side of a TLS handshake; false when at the handshake limit. mu_ held.
+  bool StartTls() {
+    if (!options_.tls->BeginHandshake()) return false;
+    handshaking_ = true;
+    tls_ = std::make_unique<tls::Engine>(options_.tls->Current(), /*server=*/true);
+    const int ms = options_.tls->config().handshake_timeout_ms;
+    handshake_timer_.expires_after(std::chrono::milliseconds(ms));
+    handshake_timer_.async_wait([self = shared_from_this(), ms](boost::system::error_code ec) {
+      if (ec) return;
+      BusyScope busy(self->registry_);
+      Locked locked(self.get());
+      if (!self->handshaking_ || self->closed_) return;
+      self->TlsFailed("timeout", "not finished within " + std::to_string(ms) + " ms");
+      self->CloseNow();
+    });
+    return true;
+  }
+
+  // Decrypts the `n` bytes read into plain_ (handshake answers go to pending_). False: the
+  // connection is closing. mu_ held.
+  bool Decrypt(size_t n) {
+    plain_.clear();
+    Status s = tls_->Receive(rbuf_.data(), n, &plain_, &pending_);
+    if (tls_->TakeJustEstablished()) {
+      handshaking_ = false;
+      handshake_timer_.cancel();
+      options_.tls->HandshakeDone();
+    }
+    if (s.ok() && !tls_->peer_closed()) return true;
+    if (!s.ok()) {
+      if (tls_->failure_reason() == "http_request") pending_ += PlainHttpOnTlsAnswer();
+      if (handshaking_) {
+        TlsFailed(tls_->failure_reason(), tls_->failure_detail());
+      } else {
+        LOG_VERBOSE(1, "gRPC connection from {}: {}", Peer(), s.message());
+      }
+    }
+    closing_ = true;
+    return false;
+  }
+
+  // Ends a handshake that failed: counted by reason and logged. mu_ held.
+  void TlsFailed(std::string_view reason, const std::string& detail) {
+    if (!std::exchange(handshaking_, false)) return;
+    handshake_timer_.cancel();
+    boost::system::error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    options_.tls->HandshakeFailed(reason, ec ? "?" : ep.address().to_string(), detail);
   }
 
   // Writes what is pending: first straight from this thread (non-blocking), the rest, if the
   // socket does not take it all, asynchronously. mu_ held.
   void Flush() {
     if (closed_ || !conn_) return;
-    if (!closing_ && !first_read_) conn_->TakeOutput(&pending_);
+    if (!closing_ && !first_read_) {
+      if (tls_) {
+        std::string plain;
+        conn_->TakeOutput(&plain);
+        if (!plain.empty()) Emit(plain);
+      } else {
+        conn_->TakeOutput(&pending_);
+      }
+    }
     if (!writing_ && !pending_.empty()) {
       ssize_t n = ::send(socket_.native_handle(), pending_.data(), pending_.size(),
                          MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -323,6 +418,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     closed_ = true;
     if (std::exchange(counted_connection_, false)) GrpcMetrics::Get().connections.Add(-1);
+    if (handshaking_) TlsFailed("closed", "the connection closed during the handshake");
     if (conn_) conn_->Abort();
     boost::system::error_code ec;
     keepalive_.cancel();
@@ -346,13 +442,17 @@ class Session : public std::enable_shared_from_this<Session> {
   // Guarded by mu_:
   tcp::socket socket_;
   net::steady_timer keepalive_;
+  net::steady_timer handshake_timer_;
   const MethodTable* methods_;
   const H2ServerOptions& options_;
   Registry* registry_;
   std::shared_ptr<H2Connection> conn_;
   std::array<uint8_t, 64 * 1024> rbuf_;
-  std::string wbuf_;     // being written asynchronously
-  std::string pending_;  // to write next
+  std::string wbuf_;                  // being written asynchronously
+  std::string pending_;               // to write next (encrypted, with TLS)
+  std::unique_ptr<tls::Engine> tls_;  // with TLS
+  std::string plain_;                 // the last read, decrypted
+  bool handshaking_ = false;          // a TLS handshake is running (counted in the context)
   bool writing_ = false;
   bool first_read_ = false;  // nothing read yet: the SETTINGS wait (see Begin)
   bool closing_ = false;     // protocol error: write what is pending, then close

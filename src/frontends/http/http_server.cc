@@ -5,6 +5,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <charconv>
 #include <limits>
@@ -16,6 +17,7 @@
 #include "frontends/http/content_coding.h"
 #include "frontends/http/infer_codec.h"
 #include "frontends/listen.h"
+#include "tls/context.h"
 
 namespace dais::frontends::http {
 
@@ -42,26 +44,96 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-class Session : public std::enable_shared_from_this<Session> {
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// The answer to plain HTTP on an HTTPS port (sent in plain text: the client speaks it), as
+// nginx's 497.
+constexpr std::string_view kPlainHttpOnTls =
+    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    "Content-Length: 71\r\n\r\n"
+    "{\"error\":\"plain HTTP request sent to an HTTPS port: use https://\"}\n";
+
+// One connection over Stream: beast::tcp_stream (plain text) or TlsStream (HTTPS, the handshake
+// first).
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
  public:
-  Session(tcp::socket socket, const Handler& handler, const ServerOptions& options,
-          std::unique_ptr<frontends::ConnectionLimiter::Slot> slot)
-      : stream_(std::move(socket)), handler_(handler), options_(options), slot_(std::move(slot)) {}
+  // `tls`: the listener's TLS context (HTTPS), else null.
+  Session(tcp::socket socket, tls::ServerContext* tls, const Handler& handler,
+          const ServerOptions& options, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot)
+      : generation_(tls ? tls->Current() : nullptr),
+        stream_(MakeStream(std::move(socket), generation_)),
+        tls_(tls),
+        handler_(handler),
+        options_(options),
+        slot_(std::move(slot)) {}
 
   // On the accepting thread: the connection is idle (may make room for another) from now, not
   // only once its own I/O thread has started reading.
   void Start() {
     MarkIdle();
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        self->Handshake();
+      } else {
+        self->Read();
+      }
+    });
   }
 
  private:
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+  using std::enable_shared_from_this<Session<Stream>>::weak_from_this;
+
+  static Stream MakeStream(tcp::socket socket, const tls::SslCtxPtr& generation) {
+    if constexpr (kTls) {
+      SSL_CTX_up_ref(generation.get());  // the Asio context owns one reference
+      net::ssl::context context(generation.get());
+      return Stream(beast::tcp_stream(std::move(socket)), context);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+
   void MarkIdle() {
     slot_->Idle([weak = weak_from_this()] {
       if (auto self = weak.lock()) {
-        net::post(self->stream_.get_executor(), [self] { self->stream_.close(); });
+        net::post(self->stream_.get_executor(), [self] { self->Tcp().close(); });
       }
     });
+  }
+
+  // HTTPS: the server's side of the handshake, bounded in time; counted and logged when it fails.
+  void Handshake() {
+    const int ms = tls_->config().handshake_timeout_ms;
+    Tcp().expires_after(std::chrono::milliseconds(ms));
+    stream_.async_handshake(
+        net::ssl::stream_base::server, [self = shared_from_this(), ms](beast::error_code ec) {
+          if (!ec) {
+            self->tls_->HandshakeDone();
+            return self->Read();
+          }
+          std::string_view reason = "closed";
+          std::string detail = ec.message();
+          if (ec == beast::error::timeout) {
+            reason = "timeout";
+            detail = "not finished within " + std::to_string(ms) + " ms";
+          } else if (ec.category() == net::error::get_ssl_category()) {
+            SSL* ssl = self->stream_.native_handle();
+            reason = tls::FailureReason(ssl, static_cast<unsigned long>(ec.value()));
+            detail = tls::DescribeFailure(ssl, static_cast<unsigned long>(ec.value()));
+          }
+          beast::error_code ignored;
+          auto peer = self->Tcp().socket().remote_endpoint(ignored);
+          self->tls_->HandshakeFailed(reason, ignored ? "?" : peer.address().to_string(), detail);
+          if (reason != "http_request") return self->Close();
+          net::async_write(self->Tcp().socket(), net::buffer(kPlainHttpOnTls),
+                           [self](beast::error_code, size_t) { self->Close(); });
+        });
   }
 
   void Read() {
@@ -74,7 +146,7 @@ class Session : public std::enable_shared_from_this<Session> {
     inflater_.reset();
     // An idle keep-alive connection, or a client that stalls mid-request, is closed after this,
     // or earlier when the listener is at its connection limit and this one has waited longest.
-    stream_.expires_after(std::chrono::seconds(options_.idle_timeout_secs));
+    Tcp().expires_after(std::chrono::seconds(options_.idle_timeout_secs));
     MarkIdle();
     bhttp::async_read_header(
         stream_, buffer_, *parser_,
@@ -192,6 +264,16 @@ class Session : public std::enable_shared_from_this<Session> {
       return AnswerEarly(413, "chunked request body in more than " +
                                   std::to_string(options_.max_body_chunks) + " chunks");
     }
+    if (ec && !kTls && buffer_.size() > 0 &&
+        *static_cast<const unsigned char*>(buffer_.data().data()) == 0x16) {
+      // A TLS ClientHello: an HTTP answer would mean nothing to it.
+      tls::CountTlsOnPlainPort(options_.listener);
+      LOG_INFO(
+          "a TLS client on the plain-text {} port (start the server with --http-use-ssl, or "
+          "use http://); closing",
+          options_.listener);
+      return Close();
+    }
     if (ec) {
       keep_alive_ = false;
       return Write(Response{400,
@@ -199,7 +281,7 @@ class Session : public std::enable_shared_from_this<Session> {
                             "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}",
                             {}});
     }
-    stream_.expires_never();  // the handler may take as long as the model needs
+    Tcp().expires_never();  // the handler may take as long as the model needs
     bhttp::request<bhttp::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     if (req.version() >= 11 && req.find(bhttp::field::host) == req.end()) {
@@ -262,7 +344,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
   }
 
   // Answered before the body was read: closing now, with the client's bytes unread, would send
@@ -272,14 +354,16 @@ class Session : public std::enable_shared_from_this<Session> {
   void DiscardAndClose() {
     Close();
     if (!discard_buf_) discard_buf_ = std::make_unique<std::array<char, kBodyReadBytes>>();
-    stream_.expires_after(std::chrono::seconds(kLingerSecs));
+    Tcp().expires_after(std::chrono::seconds(kLingerSecs));
     stream_.async_read_some(net::buffer(*discard_buf_),
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (!ec) self->DiscardAndClose();
                             });
   }
 
-  beast::tcp_stream stream_;
+  tls::SslCtxPtr generation_;  // HTTPS: the certificate generation this connection uses
+  Stream stream_;
+  tls::ServerContext* tls_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   const Handler& handler_;
@@ -311,7 +395,15 @@ struct Server::Impl {
   frontends::Listener listener;
 
   void OnConnection(tcp::socket s, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot) {
-    std::make_shared<Session>(std::move(s), handler, options, std::move(slot))->Start();
+    tls::ServerContext* tls = options.tls.get();
+    if (tls == nullptr) {
+      std::make_shared<Session<beast::tcp_stream>>(std::move(s), nullptr, handler, options,
+                                                   std::move(slot))
+          ->Start();
+    } else if (tls->BeginHandshake()) {
+      std::make_shared<Session<TlsStream>>(std::move(s), tls, handler, options, std::move(slot))
+          ->Start();
+    }  // else: at the handshake limit, closed (counted)
   }
 };
 
