@@ -464,8 +464,10 @@ class Resp:
     """One RESP2 connection: call(*args) sends a command and returns the decoded reply (bytes
     for bulk strings, str for simple strings, int, list, None), raising RespError for errors."""
 
-    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0):
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0, ssl_ctx=None):
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_ctx is not None:
+            self.sock = ssl_ctx.wrap_socket(self.sock, server_hostname="localhost")
         self.buf = b""
 
     def close(self):
@@ -531,17 +533,25 @@ class Resp:
         return reply
 
 
-def redis_call(port: int, *args, timeout: float = 5.0):
-    """One command on a fresh connection."""
-    with Resp(port, timeout=timeout) as c:
+def redis_call(port: int, *args, timeout: float = 5.0, ssl_ctx=None):
+    """One command on a fresh connection (over TLS with ssl_ctx)."""
+    with Resp(port, timeout=timeout, ssl_ctx=ssl_ctx) as c:
         return c.call(*args)
 
 
 class RedisServer:
     """One redis-server process, no persistence, on 127.0.0.1:port (a free port if None)."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, cluster: bool = False):
+    def __init__(self, data_dir: Path, port: int | None = None, cluster: bool = False,
+                 tls: Path | None = None):
+        """tls: a directory made by scripts/make_certs.sh: the server listens with TLS only
+        (tls-port; client certificates optional) and, in a cluster, its bus speaks TLS too."""
         self.cluster = cluster
+        self.tls = Path(tls) if tls else None
+        self.ssl_ctx = None
+        if self.tls:
+            import ssl
+            self.ssl_ctx = ssl.create_default_context(cafile=str(self.tls / "ca.crt"))
         self.port = port or free_port(cluster_bus=cluster)
         self.dir = Path(data_dir) / f"redis-{self.port}"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -557,6 +567,14 @@ class RedisServer:
         a = [redis_tool("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", str(self.dir),
              "--logfile", str(self.log_path)]
+        if self.tls:
+            a[2] = "0"
+            a += ["--tls-port", str(self.port), "--tls-cert-file", str(self.tls / "server.crt"),
+                  "--tls-key-file", str(self.tls / "server.key"),
+                  "--tls-ca-cert-file", str(self.tls / "ca.crt"),
+                  "--tls-auth-clients", "optional"]
+            if self.cluster:
+                a += ["--tls-cluster", "yes"]
         if self.cluster:
             a += ["--cluster-enabled", "yes",
                   "--cluster-config-file", str(self.dir / f"nodes-{self.port}.conf"),
@@ -577,7 +595,7 @@ class RedisServer:
                 raise RuntimeError(f"redis-server on port {self.port} exited with "
                                    f"{self.proc.returncode}:\n{self.log_tail(30)}")
             try:
-                if redis_call(self.port, "PING", timeout=1) == "PONG":
+                if redis_call(self.port, "PING", timeout=1, ssl_ctx=self.ssl_ctx) == "PONG":
                     return
             except (OSError, RespError, ConnectionError) as e:
                 last = e
@@ -608,7 +626,7 @@ class RedisServer:
             _LIVE_REDIS.remove(self)
 
     def call(self, *args):
-        return redis_call(self.port, *args)
+        return redis_call(self.port, *args, ssl_ctx=self.ssl_ctx)
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -620,12 +638,13 @@ class RedisServer:
 class RedisCluster:
     """Three masters (no replicas) joined by `redis-cli --cluster create`."""
 
-    def __init__(self, data_dir: Path, masters: int = 3):
+    def __init__(self, data_dir: Path, masters: int = 3, tls: Path | None = None):
         self.nodes: list[RedisServer] = []
         try:
             for _ in range(masters):
-                self.nodes.append(RedisServer(data_dir, cluster=True))
-            r = subprocess.run([redis_tool("redis-cli"), "--cluster", "create",
+                self.nodes.append(RedisServer(data_dir, cluster=True, tls=tls))
+            tls_args = ["--tls", "--cacert", str(Path(tls) / "ca.crt")] if tls else []
+            r = subprocess.run([redis_tool("redis-cli"), *tls_args, "--cluster", "create",
                                 *[n.addr for n in self.nodes], "--cluster-yes"],
                                capture_output=True, text=True, timeout=60)
             if r.returncode != 0:
