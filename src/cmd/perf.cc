@@ -13,6 +13,27 @@ void AddPerfFlags(CLI::App* app, perf::PerfOptions* o) {
   app->add_option("-u,--url", o->url,
                   "Server address host:port (default localhost:8000 for http, localhost:8001 "
                   "for grpc).");
+  app->add_flag("--ssl-grpc-use-ssl", o->ssl_grpc_use_ssl,
+                "gRPC over TLS (also: -u grpcs://host:port). perf_analyzer's flag names.");
+  app->add_option("--ssl-grpc-root-certifications-file", o->ssl_grpc_root_certifications_file,
+                  "PEM CA certificate(s) the gRPC server's certificate must chain to.");
+  app->add_option("--ssl-grpc-private-key-file", o->ssl_grpc_private_key_file,
+                  "PEM private key of the client certificate (mutual TLS).");
+  app->add_option("--ssl-grpc-certificate-chain-file", o->ssl_grpc_certificate_chain_file,
+                  "PEM client certificate chain (mutual TLS).");
+  app->add_option("--ssl-https-ca-certificates-file", o->ssl_https_ca_certificates_file,
+                  "HTTPS (-u https://host:port): PEM CA certificate(s) of the server.");
+  app->add_option("--ssl-https-client-certificate-file", o->ssl_https_client_certificate_file,
+                  "HTTPS: PEM client certificate (mutual TLS).");
+  app->add_option("--ssl-https-private-key-file", o->ssl_https_private_key_file,
+                  "HTTPS: PEM private key of the client certificate.");
+  app->add_option("--ssl-https-verify-peer", o->ssl_https_verify_peer,
+                  "HTTPS: 0 encrypts without verifying the server's certificate.")
+      ->capture_default_str();
+  app->add_option("--ssl-https-verify-host", o->ssl_https_verify_host,
+                  "HTTPS: 0 skips verification as --ssl-https-verify-peer 0 does (dais checks the "
+                  "name whenever it checks the chain).")
+      ->capture_default_str();
   app->add_option("-i,--protocol", o->protocol, "http or grpc.")
       ->check(CLI::IsMember({"http", "grpc"}))
       ->capture_default_str();

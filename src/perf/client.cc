@@ -7,7 +7,13 @@
 
 namespace dais::perf {
 
-StatusOr<std::unique_ptr<Client>> MakeClient(const ClientOptions& options) {
+StatusOr<std::unique_ptr<Client>> MakeClient(const ClientOptions& given) {
+  ClientOptions options = given;
+  if (options.tls.active() && !options.tls_context) {
+    auto ctx = tls::MakeClientContext(options.tls);
+    if (!ctx.ok()) return InvalidArgument("TLS: " + std::string(ctx.status().message()));
+    options.tls_context = *ctx;
+  }
   if (options.protocol == "grpc") {
 #if DAIS_PERF_WITH_GRPC
     return MakeGrpcClient(options);

@@ -12,6 +12,8 @@
 #include "dais/status.h"
 #include "perf/model_info.h"
 #include "perf/stats.h"
+#include "tls/config.h"
+#include "tls/context.h"
 
 namespace dais::perf {
 
@@ -69,6 +71,9 @@ struct ClientOptions {
   // gRPC inference calls through grpc++'s generated synchronous stub instead of dais perf's own
   // HTTP/2 connection (grpc_h2.h).
   bool grpc_stub = false;
+  // TLS (HTTPS / gRPC over TLS): the server is verified against tls.ca_file and the host name.
+  tls::ClientConfig tls;
+  tls::SslCtxPtr tls_context;  // made by MakeClient from `tls` when TLS is on
 };
 
 // Unimplemented for grpc when dais was built without gRPC; Unavailable if the host does not

@@ -5,6 +5,8 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 
 #include "common/mutex.h"
@@ -184,17 +186,41 @@ class GrpcClient : public Client {
       std::vector<std::string> bodies;
       for (const auto& r : built) bodies.push_back(r.SerializeAsString());
       return std::unique_ptr<InferSession>(std::make_unique<LeanGrpcSession>(
-          std::make_unique<GrpcH2Connection>(&ioc_, endpoints_, address_), std::move(bodies)));
+          std::make_unique<GrpcH2Connection>(&ioc_, endpoints_, address_, options_.tls_context,
+                                             !options_.tls.verify ? ""
+                                             : options_.tls.server_name.empty()
+                                                 ? options_.host
+                                                 : options_.tls.server_name),
+          std::move(bodies)));
     }
     return std::unique_ptr<InferSession>(
         std::make_unique<GrpcSession>(Stub(sessions_++ % kMaxChannels), std::move(built)));
   }
 
   std::string Describe() const override {
-    return (options_.grpc_stub ? "grpc (grpc++ stub) " : "grpc ") + address_;
+    return std::string(options_.grpc_stub ? "grpc (grpc++ stub) " : "grpc ") +
+           (options_.tls_context ? "over TLS " : "") + address_;
   }
 
  private:
+  static std::string ReadFile(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // grpc++'s credentials for the control calls and --grpc-stub (its own TLS, same files).
+  std::shared_ptr<grpc::ChannelCredentials> Credentials() const {
+    if (!options_.tls_context) return grpc::InsecureChannelCredentials();
+    grpc::SslCredentialsOptions o;
+    if (!options_.tls.ca_file.empty()) o.pem_root_certs = ReadFile(options_.tls.ca_file);
+    if (!options_.tls.cert_file.empty()) {
+      o.pem_cert_chain = ReadFile(options_.tls.cert_file);
+      o.pem_private_key =
+          ReadFile(options_.tls.key_file.empty() ? options_.tls.cert_file : options_.tls.key_file);
+    }
+    return grpc::SslCredentials(o);
+  }
+
   // The stub of channel `i`, created on first use.
   std::shared_ptr<GRPCInferenceService::Stub> Stub(size_t i) {
     while (stubs_.size() <= i) {
@@ -203,7 +229,10 @@ class GrpcClient : public Client {
       args.SetMaxSendMessageSize(-1);
       // A private subchannel pool per channel: otherwise equal channels share one connection.
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-      auto channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+      if (!options_.tls.server_name.empty()) {
+        args.SetSslTargetNameOverride(options_.tls.server_name);
+      }
+      auto channel = grpc::CreateCustomChannel(address_, Credentials(), args);
       stubs_.push_back(GRPCInferenceService::NewStub(channel));
     }
     return stubs_[i];

@@ -100,8 +100,13 @@ struct GrpcH2Connection::Callbacks {
 };
 
 GrpcH2Connection::GrpcH2Connection(net::io_context* ioc, tcp::resolver::results_type endpoints,
-                                   std::string authority)
-    : socket_(*ioc), endpoints_(std::move(endpoints)), authority_(std::move(authority)) {
+                                   std::string authority, tls::SslCtxPtr tls_context,
+                                   std::string tls_name)
+    : socket_(*ioc),
+      endpoints_(std::move(endpoints)),
+      authority_(std::move(authority)),
+      tls_context_(std::move(tls_context)),
+      tls_name_(std::move(tls_name)) {
   rbuf_.resize(64 * 1024);
 }
 
@@ -115,6 +120,7 @@ Status GrpcH2Connection::Connect() {
     return Unavailable(fmt::format("cannot connect to {}: {}", authority_, ec.message()));
   }
   socket_.set_option(tcp::no_delay(true), ec);
+  if (tls_context_) RETURN_IF_ERROR(Handshake());
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_header_callback(cb, Callbacks::OnHeader);
@@ -124,8 +130,61 @@ Status GrpcH2Connection::Connect() {
   const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 16u << 20}};
   nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
   nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, 64 << 20);
+  if (!early_.empty()) {
+    nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(early_.data()),
+                             early_.size());
+    early_.clear();
+  }
   MutexLock lock(&fd_mu_);
   fd_ = socket_.native_handle();
+  return OkStatus();
+}
+
+Status GrpcH2Connection::Handshake() {
+  tls_ = std::make_unique<tls::Engine>(tls_context_, /*server=*/false);
+  static const unsigned char kH2[] = "\x02h2";
+  SSL_set_alpn_protos(tls_->ssl(), kH2, sizeof(kH2) - 1);
+  Status s = tls_name_.empty() ? OkStatus() : tls::SetPeerName(tls_->ssl(), tls_name_);
+  std::string wire;
+  if (s.ok()) s = tls_->Start(&wire);
+  while (s.ok() && !tls_->established()) {
+    if (!wire.empty()) RETURN_IF_ERROR(WriteAll(wire));
+    wire.clear();
+    boost::system::error_code ec;
+    size_t got = socket_.read_some(net::buffer(rbuf_), ec);
+    if (ec) {
+      s = Unavailable(fmt::format("connection to {}: {}", authority_, ec.message()));
+      break;
+    }
+    s = tls_->Receive(reinterpret_cast<const uint8_t*>(rbuf_.data()), got, &early_, &wire);
+  }
+  if (s.ok() && !wire.empty()) s = WriteAll(wire);
+  if (!s.ok()) {
+    Close();
+    return Unavailable(fmt::format("TLS handshake with {}: {}", authority_, s.message()));
+  }
+  return OkStatus();
+}
+
+Status GrpcH2Connection::WriteAll(const std::string& bytes) {
+  boost::system::error_code ec;
+  net::write(socket_, net::buffer(bytes), ec);
+  if (ec) return Unavailable(fmt::format("connection to {}: {}", authority_, ec.message()));
+  return OkStatus();
+}
+
+Status GrpcH2Connection::ReadSome(std::string* plain) {
+  boost::system::error_code ec;
+  size_t got = socket_.read_some(net::buffer(rbuf_), ec);
+  if (ec) return Unavailable(fmt::format("connection to {}: {}", authority_, ec.message()));
+  if (!tls_) {
+    plain->assign(rbuf_.data(), got);
+    return OkStatus();
+  }
+  plain->clear();
+  std::string wire;
+  RETURN_IF_ERROR(tls_->Receive(reinterpret_cast<const uint8_t*>(rbuf_.data()), got, plain, &wire));
+  if (!wire.empty()) RETURN_IF_ERROR(WriteAll(wire));
   return OkStatus();
 }
 
@@ -136,6 +195,8 @@ void GrpcH2Connection::Close() {
   }
   boost::system::error_code ec;
   socket_.close(ec);
+  tls_.reset();
+  early_.clear();
   if (session_) nghttp2_session_del(session_);
   session_ = nullptr;
 }
@@ -154,17 +215,24 @@ Status GrpcH2Connection::Pump() {
     if (n == 0) break;
     out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
   }
-  boost::system::error_code ec;
   if (!out_.empty()) {
-    net::write(socket_, net::buffer(out_), ec);
+    Status s;
+    if (tls_) {
+      std::string wire;
+      s = tls_->Send(out_, &wire);
+      if (s.ok()) s = WriteAll(wire);
+    } else {
+      s = WriteAll(out_);
+    }
     out_.clear();
-    if (ec) return Unavailable(fmt::format("connection to {}: {}", authority_, ec.message()));
+    RETURN_IF_ERROR(s);
   }
   if (streams_.size() == ended_.size()) return OkStatus();  // nothing to wait for
-  size_t got = socket_.read_some(net::buffer(rbuf_), ec);
-  if (ec) return Unavailable(fmt::format("connection to {}: {}", authority_, ec.message()));
-  ssize_t rv =
-      nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(rbuf_.data()), got);
+  std::string plain;
+  RETURN_IF_ERROR(ReadSome(&plain));
+  if (plain.empty()) return OkStatus();
+  ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(plain.data()),
+                                        plain.size());
   if (rv < 0) return Internal(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(rv)));
   return OkStatus();
 }
@@ -184,7 +252,7 @@ StatusOr<int32_t> GrpcH2Connection::Submit(const std::string& path, const std::s
   s->body += message;
   s->start_ns = NowNs();
   const nghttp2_nv nv[] = {Header(":method", "POST"),
-                           Header(":scheme", "http"),
+                           Header(":scheme", tls_context_ ? "https" : "http"),
                            Header(":path", path),
                            Header(":authority", authority_),
                            Header("content-type", "application/grpc"),

@@ -18,6 +18,7 @@
 
 #include "common/mutex.h"
 #include "dais/status.h"
+#include "tls/engine.h"
 
 struct nghttp2_session;
 
@@ -25,8 +26,11 @@ namespace dais::perf {
 
 class GrpcH2Connection {
  public:
+  // `tls_context`: gRPC over TLS (ALPN h2), the server's certificate checked against
+  // `tls_name` unless it is empty.
   GrpcH2Connection(boost::asio::io_context* ioc,
-                   boost::asio::ip::tcp::resolver::results_type endpoints, std::string authority);
+                   boost::asio::ip::tcp::resolver::results_type endpoints, std::string authority,
+                   tls::SslCtxPtr tls_context = nullptr, std::string tls_name = "");
   ~GrpcH2Connection();
 
   // Calls `path` ("/package.Service/Method") with one serialized request message and reads the
@@ -54,6 +58,11 @@ class GrpcH2Connection {
   // Writes what nghttp2 has to send; then, if a call is open, reads one chunk and feeds it.
   Status Pump();
   Status Result(const Stream& s) const;
+  // TLS: the handshake after the TCP connect; bytes to the server (encrypted); one read,
+  // decrypted into *plain (empty when it held only TLS records).
+  Status Handshake();
+  Status WriteAll(const std::string& bytes);
+  Status ReadSome(std::string* plain);
 
   boost::asio::ip::tcp::socket socket_;
   boost::asio::ip::tcp::resolver::results_type endpoints_;
@@ -61,6 +70,10 @@ class GrpcH2Connection {
   nghttp2_session* session_ = nullptr;
   std::string out_;
   std::string rbuf_;
+  tls::SslCtxPtr tls_context_;
+  std::string tls_name_;
+  std::unique_ptr<tls::Engine> tls_;  // with TLS, once connected
+  std::string early_;                 // plaintext that came with the end of the handshake
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;  // open calls
   std::vector<int32_t> ended_;                                    // closed since last looked
   std::atomic<bool> aborted_{false};

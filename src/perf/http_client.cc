@@ -7,9 +7,11 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <limits>
+#include <optional>
 
 #include "common/mutex.h"
 #include "perf/http_codec.h"
@@ -28,8 +30,14 @@ using HttpResponse = bhttp::response<bhttp::string_body>;
 // Abort from any thread.
 class Connection {
  public:
-  Connection(net::io_context* ioc, tcp::resolver::results_type endpoints, std::string address)
-      : socket_(*ioc), endpoints_(std::move(endpoints)), address_(std::move(address)) {}
+  Connection(net::io_context* ioc, tcp::resolver::results_type endpoints, std::string address,
+             const ClientOptions& options)
+      : socket_(*ioc),
+        endpoints_(std::move(endpoints)),
+        address_(std::move(address)),
+        tls_context_(options.tls_context),
+        tls_name_(options.tls.server_name.empty() ? options.host : options.tls.server_name),
+        tls_verify_(options.tls.verify) {}
 
   // Sends `req` and reads the whole response into `res`. A kept-alive connection that the
   // server closed meanwhile is reopened and the request sent again once (nothing was read).
@@ -40,21 +48,27 @@ class Connection {
       bool reused = socket_.is_open();
       if (!reused) RETURN_IF_ERROR(Connect());
       beast::error_code ec;
-      bhttp::write(socket_, req, ec);
       bool nothing_read = true;
-      if (!ec) {
+      auto exchange = [&](auto& stream) {
+        bhttp::write(stream, req, ec);
+        if (ec) return;
         bhttp::response_parser<bhttp::string_body> parser;
         // No limit (boost::none would be the idiom, but Boost 1.74 then rejects every body
         // with a Content-Length).
         parser.body_limit(std::numeric_limits<std::uint64_t>::max());
         parser.header_limit(1 << 20);
-        bhttp::read(socket_, buffer_, parser, ec);
+        bhttp::read(stream, buffer_, parser, ec);
         nothing_read = !parser.got_some();
-        if (!ec) {
-          *res = parser.release();
-          if (!res->keep_alive()) Close();
-          return OkStatus();
-        }
+        if (!ec) *res = parser.release();
+      };
+      if (tls_) {
+        exchange(*tls_);
+      } else {
+        exchange(socket_);
+      }
+      if (!ec) {
+        if (!res->keep_alive()) Close();
+        return OkStatus();
       }
       Close();
       if (aborted_.load()) return Cancelled("aborted");
@@ -81,9 +95,36 @@ class Connection {
     }
     socket_.set_option(tcp::no_delay(true), ec);
     buffer_.clear();
-    MutexLock lock(&fd_mu_);
-    fd_ = socket_.native_handle();
+    {
+      MutexLock lock(&fd_mu_);
+      fd_ = socket_.native_handle();
+    }
+    if (tls_context_) return Handshake();
     return OkStatus();
+  }
+
+  // HTTPS: the client side of the handshake, the server's name checked.
+  Status Handshake() {
+    SSL_CTX_up_ref(tls_context_.get());  // the Asio context owns one reference
+    net::ssl::context context(tls_context_.get());
+    tls_.emplace(socket_, context);
+    if (tls_verify_) {
+      if (Status s = tls::SetPeerName(tls_->native_handle(), tls_name_); !s.ok()) {
+        Close();
+        return s;
+      }
+    }
+    static const unsigned char kHttp11[] = "\x08http/1.1";
+    SSL_set_alpn_protos(tls_->native_handle(), kHttp11, sizeof(kHttp11) - 1);
+    beast::error_code ec;
+    tls_->handshake(net::ssl::stream_base::client, ec);
+    if (!ec) return OkStatus();
+    std::string why = ec.message();
+    if (ec.category() == net::error::get_ssl_category()) {
+      why = tls::DescribeFailure(tls_->native_handle(), static_cast<unsigned long>(ec.value()));
+    }
+    Close();
+    return Unavailable(fmt::format("TLS handshake with {}: {}", address_, why));
   }
 
   void Close() {
@@ -91,6 +132,7 @@ class Connection {
       MutexLock lock(&fd_mu_);
       fd_ = -1;
     }
+    tls_.reset();
     beast::error_code ec;
     socket_.close(ec);
     buffer_.clear();
@@ -99,6 +141,10 @@ class Connection {
   tcp::socket socket_;
   tcp::resolver::results_type endpoints_;
   std::string address_;
+  tls::SslCtxPtr tls_context_;  // HTTPS when set
+  std::string tls_name_;
+  bool tls_verify_;
+  std::optional<net::ssl::stream<tcp::socket&>> tls_;
   beast::flat_buffer buffer_;
   std::atomic<bool> aborted_{false};
   Mutex fd_mu_;
@@ -143,7 +189,7 @@ class HttpClient : public Client {
       : options_(std::move(options)),
         address_(options_.host + ":" + options_.port),
         endpoints_(std::move(endpoints)),
-        control_(&ioc_, endpoints_, address_) {
+        control_(&ioc_, endpoints_, address_, options_) {
     base_path_ = "/v2/models/" + options_.model_name;
     if (!options_.model_version.empty()) base_path_ += "/versions/" + options_.model_version;
   }
@@ -196,11 +242,12 @@ class HttpClient : public Client {
       built.push_back(std::move(req));
     }
     return std::unique_ptr<InferSession>(std::make_unique<HttpSession>(
-        std::make_unique<Connection>(&ioc_, endpoints_, address_), std::move(built)));
+        std::make_unique<Connection>(&ioc_, endpoints_, address_, options_), std::move(built)));
   }
 
   std::string Describe() const override {
-    return fmt::format("http ({}) {}", options_.http_binary ? "binary" : "JSON", address_);
+    return fmt::format("{} ({}) {}", options_.tls_context ? "https" : "http",
+                       options_.http_binary ? "binary" : "JSON", address_);
   }
 
  private:

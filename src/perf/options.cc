@@ -87,12 +87,17 @@ StatusOr<std::vector<double>> ParseRateRange(std::string_view flag, std::string_
 }
 
 StatusOr<HostPort> ParseUrl(std::string_view url, int default_port) {
-  for (std::string_view prefix : {"http://", "grpc://"}) {
-    if (url.substr(0, prefix.size()) == prefix) url.remove_prefix(prefix.size());
+  bool tls = false;
+  for (std::string_view prefix : {"http://", "grpc://", "https://", "grpcs://"}) {
+    if (url.substr(0, prefix.size()) == prefix) {
+      tls = prefix.size() == 8;
+      url.remove_prefix(prefix.size());
+    }
   }
   while (!url.empty() && url.back() == '/') url.remove_suffix(1);
   if (url.empty()) return InvalidArgument("-u/--url: empty address");
   HostPort hp;
+  hp.tls = tls;
   std::string_view port;
   if (url[0] == '[') {  // [v6]:port
     size_t close = url.find(']');

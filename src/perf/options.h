@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "tls/config.h"
 
 namespace dais::perf {
 
@@ -34,6 +35,15 @@ struct PerfOptions {
   std::string csv_file;
   std::string json_file;
   bool no_progress = false;
+  // TLS, with perf_analyzer's flag names: --ssl-grpc-* for gRPC, --ssl-https-* (or an https://
+  // URL) for HTTP.
+  bool ssl_grpc_use_ssl = false;
+  std::string ssl_grpc_root_certifications_file, ssl_grpc_private_key_file,
+      ssl_grpc_certificate_chain_file;
+  int ssl_https_verify_peer = 1;  // 0: do not verify the server's certificate
+  int ssl_https_verify_host = 2;  // 0: do not check its name
+  std::string ssl_https_ca_certificates_file, ssl_https_client_certificate_file,
+      ssl_https_private_key_file;
 };
 
 // The load levels to measure, from a "start[:end[:step]]" range: step "N" adds N, "xN"
@@ -50,6 +60,7 @@ StatusOr<std::vector<double>> ParseRateRange(std::string_view flag, std::string_
 struct HostPort {
   std::string host;
   std::string port;
+  bool tls = false;  // https:// or grpcs://
 };
 StatusOr<HostPort> ParseUrl(std::string_view url, int default_port);
 

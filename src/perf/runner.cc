@@ -71,6 +71,25 @@ std::vector<Level> Levels(const PerfOptions& o) {
   return levels;
 }
 
+// The TLS of the connection to measure, from perf_analyzer's --ssl-* flags and the URL scheme.
+tls::ClientConfig TlsOf(const PerfOptions& o, const HostPort& hp) {
+  tls::ClientConfig c;
+  if (o.protocol == "grpc") {
+    c.enabled = o.ssl_grpc_use_ssl || hp.tls;
+    c.ca_file = o.ssl_grpc_root_certifications_file;
+    c.cert_file = o.ssl_grpc_certificate_chain_file;
+    c.key_file = o.ssl_grpc_private_key_file;
+  } else {
+    c.enabled = hp.tls;
+    c.ca_file = o.ssl_https_ca_certificates_file;
+    c.cert_file = o.ssl_https_client_certificate_file;
+    c.key_file = o.ssl_https_private_key_file;
+    // dais checks the name whenever it checks the chain: either flag at 0 turns both off.
+    c.verify = o.ssl_https_verify_peer != 0 && o.ssl_https_verify_host != 0;
+  }
+  return c;
+}
+
 StatusOr<std::unique_ptr<Client>> Connect(const PerfOptions& o, std::string* address) {
   ASSIGN_OR_RETURN(
       auto hp, ParseUrl(o.url.empty() ? "localhost" : o.url, o.protocol == "grpc" ? 8001 : 8000));
@@ -82,6 +101,7 @@ StatusOr<std::unique_ptr<Client>> Connect(const PerfOptions& o, std::string* add
   co.model_version = o.model_version;
   co.http_binary = o.http_binary;
   co.grpc_stub = o.grpc_stub;
+  co.tls = TlsOf(o, hp);
   *address = hp.host + ":" + hp.port;
   return MakeClient(co);
 }

@@ -325,3 +325,30 @@ def test_reload_under_traffic_drops_nothing(model_repo, certs, stubs, start_serv
     assert served_serial(srv.grpc_port, certs) == file_serial(certs / "server2.crt")
     assert metric(srv, "dais_tls_certificate_reloads_total", listener="http", result="error") >= 1
     assert srv.running()
+
+
+def test_dais_perf_over_tls(tls_server, certs, dais_bin):
+    """dais perf with perf_analyzer's --ssl-* flags, over HTTPS and gRPC over TLS (its own
+    HTTP/2 connection and the grpc++ stub); a CA it does not trust is a clear error."""
+    base = [str(dais_bin), "perf", "-m", "mlp_small", "--concurrency-range", "2",
+            "--measurement-interval-ms", "300", "--max-trials", "2", "--no-progress"]
+    runs = {
+        "https": ["-u", f"https://localhost:{tls_server.http_port}",
+                  "--ssl-https-ca-certificates-file", certs / "ca.crt"],
+        "grpc": ["-i", "grpc", "-u", f"localhost:{tls_server.grpc_port}", "--ssl-grpc-use-ssl",
+                 "--ssl-grpc-root-certifications-file", certs / "ca.crt"],
+        "grpc-stub": ["-i", "grpc", "--grpc-stub", "-u", f"grpcs://localhost:{tls_server.grpc_port}",
+                      "--ssl-grpc-root-certifications-file", certs / "ca.crt"],
+    }
+    for name, args in runs.items():
+        r = subprocess.run(base + [str(a) for a in args], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, f"{name}: {r.stdout}\n{r.stderr}"
+        row = [line for line in r.stdout.splitlines() if line.strip().startswith("2 ")]
+        assert row and float(row[0].split()[1]) > 0, f"{name}: {r.stdout}"
+        assert int(row[0].split()[7]) == 0, f"{name}: errors in {row[0]}"
+    r = subprocess.run(base + ["-u", f"https://localhost:{tls_server.http_port}",
+                               "--ssl-https-ca-certificates-file", str(certs / "other-ca.crt")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "TLS handshake" in r.stderr + r.stdout \
+        and "unknown_ca" in r.stderr + r.stdout, r.stderr
