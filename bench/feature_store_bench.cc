@@ -56,6 +56,7 @@ struct Args {
   int hot = 10'000;
   int redis_pid = 0;
   int pool = 2;
+  std::string tls_ca;  // --redis-tls-ca: Redis over TLS (also rediss:// in --redis)
 };
 
 [[noreturn]] void Die(const std::string& msg) {
@@ -93,13 +94,15 @@ Args Parse(int argc, char** argv) {
       a.redis_pid = std::stoi(v);
     else if (k == "--pool")
       a.pool = std::stoi(v);
+    else if (k == "--redis-tls-ca")
+      a.tls_ca = v;
     else
       Die("unknown flag " + k);
   }
   if (a.redis.empty() || a.spec.empty() || a.phase.empty()) {
     Die("usage: feature_store_bench --redis host:port --spec features.yaml "
         "--phase load|redis1|redis100|tput|l1 [--entities N] [--samples N] [--rows N] "
-        "[--threads N] [--seconds S] [--hot N] [--redis-pid PID]");
+        "[--threads N] [--seconds S] [--hot N] [--redis-pid PID] [--pool N] [--redis-tls-ca FILE]");
   }
   return a;
 }
@@ -409,6 +412,7 @@ int main(int argc, char** argv) {
   auto opts = dais::redis::ParseSeeds(b.args.redis);
   if (!opts.ok()) Die(std::string(opts.status().message()));
   opts->connections_per_node = b.args.pool;
+  opts->tls.ca_file = b.args.tls_ca;
   opts->command_timeout = std::chrono::milliseconds(5000);
   auto client = dais::redis::Client::Create(*opts);
   if (!client.ok()) Die(std::string(client.status().message()));

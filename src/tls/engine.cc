@@ -72,12 +72,15 @@ Status Engine::Receive(const uint8_t* data, size_t n, std::string* plain, std::s
     if (!established_) return OkStatus();
   }
   for (;;) {
-    const size_t at = plain->size();
-    plain->resize(at + 16384);
+    // Into a scratch buffer, then appended: growing *plain by a record's worth first would
+    // zero-fill 16 KiB per call.
+    char buf[16384];
     ERR_clear_error();
-    const int r = SSL_read(ssl_, plain->data() + at, 16384);
-    plain->resize(at + (r > 0 ? static_cast<size_t>(r) : 0));
-    if (r > 0) continue;
+    const int r = SSL_read(ssl_, buf, sizeof(buf));
+    if (r > 0) {
+      plain->append(buf, static_cast<size_t>(r));
+      continue;
+    }
     const int e = SSL_get_error(ssl_, r);
     Drain(wire);  // session tickets, key updates
     if (e == SSL_ERROR_WANT_READ) return OkStatus();
