@@ -6,6 +6,7 @@
 #include "cmd/locks.h"
 #ifdef DAIS_HAVE_GRPC
 #include "cmd/ctl.h"
+#include "cmd/etcd_flags.h"
 #include "cmd/gateway.h"
 #include "cmd/node.h"
 #endif
@@ -45,12 +46,18 @@ int main(int argc, char** argv) {
   CLI::App* ctl_cmd = dais::cmd::AddCtlCommand(&app, &ctl);
   dais::cmd::GatewayCliOptions gateway;
   CLI::App* gateway_cmd = dais::cmd::AddGatewayCommand(&app, &gateway);
+  for (CLI::App* cmd : {node_cmd, ctl_cmd, gateway_cmd, scheduler_cmd}) {
+    dais::cmd::AddEtcdTlsFlags(cmd);
+  }
 #endif
 #ifdef DAIS_HAVE_TXN
   dais::cmd::TxnCliOptions txn;
   CLI::App* txn_cmd = dais::cmd::AddTxnCommand(&app, &txn);
 #endif
   CLI11_PARSE(app, argc, argv);
+#ifdef DAIS_HAVE_GRPC
+  dais::cmd::ApplyEtcdTlsFlags();
+#endif
 #ifdef DAIS_HAVE_TXN
   if (txn_cmd->parsed()) return dais::cmd::RunTxn(txn_cmd, txn);
 #endif

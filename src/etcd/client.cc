@@ -1,5 +1,9 @@
 #include "etcd/client.h"
 
+#include <fstream>
+#include <iterator>
+
+#include "common/mutex.h"
 #include "etcd/client_impl.h"
 
 namespace dais::etcd {
@@ -58,8 +62,57 @@ void Client::Impl::Advance(const Endpoint& failed) {
 Client::Client(Options options) : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
 Client::~Client() = default;
 
+namespace {
+
+Mutex g_tls_mu;
+Tls g_tls DAIS_GUARDED_BY(g_tls_mu);
+
+StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return InvalidArgument(std::string("etcd TLS: cannot read the ") + what + " '" + path + "'");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Insecure, or TLS with `tls`'s files (also for https:// endpoints).
+StatusOr<std::shared_ptr<::grpc::ChannelCredentials>> Credentials(const Tls& tls, bool https) {
+  if (!tls.enabled() && !https) return ::grpc::InsecureChannelCredentials();
+  ::grpc::SslCredentialsOptions o;
+  if (!tls.ca_file.empty()) {
+    ASSIGN_OR_RETURN(o.pem_root_certs, ReadPem(tls.ca_file, "CA"));
+  }
+  if (!tls.cert_file.empty()) {
+    ASSIGN_OR_RETURN(o.pem_cert_chain, ReadPem(tls.cert_file, "client certificate"));
+    ASSIGN_OR_RETURN(o.pem_private_key,
+                     ReadPem(tls.key_file.empty() ? tls.cert_file : tls.key_file, "client key"));
+  }
+  return ::grpc::SslCredentials(o);
+}
+
+}  // namespace
+
+void SetDefaultTls(Tls tls) {
+  MutexLock lock(&g_tls_mu);
+  g_tls = std::move(tls);
+}
+
 StatusOr<std::unique_ptr<Client>> Client::Create(Options options) {
   if (options.endpoints.empty()) return InvalidArgument("no etcd endpoint given");
+  if (!options.tls) {
+    MutexLock lock(&g_tls_mu);
+    options.tls = g_tls;
+  }
+  bool https = false;
+  for (std::string& address : options.endpoints) {
+    if (address.rfind("https://", 0) == 0) {
+      https = true;
+      address.erase(0, 8);
+    } else if (address.rfind("http://", 0) == 0) {
+      address.erase(0, 7);
+    }
+    while (!address.empty() && address.back() == '/') address.pop_back();
+  }
+  ASSIGN_OR_RETURN(auto credentials, Credentials(*options.tls, https));
   std::unique_ptr<Client> c(new Client(options));
   for (const std::string& address : c->options_.endpoints) {
     if (address.empty() || address.find(':') == std::string::npos) {
@@ -70,7 +123,7 @@ StatusOr<std::unique_ptr<Client>> Client::Create(Options options) {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     Impl::Endpoint e;
     e.address = address;
-    e.channel = ::grpc::CreateCustomChannel(address, ::grpc::InsecureChannelCredentials(), args);
+    e.channel = ::grpc::CreateCustomChannel(address, credentials, args);
     e.kv = etcdserverpb::KV::NewStub(e.channel);
     e.lease = etcdserverpb::Lease::NewStub(e.channel);
     e.watch = etcdserverpb::Watch::NewStub(e.channel);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,11 +63,27 @@ struct TxnResult {
 // The smallest key greater than every key that starts with `prefix`.
 std::string PrefixEnd(const std::string& prefix);
 
+// TLS to etcd (etcd's --cert-file, and --client-cert-auth for client certificates).
+struct Tls {
+  std::string ca_file;    // PEM CA of etcd's certificate; empty: the system's
+  std::string cert_file;  // PEM client certificate (with key_file) for --client-cert-auth
+  std::string key_file;
+  bool enabled() const { return !ca_file.empty() || !cert_file.empty(); }
+};
+
+// The process's etcd TLS, used by every Client whose options name none: the commands set it once
+// from --etcd-cacert / --etcd-cert / --etcd-key, so that each role's clients (registration,
+// watches, leader election) all use it.
+void SetDefaultTls(Tls tls);
+
 class Client {
  public:
   struct Options {
-    std::vector<std::string> endpoints;  // host:port
+    // host:port, or http://host:port / https://host:port (https: TLS, with the system's CAs
+    // unless tls or the process default names a CA).
+    std::vector<std::string> endpoints;
     std::chrono::milliseconds call_timeout{3000};
+    std::optional<Tls> tls = std::nullopt;  // unset: the process default (SetDefaultTls)
   };
   // Makes the channels; connects lazily (an etcd that is down is an error of the first call).
   // InvalidArgument for an empty or malformed endpoint list.

@@ -79,6 +79,11 @@ Status Engine::Receive(const uint8_t* data, size_t n, std::string* plain, std::s
     const int r = SSL_read(ssl_, buf, sizeof(buf));
     if (r > 0) {
       plain->append(buf, static_cast<size_t>(r));
+      // Nothing more buffered: done, without the extra SSL_read that would say WANT_READ.
+      if (BIO_ctrl_pending(in_) == 0 && SSL_pending(ssl_) == 0) {
+        Drain(wire);
+        return OkStatus();
+      }
       continue;
     }
     const int e = SSL_get_error(ssl_, r);

@@ -1048,8 +1048,11 @@ class EtcdServer:
 
     def __init__(self, data_dir: Path, name: str = "m0", cluster: str | None = None,
                  client_port: int | None = None, peer_port: int | None = None,
-                 wait: bool = True):
+                 wait: bool = True, tls: Path | None = None):
+        """tls: a directory made by scripts/make_certs.sh: clients must speak TLS and present a
+        certificate of its CA (--client-cert-auth)."""
         self.name = name
+        self.tls = Path(tls) if tls else None
         self.client_port = client_port or free_port()
         self.peer_port = peer_port or free_port()
         self.dir = Path(data_dir) / f"etcd-{name}-{self.client_port}"
@@ -1061,9 +1064,16 @@ class EtcdServer:
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.client_port}"
 
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.client_port}"
+
     def start(self, wait: bool = True):
         self.dir.mkdir(parents=True, exist_ok=True)
-        client = f"http://127.0.0.1:{self.client_port}"
+        client = self.url
+        tls = [] if not self.tls else [
+            "--cert-file", str(self.tls / "server.crt"), "--key-file", str(self.tls / "server.key"),
+            "--trusted-ca-file", str(self.tls / "ca.crt"), "--client-cert-auth"]
         peer = f"http://127.0.0.1:{self.peer_port}"
         self.log = open(self.dir.with_suffix(".log"), "ab")
         self.proc = subprocess.Popen(
@@ -1071,7 +1081,7 @@ class EtcdServer:
              "--listen-client-urls", client, "--advertise-client-urls", client,
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
              "--initial-cluster", self.cluster, "--initial-cluster-state", "new",
-             "--heartbeat-interval", "50", "--election-timeout", "500"],
+             "--heartbeat-interval", "50", "--election-timeout", "500", *tls],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
             self.wait_ok()
@@ -1090,7 +1100,10 @@ class EtcdServer:
         raise RuntimeError(f"etcd on {self.endpoint} not healthy within {timeout} s")
 
     def ctl(self, *args, timeout: float = 10) -> str:
-        return subprocess.run(["etcdctl", "--endpoints", self.endpoint, "--command-timeout=3s",
+        tls = [] if not self.tls else [
+            "--cacert", str(self.tls / "ca.crt"), "--cert", str(self.tls / "client.crt"),
+            "--key", str(self.tls / "client.key")]
+        return subprocess.run(["etcdctl", "--endpoints", self.url, "--command-timeout=3s", *tls,
                                *args], capture_output=True, text=True, check=True,
                               timeout=timeout, env={**os.environ, "ETCDCTL_API": "3"}).stdout
 
