@@ -38,6 +38,12 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
   cmd->add_option("--grpc-thread-count", o->grpc_threads, "gRPC I/O threads (0: one per core).")
       ->check(CLI::Range(0, 256));
   cmd->add_option("--id", o->id, "This gateway's name in etcd (default: host name and PID).");
+  AddListenerTlsFlags(cmd, "http", "the gateway's HTTP port (HTTPS)", &o->http_tls);
+  AddListenerTlsFlags(cmd, "grpc", "the gateway's gRPC port (ALPN h2)", &o->grpc_tls);
+  AddTlsCommonFlags(cmd, &o->tls_common);
+  AddClientTlsFlags(cmd, "upstream",
+                    "the nodes (HTTPS and gRPC over TLS; mutual TLS with --upstream-tls-cert)",
+                    &o->upstream_tls);
   cmd->add_option("--advertise-host", o->advertise_host,
                   "Host the rollout analysis reaches this gateway's /metrics at.")
       ->capture_default_str();
@@ -98,7 +104,25 @@ int RunGateway(const GatewayCliOptions& o) {
   go.balancer.eject_after = o.eject_after;
   go.access_log = o.access_log;
   go.access_log_sample = o.access_log_sample;
+  if (o.upstream_tls.active()) {
+    auto ctx = tls::MakeClientContext(o.upstream_tls);
+    if (!ctx.ok()) {
+      LOG_ERROR("dais gateway: --upstream-tls: {}", ctx.status().message());
+      return 2;
+    }
+    go.upstream_tls = *ctx;
+    go.upstream_tls_name = o.upstream_tls.server_name;
+  }
+  auto http_tls = ListenerTls("http", o.http_tls, o.tls_common, {"http/1.1"});
+  auto grpc_tls = ListenerTls("grpc", o.grpc_tls, o.tls_common, {"h2"});
+  for (const auto* t : {&http_tls, &grpc_tls}) {
+    if (!t->ok()) {
+      LOG_ERROR("dais gateway: {}", t->status().message());
+      return 2;
+    }
+  }
   frontends::http::ServerOptions so;
+  so.tls = *http_tls;
   so.address = o.http_address;
   so.port = o.http_port;
   so.threads = o.http_threads;
@@ -122,6 +146,7 @@ int RunGateway(const GatewayCliOptions& o) {
   std::unique_ptr<frontends::grpc::H2Server> grpc;
   if (o.grpc_port >= 0) {
     frontends::grpc::H2ServerOptions go2;
+    go2.tls = *grpc_tls;
     go2.address = o.grpc_address;
     go2.port = o.grpc_port;
     go2.threads = o.grpc_threads;

@@ -6,9 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
+#include "cmd/tls_flags.h"
 
 namespace dais::cmd {
 
@@ -33,6 +31,10 @@ struct GatewayCliOptions {
   std::string access_log;
   double access_log_sample = 1.0;
   std::string advertise_host = "127.0.0.1";
+  // TLS on the gateway's own ports, and to the nodes (docs/tls.md).
+  ListenerTlsFlags http_tls, grpc_tls;
+  TlsCommonFlags tls_common;
+  tls::ClientConfig upstream_tls;
 };
 
 CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* options);

@@ -118,9 +118,11 @@ Gateway::Impl::Impl(GatewayOptions o, boost::asio::io_context* io)
       balancer(options.balancer),
       budget(options.retry_budget),
       pool(io != nullptr
-               ? UpstreamPool(io, UpstreamOptions{0, 256, 256ull << 20})
-               : UpstreamPool(UpstreamOptions{options.upstream_threads, 256, 256ull << 20})),
-      grpc(&pool.io_context()) {}
+               ? UpstreamPool(io, UpstreamOptions{0, 256, 256ull << 20, options.upstream_tls,
+                                                  options.upstream_tls_name})
+               : UpstreamPool(UpstreamOptions{options.upstream_threads, 256, 256ull << 20,
+                                              options.upstream_tls, options.upstream_tls_name})),
+      grpc(&pool.io_context(), 64u << 20, options.upstream_tls, options.upstream_tls_name) {}
 
 void Gateway::Impl::Watch(const std::string& prefix, std::map<std::string, std::string>* kv) {
   etcd::Watcher::Callbacks cb;

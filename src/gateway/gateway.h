@@ -26,6 +26,7 @@
 #include "frontends/http/http_server.h"
 #include "gateway/balancer.h"
 #include "gateway/jwt.h"
+#include "tls/context.h"
 
 namespace boost::asio {
 class io_context;
@@ -46,6 +47,9 @@ struct GatewayOptions {
   // 5xx answer is logged; other answers with probability access_log_sample.
   std::string access_log;
   double access_log_sample = 1.0;
+  // TLS to the nodes (their --http-use-ssl / --grpc-use-ssl[-mutual]): both upstreams use it.
+  tls::SslCtxPtr upstream_tls;
+  std::string upstream_tls_name;  // empty: each node's host
 };
 
 class Gateway {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common/mutex.h"
+#include "tls/engine.h"
 
 namespace dais::gateway {
 
@@ -108,10 +109,13 @@ class Call final : public GrpcUpstreamCall, public std::enable_shared_from_this<
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(net::io_context& io, std::string address, uint32_t max_message)
+  Connection(net::io_context& io, std::string address, uint32_t max_message,
+             tls::SslCtxPtr tls_context = nullptr, std::string tls_name = "")
       : strand(net::make_strand(io)),
         address_(std::move(address)),
         max_message_(max_message),
+        tls_context_(std::move(tls_context)),
+        tls_name_(std::move(tls_name)),
         resolver_(strand),
         socket_(strand) {
     rbuf_.resize(64 * 1024);
@@ -134,6 +138,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   struct Callbacks;
   void Connect();
+  // TLS (when configured): the client handshake over socket_, then Open.
+  void Handshake();
+  void HandshakeRead();
+  // Starts the HTTP/2 session and sends what waited for the connection.
+  void Open();
+  // Writes bytes for the node (encrypted with TLS) after what is being written.
+  void Send(std::string_view bytes);
   void Submit(const std::shared_ptr<Call>& c);
   void Flush();
   void Read();
@@ -146,6 +157,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class State { kNew, kConnecting, kOpen, kClosed };
   const std::string address_;
   const uint32_t max_message_;
+  const tls::SslCtxPtr tls_context_;
+  const std::string tls_name_;
+  std::unique_ptr<tls::Engine> tls_;
+  std::string plain_;  // the last read, decrypted
   State state_ = State::kNew;
   tcp::resolver resolver_;
   tcp::socket socket_;
@@ -153,6 +168,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::shared_ptr<Call>> waiting_;  // until connected
   std::unordered_map<int32_t, std::shared_ptr<Call>> streams_;
   std::string wbuf_, sending_;
+  std::string pending_;  // bytes for the socket (encrypted with TLS) waiting for the write
   bool writing_ = false;
   bool in_recv_ = false;  // inside nghttp2_session_mem_recv: no mem_send (Read flushes after)
   std::string rbuf_;
@@ -319,35 +335,76 @@ void Connection::Connect() {
       host, address_.substr(colon + 1),
       [self = shared_from_this()](boost::system::error_code ec, tcp::resolver::results_type r) {
         if (ec) return self->Fail("cannot resolve: " + ec.message());
-        net::async_connect(
-            self->socket_, r, [self](boost::system::error_code ec, const tcp::endpoint&) {
-              if (self->state_ == State::kClosed) return;
-              if (ec) return self->Fail("cannot connect: " + ec.message());
-              self->socket_.set_option(tcp::no_delay(true), ec);
-              nghttp2_session_callbacks* cb = nullptr;
-              nghttp2_session_callbacks_new(&cb);
-              nghttp2_session_callbacks_set_on_header_callback(cb, Callbacks::OnHeader);
-              nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, Callbacks::OnData);
-              nghttp2_session_callbacks_set_on_stream_close_callback(cb, Callbacks::OnStreamClose);
-              nghttp2_session_callbacks_set_on_frame_recv_callback(cb, Callbacks::OnFrame);
-              nghttp2_session_client_new(&self->session_, cb, self.get());
-              nghttp2_session_callbacks_del(cb);
-              const nghttp2_settings_entry settings[] = {
-                  {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 8u << 20},
-                  {NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
-              nghttp2_submit_settings(self->session_, NGHTTP2_FLAG_NONE, settings,
-                                      std::size(settings));
-              nghttp2_session_set_local_window_size(self->session_, NGHTTP2_FLAG_NONE, 0, 64 << 20);
-              self->state_ = State::kOpen;
-              auto waiting = std::move(self->waiting_);
-              self->waiting_.clear();
-              for (const auto& c : waiting) {
-                if (!c->finished) self->Submit(c);
-              }
-              self->Flush();
-              self->Read();
-            });
+        net::async_connect(self->socket_, r,
+                           [self](boost::system::error_code ec, const tcp::endpoint&) {
+                             if (self->state_ == State::kClosed) return;
+                             if (ec) return self->Fail("cannot connect: " + ec.message());
+                             self->socket_.set_option(tcp::no_delay(true), ec);
+                             if (self->tls_context_) return self->Handshake();
+                             self->Open();
+                           });
       });
+}
+
+void Connection::Handshake() {
+  tls_ = std::make_unique<tls::Engine>(tls_context_, /*server=*/false);
+  static const unsigned char kH2[] = "\x02h2";
+  SSL_set_alpn_protos(tls_->ssl(), kH2, sizeof(kH2) - 1);
+  std::string name = tls_name_;
+  if (name.empty()) {
+    name = address_.substr(0, address_.rfind(':'));
+    if (name.size() > 2 && name.front() == '[') name = name.substr(1, name.size() - 2);
+  }
+  if (Status s = tls::SetPeerName(tls_->ssl(), name); !s.ok()) return Fail(s.message());
+  std::string wire;
+  if (Status s = tls_->Start(&wire); !s.ok()) return Fail(s.message());
+  Send(wire);
+  HandshakeRead();
+}
+
+void Connection::HandshakeRead() {
+  socket_.async_read_some(
+      net::buffer(rbuf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+        if (self->state_ == State::kClosed) return;
+        if (ec) return self->Fail("TLS handshake: " + ec.message());
+        std::string wire;
+        self->plain_.clear();
+        Status s = self->tls_->Receive(reinterpret_cast<const uint8_t*>(self->rbuf_.data()), n,
+                                       &self->plain_, &wire);
+        if (!wire.empty()) self->Send(wire);  // raw: handshake records are already encrypted
+        if (!s.ok())
+          return self->Fail("TLS handshake: " + std::string(self->tls_->failure_detail()));
+        if (!self->tls_->established()) return self->HandshakeRead();
+        self->Open();
+      });
+}
+
+void Connection::Open() {
+  nghttp2_session_callbacks* cb = nullptr;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_header_callback(cb, Callbacks::OnHeader);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, Callbacks::OnData);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, Callbacks::OnStreamClose);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, Callbacks::OnFrame);
+  nghttp2_session_client_new(&session_, cb, this);
+  nghttp2_session_callbacks_del(cb);
+  const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 8u << 20},
+                                             {NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
+  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, 64 << 20);
+  state_ = State::kOpen;
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (const auto& c : waiting) {
+    if (!c->finished) Submit(c);
+  }
+  Flush();
+  if (!plain_.empty()) {  // HTTP/2 bytes that came with the handshake's end
+    nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(plain_.data()),
+                             plain_.size());
+    plain_.clear();
+  }
+  Read();
 }
 
 void Connection::Submit(const std::shared_ptr<Call>& c) {
@@ -474,15 +531,27 @@ void Connection::Flush() {
     if (n == 0) break;
     wbuf_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
   }
-  if (writing_ || wbuf_.empty()) return;
+  if (wbuf_.empty()) return;
+  std::string plain = std::move(wbuf_);
+  wbuf_.clear();
+  if (!tls_) return Send(plain);
+  std::string wire;
+  if (Status s = tls_->Send(plain, &wire); !s.ok()) return Fail(s.message());
+  Send(wire);
+}
+
+void Connection::Send(std::string_view bytes) {
+  pending_.append(bytes);
+  if (writing_ || pending_.empty()) return;
   writing_ = true;
-  sending_.swap(wbuf_);
+  sending_.swap(pending_);
   net::async_write(socket_, net::buffer(sending_),
                    [self = shared_from_this()](boost::system::error_code ec, size_t) {
                      self->writing_ = false;
                      self->sending_.clear();
                      if (ec) return self->Fail("writing: " + ec.message());
-                     self->Flush();
+                     if (self->state_ == State::kOpen) self->Flush();
+                     self->Send({});
                    });
 }
 
@@ -493,9 +562,20 @@ void Connection::Read() {
     if (ec) {
       return self->Fail(ec == net::error::eof ? "the node closed it" : ec.message());
     }
+    const uint8_t* data = reinterpret_cast<const uint8_t*>(self->rbuf_.data());
+    if (self->tls_) {
+      std::string wire;
+      self->plain_.clear();
+      if (Status s = self->tls_->Receive(data, n, &self->plain_, &wire); !s.ok()) {
+        return self->Fail(s.message());
+      }
+      if (!wire.empty()) self->Send(wire);
+      if (self->tls_->peer_closed()) return self->Fail("the node closed it");
+      data = reinterpret_cast<const uint8_t*>(self->plain_.data());
+      n = self->plain_.size();
+    }
     self->in_recv_ = true;
-    const ssize_t rv = nghttp2_session_mem_recv(
-        self->session_, reinterpret_cast<const uint8_t*>(self->rbuf_.data()), n);
+    const ssize_t rv = nghttp2_session_mem_recv(self->session_, data, n);
     self->in_recv_ = false;
     if (rv < 0) return self->Fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(rv)));
     self->Flush();
@@ -512,14 +592,19 @@ void Connection::Read() {
 struct GrpcUpstream::Impl {
   net::io_context* io;
   uint32_t max_message;
+  tls::SslCtxPtr tls_context;
+  std::string tls_name;
   Mutex mu;
   std::map<std::string, std::shared_ptr<Connection>> connections DAIS_GUARDED_BY(mu);
 };
 
-GrpcUpstream::GrpcUpstream(net::io_context* io, uint32_t max_message_bytes)
+GrpcUpstream::GrpcUpstream(net::io_context* io, uint32_t max_message_bytes,
+                           tls::SslCtxPtr tls_context, std::string tls_name)
     : impl_(std::make_unique<Impl>()) {
   impl_->io = io;
   impl_->max_message = max_message_bytes;
+  impl_->tls_context = std::move(tls_context);
+  impl_->tls_name = std::move(tls_name);
 }
 
 GrpcUpstream::~GrpcUpstream() {
@@ -537,7 +622,8 @@ std::shared_ptr<GrpcUpstreamCall> GrpcUpstream::Start(const std::string& address
     MutexLock l(&impl_->mu);
     auto& slot = impl_->connections[address];
     if (!slot || !slot->usable.load()) {
-      slot = std::make_shared<Connection>(*impl_->io, address, impl_->max_message);
+      slot = std::make_shared<Connection>(*impl_->io, address, impl_->max_message,
+                                          impl_->tls_context, impl_->tls_name);
     }
     conn = slot;
   }

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "tls/context.h"
+
 namespace boost::asio {
 class io_context;
 }
@@ -58,7 +60,10 @@ class GrpcUpstreamCall {
 class GrpcUpstream {
  public:
   // `io` is borrowed and run by its owner's threads.
-  explicit GrpcUpstream(boost::asio::io_context* io, uint32_t max_message_bytes = 64u << 20);
+  // `tls_context`: gRPC over TLS to the nodes (ALPN h2; mutual TLS with a client certificate in
+  // it); each node's certificate must carry `tls_name`, else the host of its address.
+  explicit GrpcUpstream(boost::asio::io_context* io, uint32_t max_message_bytes = 64u << 20,
+                        tls::SslCtxPtr tls_context = nullptr, std::string tls_name = "");
   ~GrpcUpstream();  // closes every connection; open calls end UNAVAILABLE
   GrpcUpstream(const GrpcUpstream&) = delete;
   GrpcUpstream& operator=(const GrpcUpstream&) = delete;

@@ -3,6 +3,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <deque>
 #include <list>
@@ -12,6 +13,7 @@
 
 #include "common/mutex.h"
 #include "frontends/listen.h"
+#include "tls/context.h"
 
 namespace dais::gateway {
 
@@ -19,6 +21,28 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
+
+namespace {
+
+// One connection to a node: plain text, or HTTPS over the same TCP stream.
+struct Conn {
+  std::unique_ptr<beast::tcp_stream> tcp;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+
+  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
+  explicit operator bool() const { return tcp || tls; }
+  // Calls f with the stream requests go through.
+  template <class F>
+  void With(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(*tcp);
+    }
+  }
+};
+
+}  // namespace
 
 struct UpstreamPool::Impl {
   Impl(net::io_context* external, UpstreamOptions o)
@@ -39,7 +63,7 @@ struct UpstreamPool::Impl {
   // CLOSE_WAIT.
   static constexpr std::chrono::seconds kMaxIdle{60};
   struct Idle {
-    std::unique_ptr<beast::tcp_stream> stream;
+    Conn stream;
     std::chrono::steady_clock::time_point since;
   };
   // By the io_context the connection runs on (with a borrowed server's, one per I/O thread),
@@ -57,18 +81,17 @@ struct UpstreamPool::Impl {
     net::io_context* current = frontends::CurrentIoContext();
     return owned == nullptr && current != nullptr ? *current : io;
   }
-  std::unique_ptr<beast::tcp_stream> TakeIdle(net::io_context* ioc, const std::string& address) {
+  Conn TakeIdle(net::io_context* ioc, const std::string& address) {
     MutexLock l(&mu);
     auto it = idle.find({ioc, address});
-    if (it == idle.end()) return nullptr;
+    if (it == idle.end()) return {};
     DropStale(it->second);
-    if (it->second.empty()) return nullptr;
+    if (it->second.empty()) return {};
     auto s = std::move(it->second.back().stream);
     it->second.pop_back();
     return s;
   }
-  void PutIdle(net::io_context* ioc, const std::string& address,
-               std::unique_ptr<beast::tcp_stream> s) {
+  void PutIdle(net::io_context* ioc, const std::string& address, Conn s) {
     MutexLock l(&mu);
     auto& list = idle[{ioc, address}];
     DropStale(list);
@@ -191,7 +214,7 @@ class Exchange : public UpstreamPool::Impl::Expirable,
       if (self->ended_) return;
       self->expired_ = true;  // the operation under way ends with operation_aborted
       beast::error_code ignored;
-      if (self->stream_) self->stream_->socket().close(ignored);
+      if (self->stream_) self->stream_.lowest().socket().close(ignored);
     });
   }
 
@@ -211,39 +234,78 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     reused_ = false;
     auto endpoint = pool_->Resolve(address_);
     if (!endpoint.ok()) return Finish(endpoint.status(), true);
-    stream_ = std::make_unique<beast::tcp_stream>(executor_);
-    stream_->async_connect(*endpoint, [self = shared_from_this()](beast::error_code ec) {
+    stream_ = Conn();
+    if (pool_->options.tls_context) {
+      SSL_CTX_up_ref(pool_->options.tls_context.get());  // the Asio context owns one reference
+      net::ssl::context context(pool_->options.tls_context.get());
+      stream_.tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(
+          beast::tcp_stream(executor_), context);
+    } else {
+      stream_.tcp = std::make_unique<beast::tcp_stream>(executor_);
+    }
+    stream_.lowest().async_connect(*endpoint, [self = shared_from_this()](beast::error_code ec) {
       if (ec) {
         return self->Finish(
             self->expired_ ? DeadlineExceeded("connecting to " + self->address_ + ": timed out")
                            : Unavailable("connecting to " + self->address_ + ": " + ec.message()),
             !self->expired_);
       }
+      if (self->stream_.tls) return self->Handshake();
       self->Write();
     });
   }
 
+  // HTTPS: the client side of the handshake; the node's certificate must carry its name.
+  void Handshake() {
+    SSL* ssl = stream_.tls->native_handle();
+    std::string name = pool_->options.tls_name;
+    if (name.empty()) name = address_.substr(0, address_.rfind(':'));
+    if (Status s = tls::SetPeerName(ssl, name); !s.ok()) return Finish(s, true);
+    static const unsigned char kHttp11[] = "\x08http/1.1";
+    SSL_set_alpn_protos(ssl, kHttp11, sizeof(kHttp11) - 1);
+    stream_.tls->async_handshake(net::ssl::stream_base::client, [self = shared_from_this()](
+                                                                    beast::error_code ec) {
+      if (!ec) return self->Write();
+      std::string why = ec.message();
+      if (ec.category() == net::error::get_ssl_category()) {
+        why = tls::DescribeFailure(self->stream_.tls->native_handle(),
+                                   static_cast<unsigned long>(ec.value()));
+      }
+      self->Finish(self->expired_
+                       ? DeadlineExceeded("TLS handshake with " + self->address_ + ": timed out")
+                       : Unavailable("TLS handshake with " + self->address_ + ": " + why),
+                   !self->expired_);
+    });
+  }
+
   void Write() {
-    http::async_write(*stream_, request_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        if (ec && self->reused_ && !self->expired_) {
-                          return self->Connect();  // the kept-alive connection had gone
-                        }
-                        if (ec) return self->Failed(ec, "sending to");
-                        self->Read();
-                      });
+    stream_.With([this](auto& s) {
+      http::async_write(s, request_, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec && self->reused_ && !self->expired_) {
+          return self->Connect();  // the kept-alive connection had gone
+        }
+        if (ec) return self->Failed(ec, "sending to");
+        self->Read();
+      });
+    });
   }
 
   void Read() {
     parser_.emplace();
     parser_->body_limit(pool_->options.max_response_bytes);
-    http::async_read(*stream_, buffer_, *parser_,
+    stream_.With([this](auto& s) { ReadFrom(s); });
+  }
+
+  template <class Stream>
+  void ReadFrom(Stream& s) {
+    http::async_read(s, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t n) {
                        // A kept-alive connection the node closed before reading the request
                        // (a clean end, nothing received): the request was not processed, send
                        // it again. A reset may come after the node took the request: no resend.
                        if (ec && self->reused_ && n == 0 && !self->expired_ &&
-                           (ec == http::error::end_of_stream || ec == net::error::eof)) {
+                           (ec == http::error::end_of_stream || ec == net::error::eof ||
+                            ec == net::ssl::error::stream_truncated)) {
                          self->buffer_.clear();
                          return self->Connect();
                        }
@@ -284,7 +346,7 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     result.connect_failed = connect_failed;
     if (stream_) {
       beast::error_code ignored;
-      stream_->socket().close(ignored);
+      stream_.lowest().socket().close(ignored);
     }
     End();
     done_(std::move(result));
@@ -303,7 +365,7 @@ class Exchange : public UpstreamPool::Impl::Expirable,
   std::function<void(UpstreamResult)> done_;
   const std::chrono::steady_clock::time_point deadline_;
   http::request<http::string_body> request_;
-  std::unique_ptr<beast::tcp_stream> stream_;
+  Conn stream_;
   bool reused_ = false;
   bool expired_ = false;  // the deadline passed (the sweeper closed the connection)
   bool ended_ = false;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "tls/context.h"
 
 namespace boost::asio {
 class io_context;
@@ -50,6 +51,10 @@ struct UpstreamOptions {
   int threads = 2;  // with an io_context of its own
   size_t max_idle_per_address = 64;
   uint64_t max_response_bytes = 256ull << 20;
+  // HTTPS to the nodes (mutual TLS with a client certificate in the context): each node's
+  // certificate is checked against `tls_name`, else the host of its address.
+  tls::SslCtxPtr tls_context = nullptr;
+  std::string tls_name = "";
 };
 
 class UpstreamPool {

@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, EtcdServer, wait_for
@@ -64,3 +65,63 @@ def test_without_a_client_certificate_etcd_refuses_and_ctl_says_so(tls_etcd, cer
     r = subprocess.run([str(dais_bin), "ctl", "--etcd", tls_etcd.endpoint, "get", "nodes"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0, r.stdout
+
+
+def test_gateway_to_nodes_over_mutual_tls(etcd_server, certs, dais_bin, repo_copy, start_server,
+                                          tmp_path):
+    """A node that only accepts mutual TLS (HTTP and gRPC), a gateway with a client certificate
+    (--upstream-tls-*) and its own gRPC port over TLS: requests through it over HTTP and gRPC
+    reach the node; a gateway without a client certificate gets no answer from the node and
+    says why."""
+    import grpc
+    import requests
+
+    import grpc_client
+    from cluster_util import Gateway, ctl, instances
+    from grpc_client import GrpcClient
+
+    tls = []
+    for p in ("http", "grpc"):
+        tls += [f"--{p}-use-ssl-mutual", "true", f"--{p}-server-cert", str(certs / "server.crt"),
+                f"--{p}-server-key", str(certs / "server.key"), f"--{p}-root-cert",
+                str(certs / "ca.crt")]
+    node = start_server(repo_copy, "--etcd", etcd_server.endpoint, "--node-id", "n1",
+                        "--lease-ttl-secs", "2", *tls, command="node")
+    etcd_server.ctl("put", "/dais/assignments/n1/mlp_small", json.dumps(
+        {"deployment": "ranker", "model": "mlp_small", "version": 1}))
+    wait_for(lambda: [i["state"] for i in instances(etcd_server, "mlp_small").values()] ==
+             ["READY"], 60, "mlp_small READY on n1")
+    route = tmp_path / "route.yaml"
+    route.write_text("kind: route\nname: ranker\nmodel: mlp_small\n"
+                     "versions: [{version: 1, weight: 100}]\nstable: 1\n")
+    ctl(dais_bin, etcd_server, "apply", "-f", str(route))
+    body = {"inputs": [{"name": "INPUT__0", "shape": [1, 16], "datatype": "FP32",
+                        "data": [0.0] * 16}]}
+
+    good = Gateway(dais_bin, etcd_server, tmp_path, "--upstream-tls-ca", certs / "ca.crt",
+                   "--upstream-tls-cert", certs / "client.crt", "--upstream-tls-key",
+                   certs / "client.key", "--grpc-use-ssl", "true", "--grpc-server-cert",
+                   certs / "server.crt", "--grpc-server-key", certs / "server.key", name="good")
+    bad = Gateway(dais_bin, etcd_server, tmp_path, "--upstream-tls-ca", certs / "ca.crt",
+                  name="bad")
+    try:
+        r = wait_for(lambda: (lambda r: r if r.status_code == 200 else None)(
+            requests.post(good.url + "/v2/models/ranker/infer", json=body, timeout=10)), 20,
+            "an answer through the gateway over mutual TLS")
+        assert r.json()["model_name"] == "mlp_small"
+        stubs = grpc_client.generate_stubs(tmp_path / "stubs")
+        c = GrpcClient(stubs, good.grpc_port, credentials=grpc.ssl_channel_credentials(
+            (certs / "ca.crt").read_bytes()))
+        out = c.stub.ModelInfer(c.request("ranker", {"INPUT__0": np.zeros((1, 16), "f4")}),
+                                timeout=10)
+        assert out.model_name == "mlp_small" and out.raw_output_contents
+        c.close()
+
+        r = requests.post(bad.url + "/v2/models/ranker/infer", json=body, timeout=10)
+        assert r.status_code in (502, 503), r.text
+        assert "certificate required" in r.text, r.text  # the node's TLS alert, named
+        wait_for(lambda: "TLS handshake on http from 127.0.0.1 failed: no_client_certificate" in
+                 node.log_text(), 10, "the node's log line")
+    finally:
+        good.stop()
+        bad.stop()
