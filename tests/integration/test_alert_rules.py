@@ -21,7 +21,8 @@ RULES = PROM_DIR / "dais-alerts.yml"
 RULES_TEST = PROM_DIR / "dais-alerts.test.yml"
 CONFIG = PROM_DIR / "prometheus.yml"
 EXPECTED_ALERTS = {"DaisModelP99LatencyHigh", "DaisModelFailureRatioHigh", "DaisModelNotReady",
-                   "DaisServerDown", "DaisFeatureMissRateHigh", "DaisTxnInDoubt"}
+                   "DaisServerDown", "DaisFeatureMissRateHigh", "DaisTxnInDoubt",
+                   "DaisTlsCertificateExpiringSoon"}
 
 
 @pytest.fixture(scope="module")

@@ -352,3 +352,14 @@ def test_dais_perf_over_tls(tls_server, certs, dais_bin):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "TLS handshake" in r.stderr + r.stdout \
         and "unknown_ca" in r.stderr + r.stdout, r.stderr
+
+
+def test_metrics_port_over_tls(model_repo, certs, start_server):
+    """--metrics-use-ssl: the separate metrics port speaks HTTPS (Prometheus scrapes it with
+    scheme: https and the CA); plain HTTP to it gets the readable 400."""
+    srv = start_server(model_repo, "--metrics-port", free_port(), *tls_args(certs, "metrics"))
+    r = requests.get(f"https://localhost:{srv.metrics_port}/metrics", timeout=10,
+                     verify=str(certs / "ca.crt"))
+    assert r.status_code == 200 and "dais_tls_handshakes_total" in r.text, r.text[:300]
+    r = requests.get(f"http://127.0.0.1:{srv.metrics_port}/metrics", timeout=10)
+    assert r.status_code == 400 and "HTTPS port" in r.text

@@ -252,7 +252,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void OnRead(beast::error_code ec) {
     slot_->Busy();
     if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
-        ec == net::error::connection_reset || ec == net::error::operation_aborted) {
+        ec == net::error::connection_reset || ec == net::error::operation_aborted ||
+        ec == net::ssl::error::stream_truncated) {  // a TLS client gone without close_notify
       return Close();
     }
     if (ec == bhttp::error::body_limit) {
