@@ -4,6 +4,7 @@ set -euo pipefail
 PACKAGES=(
   # build
   cmake ninja-build g++ ccache pkg-config git curl ca-certificates
+  openssl  # scripts/make_certs.sh: the test certificates (docs/tls.md)
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libyaml-cpp-dev libssl-dev
   libpq-dev        # `dais txn`: the PostgreSQL client

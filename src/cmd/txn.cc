@@ -1,10 +1,13 @@
 #include "cmd/txn.h"
 
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "cmd/serve_features.h"
@@ -52,9 +55,31 @@ std::string ConsumerName(const TxnCliOptions& o) {
   return std::string(host) + "-" + std::to_string(getpid());
 }
 
-StatusOr<std::unique_ptr<redis::Client>> Redis(const std::string& seeds) {
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// grpc++'s credentials for the gates' channel: TLS with the --gate-tls-* files, else none.
+StatusOr<std::shared_ptr<grpc::ChannelCredentials>> GateCredentials(const tls::ClientConfig& c) {
+  if (!c.active()) return std::shared_ptr<grpc::ChannelCredentials>();
+  grpc::SslCredentialsOptions o;
+  for (const std::string* f : {&c.ca_file, &c.cert_file, &c.key_file}) {
+    if (!f->empty() && !std::ifstream(*f)) return InvalidArgument("cannot read '" + *f + "'");
+  }
+  if (!c.ca_file.empty()) o.pem_root_certs = ReadFile(c.ca_file);
+  if (!c.cert_file.empty()) {
+    o.pem_cert_chain = ReadFile(c.cert_file);
+    o.pem_private_key = ReadFile(c.key_file.empty() ? c.cert_file : c.key_file);
+  }
+  return grpc::SslCredentials(o);
+}
+
+StatusOr<std::unique_ptr<redis::Client>> Redis(const std::string& seeds,
+                                               const tls::ClientConfig& tls) {
   FeatureFlags f;
   f.redis = seeds;
+  f.redis_tls = tls;
   ASSIGN_OR_RETURN(auto client, ConnectRedis(f));
   if (!client->WaitUntilReachable(std::chrono::seconds(10))) {
     return Unavailable("Redis " + seeds + " is not reachable");
@@ -99,7 +124,7 @@ int RunConsume(const TxnCliOptions& o) {
     LOG_ERROR("dais txn consume: {}", specs.status().message());
     return 2;
   }
-  auto client = Redis(o.redis);
+  auto client = Redis(o.redis, o.redis_tls);
   if (!client.ok()) {
     LOG_ERROR("dais txn consume: --redis: {}", client.status().message());
     return 2;
@@ -225,6 +250,13 @@ CLI::App* AddTxnCommand(CLI::App* app, TxnCliOptions* o) {
           CLI::IsMember({"after_branches", "after_prepare", "after_decision", "during_commit"}));
   AddConsumerFlags(serve, o);
   consume->add_option("--redis", o->redis, "Redis host:port.")->required();
+  for (CLI::App* c : {serve, consume}) {
+    AddClientTlsFlags(c, "redis", "Redis (streams, features)", &o->redis_tls);
+  }
+  AddListenerTlsFlags(serve, "http", "the HTTP API (HTTPS)", &o->http_tls);
+  AddListenerTlsFlags(serve, "grpc", "the gRPC API (ALPN h2)", &o->grpc_tls);
+  AddTlsCommonFlags(serve, &o->tls_common);
+  AddClientTlsFlags(serve, "gate", "the model server the gates call (gRPC)", &o->gate_tls);
   consume->add_option("--feature-spec", o->feature_spec, "features.yaml declaring --feature.")
       ->required()
       ->check(CLI::ExistingFile);
@@ -259,7 +291,7 @@ StatusOr<std::unique_ptr<txn::RecentItemsUpdater>> StartRecentItems(
     const TxnCliOptions& o, features::FeatureSpecPtr fspec,
     std::unique_ptr<redis::Client>* client) {
   if (!fspec || o.redis.empty()) return InvalidArgument("needs --redis and --feature-spec");
-  ASSIGN_OR_RETURN(*client, Redis(o.redis));
+  ASSIGN_OR_RETURN(*client, Redis(o.redis, o.redis_tls));
   auto updater =
       std::make_unique<txn::RecentItemsUpdater>(client->get(), fspec, ConsumerOptions(o));
   RETURN_IF_ERROR(updater->Start());
@@ -281,7 +313,7 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
   std::unique_ptr<features::FeatureStore> store;
   std::unique_ptr<streams::EventStream> events;
   if (!o.redis.empty()) {
-    auto c = Redis(o.redis);
+    auto c = Redis(o.redis, o.redis_tls);
     if (!c.ok()) {
       LOG_ERROR("dais txn: --redis: {}", c.status().message());
       return 2;
@@ -293,7 +325,12 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
         so, std::make_unique<features::RedisTier>(redis.get()));
     events = streams::MakeRedisEventStream(redis.get(), o.events_max_len);
   }
-  txn::Gate gate(o.gate_server, store.get(), fspec);
+  auto gate_credentials = GateCredentials(o.gate_tls);
+  if (!gate_credentials.ok()) {
+    LOG_ERROR("dais txn: --gate-tls: {}", gate_credentials.status().message());
+    return 2;
+  }
+  txn::Gate gate(o.gate_server, store.get(), fspec, *gate_credentials);
   if (Status s = gate.Validate(*spec); !s.ok()) {
     LOG_ERROR("dais txn: {}", s.message());
     return 2;
@@ -327,7 +364,16 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
     }
     updater = std::move(*started);
   }
+  auto http_tls = ListenerTls("http", o.http_tls, o.tls_common, {"http/1.1"});
+  auto grpc_tls = ListenerTls("grpc", o.grpc_tls, o.tls_common, {"h2"});
+  for (const auto* t : {&http_tls, &grpc_tls}) {
+    if (!t->ok()) {
+      LOG_ERROR("dais txn: {}", t->status().message());
+      return 2;
+    }
+  }
   frontends::http::ServerOptions so;
+  so.tls = *http_tls;
   so.address = o.http_address;
   so.port = o.http_port;
   so.threads = o.http_threads;
@@ -340,6 +386,7 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
   std::unique_ptr<frontends::grpc::H2Server> grpc;
   if (o.grpc_port >= 0) {
     frontends::grpc::H2ServerOptions go;
+    go.tls = *grpc_tls;
     go.address = o.grpc_address;
     go.port = o.grpc_port;
     go.threads = 1;

@@ -7,9 +7,7 @@
 
 #include <string>
 
-namespace CLI {
-class App;
-}
+#include "cmd/tls_flags.h"
 
 namespace dais::cmd {
 
@@ -39,6 +37,11 @@ struct TxnCliOptions {
   int resolve_interval_ms = 1000;
   bool dry_run = false;
   std::string crash_at;
+  // TLS (docs/tls.md): its own ports, Redis, and the model server the gates call.
+  ListenerTlsFlags http_tls, grpc_tls;
+  TlsCommonFlags tls_common;
+  tls::ClientConfig redis_tls;
+  tls::ClientConfig gate_tls;
 };
 
 CLI::App* AddTxnCommand(CLI::App* app, TxnCliOptions* options);

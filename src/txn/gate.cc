@@ -85,11 +85,13 @@ double ParamNumber(const Params& params, const std::string& name) {
 
 }  // namespace
 
-Gate::Gate(const std::string& server, features::FeatureStore* store, features::FeatureSpecPtr spec)
+Gate::Gate(const std::string& server, features::FeatureStore* store, features::FeatureSpecPtr spec,
+           std::shared_ptr<grpc::ChannelCredentials> credentials)
     : impl_(std::make_unique<Impl>()) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  impl_->channel = grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
+  impl_->channel = grpc::CreateCustomChannel(
+      server, credentials ? credentials : grpc::InsecureChannelCredentials(), args);
   impl_->stub = GRPCInferenceService::NewStub(impl_->channel);
   impl_->store = store;
   impl_->spec = std::move(spec);

@@ -12,6 +12,10 @@
 #include "features/spec/feature_spec.h"
 #include "txn/txn_spec.h"
 
+namespace grpc {
+class ChannelCredentials;
+}
+
 namespace dais::features {
 class FeatureStore;
 }
@@ -29,7 +33,9 @@ class Gate {
  public:
   // `server`: host:port of the model server's gRPC port. `store` and `spec` (may be null when no
   // gate uses features) are borrowed.
-  Gate(const std::string& server, features::FeatureStore* store, features::FeatureSpecPtr spec);
+  // `credentials`: grpc++'s channel credentials for `server` (null: plain text).
+  Gate(const std::string& server, features::FeatureStore* store, features::FeatureSpecPtr spec,
+       std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
   ~Gate();
   // Checks that every gate's features resolve in the feature spec. InvalidArgument naming them.
   Status Validate(const TxnSpec& spec) const;

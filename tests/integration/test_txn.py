@@ -549,3 +549,35 @@ def test_ready_follows_the_decision_log(coord):
         return r.status_code == 200
     wait_for(placed, 30, "an order placed once the log is back", interval=0.2)
     shop.invariants()
+
+
+def test_tls_api_and_gate_over_tls(coord, start_server, tmp_path):
+    """dais txn with TLS (issue 17): its HTTP API over HTTPS, and the gate calling a model server
+    that only speaks gRPC over TLS (--gate-tls-ca); a gate without the CA cannot reach it and
+    the order is refused as gate_unavailable, never committed."""
+    shop = coord
+    certs = tmp_path / "certs"
+    subprocess.run([str(EXAMPLE.parents[1] / "scripts" / "make_certs.sh"), str(certs)],
+                   check=True, capture_output=True, timeout=60)
+    tls_model_server = start_server(
+        shop.srv.repo, "--redis", shop.redis.addr, "--grpc-use-ssl", "true",
+        "--grpc-server-cert", certs / "server.crt", "--grpc-server-key", certs / "server.key")
+    gate = f"localhost:{tls_model_server.grpc_port}"
+    https = ["--http-use-ssl", "true", "--http-server-cert", certs / "server.crt",
+             "--http-server-key", certs / "server.key"]
+    t = shop.coordinator(*https, "--gate-tls-ca", certs / "ca.crt", gate=gate)
+    params = shop.order(user=42, item=2, quantity=1, amount=30.0)
+    r = requests.post(f"https://localhost:{t.port}/v1/txn/place_order", json=params, timeout=30,
+                      verify=str(certs / "ca.crt"))
+    shop.record(params, r)
+    assert r.status_code == 200 and r.json()["outcome"] == "committed", r.text
+    assert r.json()["gate"]["review"] is False  # scored by the model over TLS
+    t.stop()
+    shop.live.remove(t)
+
+    untrusting = shop.coordinator(*https, gate=gate)  # no CA: plain text to a TLS port
+    params = shop.order(user=43, item=2, quantity=1, amount=30.0)
+    r = requests.post(f"https://localhost:{untrusting.port}/v1/txn/place_order", json=params,
+                      timeout=30, verify=str(certs / "ca.crt"))
+    shop.record(params, r)
+    assert r.status_code != 200 and "gate_unavailable" in r.text, r.text
