@@ -298,6 +298,43 @@ StatusOr<std::unique_ptr<txn::RecentItemsUpdater>> StartRecentItems(
   return updater;
 }
 
+// The HTTP and gRPC APIs (TLS as the flags ask), started; logs the "ports:" line.
+struct Apis {
+  std::unique_ptr<frontends::http::Server> http;
+  std::unique_ptr<frontends::grpc::H2Server> grpc;
+};
+
+StatusOr<Apis> StartApis(const TxnCliOptions& o, txn::Coordinator* coordinator) {
+  ASSIGN_OR_RETURN(auto http_tls, ListenerTls("http", o.http_tls, o.tls_common, {"http/1.1"}));
+  ASSIGN_OR_RETURN(auto grpc_tls, ListenerTls("grpc", o.grpc_tls, o.tls_common, {"h2"}));
+  Apis apis;
+  frontends::http::ServerOptions so;
+  so.tls = http_tls;
+  so.address = o.http_address;
+  so.port = o.http_port;
+  so.threads = o.http_threads;
+  so.listener = "txn";
+  apis.http = std::make_unique<frontends::http::Server>(so, txn::MakeTxnHandler(coordinator));
+  if (Status s = apis.http->Start(); !s.ok()) {
+    return Status(s.code(), "--http-port: " + std::string(s.message()));
+  }
+  if (o.grpc_port < 0) {
+    LOG_INFO("ports: http={}", apis.http->port());
+    return apis;
+  }
+  frontends::grpc::H2ServerOptions go;
+  go.tls = grpc_tls;
+  go.address = o.grpc_address;
+  go.port = o.grpc_port;
+  go.threads = 1;
+  apis.grpc = std::make_unique<frontends::grpc::H2Server>(go, txn::MakeTxnGrpcMethods(coordinator));
+  if (Status s = apis.grpc->Start(); !s.ok()) {
+    return Status(s.code(), "--grpc-port: " + std::string(s.message()));
+  }
+  LOG_INFO("ports: http={} grpc={}", apis.http->port(), apis.grpc->port());
+  return apis;
+}
+
 int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
   BlockStopSignals();
   features::FeatureSpecPtr fspec;
@@ -364,48 +401,18 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
     }
     updater = std::move(*started);
   }
-  auto http_tls = ListenerTls("http", o.http_tls, o.tls_common, {"http/1.1"});
-  auto grpc_tls = ListenerTls("grpc", o.grpc_tls, o.tls_common, {"h2"});
-  for (const auto* t : {&http_tls, &grpc_tls}) {
-    if (!t->ok()) {
-      LOG_ERROR("dais txn: {}", t->status().message());
-      return 2;
-    }
-  }
-  frontends::http::ServerOptions so;
-  so.tls = *http_tls;
-  so.address = o.http_address;
-  so.port = o.http_port;
-  so.threads = o.http_threads;
-  so.listener = "txn";
-  frontends::http::Server http(so, txn::MakeTxnHandler(&coordinator));
-  if (Status s = http.Start(); !s.ok()) {
-    LOG_ERROR("dais txn: --http-port: {}", s.message());
+  auto apis = StartApis(o, &coordinator);
+  if (!apis.ok()) {
+    LOG_ERROR("dais txn: {}", apis.status().message());
     return 2;
-  }
-  std::unique_ptr<frontends::grpc::H2Server> grpc;
-  if (o.grpc_port >= 0) {
-    frontends::grpc::H2ServerOptions go;
-    go.tls = *grpc_tls;
-    go.address = o.grpc_address;
-    go.port = o.grpc_port;
-    go.threads = 1;
-    grpc = std::make_unique<frontends::grpc::H2Server>(go, txn::MakeTxnGrpcMethods(&coordinator));
-    if (Status s = grpc->Start(); !s.ok()) {
-      LOG_ERROR("dais txn: --grpc-port: {}", s.message());
-      return 2;
-    }
-    LOG_INFO("ports: http={} grpc={}", http.port(), grpc->port());
-  } else {
-    LOG_INFO("ports: http={}", http.port());
   }
   LOG_INFO("dais txn started: coordinator {}, {} type(s), {} participant(s), {} worker(s)", o.id,
            spec->types.size(), spec->participants.size(), o.workers);
   WaitForSignal();
-  http.StopAccepting();
+  apis->http->StopAccepting();
   coordinator.Stop();  // in-flight transactions finish and are answered; queued ones get 503
-  if (grpc) grpc->Stop(5000);
-  http.Stop();
+  if (apis->grpc) apis->grpc->Stop(5000);
+  apis->http->Stop();
   for (auto& [_, r] : relays) r->Stop();
   if (updater) updater->Stop();
   return 0;
