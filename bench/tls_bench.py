@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (cpu_seconds, example_repository, repo_with_queue_delay,  # noqa: E402
                       request_bodies, run_wrk)
 from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
+from feature_bench import SPEC  # noqa: E402 (the user_profile group; inputs unused here)
 
 NGINX_CONF = """worker_processes 1;
 pid {tmp}/nginx.pid;
@@ -52,20 +53,6 @@ http {{
 }}
 """
 
-SPEC = """\
-domain: bench
-entities:
-  - {name: user_id, key_type: int64}
-feature_groups:
-  - name: user_profile
-    entity: user_id
-    version: 1
-    max_age: 1d
-    ttl: 7d
-    features:
-      - {name: age, dtype: FP32, shape: [], default: 0}
-      - {name: clicks, dtype: FP32, shape: [15], default: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]}
-"""
 
 
 def log(msg):

@@ -446,6 +446,14 @@ def _bindable(port: int) -> bool:
             return False
 
 
+def make_certs(directory: Path) -> Path:
+    """A CA and certificates made by scripts/make_certs.sh (openssl) in `directory`: ca.crt,
+    server.crt/.key (localhost, 127.0.0.1), server2, client, expired, future, other-ca, other."""
+    subprocess.run([str(REPO_ROOT / "scripts" / "make_certs.sh"), str(directory)], check=True,
+                   capture_output=True, timeout=60)
+    return Path(directory)
+
+
 def free_port(cluster_bus: bool = False) -> int:
     """A loopback TCP port that is free now (for a cluster node, port + 10000 too, its bus)."""
     rng = random.Random(os.getpid() ^ time.monotonic_ns())

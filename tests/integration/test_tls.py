@@ -22,7 +22,7 @@ import pytest
 import requests
 
 import grpc_client
-from conftest import REPO_ROOT, dais_binary, free_port
+from conftest import dais_binary, free_port, make_certs
 from grpc_client import GrpcClient
 
 X = np.random.default_rng(7).normal(size=(1, 16)).astype(np.float32)
@@ -30,10 +30,7 @@ X = np.random.default_rng(7).normal(size=(1, 16)).astype(np.float32)
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
-    subprocess.run([str(REPO_ROOT / "scripts" / "make_certs.sh"), str(d)], check=True,
-                   capture_output=True, timeout=60)
-    return d
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")

@@ -11,15 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, EtcdServer, wait_for
+from conftest import EtcdServer, make_certs, wait_for
 
 
 @pytest.fixture
 def certs(tmp_path) -> Path:
-    d = tmp_path / "certs"
-    subprocess.run([str(REPO_ROOT / "scripts" / "make_certs.sh"), str(d)], check=True,
-                   capture_output=True, timeout=60)
-    return d
+    return make_certs(tmp_path / "certs")
 
 
 @pytest.fixture

@@ -5,32 +5,21 @@ certificate the client does not trust is a clear connect error, and the server s
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, RedisCluster, RedisServer
+from conftest import RedisCluster, RedisServer, make_certs
+from test_features_redis import shop_repo  # noqa: F401 (fixture)
 
 FEATURES = ["user_profile:age", "user_profile:clicks"]
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("redis-certs")
-    subprocess.run([str(REPO_ROOT / "scripts" / "make_certs.sh"), str(d)], check=True,
-                   capture_output=True, timeout=60)
-    return d
-
-
-@pytest.fixture(scope="module")
-def shop_repo(model_repo, tmp_path_factory, kv):
-    repo = tmp_path_factory.mktemp("features-redis-tls") / "repo"
-    repo.mkdir()
-    kv.add_feature_model(model_repo, repo, "shop_mlp", kv.shop_spec(model=True, ttl="1h"))
-    return repo
+    return make_certs(tmp_path_factory.mktemp("redis-certs"))
 
 
 @pytest.fixture(scope="module")

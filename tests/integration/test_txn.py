@@ -16,7 +16,7 @@ import uuid
 import pytest
 import requests
 
-from conftest import dais_binary, metric_value, parse_prometheus, wait_for
+from conftest import dais_binary, make_certs, metric_value, parse_prometheus, wait_for
 from txn_util import (EXAMPLE, PgServer, TxnProcess, check_invariants, setup_shop,
                       write_txn_yaml)
 
@@ -556,9 +556,7 @@ def test_tls_api_and_gate_over_tls(coord, start_server, tmp_path):
     that only speaks gRPC over TLS (--gate-tls-ca); a gate without the CA cannot reach it and
     the order is refused as gate_unavailable, never committed."""
     shop = coord
-    certs = tmp_path / "certs"
-    subprocess.run([str(EXAMPLE.parents[1] / "scripts" / "make_certs.sh"), str(certs)],
-                   check=True, capture_output=True, timeout=60)
+    certs = make_certs(tmp_path / "certs")
     tls_model_server = start_server(
         shop.srv.repo, "--redis", shop.redis.addr, "--grpc-use-ssl", "true",
         "--grpc-server-cert", certs / "server.crt", "--grpc-server-key", certs / "server.key")
