@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {
     "common": set(),
     "scheduler": {"common"},
-    "etcd": {"common"},
+    "etcd": {"common", "tls"},
     "metrics": {"common"},
     "tls": {"common", "metrics"},
     "tensor": {"common"},

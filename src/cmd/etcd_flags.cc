@@ -23,7 +23,7 @@ void AddEtcdTlsFlags(CLI::App* app) {
 }
 
 void ApplyEtcdTlsFlags() {
-  if (Flags().enabled()) etcd::SetDefaultTls(Flags());
+  if (Flags().active()) etcd::SetDefaultTls(Flags());
 }
 
 }  // namespace dais::cmd

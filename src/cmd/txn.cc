@@ -6,8 +6,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "cmd/serve_features.h"
@@ -55,23 +53,14 @@ std::string ConsumerName(const TxnCliOptions& o) {
   return std::string(host) + "-" + std::to_string(getpid());
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // grpc++'s credentials for the gates' channel: TLS with the --gate-tls-* files, else none.
 StatusOr<std::shared_ptr<grpc::ChannelCredentials>> GateCredentials(const tls::ClientConfig& c) {
   if (!c.active()) return std::shared_ptr<grpc::ChannelCredentials>();
+  ASSIGN_OR_RETURN(tls::PemTexts pem, tls::ReadPemFiles(c));
   grpc::SslCredentialsOptions o;
-  for (const std::string* f : {&c.ca_file, &c.cert_file, &c.key_file}) {
-    if (!f->empty() && !std::ifstream(*f)) return InvalidArgument("cannot read '" + *f + "'");
-  }
-  if (!c.ca_file.empty()) o.pem_root_certs = ReadFile(c.ca_file);
-  if (!c.cert_file.empty()) {
-    o.pem_cert_chain = ReadFile(c.cert_file);
-    o.pem_private_key = ReadFile(c.key_file.empty() ? c.cert_file : c.key_file);
-  }
+  o.pem_root_certs = pem.ca;
+  o.pem_private_key = pem.key;
+  o.pem_cert_chain = pem.cert;
   return grpc::SslCredentials(o);
 }
 

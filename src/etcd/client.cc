@@ -1,10 +1,8 @@
 #include "etcd/client.h"
 
-#include <fstream>
-#include <iterator>
-
 #include "common/mutex.h"
 #include "etcd/client_impl.h"
+#include "tls/context.h"
 
 namespace dais::etcd {
 
@@ -67,25 +65,15 @@ namespace {
 Mutex g_tls_mu;
 Tls g_tls DAIS_GUARDED_BY(g_tls_mu);
 
-StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return InvalidArgument(std::string("etcd TLS: cannot read the ") + what + " '" + path + "'");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // Insecure, or TLS with `tls`'s files (also for https:// endpoints).
 StatusOr<std::shared_ptr<::grpc::ChannelCredentials>> Credentials(const Tls& tls, bool https) {
-  if (!tls.enabled() && !https) return ::grpc::InsecureChannelCredentials();
+  if (!tls.active() && !https) return ::grpc::InsecureChannelCredentials();
+  auto pem = tls::ReadPemFiles(tls);
+  if (!pem.ok()) return InvalidArgument("etcd TLS: " + std::string(pem.status().message()));
   ::grpc::SslCredentialsOptions o;
-  if (!tls.ca_file.empty()) {
-    ASSIGN_OR_RETURN(o.pem_root_certs, ReadPem(tls.ca_file, "CA"));
-  }
-  if (!tls.cert_file.empty()) {
-    ASSIGN_OR_RETURN(o.pem_cert_chain, ReadPem(tls.cert_file, "client certificate"));
-    ASSIGN_OR_RETURN(o.pem_private_key,
-                     ReadPem(tls.key_file.empty() ? tls.cert_file : tls.key_file, "client key"));
-  }
+  o.pem_root_certs = pem->ca;
+  o.pem_private_key = pem->key;
+  o.pem_cert_chain = pem->cert;
   return ::grpc::SslCredentials(o);
 }
 

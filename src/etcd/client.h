@@ -17,6 +17,7 @@
 
 #include "common/mutex.h"
 #include "dais/status.h"
+#include "tls/config.h"
 
 namespace dais::etcd {
 
@@ -63,13 +64,9 @@ struct TxnResult {
 // The smallest key greater than every key that starts with `prefix`.
 std::string PrefixEnd(const std::string& prefix);
 
-// TLS to etcd (etcd's --cert-file, and --client-cert-auth for client certificates).
-struct Tls {
-  std::string ca_file;    // PEM CA of etcd's certificate; empty: the system's
-  std::string cert_file;  // PEM client certificate (with key_file) for --client-cert-auth
-  std::string key_file;
-  bool enabled() const { return !ca_file.empty() || !cert_file.empty(); }
-};
+// TLS to etcd (etcd's --cert-file, and --client-cert-auth for client certificates):
+// tls::ClientConfig's CA, certificate and key files.
+using Tls = tls::ClientConfig;
 
 // The process's etcd TLS, used by every Client whose options name none: the commands set it once
 // from --etcd-cacert / --etcd-cert / --etcd-key, so that each role's clients (registration,

@@ -5,8 +5,6 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 
 #include "common/mutex.h"
@@ -203,21 +201,16 @@ class GrpcClient : public Client {
   }
 
  private:
-  static std::string ReadFile(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
-  // grpc++'s credentials for the control calls and --grpc-stub (its own TLS, same files).
+  // grpc++'s credentials for the control calls and --grpc-stub (its own TLS, same files; MakeClient
+  // already read them once, so they are readable).
   std::shared_ptr<grpc::ChannelCredentials> Credentials() const {
     if (!options_.tls_context) return grpc::InsecureChannelCredentials();
+    auto pem = tls::ReadPemFiles(options_.tls);
+    if (!pem.ok()) return grpc::InsecureChannelCredentials();  // then fails its handshake
     grpc::SslCredentialsOptions o;
-    if (!options_.tls.ca_file.empty()) o.pem_root_certs = ReadFile(options_.tls.ca_file);
-    if (!options_.tls.cert_file.empty()) {
-      o.pem_cert_chain = ReadFile(options_.tls.cert_file);
-      o.pem_private_key =
-          ReadFile(options_.tls.key_file.empty() ? options_.tls.cert_file : options_.tls.key_file);
-    }
+    o.pem_root_certs = pem->ca;
+    o.pem_private_key = pem->key;
+    o.pem_cert_chain = pem->cert;
     return grpc::SslCredentials(o);
   }
 

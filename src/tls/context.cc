@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <ctime>
+#include <fstream>
+#include <iterator>
 
 #include "common/logging.h"
 #include "metrics/registry.h"
@@ -372,6 +374,23 @@ StatusOr<SslCtxPtr> MakeClientContext(const ClientConfig& c) {
   }
   SSL_CTX_set_verify(raw, c.verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
   return ctx;
+}
+
+StatusOr<PemTexts> ReadPemFiles(const ClientConfig& c) {
+  auto read = [](const std::string& path, const char* what, std::string* out) -> Status {
+    if (path.empty()) return OkStatus();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return InvalidArgument(std::string("cannot read the ") + what + " '" + path + "'");
+    out->assign(std::istreambuf_iterator<char>(in), {});
+    return OkStatus();
+  };
+  PemTexts t;
+  RETURN_IF_ERROR(read(c.ca_file, "CA certificate(s)", &t.ca));
+  RETURN_IF_ERROR(read(c.cert_file, "client certificate", &t.cert));
+  if (!c.cert_file.empty()) {
+    RETURN_IF_ERROR(read(c.key_file.empty() ? c.cert_file : c.key_file, "client key", &t.key));
+  }
+  return t;
 }
 
 Status SetPeerName(SSL* ssl, const std::string& host) {

@@ -76,6 +76,14 @@ class ServerContext {
 // A client context: the server is verified against config.ca_file (or the system's CAs), the
 // client presents config.cert_file when set. InvalidArgument naming a bad file.
 StatusOr<SslCtxPtr> MakeClientContext(const ClientConfig& config);
+// The PEM texts of a client's CA, certificate and key files ("" where none is given; the key
+// defaults to the certificate file), for libraries that take PEM strings (grpc++'s
+// SslCredentialsOptions). InvalidArgument naming an unreadable file.
+struct PemTexts {
+  std::string ca, cert, key;
+};
+StatusOr<PemTexts> ReadPemFiles(const ClientConfig& config);
+
 // Sets SNI and the name (DNS name or IP address) the server certificate must carry on `ssl`.
 Status SetPeerName(SSL* ssl, const std::string& host);
 
