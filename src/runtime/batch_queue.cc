@@ -85,6 +85,7 @@ Status BatchQueue::Push(RequestPtr& request, uint64_t now_ns) {
   request->enqueue_ns = now_ns;
   request->deadline_ns = AddMicros(now_ns, timeout_us);
   std::string key = BatchShapeKey(*request, options_.max_batch_size > 0);
+  if (options_.adaptive) arrivals_.Observe(now_ns, request->batch_size);
   q.push_back(Entry{std::move(request), std::move(key)});
   ++size_;
   return OkStatus();
@@ -117,8 +118,35 @@ uint64_t BatchQueue::EarliestDeadline() const {
   return earliest;
 }
 
-bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns) {
+bool BatchQueue::Dispatch(int64_t rows, uint64_t head_ns, uint64_t now_ns, uint64_t* wake_ns,
+                          DispatchReason* reason) const {
+  // max_queue_delay: Triton's bound on the wait; with the adaptive policy only when set.
+  uint64_t delay_deadline = UINT64_MAX;
+  if (options_.max_queue_delay_us > 0) {
+    delay_deadline = AddMicros(head_ns, options_.max_queue_delay_us);
+    if (delay_deadline == 0) delay_deadline = UINT64_MAX;  // overflow: no bound
+  } else if (!options_.adaptive) {
+    delay_deadline = head_ns;  // delay 0: at once
+  }
+  *reason = DispatchReason::kQueueDelay;
+  if (now_ns >= delay_deadline) return true;
+  if (options_.adaptive) {
+    AdaptiveDecision d = DecideAdaptive(options_.adaptive_options, cost_, arrivals_, rows,
+                                        options_.max_batch_size, head_ns, now_ns);
+    *reason = d.reason;
+    if (d.dispatch) return true;
+    *wake_ns = std::min(d.wake_ns, delay_deadline);
+    return false;
+  }
+  *wake_ns = delay_deadline == UINT64_MAX ? 0 : delay_deadline;
+  return false;
+}
+
+bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns,
+                           DispatchReason* reason) {
   *wake_ns = 0;
+  DispatchReason ignored;
+  if (reason == nullptr) reason = &ignored;
   if (size_ == 0) return false;
   // The head: oldest request of the best non-empty level.
   std::deque<Entry>* head_q = nullptr;
@@ -129,6 +157,7 @@ bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint
     }
   }
   if (!options_.dynamic) {
+    *reason = DispatchReason::kUnbatched;
     batch->push_back(std::move(head_q->front().request));
     head_q->pop_front();
     --size_;
@@ -159,6 +188,7 @@ bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint
   bool dispatch = false;
   if (total >= options_.max_batch_size) {
     dispatch = true;
+    *reason = DispatchReason::kFull;
   } else if (!options_.preferred_batch_sizes.empty()) {
     int64_t largest = *std::max_element(options_.preferred_batch_sizes.begin(),
                                         options_.preferred_batch_sizes.end());
@@ -169,18 +199,11 @@ bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint
       while (keep < picks.size() && sum + picks[keep].size <= largest) sum += picks[keep++].size;
       picks.resize(std::max<size_t>(keep, 1));
       dispatch = true;
+      *reason = DispatchReason::kPreferred;
     }
   }
-  uint64_t delay_deadline = head_enqueue;
-  if (options_.max_queue_delay_us > 0) {
-    delay_deadline = AddMicros(head_enqueue, options_.max_queue_delay_us);
-    if (delay_deadline == 0) delay_deadline = UINT64_MAX;  // overflow: wait for a full batch
-  }
-  if (!dispatch && now_ns >= delay_deadline) dispatch = true;
-  if (!dispatch) {
-    *wake_ns = delay_deadline == UINT64_MAX ? 0 : delay_deadline;
-    return false;
-  }
+  if (!dispatch && !Dispatch(total, head_enqueue, now_ns, wake_ns, reason)) return false;
+  *wake_ns = 0;
   // Move the picks out; erase from the back of each queue so indices stay valid.
   std::vector<RequestPtr> taken;
   for (const Pick& p : picks) taken.push_back(std::move((*p.q)[p.index].request));

@@ -15,6 +15,8 @@
 //  - The batch is dispatched when it is full, when it reaches the largest preferred size, or when
 //    its oldest request has waited max_queue_delay. Without dynamic batching every request runs
 //    alone.
+//  - With the adaptive policy (adaptive_batching.h) the wait is decided from the measured arrival
+//    rate and batch costs instead; max_queue_delay, when set, still caps it.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "dais/status.h"
+#include "runtime/adaptive_batching.h"
 #include "runtime/inference_request.h"
 
 namespace dais::runtime {
@@ -44,6 +47,8 @@ struct BatchingOptions {
   uint32_t default_priority = 0;
   QueuePolicy default_policy;
   std::map<uint32_t, QueuePolicy> level_policies;
+  bool adaptive = false;  // parameters batching_policy: "adaptive"
+  AdaptiveOptions adaptive_options;
 };
 
 class BatchQueue {
@@ -59,8 +64,16 @@ class BatchQueue {
 
   // If a batch should run at `now_ns`, moves its requests into `batch` and returns true.
   // Otherwise returns false and sets `wake_ns` to when the decision may change without a new
-  // push (0: only a push can change it).
-  bool NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns);
+  // push (0: only a push can change it). `reason` (may be null) says why a batch left.
+  bool NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns,
+                 DispatchReason* reason = nullptr);
+
+  // A batch of `rows` took `ns` to execute (the adaptive policy's cost model).
+  void ObserveExecution(int64_t rows, uint64_t ns) { cost_.Observe(rows, ns); }
+  // A warm-up batch of `rows` took `ns`: a first guess until a real batch of that size runs.
+  void ObserveWarmup(int64_t rows, uint64_t ns) { cost_.Seed(rows, ns); }
+  // What a batch of `rows` is expected to take (0: nothing measured yet).
+  double EstimatedCostNs(int64_t rows) const { return cost_.Estimate(rows); }
 
   // Moves requests whose client cancelled into `cancelled`, so they neither run nor count
   // towards a batch.
@@ -83,9 +96,16 @@ class BatchQueue {
   uint32_t LevelOf(const InferenceRequest& r) const;
   const QueuePolicy& PolicyOf(uint32_t level) const;
 
+  // Whether the batch of `rows` whose oldest request arrived at `head_ns` leaves now; if not,
+  // `wake_ns` says when to decide again (0: only a push can change it).
+  bool Dispatch(int64_t rows, uint64_t head_ns, uint64_t now_ns, uint64_t* wake_ns,
+                DispatchReason* reason) const;
+
   BatchingOptions options_;
   std::map<uint32_t, std::deque<Entry>> levels_;  // ascending: level 1 first
   size_t size_ = 0;
+  BatchCostModel cost_;
+  ArrivalEstimator arrivals_;
 };
 
 // ns + us microseconds; 0 when us is 0 (none) or the sum would overflow (treated as none).

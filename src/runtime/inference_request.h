@@ -52,6 +52,11 @@ struct InferenceRequest {
   // Set by the frontend when the client gave up (gRPC cancellation): a request still queued is
   // then answered Cancelled instead of being executed. May be null.
   std::shared_ptr<std::atomic<bool>> cancelled;
+  // Set by a frontend whose thread may run the model and take the answer itself (on_complete
+  // called before Enqueue returns): an I/O thread holding no lock that on_complete takes. At light
+  // load a batch then runs on the thread that received it, with no hand-off or wake-up
+  // (docs/batching.md, "Inline execution").
+  bool may_run_inline = false;
   // Filled by the runtime.
   uint64_t arrival_ns = 0;
   uint64_t enqueue_ns = 0;

@@ -351,7 +351,36 @@ class Validator {
                              field + ".default_timeout_microseconds");
   }
 
+  // parameters batching_policy ("triton" | "adaptive"), latency_target_microseconds and
+  // inline_execution_max_microseconds (docs/batching.md).
+  Status CheckBatchingParameters() {
+    const std::string policy = ConfigParameter(c_, kBatchingPolicyParameter);
+    if (!policy.empty() && policy != "triton" && policy != "adaptive") {
+      return Error(
+          fmt::format("parameters {}: '{}' is not a policy; use \"triton\" or "
+                      "\"adaptive\"",
+                      kBatchingPolicyParameter, policy));
+    }
+    if (policy == "adaptive" && !c_.has_dynamic_batching()) {
+      return Error(fmt::format("parameters {}: \"adaptive\" needs dynamic_batching",
+                               kBatchingPolicyParameter));
+    }
+    for (const char* key : {kLatencyTargetParameter, kInlineExecutionParameter}) {
+      const std::string v = ConfigParameter(c_, key);
+      if (v.empty()) continue;
+      uint64_t us = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), us);
+      if (ec != std::errc() || end != v.data() + v.size()) {
+        return Error(
+            fmt::format("parameters {}: '{}' is not a whole number of microseconds", key, v));
+      }
+      RETURN_IF_ERROR(CheckMicroseconds(us, fmt::format("parameters {}", key)));
+    }
+    return OkStatus();
+  }
+
   Status CheckDynamicBatching() {
+    RETURN_IF_ERROR(CheckBatchingParameters());
     if (!c_.has_dynamic_batching()) return OkStatus();
     const inference::ModelDynamicBatching& db = c_.dynamic_batching();
     if (c_.max_batch_size() == 0) {

@@ -60,6 +60,11 @@ std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,
 // "-Infinity" as in protobuf's JSON mapping. Works for any message, not only ModelConfig.
 std::string ModelConfigToJson(const google::protobuf::Message& config);
 
+// The batching parameters dais reads itself (docs/batching.md).
+inline constexpr const char* kBatchingPolicyParameter = "batching_policy";
+inline constexpr const char* kLatencyTargetParameter = "latency_target_microseconds";
+inline constexpr const char* kInlineExecutionParameter = "inline_execution_max_microseconds";
+
 // parameters[key].string_value, or "" when the key is absent.
 std::string ConfigParameter(const inference::ModelConfig& config, const std::string& key);
 

@@ -222,6 +222,34 @@ TEST(ModelConfigTest, PreferredBatchSizeAboveMaxIsAnError) {
   EXPECT_THAT(s.message(), HasSubstr("preferred_batch_size 0"));
 }
 
+std::string Param(std::string_view key, std::string_view value) {
+  return "parameters { key: \"" + std::string(key) + "\" value: { string_value: \"" +
+         std::string(value) + "\" } }\n";
+}
+
+TEST(ModelConfigTest, BatchingParameters) {
+  EXPECT_OK(
+      ParseAndValidate(Minimal("dynamic_batching { }\n" + Param("batching_policy", "adaptive") +
+                               Param("latency_target_microseconds", "5000") +
+                               Param("inline_execution_max_microseconds", "0"))));
+  EXPECT_OK(ParseAndValidate(Minimal(Param("batching_policy", "triton"))));
+  Status s = ParseAndValidate(Minimal("dynamic_batching { }\n" + Param("batching_policy", "aimd")));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("parameters batching_policy: 'aimd' is not a policy; use \"triton\" or "
+                        "\"adaptive\""));
+  s = ParseAndValidate(Minimal(Param("batching_policy", "adaptive")));
+  EXPECT_THAT(s.message(), HasSubstr("\"adaptive\" needs dynamic_batching"));
+  s = ParseAndValidate(
+      Minimal("dynamic_batching { }\n" + Param("latency_target_microseconds", "5ms")));
+  EXPECT_THAT(s.message(), HasSubstr("parameters latency_target_microseconds: '5ms' is not a whole "
+                                     "number of microseconds"));
+  s = ParseAndValidate(Minimal(Param("inline_execution_max_microseconds", "-1")));
+  EXPECT_THAT(s.message(), HasSubstr("'-1' is not a whole number"));
+  s = ParseAndValidate(Minimal(Param("latency_target_microseconds", "99999999999999")));
+  EXPECT_THAT(s.message(), HasSubstr("latency_target_microseconds is 99999999999999"));
+}
+
 TEST(ModelConfigTest, DynamicBatchingNeedsBatching) {
   Status s = ParseAndValidate(R"cfg(
 backend: "fil"

@@ -597,6 +597,7 @@ void ModelManager::Infer(RequestPtr request) {
     // The request goes to the version whose spec built its features (Enqueue re-routes only if
     // that version was retired meanwhile).
     std::shared_ptr<ModelVersion> version = *mv;
+    request->may_run_inline = false;  // it continues on the feature store's thread
     enricher_->Enrich(std::move(request), version,
                       [this, version](RequestPtr r) { Enqueue(std::move(r), version); });
     return;

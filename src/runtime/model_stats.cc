@@ -23,6 +23,8 @@ struct VersionFamilies {
   metrics::Family<metrics::Histogram>& batch_size;
   metrics::Family<metrics::Gauge>& pending;
   metrics::Family<metrics::Gauge>& load_seconds;
+  metrics::Family<metrics::Counter>& dispatches;  // + reason
+  metrics::Family<metrics::Histogram>& batch_wait;
 
   static VersionFamilies& Get() {
     static VersionFamilies f = Make(metrics::Registry::Global());
@@ -55,6 +57,11 @@ struct VersionFamilies {
                    l),
         r.AddGauge("dais_model_load_duration_seconds",
                    "Time the last load of the model version took (incl. warm-up).", l),
+        r.AddCounter("dais_batch_dispatches_total",
+                     "Batches that left the queue, by the batcher's reason (docs/batching.md).",
+                     {"model", "version", "reason"}),
+        latency("dais_batch_wait_seconds",
+                "How long the oldest request of each dispatched batch had waited for it."),
     };
   }
 };
@@ -104,6 +111,15 @@ ModelStats::ModelStats(const std::string& m, const std::string& v) : model_(m), 
   batch_size_ = &f.batch_size.Get({m, v});
   pending_ = &f.pending.Get({m, v});
   load_seconds_ = &f.load_seconds.Get({m, v});
+  for (size_t i = 0; i < std::size(kAllDispatchReasons); ++i) {
+    dispatches_[i] = &f.dispatches.Get({m, v, DispatchReasonLabel(kAllDispatchReasons[i])});
+  }
+  batch_wait_seconds_ = &f.batch_wait.Get({m, v});
+}
+
+void ModelStats::RecordDispatch(DispatchReason reason, uint64_t wait_ns) {
+  dispatches_[static_cast<size_t>(reason)]->Increment();
+  batch_wait_seconds_->Observe(Seconds(wait_ns));
 }
 
 void ModelStats::RecordSuccess(uint64_t request_ns, uint64_t queue_ns) {
@@ -144,11 +160,13 @@ void ModelStats::RecordExecution(int64_t batch_size, uint64_t input_ns, uint64_t
 void ModelStats::RemoveMetrics(const std::string& m, const std::string& v) {
   VersionFamilies& f = VersionFamilies::Get();
   for (auto* family : {&f.success, &f.inferences, &f.executions}) family->Remove({m, v});
-  for (auto* family : {&f.request, &f.queue, &f.input, &f.infer, &f.output, &f.batch_size}) {
+  for (auto* family :
+       {&f.request, &f.queue, &f.input, &f.infer, &f.output, &f.batch_size, &f.batch_wait}) {
     family->Remove({m, v});
   }
   for (auto* family : {&f.pending, &f.load_seconds}) family->Remove({m, v});
   for (FailReason r : kFailReasons) f.failures.Remove({m, v, FailReasonLabel(r)});
+  for (DispatchReason r : kAllDispatchReasons) f.dispatches.Remove({m, v, DispatchReasonLabel(r)});
 }
 
 std::map<int64_t, BatchStat> ModelStats::BatchStats() const {

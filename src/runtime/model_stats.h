@@ -9,6 +9,7 @@
 
 #include "common/mutex.h"
 #include "metrics/registry.h"
+#include "runtime/adaptive_batching.h"
 
 namespace dais::runtime {
 
@@ -39,6 +40,8 @@ class ModelStats {
   // One executed batch of `batch_size` inferences.
   void RecordExecution(int64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
                        uint64_t output_ns);
+  // A batch left the queue for `reason`; its oldest request had waited `wait_ns`.
+  void RecordDispatch(DispatchReason reason, uint64_t wait_ns);
   void SetPending(int64_t pending) { pending_->Set(static_cast<double>(pending)); }
   void SetLoadDuration(double seconds) { load_seconds_->Set(seconds); }
 
@@ -68,6 +71,8 @@ class ModelStats {
   metrics::Histogram* batch_size_;
   metrics::Gauge* pending_;
   metrics::Gauge* load_seconds_;
+  metrics::Counter* dispatches_[std::size(kAllDispatchReasons)];
+  metrics::Histogram* batch_wait_seconds_;
 };
 
 }  // namespace dais::runtime

@@ -1,6 +1,7 @@
 #include "runtime/model_version.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "common/logging.h"
 #include "dais/clock.h"
+#include "runtime/model_config.h"
 #include "runtime/tensor_config.h"
 
 namespace dais::runtime {
@@ -121,6 +123,19 @@ void FillWarmupData(const inference::ModelWarmup::Input& spec, const std::string
   }
 }
 
+// A parameter in microseconds (validated at load), or `fallback` when absent.
+uint64_t MicrosParameter(const inference::ModelConfig& config, const char* key, uint64_t fallback) {
+  const std::string v = ConfigParameter(config, key);
+  uint64_t us = 0;
+  if (v.empty() || std::from_chars(v.data(), v.data() + v.size(), us).ec != std::errc()) {
+    return fallback;
+  }
+  return us;
+}
+
+// Longest measured batch of one that may run on the thread that received it.
+constexpr uint64_t kDefaultInlineMaxUs = 100;
+
 }  // namespace
 
 BatchingOptions BatchingOptionsFromConfig(const inference::ModelConfig& config) {
@@ -147,6 +162,13 @@ BatchingOptions BatchingOptionsFromConfig(const inference::ModelConfig& config) 
     for (const auto& [level, p] : db.priority_queue_policy()) {
       o.level_policies[static_cast<uint32_t>(level)] = policy(p);
     }
+    o.adaptive = o.dynamic && ConfigParameter(config, kBatchingPolicyParameter) == "adaptive";
+    if (uint64_t target = MicrosParameter(config, kLatencyTargetParameter, 0); target > 0) {
+      o.adaptive_options.latency_target_us = target;
+    }
+    int instances = 0;
+    for (const auto& group : config.instance_group()) instances += std::max(1, group.count());
+    o.adaptive_options.instances = std::max(1, instances);
   }
   return o;
 }
@@ -157,7 +179,9 @@ ModelVersion::ModelVersion(std::string name, int64_t version, inference::ModelCo
       version_label_(std::to_string(version)),
       config_(std::move(config)),
       stats_(std::make_unique<ModelStats>(name_, version_label_)),
-      queue_(BatchingOptionsFromConfig(config_)) {}
+      queue_(BatchingOptionsFromConfig(config_)),
+      inline_max_ns_(MicrosParameter(config_, kInlineExecutionParameter, kDefaultInlineMaxUs) *
+                     1000) {}
 
 ModelVersion::~ModelVersion() {
   if (!shut_down_) Shutdown();
@@ -182,8 +206,12 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const std::string& mo
     }
   }
   if (mv->instances_.empty()) return InvalidArgument("model '" + model_name + "' has no instances");
-  for (auto& inst : mv->instances_) {
-    mv->threads_.emplace_back([raw = mv.get(), i = inst.get()] { raw->InstanceLoop(i); });
+  {
+    MutexLock lock(&mv->mu_);
+    mv->busy_.assign(mv->instances_.size(), 0);
+  }
+  for (size_t i = 0; i < mv->instances_.size(); ++i) {
+    mv->threads_.emplace_back([raw = mv.get(), i] { raw->InstanceLoop(i); });
   }
   double secs = static_cast<double>(NowNs() - start) * 1e-9;
   mv->stats_->SetLoadDuration(secs);
@@ -224,7 +252,13 @@ Status ModelVersion::Warmup(BackendInstance& instance, const std::string& versio
       inputs.push_back(std::move(t));
     }
     std::vector<Tensor> outputs;
+    const uint64_t start = NowNs();
     RETURN_IF_ERROR(instance.Execute(inputs, &outputs));
+    {
+      // The first cost the batcher knows (inline execution and the adaptive policy).
+      MutexLock lock(&mu_);
+      queue_.ObserveWarmup(batching ? batch : 1, NowNs() - start);
+    }
     return CheckOutputs(outputs, batching ? batch : -1);
   };
   if (config_.model_warmup_size() == 0) {
@@ -350,24 +384,68 @@ Status ModelVersion::Validate(InferenceRequest& r) const {
   return OkStatus();
 }
 
-Status ModelVersion::Enqueue(RequestPtr& request) {
+Status ModelVersion::Enqueue(RequestPtr& request) DAIS_NO_THREAD_SAFETY_ANALYSIS {
   if (request->arrival_ns == 0) request->arrival_ns = NowNs();
   if (Status s = Validate(*request); !s.ok()) {
     stats_->RecordFailure(FailReason::kInvalid, NowNs() - request->arrival_ns);
     return s;
   }
+  const bool may_run_inline = request->may_run_inline;
+  const int64_t rows = request->batch_size;
   MutexLock lock(&mu_);
   if (!accepting_) {
     // Not counted: the version's series may already be gone; the manager retries elsewhere.
     return Unavailable("model '" + name_ + "' version " + version_label_ + " is unloading");
   }
+  const int instance = may_run_inline ? InlineInstance(rows) : -1;
   if (Status s = queue_.Push(request, NowNs()); !s.ok()) {
     stats_->RecordFailure(FailReason::kRejected, NowNs() - request->arrival_ns);
     return s;
   }
+  if (instance >= 0) {
+    std::vector<RequestPtr> batch;
+    uint64_t wake = 0;
+    DispatchReason reason{};
+    if (queue_.NextBatch(NowNs(), &batch, &wake, &reason)) {
+      // Run here: no instance thread to wake, and the answer leaves from this thread.
+      busy_[static_cast<size_t>(instance)] = 1;
+      RunBatch(static_cast<size_t>(instance), batch, reason);
+      return OkStatus();
+    }
+  }
   stats_->SetPending(static_cast<int64_t>(queue_.size()) + executing_);
   cv_.SignalAll();
   return OkStatus();
+}
+
+int ModelVersion::InlineInstance(int64_t rows) const {
+  if (!queue_.empty() || stopping_) return -1;
+  // Unmeasured (no warm-up ran yet) counts as too long: the first batch shows what it costs.
+  const double cost = queue_.EstimatedCostNs(rows);
+  if (cost <= 0 || cost > static_cast<double>(inline_max_ns_)) return -1;
+  for (size_t i = 0; i < busy_.size(); ++i) {
+    if (!busy_[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void ModelVersion::RunBatch(size_t index, std::vector<RequestPtr>& batch,
+                            DispatchReason reason) DAIS_NO_THREAD_SAFETY_ANALYSIS {
+  const uint64_t now = NowNs();
+  uint64_t oldest = now;
+  for (const RequestPtr& r : batch) oldest = std::min(oldest, r->enqueue_ns);
+  stats_->RecordDispatch(reason, now - oldest);
+  executing_ += static_cast<int64_t>(batch.size());
+  stats_->SetPending(static_cast<int64_t>(queue_.size()) + executing_);
+  mu_.Unlock();
+  const Executed done = ExecuteBatch(instances_[index].get(), batch);
+  mu_.Lock();
+  busy_[index] = 0;
+  if (done.rows > 0) queue_.ObserveExecution(done.rows, done.ns);
+  executing_ -= static_cast<int64_t>(batch.size());
+  stats_->SetPending(static_cast<int64_t>(queue_.size()) + executing_);
+  // Work that queued meanwhile, or a shutdown waiting for this instance: its thread decides.
+  if (!queue_.empty() || stopping_) cv_.SignalAll();
 }
 
 void ModelVersion::Shutdown(bool drain) {
@@ -393,9 +471,15 @@ void ModelVersion::Fail(RequestPtr request, const Status& status, FailReason rea
   if (request->on_complete) request->on_complete(status);
 }
 
-void ModelVersion::InstanceLoop(BackendInstance* instance) DAIS_NO_THREAD_SAFETY_ANALYSIS {
+void ModelVersion::InstanceLoop(size_t index) DAIS_NO_THREAD_SAFETY_ANALYSIS {
   mu_.Lock();
   while (true) {
+    if (busy_[index]) {
+      // Claimed by a thread running a batch inline: it signals when it is done. The thread does
+      // not exit before then, so Shutdown's join covers inline runs too.
+      cv_.Wait();
+      continue;
+    }
     std::vector<RequestPtr> expired, cancelled;
     queue_.TakeExpired(NowNs(), &expired);
     queue_.TakeCancelled(&cancelled);
@@ -417,13 +501,10 @@ void ModelVersion::InstanceLoop(BackendInstance* instance) DAIS_NO_THREAD_SAFETY
     }
     std::vector<RequestPtr> batch;
     uint64_t wake = 0;
-    if (queue_.NextBatch(NowNs(), &batch, &wake)) {
-      executing_ += static_cast<int64_t>(batch.size());
-      mu_.Unlock();
-      ExecuteBatch(instance, batch);
-      mu_.Lock();
-      executing_ -= static_cast<int64_t>(batch.size());
-      stats_->SetPending(static_cast<int64_t>(queue_.size()) + executing_);
+    DispatchReason reason{};
+    if (queue_.NextBatch(NowNs(), &batch, &wake, &reason)) {
+      busy_[index] = 1;
+      RunBatch(index, batch, reason);
       continue;
     }
     if (stopping_ && queue_.empty()) break;
@@ -537,7 +618,8 @@ StatusOr<ResponsePtr> ModelVersion::ScatterOutputs(std::vector<Tensor>& outputs,
   return resp;
 }
 
-void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch) {
+ModelVersion::Executed ModelVersion::ExecuteBatch(BackendInstance* instance,
+                                                  std::vector<RequestPtr>& batch) {
   // Requests whose client went away are answered, not run.
   for (RequestPtr& r : batch) {
     if (r->cancelled && r->cancelled->load(std::memory_order_relaxed)) {
@@ -546,7 +628,7 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
     }
   }
   batch.erase(std::remove(batch.begin(), batch.end(), nullptr), batch.end());
-  if (batch.empty()) return;
+  if (batch.empty()) return {};
   const uint64_t start = NowNs();
   int64_t total = 0;
   for (const auto& r : batch) total += r->batch_size;
@@ -560,7 +642,7 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
   if (status.ok()) status = CheckBatchOutputs(outputs, total);
   if (!status.ok()) {
     for (RequestPtr& r : batch) Fail(std::move(r), status, FailReason::kBackend);
-    return;
+    return {};
   }
 
   // Compute output: slice each output per request, keep the requested ones.
@@ -584,6 +666,7 @@ void ModelVersion::ExecuteBatch(BackendInstance* instance, std::vector<RequestPt
     RequestPtr r = std::move(batch[i]);
     r->on_complete(std::move(responses[i]));
   }
+  return {total, end - start};
 }
 
 }  // namespace dais::runtime

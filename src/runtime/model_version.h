@@ -45,8 +45,9 @@ class ModelVersion {
   ModelVersion& operator=(const ModelVersion&) = delete;
 
   // Validates the request (input names, datatypes, shapes, requested outputs) and queues it.
-  // On success the request is moved away and its callback will be called once. On failure the
-  // request is left with the caller, who answers it with the returned status.
+  // On success the request is moved away and its callback will be called once (before Enqueue
+  // returns when it ran inline). On failure the request is left with the caller, who answers it
+  // with the returned status.
   Status Enqueue(RequestPtr& request);
 
   // Stops admission and joins the instance threads. With `drain`, queued requests run first;
@@ -71,9 +72,21 @@ class ModelVersion {
   // batching, else -1). A model producing [4] where the config says [7] is refused at load
   // rather than failing (or answering wrongly shaped tensors) at the first request.
   Status CheckOutputs(const std::vector<Tensor>& outputs, int64_t batch) const;
-  void InstanceLoop(BackendInstance* instance);
-  // Cancelled requests answered; gather inputs, compute, scatter outputs, answer.
-  void ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch);
+  void InstanceLoop(size_t index);
+  // An instance neither executing nor claimed, when the queue holds nothing else and the
+  // model's measured batch of one is short enough to run on an I/O thread; else -1. mu_ held.
+  int InlineInstance(int64_t rows) const DAIS_REQUIRES(mu_);
+  // Runs a batch taken from the queue on instance `index` (busy_ set by the caller), then
+  // records what it cost and frees the instance. Called and returns with mu_ held.
+  void RunBatch(size_t index, std::vector<RequestPtr>& batch, DispatchReason reason)
+      DAIS_REQUIRES(mu_);
+  // Cancelled requests answered; gather inputs, compute, scatter outputs, answer. Returns the
+  // rows executed and how long the instance was occupied.
+  struct Executed {
+    int64_t rows = 0;
+    uint64_t ns = 0;
+  };
+  Executed ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch);
   // One tensor per config input holding every request's rows back to back (`total` rows).
   std::vector<Tensor> GatherInputs(const std::vector<RequestPtr>& batch, int64_t total) const;
   // Internal when the backend's outputs do not match the config or the batch.
@@ -106,7 +119,9 @@ class ModelVersion {
   bool accepting_ DAIS_GUARDED_BY(mu_) = true;
   bool stopping_ DAIS_GUARDED_BY(mu_) = false;
   int64_t executing_ DAIS_GUARDED_BY(mu_) = 0;
-  bool shut_down_ = false;  // only touched by the manager's thread
+  std::vector<char> busy_ DAIS_GUARDED_BY(mu_);  // per instance: a batch runs on it
+  uint64_t inline_max_ns_ = 0;                   // inline_execution_max_microseconds
+  bool shut_down_ = false;                       // only touched by the manager's thread
 };
 
 // BatchingOptions from a configuration's max_batch_size and dynamic_batching.

@@ -172,5 +172,121 @@ TEST(ModelVersionTest, FullQueueRejects) {
   EXPECT_OK(done[0].get_future().get());
 }
 
+// Runs `r` marked may_run_inline; returns the thread that answered it and whether the answer
+// came before Enqueue returned.
+std::pair<std::thread::id, bool> RunInline(ModelVersion& mv, bool may_run_inline) {
+  std::promise<StatusOr<ResponsePtr>> done;
+  RequestPtr r = Request(3, 4, &done);
+  std::thread::id answered_by;
+  bool answered = false;
+  r->on_complete = [&](StatusOr<ResponsePtr> res) {
+    answered_by = std::this_thread::get_id();
+    answered = true;
+    done.set_value(std::move(res));
+  };
+  r->may_run_inline = may_run_inline;
+  EXPECT_OK(mv.Enqueue(r));
+  const bool before_return = answered;
+  auto res = done.get_future().get();
+  EXPECT_OK(res);
+  if (res.ok()) {
+    EXPECT_EQ(reinterpret_cast<const float*>((*res)->outputs[0].data.data())[1], 8.f);
+  }
+  return {answered_by, before_return};
+}
+
+TEST(ModelVersionTest, IdleFastModelRunsOnTheCallingThread) {
+  FakeBackend backend(std::chrono::milliseconds(0));
+  auto mv = ModelVersion::Load("m", 1, "/x", Config("dynamic_batching { }"), &backend);
+  ASSERT_OK(mv);
+  for (int i = 0; i < 3; ++i) {
+    auto [thread, before_return] = RunInline(**mv, true);
+    EXPECT_EQ(thread, std::this_thread::get_id());
+    EXPECT_TRUE(before_return);
+  }
+  // Not marked: queued and answered by the instance's thread.
+  auto [thread, before_return] = RunInline(**mv, false);
+  EXPECT_NE(thread, std::this_thread::get_id());
+  (*mv)->Shutdown();
+  MutexLock lock(&backend.mu);
+  EXPECT_EQ(backend.sizes.size(), 5u);  // warm-up + 4
+}
+
+TEST(ModelVersionTest, InlineExecutionOffForSlowModelsOrByParameter) {
+  FakeBackend slow(std::chrono::milliseconds(2));  // warm-up measures ~2 ms: over 100 us
+  auto mv = ModelVersion::Load("m", 1, "/x", Config("dynamic_batching { }"), &slow);
+  ASSERT_OK(mv);
+  EXPECT_NE(RunInline(**mv, true).first, std::this_thread::get_id());
+  FakeBackend fast(std::chrono::milliseconds(0));
+  auto off = ModelVersion::Load(
+      "m", 1, "/x",
+      Config("parameters { key: \"inline_execution_max_microseconds\" value: { string_value: "
+             "\"0\" } }"),
+      &fast);
+  ASSERT_OK(off);
+  EXPECT_NE(RunInline(**off, true).first, std::this_thread::get_id());
+  // A queue delay means a lone request waits: not run inline either.
+  auto delayed = ModelVersion::Load(
+      "m", 1, "/x", Config("dynamic_batching { max_queue_delay_microseconds: 1000 }"), &fast);
+  ASSERT_OK(delayed);
+  EXPECT_NE(RunInline(**delayed, true).first, std::this_thread::get_id());
+}
+
+TEST(ModelVersionTest, InlineAndInstanceThreadsNeverShareAnInstance) {
+  // Many callers, half of them inline-capable, on one instance: the backend sees one batch at a
+  // time (it would record overlapping calls), and every request is answered.
+  class Exclusive : public BackendInstance {
+   public:
+    explicit Exclusive(std::atomic<int>* overlaps) : overlaps_(overlaps) {}
+    Status Execute(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) override {
+      if (running_.exchange(true)) overlaps_->fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      Tensor out;
+      out.name = "OUTPUT__0";
+      out.dtype = DataType::kFp32;
+      out.shape = inputs[0].shape;
+      std::memcpy(out.Allocate(inputs[0].data.size()), inputs[0].data.data(),
+                  inputs[0].data.size());
+      outputs->push_back(std::move(out));
+      running_ = false;
+      return OkStatus();
+    }
+
+   private:
+    std::atomic<bool> running_{false};
+    std::atomic<int>* overlaps_;
+  };
+  class ExclusiveBackend : public Backend {
+   public:
+    std::string_view name() const override { return "fake"; }
+    StatusOr<std::unique_ptr<BackendInstance>> CreateInstance(const std::string&,
+                                                              const inference::ModelConfig&,
+                                                              int) override {
+      return std::unique_ptr<BackendInstance>(new Exclusive(&overlaps));
+    }
+    std::atomic<int> overlaps{0};
+  } backend;
+  auto mv = ModelVersion::Load("m", 1, "/x", Config("dynamic_batching { }"), &backend);
+  ASSERT_OK(mv);
+  constexpr int kThreads = 4, kEach = 200;
+  std::atomic<int> answered{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        std::promise<StatusOr<ResponsePtr>> done;
+        RequestPtr r = Request(1, 2, &done);
+        r->may_run_inline = t % 2 == 0;
+        ASSERT_OK((*mv)->Enqueue(r));
+        if (done.get_future().get().ok()) answered.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  (*mv)->Shutdown();
+  EXPECT_EQ(answered.load(), kThreads * kEach);
+  EXPECT_EQ(backend.overlaps.load(), 0);
+}
+
 }  // namespace
 }  // namespace dais::runtime

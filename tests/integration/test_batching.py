@@ -1,6 +1,7 @@
 """Dynamic batching: concurrent batch-1 requests are executed together."""
 
 import json
+import shutil
 
 import numpy as np
 
@@ -42,3 +43,65 @@ def test_concurrent_requests_are_batched(start_server, model_repo, refs, kv):
     assert max(b["batch_size"] for b in s["batch_stats"]) > 1
     assert sum(b["batch_size"] * b["compute_infer"]["count"] for b in s["batch_stats"]) == n
     assert s["inference_stats"]["success"]["count"] == n
+
+
+def adaptive_config(cfg, name, extra=""):
+    return (cfg.replace('name: "mlp_small"', f'name: "{name}"') +
+            'parameters { key: "batching_policy" value: { string_value: "adaptive" } }\n' + extra)
+
+
+def test_adaptive_policy_serves_and_reports_its_decisions(start_server, repo_copy, model_repo,
+                                                          refs, kv):
+    """A model with batching_policy "adaptive" answers correctly; at one request at a time every
+    batch leaves at once (reason adaptive_no_gain: waiting cannot pay), under a burst of
+    concurrent requests the batches are larger than one, and a bad policy is a load error that
+    names it."""
+    src = repo_copy / "mlp_small"
+    cfg = (src / "config.pbtxt").read_text()
+    shutil.copytree(src, repo_copy / "mlp_adaptive")
+    (repo_copy / "mlp_adaptive" / "config.pbtxt").write_text(adaptive_config(
+        cfg, "mlp_adaptive",
+        'parameters { key: "latency_target_microseconds" value: { string_value: "20000" } }\n'))
+    shutil.copytree(src, repo_copy / "mlp_bad_policy")
+    (repo_copy / "mlp_bad_policy" / "config.pbtxt").write_text(
+        adaptive_config(cfg, "mlp_bad_policy").replace('"adaptive"', '"aimd"'))
+    srv = start_server(repo_copy, wait_ready=False)
+    idx = srv.wait_models_settled(["mlp_small", "mlp_adaptive", "mlp_bad_policy"])
+    assert idx["mlp_adaptive"]["state"] == "READY", idx["mlp_adaptive"]
+    bad = idx["mlp_bad_policy"]
+    assert bad["state"] == "UNAVAILABLE", bad
+    assert "parameters batching_policy: 'aimd' is not a policy" in bad["reason"], bad
+
+    rng = np.random.default_rng(7)
+    n = 20
+    for i in range(n):
+        x = rng.normal(size=(1, 16)).astype(np.float32)
+        out = kv.json_outputs(srv.infer("mlp_adaptive", {"INPUT__0": x}))
+        np.testing.assert_allclose(out["OUTPUT__0"], refs.mlp(model_repo, "mlp_small", x),
+                                   rtol=1e-4, atol=1e-5)
+    samples = kv.parse_prometheus(srv.metrics())
+
+    def dispatched(reason):
+        return kv.metric_value(samples, "dais_batch_dispatches_total", model="mlp_adaptive",
+                               reason=reason) or 0
+
+    # The warm-up is not a dispatch: every one of the n sequential requests left at once.
+    assert dispatched("adaptive_no_gain") == n, [s for s in samples
+                                                 if s[0] == "dais_batch_dispatches_total"]
+    assert dispatched("max_queue_delay") == 0
+    assert kv.metric_value(samples, "dais_batch_wait_seconds_count", model="mlp_adaptive") == n
+
+    burst = 64
+    x = rng.normal(size=(burst, 16)).astype(np.float32)
+    bodies = [json.dumps(kv.infer_body({"INPUT__0": x[i:i + 1]}, id=str(i))).encode()
+              for i in range(burst)]
+    results = kv.concurrent_posts(srv.http_port, "/v2/models/mlp_adaptive/infer", bodies)
+    expected = refs.mlp(model_repo, "mlp_small", x)
+    for i, res in enumerate(results):
+        assert not isinstance(res, BaseException), f"request {i}: {res!r}"
+        status, raw = res
+        assert status == 200, raw[:300]
+        np.testing.assert_allclose(json.loads(raw)["outputs"][0]["data"], expected[i],
+                                   rtol=1e-4, atol=1e-5)
+    s = srv.stats("mlp_adaptive")
+    assert s["inference_count"] == n + burst, s

@@ -300,6 +300,8 @@ void GrpcFrontend::Service::Infer(std::shared_ptr<ServerCall> call, std::string 
   }
   StatusOr<runtime::RequestPtr> request = DecodeInfer(*msg, *call);
   if (!request.ok()) return call->Finish(ToGrpcStatus(request.status()));
+  // The connection's handler: an answer given here is queued and written when it returns.
+  (*request)->may_run_inline = true;
   server_->Infer(std::move(*request),
                  [call, msg](StatusOr<runtime::ResponsePtr> result, server::InFlight in_flight) {
                    if (!result.ok()) return call->Finish(ToGrpcStatus(result.status()));

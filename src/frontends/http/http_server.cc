@@ -429,6 +429,8 @@ Status Server::Start() {
 
 void Server::Post(std::function<void()> fn) { net::post(impl_->listener.ioc(), std::move(fn)); }
 
+bool Server::OnIoThread() { return impl_->listener.ioc().get_executor().running_in_this_thread(); }
+
 net::io_context& Server::io_context() { return impl_->listener.ioc(); }
 
 void Server::StopAccepting() { impl_->listener.StopAccepting(); }

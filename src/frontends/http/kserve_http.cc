@@ -412,10 +412,14 @@ void KServeHttp::Infer(Request& request, const std::string& model, int64_t versi
                       : ParseInferRequest(std::move(request.body), header_length->value_or(0),
                                           r.get(), options_.max_json_depth);
   if (!parsed.ok()) return respond(ErrorResponse(parsed));
+  // This I/O thread holds no lock the answer needs: an idle instance may run the request here.
+  r->may_run_inline = true;
   server_->Infer(std::move(r),
                  [this, respond = std::move(respond)](StatusOr<runtime::ResponsePtr> result,
                                                       server::InFlight in_flight) {
                    if (!result.ok()) return respond(ErrorResponse(result.status()));
+                   // Run inline on this I/O thread: encoded and written at once, no hand-off.
+                   if ((*io_)->OnIoThread()) return respond(InferResponse(**result));
                    // Encode on an I/O thread, not on the model's instance thread.
                    auto shared = std::make_shared<runtime::ResponsePtr>(std::move(*result));
                    (*io_)->Post([respond, shared, in_flight] { respond(InferResponse(**shared)); });

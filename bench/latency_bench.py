@@ -1,0 +1,315 @@
+#!/usr/bin/python3
+"""Latency at low load and throughput at high load (issue 18), in one run on one machine.
+
+Part "floor" (goals 1 and 4), on mlp_small at concurrency 1:
+  - the loopback floor: nginx (Debian's nginx-light) answering a fixed body of the same size as
+    dais's answer, to wrk's same POST;
+  - the forward pass in process (bench/model_ceiling, batch 1);
+  - dais serve over HTTP JSON, HTTP binary (wrk) and gRPC (dais perf -i grpc);
+  - dais's own cost = dais p50 - nginx p50 - forward p50; p99 against nginx's p99, quiet and with
+    a CPU-bound neighbour (a Python busy loop on the same cores);
+  - context switches of the server per request (/proc/<pid>/task/*/status).
+Part "batching" (goals 2 and 3), on mlp_heavy over HTTP JSON at concurrency 1, 16 and 64: Triton's
+batcher with max_queue_delay 0, 500, 2000 and 5000 us against the adaptive policy (latency target
+10 ms), all five served by one dais serve as copies of the model, side by side; "vs ceiling" is
+req/s over the in-process best batched rows/s.
+
+usage: bench/latency_bench.py [--seconds 5] [--parts floor,batching] [--build build/release]
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import (cpu_seconds, example_repository, repo_with_queue_delay,  # noqa: E402
+                      request_bodies, run_wrk)
+from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
+from tls_bench import Procs, log  # noqa: E402
+
+NGINX_CONF = """worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log;
+daemon off;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {tmp}/body;
+  proxy_temp_path {tmp}/proxy;
+  fastcgi_temp_path {tmp}/fastcgi;
+  uwsgi_temp_path {tmp}/uwsgi;
+  scgi_temp_path {tmp}/scgi;
+  server {{
+    listen 127.0.0.1:{port};
+    default_type application/json;
+    location = /json {{ return 200 "{json}"; }}
+    location = /binary {{ return 200 "{binary}"; }}
+  }}
+}}
+"""
+
+DELAYS = [0, 500, 2000, 5000]
+ADAPTIVE = "adaptive"
+LATENCY_TARGET_US = 10000
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read() or b"null")
+
+
+def post(url, body, header_len):
+    headers = {"Content-Type": "application/json"}
+    if header_len:
+        headers = {"Content-Type": "application/octet-stream",
+                   "Inference-Header-Content-Length": str(header_len)}
+    req = urllib.request.Request(url, data=body, headers=headers)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.read()
+
+
+def context_switches(pid):
+    """Voluntary + involuntary context switches of every thread of `pid`."""
+    n = 0
+    for status in glob.glob(f"/proc/{pid}/task/*/status"):
+        try:
+            text = Path(status).read_text()
+        except OSError:
+            continue
+        n += sum(int(v) for v in re.findall(r"ctxt_switches:\s+(\d+)", text))
+    return n
+
+
+def ceiling(build, model_dir, batches):
+    out = subprocess.run([str(build / "bench/model_ceiling"), str(model_dir), "3",
+                          *[str(b) for b in batches]], capture_output=True, text=True,
+                         check=True).stdout
+    return {r["batch"]: r for r in map(json.loads, out.splitlines())}
+
+
+def serve(procs, build, repo, name):
+    http, grpc = free_port(), free_port()
+    p = procs.start([build / "src/cmd/dais", "serve", "--model-repository", repo, "--http-port",
+                     http, "--grpc-port", grpc, "--metrics-port", 0], name)
+    wait_for(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{http}/v2/health/ready"],
+                                    capture_output=True).returncode == 0, 120, name)
+    return http, grpc, p.pid
+
+
+class Neighbour:
+    """A CPU-bound process on the same cores while the block runs (None: no neighbour)."""
+
+    def __init__(self, on):
+        self.on, self.p = on, None
+
+    def __enter__(self):
+        if self.on:
+            self.p = subprocess.Popen(["/usr/bin/python3", "-c", "while True: pass"])
+        return self
+
+    def __exit__(self, *exc):
+        if self.p:
+            self.p.kill()
+            self.p.wait()
+
+
+def perf_grpc(build, port, model, seconds):
+    """dais perf -i grpc at concurrency 1: rps, p50_us, p99_us, errors, requests."""
+    cmd = [build / "src/cmd/dais", "perf", "-m", model, "-i", "grpc", "-u", f"localhost:{port}",
+           "--concurrency-range", 1, "--measurement-interval-ms", int(seconds * 1000),
+           "--max-trials", 3, "--no-progress"]
+    out = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                         check=True).stdout
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("1 "))
+    rps = float(row[1])
+    return {"rps": rps, "p50_us": float(row[3]), "p99_us": float(row[6]),
+            "errors": int(row[7]), "requests": rps * seconds * 3}
+
+
+def floor_repo(tmp):
+    """mlp_small without a batching delay, twice: as is, and with inline execution off (every
+    request queued for the instance thread, as before issue 18)."""
+    repo = Path(repo_with_queue_delay(example_repository(ROOT), ["mlp_small"], 0,
+                                      str(tmp / "floor-repo-")))
+    shutil.copytree(repo / "mlp_small", repo / "mlp_small_queued", symlinks=True)
+    cfg = repo / "mlp_small_queued" / "config.pbtxt"
+    cfg.write_text(cfg.read_text().replace('name: "mlp_small"', 'name: "mlp_small_queued"') +
+                   'parameters { key: "inline_execution_max_microseconds" value: '
+                   '{ string_value: "0" } }\n')
+    return repo
+
+
+def measure(pid, run):
+    """run() with the server's context switches and CPU time per request."""
+    c0, s0 = context_switches(pid), cpu_seconds(pid)
+    r = run()
+    c1, s1 = context_switches(pid), cpu_seconds(pid)
+    n = max(r["requests"], 1)
+    r.update(cs=(c1 - c0) / n, cpu_us=(s1 - s0) / n * 1e6)
+    return r
+
+
+def floor_part(args, build, procs, tmp):
+    repo = floor_repo(tmp)
+    forward = ceiling(build, repo / "mlp_small", [1])[1]["p50_us"]
+    log(f"forward pass mlp_small batch 1: p50 {forward} us")
+    http, grpc, pid = serve(procs, build, repo, "dais-floor")
+    base = f"http://127.0.0.1:{http}/v2/models"
+    bodies = request_bodies(16)
+    answers = {p: post(f"{base}/mlp_small/infer", b, h) for p, (b, h) in bodies.items()}
+    nginx_port = free_port()
+    # Same sizes as dais's answers (the content does not matter to the floor).
+    (tmp / "nginx.conf").write_text(NGINX_CONF.format(
+        tmp=tmp, port=nginx_port, json="x" * len(answers["json"]),
+        binary="x" * len(answers["binary"])))
+    procs.start(["nginx", "-c", tmp / "nginx.conf", "-p", tmp], "nginx")
+    wait_for(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{nginx_port}/json"],
+                                    capture_output=True).returncode == 0, 30, "nginx")
+    rows = []
+    for neighbour in (False, True):
+        with Neighbour(neighbour):
+            for proto, (body, hlen) in list(bodies.items()) + [("grpc", (None, 0))]:
+                floor = "binary" if proto == "grpc" else proto
+                ng = run_wrk(f"http://127.0.0.1:{nginx_port}/{floor}", *bodies[floor], 1,
+                             args.seconds, tmp)
+                for model in ("mlp_small", "mlp_small_queued"):
+                    if proto == "grpc":
+                        d = measure(pid, lambda: perf_grpc(build, grpc, model, args.seconds))
+                    else:
+                        url = f"{base}/{model}/infer"
+                        run_wrk(url, body, hlen, 1, 1, tmp)  # warm-up
+                        d = measure(pid, lambda: run_wrk(url, body, hlen, 1, args.seconds, tmp))
+                    rows.append(dict(proto="gRPC" if proto == "grpc" else f"HTTP {proto}",
+                                     path="inline" if model == "mlp_small" else "queued",
+                                     neighbour=neighbour, dais=d, nginx=ng))
+                    log(json.dumps(rows[-1]))
+    print(f"\nforward pass (bench/model_ceiling, mlp_small, batch 1): p50 {forward:.1f} us\n")
+    print("| protocol | dais path | neighbour | nginx p50 | dais p50 | dais own cost (p50 - nginx "
+          "- forward) | nginx p99 | dais p99 | p99 dais / nginx | server context switches / req "
+          "| server CPU / req | dais req/s | errors |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        d, ng = r["dais"], r["nginx"]
+        own = d["p50_us"] - ng["p50_us"] - forward
+        print(f"| {r['proto']} | {r['path']} | {'busy loop' if r['neighbour'] else 'quiet'} | "
+              f"{ng['p50_us']:.0f} us | {d['p50_us']:.0f} us | {own:.0f} us | "
+              f"{ng['p99_us']:.0f} us | {d['p99_us']:.0f} us | {d['p99_us'] / ng['p99_us']:.2f} | "
+              f"{d['cs']:.1f} | {d['cpu_us']:.0f} us | {d['rps']:.0f} | {d['errors']} |")
+    print("\ninline: the request runs on the I/O thread that read it (an idle instance, nothing "
+          "queued); queued: the same model with inline_execution_max_microseconds 0 (instance "
+          "thread, then the answer handed back to an I/O thread: the path before issue 18). gRPC "
+          "rows: dais perf -i grpc against nginx's HTTP binary floor (nginx has no fixed-answer "
+          "gRPC).")
+
+
+def batching_repo(tmp):
+    """mlp_heavy under five batching configurations, as five models of one repository."""
+    src = example_repository(ROOT) / "mlp_heavy"
+    repo = tmp / "batching"
+    config = (src / "config.pbtxt").read_text()
+    names = []
+    for policy in DELAYS + [ADAPTIVE]:
+        name = f"mlp_heavy_{policy}" if policy == ADAPTIVE else f"mlp_heavy_d{policy}"
+        (repo / name / "1").mkdir(parents=True)
+        os.symlink(src / "1" / "model.pt", repo / name / "1" / "model.pt")
+        text = config.replace('name: "mlp_heavy"', f'name: "{name}"')
+        delay = 0 if policy == ADAPTIVE else policy
+        text = re.sub(r"max_queue_delay_microseconds:\s*\d+",
+                      f"max_queue_delay_microseconds: {delay}", text)
+        if policy == ADAPTIVE:
+            text += ('parameters { key: "batching_policy" value: { string_value: "adaptive" } }\n'
+                     'parameters { key: "latency_target_microseconds" value: { string_value: '
+                     f'"{LATENCY_TARGET_US}" }} }}\n')
+        (repo / name / "config.pbtxt").write_text(text)
+        names.append(name)
+    return repo, names
+
+
+def dispatch_reasons(metrics_text, model):
+    out = {}
+    for m in re.finditer(r'^dais_batch_dispatches_total\{([^}]*)\} ([\d.e+]+)$', metrics_text,
+                         re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("model") == model and float(m.group(2)) > 0:
+            out[labels["reason"]] = float(m.group(2))
+    return out
+
+
+def batching_part(args, build, procs, tmp):
+    repo, names = batching_repo(tmp)
+    ceil = ceiling(build, example_repository(ROOT) / "mlp_heavy", [1, 8, 32, 64])
+    best = max(ceil.values(), key=lambda r: r["rows_per_s"])
+    log(f"mlp_heavy ceiling: batch 1 p50 {ceil[1]['p50_us']} us; best batch {best['batch']}: "
+        f"{best['rows_per_s']:.0f} rows/s")
+    http, _, pid = serve(procs, build, repo, "dais-batching")
+    base = f"http://127.0.0.1:{http}"
+    body, hlen = request_bodies(256)["json"]
+    results = {}
+    for conc in [int(c) for c in args.concurrency.split(",")]:
+        for name in names:
+            url = f"{base}/v2/models/{name}/infer"
+            run_wrk(url, body, hlen, conc, 1, tmp)  # warm-up (and the adaptive model's learning)
+            s0 = get(f"{base}/v2/models/{name}/stats")["model_stats"][0]
+            m0 = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+            r = run_wrk(url, body, hlen, conc, args.seconds, tmp)
+            s1 = get(f"{base}/v2/models/{name}/stats")["model_stats"][0]
+            m1 = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+            n = s1["inference_count"] - s0["inference_count"]
+            ex = s1["execution_count"] - s0["execution_count"]
+            r0, r1 = dispatch_reasons(m0, name), dispatch_reasons(m1, name)
+            r["avg_batch"] = n / max(ex, 1)
+            r["reasons"] = {k: v - r0.get(k, 0) for k, v in r1.items() if v - r0.get(k, 0) > 0}
+            results[(name, conc)] = r
+            log(f"{name} c={conc}: {json.dumps(r)}")
+    print(f"\nmlp_heavy in process (bench/model_ceiling): batch 1 p50 {ceil[1]['p50_us']:.1f} us, "
+          f"{ceil[1]['rows_per_s']:.0f} rows/s; best batch {best['batch']}: "
+          f"{best['rows_per_s']:.0f} rows/s (the ceiling below)\n")
+    print("HTTP JSON, wrk, one row per request; adaptive: latency target "
+          f"{LATENCY_TARGET_US} us\n")
+    print("| conc | " + " | ".join(n.replace("mlp_heavy_", "") for n in names) + " |")
+    print("|---:|" + "---:|" * len(names))
+    for conc in [int(c) for c in args.concurrency.split(",")]:
+        cells = []
+        for name in names:
+            r = results[(name, conc)]
+            cells.append(f"{r['rps']:.0f} req/s, p50 {r['p50_us']:.0f} / p99 {r['p99_us']:.0f} us, "
+                         f"batch {r['avg_batch']:.1f}, {r['rps'] / best['rows_per_s']:.2f} of "
+                         f"ceiling" + (f", {r['errors']} errors" if r["errors"] else ""))
+        print(f"| {conc} | " + " | ".join(cells) + " |")
+    print("\nadaptive dispatch reasons (batches during the measurement):")
+    for conc in [int(c) for c in args.concurrency.split(",")]:
+        print(f"- c={conc}: {results[(names[-1], conc)]['reasons']}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build/release"))
+    ap.add_argument("--parts", default="floor,batching")
+    ap.add_argument("--concurrency", default="1,16,64", help="batching part")
+    args = ap.parse_args()
+    build = Path(args.build)
+    tmp = Path(tempfile.mkdtemp(prefix="dais-latency-bench-"))
+    procs = Procs(tmp)
+    print(f"# {os.cpu_count()} cores; {args.seconds} s per case; clients on the same machine")
+    try:
+        if "floor" in args.parts:
+            floor_part(args, build, procs, tmp)
+        procs.stop()
+        procs = Procs(tmp)
+        if "batching" in args.parts:
+            batching_part(args, build, procs, tmp)
+    finally:
+        procs.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
