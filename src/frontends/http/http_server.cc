@@ -224,8 +224,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       }
     }
     const std::string& body = inflater_ ? decoded_ : wire;
+    // The depth scan exists to stop reading a hostile body early; on the last piece there is
+    // nothing left to read, and the JSON parser applies the same limit.
     const uint64_t until = std::min<uint64_t>(body.size(), json_bytes_);
-    if (until > scanned_) {
+    if (until > scanned_ && !parser_->is_done()) {
       if (!scanner_->Feed(std::string_view(body).substr(scanned_, until - scanned_))) {
         return AnswerEarly(400, "JSON nested deeper than " + std::to_string(scanner_->max_depth()) +
                                     " levels at offset " + std::to_string(scanner_->offset()));
@@ -428,8 +430,6 @@ Status Server::Start() {
 }
 
 void Server::Post(std::function<void()> fn) { net::post(impl_->listener.ioc(), std::move(fn)); }
-
-bool Server::OnIoThread() { return impl_->listener.ioc().get_executor().running_in_this_thread(); }
 
 net::io_context& Server::io_context() { return impl_->listener.ioc(); }
 

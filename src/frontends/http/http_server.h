@@ -76,8 +76,6 @@ class Server {
   int port() const { return port_; }
   // Runs `fn` on an I/O thread (used to move response encoding off runtime threads).
   void Post(std::function<void()> fn);
-  // Whether the calling thread is one of this server's I/O threads.
-  bool OnIoThread();
   // The io_context the I/O threads run (from construction on), for components that do their own
   // asynchronous I/O on the same threads (the gateway's connections to the nodes).
   boost::asio::io_context& io_context();

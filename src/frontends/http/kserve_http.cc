@@ -11,6 +11,7 @@
 #include "dais/clock.h"
 #include "frontends/http/http_status.h"
 #include "frontends/http/infer_codec.h"
+#include "frontends/listen.h"
 #include "metrics/registry.h"
 #include "runtime/model_config.h"
 
@@ -414,15 +415,21 @@ void KServeHttp::Infer(Request& request, const std::string& model, int64_t versi
   if (!parsed.ok()) return respond(ErrorResponse(parsed));
   // This I/O thread holds no lock the answer needs: an idle instance may run the request here.
   r->may_run_inline = true;
+  // The connection's I/O thread: the answer is encoded there (one hand-off from a model's thread,
+  // none when it ran inline).
+  boost::asio::io_context* home = frontends::CurrentIoContext();
   server_->Infer(std::move(r),
-                 [this, respond = std::move(respond)](StatusOr<runtime::ResponsePtr> result,
-                                                      server::InFlight in_flight) {
+                 [this, home, respond = std::move(respond)](StatusOr<runtime::ResponsePtr> result,
+                                                            server::InFlight in_flight) {
                    if (!result.ok()) return respond(ErrorResponse(result.status()));
-                   // Run inline on this I/O thread: encoded and written at once, no hand-off.
-                   if ((*io_)->OnIoThread()) return respond(InferResponse(**result));
+                   if (home != nullptr && frontends::CurrentIoContext() == home) {
+                     return respond(InferResponse(**result));
+                   }
                    // Encode on an I/O thread, not on the model's instance thread.
                    auto shared = std::make_shared<runtime::ResponsePtr>(std::move(*result));
-                   (*io_)->Post([respond, shared, in_flight] { respond(InferResponse(**shared)); });
+                   auto encode = [respond, shared, in_flight] { respond(InferResponse(**shared)); };
+                   if (home != nullptr) return boost::asio::post(*home, std::move(encode));
+                   (*io_)->Post(std::move(encode));
                  });
 }
 
