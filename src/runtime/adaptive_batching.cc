@@ -99,6 +99,10 @@ AdaptiveDecision DecideAdaptive(const AdaptiveOptions& options, const BatchCostM
   const double now_cost = cost.Estimate(rows);
   // Nothing measured yet: dispatch, as with no delay; the measurements come from what runs.
   if (gap <= 0 || now_cost <= 0) return d;
+  // The next row comes after the queued ones would have run: with costs that do not fall as
+  // batches grow, k / ((k - n) * gap + cost(k)) <= k / ((k - n) * cost(n) / n + cost(n)) =
+  // n / cost(n) for every k, so no wait can pay (the usual case at light load, decided at once).
+  if (gap * static_cast<double>(rows) >= now_cost) return d;
   const double target = static_cast<double>(options.latency_target_us) * 1e3;
   const double waited = now_ns > head_ns ? static_cast<double>(now_ns - head_ns) : 0;
   const double now_rate = static_cast<double>(rows) / now_cost;
