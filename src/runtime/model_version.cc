@@ -135,6 +135,8 @@ uint64_t MicrosParameter(const inference::ModelConfig& config, const char* key, 
 
 // Longest measured batch of one that may run on the thread that received it.
 constexpr uint64_t kDefaultInlineMaxUs = 100;
+// Arrivals that take the queued path after one found the model busy.
+constexpr uint32_t kInlineBackoff = 64;
 
 }  // namespace
 
@@ -410,6 +412,8 @@ Status ModelVersion::Enqueue(RequestPtr& request) DAIS_NO_THREAD_SAFETY_ANALYSIS
       // Run here: no instance thread to wake, and the answer leaves from this thread.
       busy_[static_cast<size_t>(instance)] = 1;
       RunBatch(static_cast<size_t>(instance), batch, reason);
+      // Requests queued while this one ran here: the model is contended.
+      if (!queue_.empty()) inline_backoff_ = kInlineBackoff;
       return OkStatus();
     }
   }
@@ -418,14 +422,22 @@ Status ModelVersion::Enqueue(RequestPtr& request) DAIS_NO_THREAD_SAFETY_ANALYSIS
   return OkStatus();
 }
 
-int ModelVersion::InlineInstance(int64_t rows) const {
-  if (!queue_.empty() || stopping_) return -1;
+int ModelVersion::InlineInstance(int64_t rows) {
   // Unmeasured (no warm-up ran yet) counts as too long: the first batch shows what it costs.
   const double cost = queue_.EstimatedCostNs(rows);
-  if (cost <= 0 || cost > static_cast<double>(inline_max_ns_)) return -1;
-  for (size_t i = 0; i < busy_.size(); ++i) {
-    if (!busy_[i]) return static_cast<int>(i);
+  if (cost <= 0 || cost > static_cast<double>(inline_max_ns_) || stopping_) return -1;
+  if (inline_backoff_ > 0) {
+    --inline_backoff_;
+    return -1;
   }
+  if (queue_.empty()) {
+    for (size_t i = 0; i < busy_.size(); ++i) {
+      if (!busy_[i]) return static_cast<int>(i);
+    }
+  }
+  // Busy: at this load batches of one on the I/O threads cost throughput (smaller batches, an
+  // instance thread woken for nothing); stay on the queued path for the next arrivals.
+  inline_backoff_ = kInlineBackoff;
   return -1;
 }
 

@@ -73,9 +73,10 @@ class ModelVersion {
   // rather than failing (or answering wrongly shaped tensors) at the first request.
   Status CheckOutputs(const std::vector<Tensor>& outputs, int64_t batch) const;
   void InstanceLoop(size_t index);
-  // An instance neither executing nor claimed, when the queue holds nothing else and the
-  // model's measured batch of one is short enough to run on an I/O thread; else -1. mu_ held.
-  int InlineInstance(int64_t rows) const DAIS_REQUIRES(mu_);
+  // An instance neither executing nor claimed, when the queue holds nothing else, the model's
+  // measured batch of one is short enough to run on an I/O thread, and no arrival among the
+  // last kInlineBackoff found the model busy (inline execution is for light load); else -1.
+  int InlineInstance(int64_t rows) DAIS_REQUIRES(mu_);
   // Runs a batch taken from the queue on instance `index` (busy_ set by the caller), then
   // records what it cost and frees the instance. Called and returns with mu_ held.
   void RunBatch(size_t index, std::vector<RequestPtr>& batch, DispatchReason reason)
@@ -119,9 +120,10 @@ class ModelVersion {
   bool accepting_ DAIS_GUARDED_BY(mu_) = true;
   bool stopping_ DAIS_GUARDED_BY(mu_) = false;
   int64_t executing_ DAIS_GUARDED_BY(mu_) = 0;
-  std::vector<char> busy_ DAIS_GUARDED_BY(mu_);  // per instance: a batch runs on it
-  uint64_t inline_max_ns_ = 0;                   // inline_execution_max_microseconds
-  bool shut_down_ = false;                       // only touched by the manager's thread
+  std::vector<char> busy_ DAIS_GUARDED_BY(mu_);       // per instance: a batch runs on it
+  uint64_t inline_max_ns_ = 0;                        // inline_execution_max_microseconds
+  uint32_t inline_backoff_ DAIS_GUARDED_BY(mu_) = 0;  // arrivals left on the queued path
+  bool shut_down_ = false;                            // only touched by the manager's thread
 };
 
 // BatchingOptions from a configuration's max_batch_size and dynamic_batching.
