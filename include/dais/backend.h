@@ -1,8 +1,10 @@
 // The seam between the runtime and a model runtime (LibTorch, XGBoost, or a test fake).
 //
 // A Backend creates BackendInstances for one model version. The runtime owns each instance and
-// calls it from exactly one thread (its instance thread), never concurrently. Backends catch
-// their library's exceptions and return a Status carrying the library's message.
+// calls it one call at a time, never concurrently: from its instance thread, or from an I/O
+// thread that runs a batch inline at light load (docs/batching.md), so a backend must set any
+// thread-local state it needs within each call (the PyTorch backend's InferenceMode guard does).
+// Backends catch their library's exceptions and return a Status carrying the library's message.
 #pragma once
 
 #include <memory>

@@ -4,8 +4,8 @@
 // Concurrency model (docs/architecture.md): frontends call Enqueue from I/O threads; it validates
 // the request against the configuration and pushes it into the queue under `mu_`. Every instance
 // thread loops: take expired requests, form a batch (BatchQueue::NextBatch), release the lock,
-// execute it on its own BackendInstance, answer each request. A backend instance is only ever
-// called from its own thread. Responses are delivered on the instance thread.
+// execute it on its own BackendInstance, answer each request. A backend instance runs one batch
+// at a time. Responses are delivered on the instance thread.
 //
 // Lifecycle: Load() creates instances and warms each up before returning, so a version that
 // exists is ready. Shutdown() stops admission (new requests get Unavailable), lets the queued

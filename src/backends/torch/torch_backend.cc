@@ -2,7 +2,8 @@
 // backend "pytorch", <version>/model.pt (or default_model_filename), inputs bound by the
 // "<name>__<index>" convention or else by the names of forward()'s arguments, outputs by index.
 //
-// Threads: one TorchScript module per instance, called from its instance thread only. The
+// Threads: one TorchScript module per instance, one call at a time (from its
+// instance thread, or an I/O thread running a batch inline; docs/batching.md). The
 // intra-op thread pool is process-wide: parameter INTRA_OP_THREAD_COUNT (default 1, so that
 // instances, not threads, use the cores; see docs/backends.md).
 #include <torch/script.h>

@@ -4,7 +4,8 @@
 // output. Parameters (as FIL): output_class (classifier), predict_proba (probabilities of every
 // class rather than the class index), threshold (binary decision threshold, default 0.5).
 //
-// Threads: one Booster per instance with nthread=1, called from its instance thread only.
+// Threads: one Booster per instance with nthread=1, one call at a time (its instance
+// thread, or an I/O thread running a batch inline).
 #include <rapidjson/document.h>
 #include <xgboost/c_api.h>
 
