@@ -209,6 +209,53 @@ TEST(ParseInferRequestTest, FloatRangeErrors) {
   EXPECT_THAT(status.message(), StartsWith("malformed JSON at offset "));
 }
 
+TEST(ParseInferRequestTest, NumbersAreCorrectlyRounded) {
+  // The texts a client prints (shortest round-trip forms, 17 digits, extremes) read back to the
+  // exact double strtod gives; integers beyond 64 bits become doubles; underflow is zero.
+  const std::vector<std::string> texts = {"0.1",
+                                          "0.30000000000000004",
+                                          "2.2250738585072014e-308",
+                                          "4.9e-324",
+                                          "1.7976931348623157e308",
+                                          "-123.456e-7",
+                                          "9007199254740993",
+                                          "18446744073709551616",
+                                          "123456789012345678901234567890",
+                                          "1e-400",
+                                          "-0",
+                                          "0.12345678901234567890123456789"};
+  std::string data;
+  for (const std::string& t : texts) data += (data.empty() ? "" : ",") + t;
+  Parsed parsed = Parse(R"({"inputs":[{"name":"d","shape":[)" + std::to_string(texts.size()) +
+                        R"(],"datatype":"FP64","data":[)" + data + "]}]}");
+  ASSERT_OK(parsed.status);
+  std::vector<double> got = Values<double>(parsed.request->inputs[0]);
+  ASSERT_EQ(got.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(got[i], std::strtod(texts[i].c_str(), nullptr)) << texts[i];
+  }
+  // FP32 from the same texts: the double, rounded to float.
+  parsed = Parse(R"({"inputs":[{"name":"f","shape":[3],"datatype":"FP32","data":[0.1,1e-50,)"
+                 R"(16777217]}]})");
+  ASSERT_OK(parsed.status);
+  EXPECT_EQ(Values<float>(parsed.request->inputs[0]),
+            (std::vector<float>{static_cast<float>(0.1), 0.f, 16777216.f}));
+  // INT64 keeps every bit of a 64-bit integer.
+  parsed = Parse(R"({"inputs":[{"name":"i","shape":[2],"datatype":"INT64","data":)"
+                 R"([-9223372036854775808,9223372036854775807]}]})");
+  ASSERT_OK(parsed.status);
+  EXPECT_EQ(Values<int64_t>(parsed.request->inputs[0]),
+            (std::vector<int64_t>{INT64_MIN, INT64_MAX}));
+  // Beyond the largest double: rapidjson reads NaN, which must not reach the model.
+  for (const char* type : {"FP64", "FP32", "FP16", "BF16"}) {
+    Status status = ParseOne(std::string(R"({"name":"d","shape":[2],"datatype":")") + type +
+                             R"(","data":[1,-1.8e308]})");
+    EXPECT_EQ(status.message(), std::string("input 'd': value beyond 1.8e308 at index 1 is out of "
+                                            "range for ") +
+                                    type);
+  }
+}
+
 TEST(ParseInferRequestTest, NanAndInfinityAreRejected) {
   for (const char* value : {"NaN", "Infinity", "-Infinity", "nan"}) {
     Status status = ParseOne(std::string(R"({"name":"x","shape":[1],"datatype":"FP32","data":[)") +
