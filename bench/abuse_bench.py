@@ -21,7 +21,6 @@ import argparse
 import os
 import resource
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

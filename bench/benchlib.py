@@ -88,6 +88,28 @@ def repo_with_queue_delay(repo, models, delay_us, prefix):
     return copy
 
 
+def nginx_conf(tmp, http_body, workers=1):
+    """An nginx.conf (Debian's nginx-light, as a user's process) whose pid file, logs and
+    temporary folders are under `tmp`, with `http_body` (upstreams, server blocks) inside http."""
+    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        os.makedirs(os.path.join(tmp, d), exist_ok=True)
+    return f"""worker_processes {workers};
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log;
+daemon off;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {tmp}/body;
+  proxy_temp_path {tmp}/proxy;
+  fastcgi_temp_path {tmp}/fastcgi;
+  uwsgi_temp_path {tmp}/uwsgi;
+  scgi_temp_path {tmp}/scgi;
+{http_body}
+}}
+"""
+
+
 def get_ok(url):
     """True when GET url answers 200 within 2 s."""
     import urllib.request

@@ -29,23 +29,11 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import (example_repository, get_ok, repo_with_queue_delay,  # noqa: E402
-                      request_bodies, run_wrk)
+from benchlib import (example_repository, get_ok, nginx_conf,  # noqa: E402
+                      repo_with_queue_delay, request_bodies, run_wrk)
 from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
 
-NGINX_CONF = """worker_processes 2;
-pid {tmp}/nginx.pid;
-error_log {tmp}/nginx-error.log;
-daemon off;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {tmp}/body;
-  proxy_temp_path {tmp}/proxy;
-  fastcgi_temp_path {tmp}/fastcgi;
-  uwsgi_temp_path {tmp}/uwsgi;
-  scgi_temp_path {tmp}/scgi;
-  upstream node {{ server 127.0.0.1:{node_port}; keepalive 128; }}
+NGINX_HTTP = """  upstream node {{ server 127.0.0.1:{node_port}; keepalive 128; }}
   server {{
     listen 127.0.0.1:{port};
     location / {{
@@ -53,9 +41,7 @@ http {{
       proxy_http_version 1.1;
       proxy_set_header Connection "";
     }}
-  }}
-}}
-"""
+  }}"""
 
 
 def log_port(path, pattern="ports: http="):
@@ -225,10 +211,8 @@ def main():
         wait_for(lambda: get_ok(f"http://127.0.0.1:{gw_port}/v2/models/ranker/ready"), 30,
                  "the gateway routing")
         nginx_port = free_port()
-        for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (tmp / d).mkdir()
-        (tmp / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp, node_port=node_port,
-                                                          port=nginx_port))
+        (tmp / "nginx.conf").write_text(nginx_conf(
+            tmp, NGINX_HTTP.format(node_port=node_port, port=nginx_port), workers=2))
         start(["nginx", "-c", str(tmp / "nginx.conf"), "-p", str(tmp)], "nginx.log")
         wait_for(lambda: get_ok(f"http://127.0.0.1:{nginx_port}/v2/models/mlp_small/ready"), 30,
                  "nginx")

@@ -29,31 +29,17 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import (cpu_seconds, example_repository, repo_with_queue_delay,  # noqa: E402
-                      request_bodies, run_wrk)
+from benchlib import (cpu_seconds, example_repository, nginx_conf,  # noqa: E402
+                      repo_with_queue_delay, request_bodies, run_wrk)
 from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
 from tls_bench import Procs, log  # noqa: E402
 
-NGINX_CONF = """worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/nginx-error.log;
-daemon off;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {tmp}/body;
-  proxy_temp_path {tmp}/proxy;
-  fastcgi_temp_path {tmp}/fastcgi;
-  uwsgi_temp_path {tmp}/uwsgi;
-  scgi_temp_path {tmp}/scgi;
-  server {{
+NGINX_HTTP = """  server {{
     listen 127.0.0.1:{port};
     default_type application/json;
     location = /json {{ return 200 "{json}"; }}
     location = /binary {{ return 200 "{binary}"; }}
-  }}
-}}
-"""
+  }}"""
 
 DELAYS = [0, 500, 2000, 5000]
 ADAPTIVE = "adaptive"
@@ -166,9 +152,8 @@ def floor_part(args, build, procs, tmp):
     answers = {p: post(f"{base}/mlp_small/infer", b, h) for p, (b, h) in bodies.items()}
     nginx_port = free_port()
     # Same sizes as dais's answers (the content does not matter to the floor).
-    (tmp / "nginx.conf").write_text(NGINX_CONF.format(
-        tmp=tmp, port=nginx_port, json="x" * len(answers["json"]),
-        binary="x" * len(answers["binary"])))
+    (tmp / "nginx.conf").write_text(nginx_conf(tmp, NGINX_HTTP.format(
+        port=nginx_port, json="x" * len(answers["json"]), binary="x" * len(answers["binary"]))))
     procs.start(["nginx", "-c", tmp / "nginx.conf", "-p", tmp], "nginx")
     wait_for(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{nginx_port}/json"],
                                     capture_output=True).returncode == 0, 30, "nginx")

@@ -20,7 +20,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys

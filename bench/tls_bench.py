@@ -26,32 +26,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import (cpu_seconds, example_repository, repo_with_queue_delay,  # noqa: E402
-                      request_bodies, run_wrk)
+from benchlib import (cpu_seconds, example_repository, nginx_conf,  # noqa: E402
+                      repo_with_queue_delay, request_bodies, run_wrk)
 from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
 from feature_bench import SPEC  # noqa: E402 (the user_profile group; inputs unused here)
 
-NGINX_CONF = """worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/nginx-error.log;
-daemon off;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {tmp}/body;
-  proxy_temp_path {tmp}/proxy;
-  fastcgi_temp_path {tmp}/fastcgi;
-  uwsgi_temp_path {tmp}/uwsgi;
-  scgi_temp_path {tmp}/scgi;
-  server {{
+NGINX_HTTP = """  server {{
     listen 127.0.0.1:{port} ssl;
     ssl_certificate {certs}/server.crt;
     ssl_certificate_key {certs}/server.key;
     ssl_protocols TLSv1.2 TLSv1.3;
     location / {{ return 200 "ok"; }}
-  }}
-}}
-"""
+  }}"""
 
 
 
@@ -206,7 +192,8 @@ def main():
                 rows.append((proto, conc, p, t))
 
         nginx_port = free_port()
-        (tmp / "nginx.conf").write_text(NGINX_CONF.format(tmp=tmp, port=nginx_port, certs=certs))
+        (tmp / "nginx.conf").write_text(
+            nginx_conf(tmp, NGINX_HTTP.format(port=nginx_port, certs=certs)))
         procs.start(["nginx", "-c", tmp / "nginx.conf", "-p", tmp], "nginx")
         wait_for(lambda: subprocess.run(["curl", "-sfk", f"https://127.0.0.1:{nginx_port}/"],
                                         capture_output=True).returncode == 0, 30, "nginx")

@@ -42,7 +42,10 @@ void BatchCostModel::Observe(int64_t rows, uint64_t ns) {
   auto [it, inserted] = cost_.try_emplace(rows, Mean{static_cast<double>(ns), false});
   if (inserted) return;
   Mean& m = it->second;
-  if (m.seeded) {
+  if (m.seeded || static_cast<double>(ns) * 4 < m.ns) {
+    // A guess replaced; or one-time work over (TorchScript profiles a module's first calls,
+    // milliseconds each for a model that then runs in microseconds): start from the new figure
+    // rather than decaying towards it over dozens of batches.
     m = Mean{static_cast<double>(ns), false};
   } else {
     m.ns += kCostWeight * (static_cast<double>(ns) - m.ns);

@@ -53,6 +53,10 @@ TEST(BatchCostModelTest, WarmupSeedIsReplacedByTheFirstMeasurement) {
   EXPECT_DOUBLE_EQ(m.Estimate(1), 40e3);  // replaced, not averaged with the guess
   m.Observe(1, 50 * kUs);
   EXPECT_DOUBLE_EQ(m.Estimate(1), 42e3);  // then a running mean
+  m.Observe(1, 5 * kUs);                  // under a quarter: one-time work is over
+  EXPECT_DOUBLE_EQ(m.Estimate(1), 5e3);
+  m.Observe(1, 105 * kUs);  // a slow outlier only moves the mean
+  EXPECT_DOUBLE_EQ(m.Estimate(1), 25e3);
 }
 
 TEST(ArrivalEstimatorTest, MeanGapGrowsWhenArrivalsStop) {

@@ -135,8 +135,6 @@ uint64_t MicrosParameter(const inference::ModelConfig& config, const char* key, 
 
 // Longest measured batch of one that may run on the thread that received it.
 constexpr uint64_t kDefaultInlineMaxUs = 100;
-// Arrivals that take the queued path after one found the model busy.
-constexpr uint32_t kInlineBackoff = 64;
 
 }  // namespace
 
@@ -412,8 +410,6 @@ Status ModelVersion::Enqueue(RequestPtr& request) DAIS_NO_THREAD_SAFETY_ANALYSIS
       // Run here: no instance thread to wake, and the answer leaves from this thread.
       busy_[static_cast<size_t>(instance)] = 1;
       RunBatch(static_cast<size_t>(instance), batch, reason);
-      // Requests queued while this one ran here: the model is contended.
-      if (!queue_.empty()) inline_backoff_ = kInlineBackoff;
       return OkStatus();
     }
   }
@@ -426,18 +422,10 @@ int ModelVersion::InlineInstance(int64_t rows) {
   // Unmeasured (no warm-up ran yet) counts as too long: the first batch shows what it costs.
   const double cost = queue_.EstimatedCostNs(rows);
   if (cost <= 0 || cost > static_cast<double>(inline_max_ns_) || stopping_) return -1;
-  if (inline_backoff_ > 0) {
-    --inline_backoff_;
-    return -1;
+  if (!queue_.empty()) return -1;
+  for (size_t i = 0; i < busy_.size(); ++i) {
+    if (!busy_[i]) return static_cast<int>(i);
   }
-  if (queue_.empty()) {
-    for (size_t i = 0; i < busy_.size(); ++i) {
-      if (!busy_[i]) return static_cast<int>(i);
-    }
-  }
-  // Busy: at this load batches of one on the I/O threads cost throughput (smaller batches, an
-  // instance thread woken for nothing); stay on the queued path for the next arrivals.
-  inline_backoff_ = kInlineBackoff;
   return -1;
 }
 
@@ -450,14 +438,19 @@ void ModelVersion::RunBatch(size_t index, std::vector<RequestPtr>& batch,
   executing_ += static_cast<int64_t>(batch.size());
   stats_->SetPending(static_cast<int64_t>(queue_.size()) + executing_);
   mu_.Unlock();
-  const Executed done = ExecuteBatch(instances_[index].get(), batch);
+  Executed done = ExecuteBatch(instances_[index].get(), batch);
   mu_.Lock();
+  // The instance is free before the answers go out: a client's next request, sent on reading
+  // its answer, finds it idle.
   busy_[index] = 0;
-  if (done.rows > 0) queue_.ObserveExecution(done.rows, done.ns);
+  if (done.rows > 0) queue_.ObserveExecution(done.rows, done.end_ns - done.start_ns);
   executing_ -= static_cast<int64_t>(batch.size());
   stats_->SetPending(static_cast<int64_t>(queue_.size()) + executing_);
   // Work that queued meanwhile, or a shutdown waiting for this instance: its thread decides.
   if (!queue_.empty() || stopping_) cv_.SignalAll();
+  mu_.Unlock();
+  Answer(batch, done);
+  mu_.Lock();
 }
 
 void ModelVersion::Shutdown(bool drain) {
@@ -672,13 +665,16 @@ ModelVersion::Executed ModelVersion::ExecuteBatch(BackendInstance* instance,
   }
   const uint64_t end = NowNs();
   stats_->RecordExecution(total, infer_start - start, infer_end - infer_start, end - infer_end);
-  for (size_t i = 0; i < batch.size(); ++i) {
+  return {total, start, end, std::move(responses)};
+}
+
+void ModelVersion::Answer(std::vector<RequestPtr>& batch, Executed& done) {
+  for (size_t i = 0; i < batch.size() && i < done.responses.size(); ++i) {
     if (!batch[i]) continue;
-    stats_->RecordSuccess(end - batch[i]->arrival_ns, start - batch[i]->enqueue_ns);
+    stats_->RecordSuccess(done.end_ns - batch[i]->arrival_ns, done.start_ns - batch[i]->enqueue_ns);
     RequestPtr r = std::move(batch[i]);
-    r->on_complete(std::move(responses[i]));
+    r->on_complete(std::move(done.responses[i]));
   }
-  return {total, end - start};
 }
 
 }  // namespace dais::runtime

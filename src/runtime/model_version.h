@@ -73,21 +73,23 @@ class ModelVersion {
   // rather than failing (or answering wrongly shaped tensors) at the first request.
   Status CheckOutputs(const std::vector<Tensor>& outputs, int64_t batch) const;
   void InstanceLoop(size_t index);
-  // An instance neither executing nor claimed, when the queue holds nothing else, the model's
-  // measured batch of one is short enough to run on an I/O thread, and no arrival among the
-  // last kInlineBackoff found the model busy (inline execution is for light load); else -1.
+  // An instance neither executing nor claimed, when the queue holds nothing else and the
+  // model's measured batch of one is short enough to run on an I/O thread; else -1.
   int InlineInstance(int64_t rows) DAIS_REQUIRES(mu_);
   // Runs a batch taken from the queue on instance `index` (busy_ set by the caller), then
   // records what it cost and frees the instance. Called and returns with mu_ held.
   void RunBatch(size_t index, std::vector<RequestPtr>& batch, DispatchReason reason)
       DAIS_REQUIRES(mu_);
-  // Cancelled requests answered; gather inputs, compute, scatter outputs, answer. Returns the
-  // rows executed and how long the instance was occupied.
+  // Cancelled requests answered; gather inputs, compute, scatter outputs (failed requests
+  // answered). Returns the rows executed, when the instance was occupied, and the responses to
+  // give with Answer once the instance is released.
   struct Executed {
     int64_t rows = 0;
-    uint64_t ns = 0;
+    uint64_t start_ns = 0, end_ns = 0;
+    std::vector<ResponsePtr> responses;  // parallel to the batch (null where already answered)
   };
   Executed ExecuteBatch(BackendInstance* instance, std::vector<RequestPtr>& batch);
+  void Answer(std::vector<RequestPtr>& batch, Executed& done);
   // One tensor per config input holding every request's rows back to back (`total` rows).
   std::vector<Tensor> GatherInputs(const std::vector<RequestPtr>& batch, int64_t total) const;
   // Internal when the backend's outputs do not match the config or the batch.
@@ -120,10 +122,9 @@ class ModelVersion {
   bool accepting_ DAIS_GUARDED_BY(mu_) = true;
   bool stopping_ DAIS_GUARDED_BY(mu_) = false;
   int64_t executing_ DAIS_GUARDED_BY(mu_) = 0;
-  std::vector<char> busy_ DAIS_GUARDED_BY(mu_);       // per instance: a batch runs on it
-  uint64_t inline_max_ns_ = 0;                        // inline_execution_max_microseconds
-  uint32_t inline_backoff_ DAIS_GUARDED_BY(mu_) = 0;  // arrivals left on the queued path
-  bool shut_down_ = false;                            // only touched by the manager's thread
+  std::vector<char> busy_ DAIS_GUARDED_BY(mu_);  // per instance: a batch runs on it
+  uint64_t inline_max_ns_ = 0;                   // inline_execution_max_microseconds
+  bool shut_down_ = false;                       // only touched by the manager's thread
 };
 
 // BatchingOptions from a configuration's max_batch_size and dynamic_batching.

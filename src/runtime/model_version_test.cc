@@ -232,65 +232,6 @@ TEST(ModelVersionTest, InlineExecutionOffForSlowModelsOrByParameter) {
   EXPECT_NE(RunInline(**delayed, true).first, std::this_thread::get_id());
 }
 
-TEST(ModelVersionTest, ArrivalThatFindsTheModelBusyTurnsInlineOffForAWhile) {
-  // The first request after the warm-up blocks on the instance thread until released.
-  class Gated : public BackendInstance {
-   public:
-    explicit Gated(std::shared_future<void> gate) : gate_(std::move(gate)) {}
-    Status Execute(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) override {
-      if (++calls_ == 2) gate_.wait();
-      Tensor out;
-      out.name = "OUTPUT__0";
-      out.dtype = DataType::kFp32;
-      out.shape = inputs[0].shape;
-      const float* src = reinterpret_cast<const float*>(inputs[0].data.data());
-      float* dst = reinterpret_cast<float*>(out.Allocate(inputs[0].data.size()));
-      for (size_t i = 0; i < inputs[0].data.size() / 4; ++i) dst[i] = 2 * src[i];
-      outputs->push_back(std::move(out));
-      return OkStatus();
-    }
-
-   private:
-    std::shared_future<void> gate_;
-    int calls_ = 0;
-  };
-  class GatedBackend : public Backend {
-   public:
-    explicit GatedBackend(std::shared_future<void> gate) : gate_(std::move(gate)) {}
-    std::string_view name() const override { return "fake"; }
-    StatusOr<std::unique_ptr<BackendInstance>> CreateInstance(const std::string&,
-                                                              const inference::ModelConfig&,
-                                                              int) override {
-      return std::unique_ptr<BackendInstance>(new Gated(gate_));
-    }
-
-   private:
-    std::shared_future<void> gate_;
-  };
-  std::promise<void> open;
-  GatedBackend backend(open.get_future().share());
-  auto mv = ModelVersion::Load("m", 1, "/x", Config("dynamic_batching { }"), &backend);
-  ASSERT_OK(mv);
-  std::promise<StatusOr<ResponsePtr>> first, second;
-  RequestPtr a = Request(1, 1, &first);
-  ASSERT_OK((*mv)->Enqueue(a));  // queued: runs on the instance thread and blocks there
-  RequestPtr b = Request(1, 1, &second);
-  b->may_run_inline = true;
-  // b may arrive before the instance thread took a (queue not empty) or after (instance busy):
-  // either way it finds the model busy and is queued.
-  ASSERT_OK((*mv)->Enqueue(b));
-  open.set_value();
-  ASSERT_OK(first.get_future().get());
-  ASSERT_OK(second.get_future().get());
-  // At least the next 64 inline-capable arrivals take the queued path; then inline execution
-  // resumes (an arrival that comes while the instance thread is still finishing the previous
-  // answer counts as busy once more, so the exact count varies).
-  int queued = 0;
-  while (queued < 1000 && RunInline(**mv, true).first != std::this_thread::get_id()) ++queued;
-  EXPECT_GE(queued, 64);
-  EXPECT_LT(queued, 1000);
-}
-
 TEST(ModelVersionTest, InlineAndInstanceThreadsNeverShareAnInstance) {
   // Many callers, half of them inline-capable, on one instance: the backend sees one batch at a
   // time (it would record overlapping calls), and every request is answered.
