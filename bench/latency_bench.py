@@ -107,7 +107,7 @@ class Neighbour:
 
 
 def perf_grpc(build, port, model, seconds):
-    """dais perf -i grpc at concurrency 1: rps, p50_us, p99_us, errors, requests."""
+    """dais perf -i grpc at concurrency 1: rps, p50_us, p99_us, errors."""
     cmd = [build / "src/cmd/dais", "perf", "-m", model, "-i", "grpc", "-u", f"localhost:{port}",
            "--concurrency-range", 1, "--measurement-interval-ms", int(seconds * 1000),
            "--max-trials", 3, "--no-progress"]
@@ -116,7 +116,7 @@ def perf_grpc(build, port, model, seconds):
     row = next(line.split() for line in out.splitlines() if line.strip().startswith("1 "))
     rps = float(row[1])
     return {"rps": rps, "p50_us": float(row[3]), "p99_us": float(row[6]),
-            "errors": int(row[7]), "requests": rps * seconds * 3}
+            "errors": int(row[7])}
 
 
 def floor_repo(tmp):
@@ -132,12 +132,13 @@ def floor_repo(tmp):
     return repo
 
 
-def measure(pid, run):
-    """run() with the server's context switches and CPU time per request."""
-    c0, s0 = context_switches(pid), cpu_seconds(pid)
+def measure(pid, answered, run):
+    """run() with the server's context switches and CPU time per request it answered
+    (`answered()`: the model's success count, so a client's warm-up requests count too)."""
+    c0, s0, n0 = context_switches(pid), cpu_seconds(pid), answered()
     r = run()
-    c1, s1 = context_switches(pid), cpu_seconds(pid)
-    n = max(r["requests"], 1)
+    c1, s1, n1 = context_switches(pid), cpu_seconds(pid), answered()
+    n = max(n1 - n0, 1)
     r.update(cs=(c1 - c0) / n, cpu_us=(s1 - s0) / n * 1e6)
     return r
 
@@ -165,12 +166,16 @@ def floor_part(args, build, procs, tmp):
                 ng = run_wrk(f"http://127.0.0.1:{nginx_port}/{floor}", *bodies[floor], 1,
                              args.seconds, tmp)
                 for model in ("mlp_small", "mlp_small_queued"):
+                    def answered(model=model):
+                        return get(f"{base}/{model}/stats")["model_stats"][0][
+                            "inference_stats"]["success"]["count"]
                     if proto == "grpc":
-                        d = measure(pid, lambda: perf_grpc(build, grpc, model, args.seconds))
+                        d = measure(pid, answered, lambda: perf_grpc(build, grpc, model, args.seconds))
                     else:
                         url = f"{base}/{model}/infer"
                         run_wrk(url, body, hlen, 1, 1, tmp)  # warm-up
-                        d = measure(pid, lambda: run_wrk(url, body, hlen, 1, args.seconds, tmp))
+                        d = measure(pid, answered,
+                                    lambda: run_wrk(url, body, hlen, 1, args.seconds, tmp))
                     rows.append(dict(proto="gRPC" if proto == "grpc" else f"HTTP {proto}",
                                      path="inline" if model == "mlp_small" else "queued",
                                      neighbour=neighbour, dais=d, nginx=ng))

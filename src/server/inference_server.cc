@@ -195,7 +195,7 @@ void InferenceServer::Infer(runtime::RequestPtr request, InferDone done) {
   if (!token.ok()) return done(AcceptingInference(), InFlight());
   // Inline execution is for light load: only when this is the one request in the server. With
   // others in flight, batches of one on the I/O threads cost throughput (measured on mlp_small
-  // at concurrency 16: 10-25 % fewer requests/s) and the queue batches them better.
+  // at concurrency 16: 14-28 % fewer requests/s) and the queue batches them better.
   if (request->may_run_inline && in_flight_.load(std::memory_order_relaxed) > 1) {
     request->may_run_inline = false;
   }
