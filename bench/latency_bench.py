@@ -8,13 +8,15 @@ Part "floor" (goals 1 and 4), on mlp_small at concurrency 1:
   - dais serve over HTTP JSON, HTTP binary (wrk) and gRPC (dais perf -i grpc);
   - dais's own cost = dais p50 - nginx p50 - forward p50; p99 against nginx's p99, quiet and with
     a CPU-bound neighbour (a Python busy loop on the same cores);
-  - context switches of the server per request (/proc/<pid>/task/*/status).
+  - context switches of the server per request (/proc/<pid>/task/*/status), each of these for
+    the inline path and for the queued one (a copy with inline_execution_max_microseconds 0).
 Part "batching" (goals 2 and 3), on mlp_heavy over HTTP JSON at concurrency 1, 16 and 64: Triton's
 batcher with max_queue_delay 0, 500, 2000 and 5000 us against the adaptive policy (latency target
 10 ms), all five served by one dais serve as copies of the model, side by side; "vs ceiling" is
-req/s over the in-process best batched rows/s.
+req/s over the in-process best batched rows/s; each cell is the median of interleaved rounds.
 
-usage: bench/latency_bench.py [--seconds 5] [--parts floor,batching] [--build build/release]
+usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching]
+                              [--build build/release]
 """
 import argparse
 import glob

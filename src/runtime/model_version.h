@@ -5,7 +5,8 @@
 // the request against the configuration and pushes it into the queue under `mu_`. Every instance
 // thread loops: take expired requests, form a batch (BatchQueue::NextBatch), release the lock,
 // execute it on its own BackendInstance, answer each request. A backend instance runs one batch
-// at a time. Responses are delivered on the instance thread.
+// at a time. Responses are delivered on the thread that ran the batch (the instance thread, or
+// the caller's for an inline run).
 //
 // Lifecycle: Load() creates instances and warms each up before returning, so a version that
 // exists is ready. Shutdown() stops admission (new requests get Unavailable), lets the queued
@@ -74,7 +75,7 @@ class ModelVersion {
   Status CheckOutputs(const std::vector<Tensor>& outputs, int64_t batch) const;
   void InstanceLoop(size_t index);
   // An instance neither executing nor claimed, when the queue holds nothing else and the
-  // model's measured batch of one is short enough to run on an I/O thread; else -1.
+  // measured cost of a batch of `rows` is short enough to run on an I/O thread; else -1.
   int InlineInstance(int64_t rows) DAIS_REQUIRES(mu_);
   // Runs a batch taken from the queue on instance `index` (busy_ set by the caller), then
   // records what it cost and frees the instance. Called and returns with mu_ held.
