@@ -5,6 +5,7 @@ PACKAGES=(
   # build
   cmake ninja-build g++ ccache pkg-config git curl ca-certificates
   openssl  # scripts/make_certs.sh: the test certificates (docs/tls.md)
+  libsimdjson-dev  # the JSON inference request parser (src/frontends/http/json_view.h)
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libyaml-cpp-dev libssl-dev
   libpq-dev        # `dais txn`: the PostgreSQL client

@@ -4,11 +4,13 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "common/json.h"
 #include "common/logging.h"
 #include "common/utf8.h"
+#include "frontends/http/json_view.h"
 #include "tensor/half.h"
 
 namespace dais::frontends::http {
@@ -24,9 +27,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little,
               "tensor bytes are little-endian on the wire and in memory");
-
-using rapidjson::SizeType;
-using rapidjson::Value;
 
 // Full precision: FP64 values round-trip exactly. Iterative: deeply nested input cannot overflow
 // the stack. NaN and Infinity are rejected (kParseNanAndInfFlag is not set; a number beyond the
@@ -45,23 +45,14 @@ std::string Quoted(std::string_view name) {
   return out;
 }
 
-const char* JsonTypeName(const Value& value) {
-  switch (value.GetType()) {
-    case rapidjson::kNullType:
-      return "null";
-    case rapidjson::kFalseType:
-    case rapidjson::kTrueType:
-      return "a boolean";
-    case rapidjson::kObjectType:
-      return "an object";
-    case rapidjson::kArrayType:
-      return "an array";
-    case rapidjson::kStringType:
-      return "a string";
-    case rapidjson::kNumberType:
-      return "a number";
-  }
-  return "unknown";
+template <typename V>
+const char* JsonTypeName(V value) {
+  if (value.IsNull()) return "null";
+  if (value.IsBool()) return "a boolean";
+  if (value.IsObject()) return "an object";
+  if (value.IsArray()) return "an array";
+  if (value.IsString()) return "a string";
+  return "a number";
 }
 
 // Shortest text that reads back as the same value ("0.1", "1e+20", "3").
@@ -72,7 +63,8 @@ std::string DoubleText(double value) {
 }
 
 // A JSON value as it should appear in an error message.
-std::string ValueText(const Value& value) {
+template <typename V>
+std::string ValueText(V value) {
   if (value.IsInt64()) return std::to_string(value.GetInt64());
   if (value.IsUint64()) return std::to_string(value.GetUint64());
   if (value.IsNumber()) return DoubleText(value.GetDouble());
@@ -80,63 +72,25 @@ std::string ValueText(const Value& value) {
   return JsonTypeName(value);
 }
 
-const Value* FindMember(const Value& object, const char* name) {
-  auto it = object.FindMember(name);
-  return it == object.MemberEnd() ? nullptr : &it->value;
-}
-
-std::string_view StringOf(const Value& value) {
-  return std::string_view(value.GetString(), value.GetStringLength());
-}
-
 // Calls `visit(leaf)` for every non-array value under `root` in row-major order (a non-array root
-// is its own single leaf). Iterative, so nesting depth costs heap, not stack.
-template <typename Visit>
-Status ForEachLeaf(const Value& root, Visit&& visit) {
-  if (!root.IsArray()) return visit(root);
-  std::vector<std::pair<const Value*, SizeType>> stack;
-  stack.emplace_back(&root, 0);
-  while (!stack.empty()) {
-    const Value* array = stack.back().first;
-    SizeType next = stack.back().second;
-    if (next == array->Size()) {
-      stack.pop_back();
-      continue;
-    }
-    stack.back().second = next + 1;
-    const Value& element = (*array)[next];
-    if (element.IsArray()) {
-      stack.emplace_back(&element, 0);
-    } else {
-      RETURN_IF_ERROR(visit(element));
-    }
+// is its own single leaf), checking on the way that nested data is rectangular, as a tensor is:
+// every leaf at the same depth and every array at one depth of the same length. Flat data is
+// trivially so; `[[[1]],2,[3,[4]]]` is refused. Iterative, so nesting depth costs heap, not stack.
+template <typename V, typename Visit>
+Status ForEachLeaf(V root, const std::string& where, Visit&& visit) {
+  if (!root.IsArray()) {
+    visit(root);
+    return OkStatus();
   }
-  return OkStatus();
-}
-
-// Nested "data" must be rectangular, as a tensor is: every leaf at the same depth and every array
-// at one depth of the same length. Flat data is trivially so. `[[[1]],2,[3,[4]]]` is refused
-// (ForEachLeaf alone would read it as four elements). Iterative, like ForEachLeaf.
-Status CheckRectangular(const Value& root, const std::string& where) {
-  if (!root.IsArray()) return OkStatus();
+  using Range = decltype(root.Elements());
+  std::vector<Range> stack;    // the arrays being walked; an element's depth is stack.size()
   std::vector<int64_t> sizes;  // the length of the arrays at each depth, as first seen
-  int64_t leaf_depth = -1;
-  std::vector<std::pair<const Value*, size_t>> stack{{&root, 0}};  // (value, depth)
-  while (!stack.empty()) {
-    auto [value, depth] = stack.back();
-    stack.pop_back();
-    if (!value->IsArray()) {
-      if (leaf_depth < 0) leaf_depth = static_cast<int64_t>(depth);
-      if (leaf_depth != static_cast<int64_t>(depth) || depth < sizes.size()) {
-        return InvalidArgument(where + ": 'data' is ragged (a value at nesting depth " +
-                               std::to_string(depth) + " beside arrays or values at another " +
-                               "depth); nest it as the tensor's shape or send it flat");
-      }
-      continue;
-    }
-    const int64_t n = value->Size();
+  size_t leaf_depth = 0;       // 0: no leaf seen yet
+  auto enter = [&](V array) -> Status {
+    const size_t depth = stack.size();
+    const int64_t n = array.Size();
     if (depth == sizes.size()) {
-      if (leaf_depth >= 0 && static_cast<int64_t>(depth) >= leaf_depth) {
+      if (leaf_depth > 0 && depth >= leaf_depth) {
         return InvalidArgument(where + ": 'data' is ragged (an array at nesting depth " +
                                std::to_string(depth) + " where values were found)");
       }
@@ -146,19 +100,37 @@ Status CheckRectangular(const Value& root, const std::string& where) {
                              std::to_string(sizes[depth]) + " and " + std::to_string(n) +
                              " elements at nesting depth " + std::to_string(depth) + ")");
     }
-    for (SizeType i = value->Size(); i > 0; --i) stack.emplace_back(&(*value)[i - 1], depth + 1);
+    stack.push_back(array.Elements());
+    return OkStatus();
+  };
+  RETURN_IF_ERROR(enter(root));
+  while (!stack.empty()) {
+    Range& range = stack.back();
+    if (range.first == range.last) {
+      stack.pop_back();
+      continue;
+    }
+    V element = *range.first;
+    ++range.first;
+    if (element.IsArray()) {
+      RETURN_IF_ERROR(enter(element));
+      continue;
+    }
+    const size_t depth = stack.size();
+    if (leaf_depth == 0) leaf_depth = depth;
+    if (leaf_depth != depth || depth < sizes.size()) {
+      return InvalidArgument(where + ": 'data' is ragged (a value at nesting depth " +
+                             std::to_string(depth) + " beside arrays or values at another " +
+                             "depth); nest it as the tensor's shape or send it flat");
+    }
+    visit(element);
   }
   return OkStatus();
 }
 
-Status ParseRequestParameters(const Value& parameters, runtime::InferenceRequest* request) {
-  if (!parameters.IsObject()) {
-    return InvalidArgument(std::string("request 'parameters' must be an object, got ") +
-                           JsonTypeName(parameters));
-  }
-  for (auto it = parameters.MemberBegin(); it != parameters.MemberEnd(); ++it) {
-    std::string_view key = StringOf(it->name);
-    const Value& value = it->value;
+template <typename V>
+Status ParseRequestParameter(std::string_view key, V value, runtime::InferenceRequest* request) {
+  {
     if (key == "binary_data_output") {
       if (!value.IsBool()) {
         return InvalidArgument(
@@ -184,9 +156,9 @@ Status ParseRequestParameters(const Value& parameters, runtime::InferenceRequest
         return InvalidArgument("parameter 'entity_ids' must be an array of ids, got " +
                                ValueText(value));
       }
-      for (const Value& id : value.GetArray()) {
+      for (V id : value.Elements()) {
         if (id.IsString()) {
-          request->entity_ids.emplace_back(StringOf(id));
+          request->entity_ids.emplace_back(id.GetString());
         } else if (id.IsInt64()) {
           request->entity_ids.push_back(std::to_string(id.GetInt64()));
         } else {
@@ -205,18 +177,31 @@ Status ParseRequestParameters(const Value& parameters, runtime::InferenceRequest
   return OkStatus();
 }
 
-Status ParseShape(const Value& input, const std::string& where, std::vector<int64_t>* shape) {
-  const Value* json = FindMember(input, "shape");
-  if (json == nullptr) return InvalidArgument("missing field 'shape' for " + where);
+template <typename V>
+Status ParseRequestParameters(V parameters, runtime::InferenceRequest* request) {
+  if (!parameters.IsObject()) {
+    return InvalidArgument(std::string("request 'parameters' must be an object, got ") +
+                           JsonTypeName(parameters));
+  }
+  Status status;
+  parameters.ForEachMember([&](std::string_view key, V value) {
+    status = ParseRequestParameter(key, value, request);
+    return status.ok();
+  });
+  return status;
+}
+
+template <typename V>
+Status ParseShape(V input, const std::string& where, std::vector<int64_t>* shape) {
+  std::optional<V> json = input.Find("shape");
+  if (!json) return InvalidArgument("missing field 'shape' for " + where);
   if (!json->IsArray()) {
     return InvalidArgument(where + ": 'shape' must be an array of integers, got " +
                            JsonTypeName(*json));
   }
-  shape->reserve(json->Size());
-  for (SizeType i = 0; i < json->Size(); ++i) {
-    const Value& dim = (*json)[i];
+  for (V dim : json->Elements()) {
     if (!dim.IsInt64()) {
-      return InvalidArgument(where + ": shape dimension " + std::to_string(i) +
+      return InvalidArgument(where + ": shape dimension " + std::to_string(shape->size()) +
                              " must be an integer, got " + ValueText(dim));
     }
     shape->push_back(dim.GetInt64());
@@ -234,12 +219,13 @@ Status ParseShape(const Value& input, const std::string& where, std::vector<int6
 }
 
 // Converts one JSON element of a fixed-size type into `out` (DataTypeSize(dtype) bytes).
+template <typename V>
 class ElementConverter {
  public:
   ElementConverter(const std::string& where, DataType dtype) : where_(where), dtype_(dtype) {}
 
-  Status Convert(const Value& value, size_t index, char* out) const {
-    using IntegerConverter = Status (ElementConverter::*)(const Value&, size_t, char*) const;
+  Status Convert(V value, size_t index, char* out) const {
+    using IntegerConverter = Status (ElementConverter::*)(V, size_t, char*) const;
     static constexpr std::pair<DataType, IntegerConverter> kIntegers[] = {
         {DataType::kUint8, &ElementConverter::Integer<uint8_t>},
         {DataType::kUint16, &ElementConverter::Integer<uint16_t>},
@@ -296,7 +282,7 @@ class ElementConverter {
 
  private:
   template <typename T>
-  Status Integer(const Value& value, size_t index, char* out) const {
+  Status Integer(V value, size_t index, char* out) const {
     if (!value.IsNumber()) return TypeError(value, index, "an integer");
     T result;
     if (value.IsInt64()) {
@@ -331,12 +317,12 @@ class ElementConverter {
     return OkStatus();
   }
 
-  Status TypeError(const Value& value, size_t index, const char* expected) const {
+  Status TypeError(V value, size_t index, const char* expected) const {
     return InvalidArgument(where_ + ": element at index " + std::to_string(index) + " must be " +
                            expected + " for datatype " + std::string(DataTypeName(dtype_)) +
                            ", got " + JsonTypeName(value));
   }
-  Status RangeError(const Value& value, size_t index) const {
+  Status RangeError(V value, size_t index) const {
     // A number beyond the largest double reaches here as NaN or infinity (rapidjson's full
     // precision parse): its text is gone, so it is described instead.
     const std::string text =
@@ -349,53 +335,47 @@ class ElementConverter {
   DataType dtype_;
 };
 
-// Converts the JSON "data" of an input into owned bytes.
-Status ConvertJsonData(const Value& data, const std::string& where, int64_t element_count,
+// Converts the JSON "data" of an input into owned bytes, in one walk. Of several problems the
+// client hears the first of: ragged data, a BYTES element that is not a string, an element count
+// that does not match the shape, an element that does not convert. `json_bytes` bounds what a
+// shape can make it allocate (an element takes at least two bytes of JSON).
+template <typename V>
+Status ConvertJsonData(V data, const std::string& where, int64_t element_count, size_t json_bytes,
                        Tensor* tensor) {
-  // First pass: count the elements (and, for BYTES, check they are strings and size them).
-  size_t count = 0;
-  size_t string_bytes = 0;
   const bool bytes = tensor->dtype == DataType::kBytes;
-  RETURN_IF_ERROR(CheckRectangular(data, where));
-  RETURN_IF_ERROR(ForEachLeaf(data, [&](const Value& leaf) -> Status {
-    if (bytes) {
-      if (!leaf.IsString()) {
-        return InvalidArgument(where + ": element at index " + std::to_string(count) +
-                               " must be a string for datatype BYTES, got " + JsonTypeName(leaf));
-      }
-      string_bytes += leaf.GetStringLength();
+  const size_t size = bytes ? 0 : DataTypeSize(tensor->dtype);
+  const uint64_t expected = std::min<uint64_t>(element_count, json_bytes / 2 + 1);
+  std::vector<char> out(bytes ? 0 : expected * size);
+  if (bytes) out.reserve(expected * (kBytesPrefix + 8));
+  ElementConverter<V> converter(where, tensor->dtype);
+  Status type_error;  // BYTES: the first element that is not a string
+  Status convert_error;
+  uint64_t count = 0;
+  RETURN_IF_ERROR(ForEachLeaf(data, where, [&](V leaf) {
+    const uint64_t index = count++;
+    if (bytes && type_error.ok() && !leaf.IsString()) {
+      type_error =
+          InvalidArgument(where + ": element at index " + std::to_string(index) +
+                          " must be a string for datatype BYTES, got " + JsonTypeName(leaf));
     }
-    ++count;
-    return OkStatus();
+    if (index >= expected || !type_error.ok() || !convert_error.ok()) return;
+    if (!bytes) {
+      convert_error = converter.Convert(leaf, index, out.data() + index * size);
+    } else {
+      const std::string_view text = leaf.GetString();
+      const auto length = static_cast<uint32_t>(text.size());
+      const char* prefix = reinterpret_cast<const char*>(&length);
+      out.insert(out.end(), prefix, prefix + kBytesPrefix);
+      out.insert(out.end(), text.begin(), text.end());
+    }
   }));
+  RETURN_IF_ERROR(type_error);
   if (count != static_cast<uint64_t>(element_count)) {
     return InvalidArgument(where + ": shape " + ShapeToString(tensor->shape) + " has " +
                            std::to_string(element_count) + " elements but data has " +
                            std::to_string(count));
   }
-
-  std::vector<char> out;
-  size_t index = 0;
-  if (bytes) {
-    out.resize(count * kBytesPrefix + string_bytes);
-    char* cursor = out.data();
-    RETURN_IF_ERROR(ForEachLeaf(data, [&](const Value& leaf) -> Status {
-      uint32_t length = leaf.GetStringLength();
-      std::memcpy(cursor, &length, kBytesPrefix);
-      if (length > 0) std::memcpy(cursor + kBytesPrefix, leaf.GetString(), length);
-      cursor += kBytesPrefix + length;
-      return OkStatus();
-    }));
-  } else {
-    const size_t size = DataTypeSize(tensor->dtype);
-    out.resize(count * size);
-    ElementConverter converter(where, tensor->dtype);
-    RETURN_IF_ERROR(ForEachLeaf(data, [&](const Value& leaf) -> Status {
-      RETURN_IF_ERROR(converter.Convert(leaf, index, out.data() + index * size));
-      ++index;
-      return OkStatus();
-    }));
-  }
+  RETURN_IF_ERROR(convert_error);
   tensor->Own(std::move(out));
   return OkStatus();
 }
@@ -456,85 +436,87 @@ Status TakeBinaryData(std::string_view binary, size_t* used, uint64_t size, cons
   return OkStatus();
 }
 
-Status ParseInput(const Value& input, size_t position, std::string_view binary, size_t* used,
-                  Tensor* tensor) {
+template <typename V>
+Status ParseInput(V input, size_t position, std::string_view binary, size_t json_bytes,
+                  size_t* used, Tensor* tensor) {
   std::string where = "input " + std::to_string(position);
   if (!input.IsObject()) {
     return InvalidArgument(where + " must be an object, got " + JsonTypeName(input));
   }
-  const Value* name = FindMember(input, "name");
-  if (name == nullptr) return InvalidArgument("missing field 'name' for " + where);
+  std::optional<V> name = input.Find("name");
+  if (!name) return InvalidArgument("missing field 'name' for " + where);
   if (!name->IsString()) {
     return InvalidArgument(where + ": 'name' must be a string, got " + JsonTypeName(*name));
   }
-  tensor->name = std::string(StringOf(*name));
+  tensor->name = std::string(name->GetString());
   where = "input " + Quoted(tensor->name);
 
   RETURN_IF_ERROR(ParseShape(input, where, &tensor->shape));
   const int64_t element_count = ElementCount(tensor->shape);
 
-  const Value* datatype = FindMember(input, "datatype");
-  if (datatype == nullptr) return InvalidArgument("missing field 'datatype' for " + where);
+  std::optional<V> datatype = input.Find("datatype");
+  if (!datatype) return InvalidArgument("missing field 'datatype' for " + where);
   if (!datatype->IsString()) {
     return InvalidArgument(where + ": 'datatype' must be a string, got " + JsonTypeName(*datatype));
   }
-  tensor->dtype = DataTypeFromName(StringOf(*datatype));
+  tensor->dtype = DataTypeFromName(datatype->GetString());
   if (tensor->dtype == DataType::kInvalid) {
-    return InvalidArgument("unknown datatype " + Quoted(StringOf(*datatype)) + " for " + where);
+    return InvalidArgument("unknown datatype " + Quoted(datatype->GetString()) + " for " + where);
   }
 
-  const Value* binary_size = nullptr;
-  if (const Value* parameters = FindMember(input, "parameters"); parameters != nullptr) {
+  std::optional<V> binary_size;
+  if (std::optional<V> parameters = input.Find("parameters")) {
     if (!parameters->IsObject()) {
       return InvalidArgument(where + ": 'parameters' must be an object, got " +
                              JsonTypeName(*parameters));
     }
-    binary_size = FindMember(*parameters, "binary_data_size");
-    if (binary_size != nullptr && !binary_size->IsUint64()) {
+    binary_size = parameters->Find("binary_data_size");
+    if (binary_size && !binary_size->IsUint64()) {
       return InvalidArgument(where +
                              ": parameter 'binary_data_size' must be a non-negative "
                              "integer, got " +
                              ValueText(*binary_size));
     }
   }
-  const Value* data = FindMember(input, "data");
-  if (data != nullptr && binary_size != nullptr) {
+  std::optional<V> data = input.Find("data");
+  if (data && binary_size) {
     return InvalidArgument(where + " has both 'data' and parameters.binary_data_size");
   }
-  if (data == nullptr && binary_size == nullptr) {
+  if (!data && !binary_size) {
     return InvalidArgument(where + " has neither 'data' nor parameters.binary_data_size");
   }
-  if (data != nullptr) return ConvertJsonData(*data, where, element_count, tensor);
+  if (data) return ConvertJsonData(*data, where, element_count, json_bytes, tensor);
   return TakeBinaryData(binary, used, binary_size->GetUint64(), tensor->name, where, element_count,
                         tensor);
 }
 
-Status ParseRequestedOutput(const Value& output, size_t position, bool binary_default,
+template <typename V>
+Status ParseRequestedOutput(V output, size_t position, bool binary_default,
                             runtime::RequestedOutput* requested) {
   std::string where = "output " + std::to_string(position);
   if (!output.IsObject()) {
     return InvalidArgument("requested " + where + " must be an object, got " +
                            JsonTypeName(output));
   }
-  const Value* name = FindMember(output, "name");
-  if (name == nullptr) return InvalidArgument("missing field 'name' for requested " + where);
+  std::optional<V> name = output.Find("name");
+  if (!name) return InvalidArgument("missing field 'name' for requested " + where);
   if (!name->IsString()) {
     return InvalidArgument("requested " + where + ": 'name' must be a string, got " +
                            JsonTypeName(*name));
   }
-  requested->name = std::string(StringOf(*name));
+  requested->name = std::string(name->GetString());
   where = "output " + Quoted(requested->name);
   requested->binary = binary_default;
-  const Value* parameters = FindMember(output, "parameters");
-  if (parameters == nullptr) return OkStatus();
+  std::optional<V> parameters = output.Find("parameters");
+  if (!parameters) return OkStatus();
   if (!parameters->IsObject()) {
     return InvalidArgument(where + ": 'parameters' must be an object, got " +
                            JsonTypeName(*parameters));
   }
-  if (FindMember(*parameters, "classification") != nullptr) {
+  if (parameters->Find("classification")) {
     return Unimplemented(where + ": the classification extension is not supported by dais");
   }
-  if (const Value* binary = FindMember(*parameters, "binary_data"); binary != nullptr) {
+  if (std::optional<V> binary = parameters->Find("binary_data")) {
     if (!binary->IsBool()) {
       return InvalidArgument(where + ": parameter 'binary_data' must be a boolean, got " +
                              ValueText(*binary));
@@ -544,34 +526,34 @@ Status ParseRequestedOutput(const Value& output, size_t position, bool binary_de
   return OkStatus();
 }
 
-Status ParseDocument(const Value& root, std::string_view binary,
-                     runtime::InferenceRequest* request) {
+template <typename V>
+Status ParseDocument(V root, std::string_view binary, runtime::InferenceRequest* request) {
   if (!root.IsObject()) {
     return InvalidArgument(std::string("request body must be a JSON object, got ") +
                            JsonTypeName(root));
   }
-  if (const Value* id = FindMember(root, "id"); id != nullptr) {
+  if (std::optional<V> id = root.Find("id")) {
     if (!id->IsString()) {
       return InvalidArgument(std::string("'id' must be a string, got ") + JsonTypeName(*id));
     }
-    request->id = std::string(StringOf(*id));
+    request->id = std::string(id->GetString());
   }
   // Parameters before outputs: binary_data_output is the default for every output.
-  if (const Value* parameters = FindMember(root, "parameters"); parameters != nullptr) {
+  if (std::optional<V> parameters = root.Find("parameters")) {
     RETURN_IF_ERROR(ParseRequestParameters(*parameters, request));
   }
 
-  const Value* inputs = FindMember(root, "inputs");
-  if (inputs == nullptr) return InvalidArgument("missing field 'inputs'");
+  std::optional<V> inputs = root.Find("inputs");
+  if (!inputs) return InvalidArgument("missing field 'inputs'");
   if (!inputs->IsArray()) {
     return InvalidArgument(std::string("'inputs' must be an array, got ") + JsonTypeName(*inputs));
   }
   size_t used = 0;
   std::set<std::string_view> names;
-  request->inputs.reserve(inputs->Size());
-  for (SizeType i = 0; i < inputs->Size(); ++i) {
+  for (V input : inputs->Elements()) {
     Tensor tensor;
-    RETURN_IF_ERROR(ParseInput((*inputs)[i], i, binary, &used, &tensor));
+    RETURN_IF_ERROR(
+        ParseInput(input, request->inputs.size(), binary, request->body.size(), &used, &tensor));
     request->inputs.push_back(std::move(tensor));
   }
   for (const Tensor& tensor : request->inputs) {
@@ -585,16 +567,16 @@ Status ParseDocument(const Value& root, std::string_view binary,
                            std::to_string(used));
   }
 
-  if (const Value* outputs = FindMember(root, "outputs"); outputs != nullptr) {
+  if (std::optional<V> outputs = root.Find("outputs")) {
     if (!outputs->IsArray()) {
       return InvalidArgument(std::string("'outputs' must be an array, got ") +
                              JsonTypeName(*outputs));
     }
     names.clear();
-    request->outputs.resize(outputs->Size());
-    for (SizeType i = 0; i < outputs->Size(); ++i) {
-      RETURN_IF_ERROR(ParseRequestedOutput((*outputs)[i], i, request->binary_output_default,
-                                           &request->outputs[i]));
+    for (V output : outputs->Elements()) {
+      runtime::RequestedOutput& requested = request->outputs.emplace_back();
+      RETURN_IF_ERROR(ParseRequestedOutput(output, request->outputs.size() - 1,
+                                           request->binary_output_default, &requested));
     }
     for (const runtime::RequestedOutput& output : request->outputs) {
       if (!names.insert(output.name).second) {
@@ -605,22 +587,73 @@ Status ParseDocument(const Value& root, std::string_view binary,
   return OkStatus();
 }
 
-}  // namespace
+// Bodies up to this size are parsed by a parser kept per thread (simdjson's parser keeps its
+// buffers, about 16 bytes per byte of JSON); larger ones by a parser of their own, freed after.
+constexpr size_t kKeptParserBytes = 256 << 10;
 
-Status ParseInferRequest(std::string body, size_t header_length, runtime::InferenceRequest* request,
-                         int max_json_depth) {
+// Parses `json` with simdjson into `*root`, valid until the next call on this thread or while
+// `*own` lives. False when simdjson refuses it, for any reason: the caller asks rapidjson.
+bool ParseWithSimdjson(std::string_view json, bool copy, int max_depth,
+                       std::optional<simdjson::dom::parser>* own, simdjson::dom::element* root) {
+  // simdjson's limit of max_depth refuses max_depth nested containers around a value (it
+  // counts the value as a level; rapidjson, the authority, does not): those rare bodies go to
+  // rapidjson, which accepts them, and simdjson accepts nothing that rapidjson refuses.
+  const auto depth = static_cast<size_t>(max_depth);
+  thread_local simdjson::dom::parser kept;
+  simdjson::dom::parser* parser = &kept;
+  if (json.size() > kKeptParserBytes) {
+    parser = &own->emplace();
+    if (parser->allocate(json.size(), depth)) return false;
+  } else if (kept.max_depth() != depth || kept.capacity() < json.size()) {
+    if (kept.allocate(std::max(kept.capacity(), json.size()), depth)) return false;
+  }
+  return !parser->parse(json.data(), json.size(), copy).get(*root);
+}
+
+// Moves `body` into the request and splits it into its JSON and binary parts.
+Status SplitBody(std::string body, size_t header_length, runtime::InferenceRequest* request,
+                 std::string_view* json, std::string_view* binary) {
   request->body = std::move(body);
   const std::string_view whole(request->body);
   if (header_length > whole.size()) {
     return InvalidArgument("Inference-Header-Content-Length " + std::to_string(header_length) +
                            " is larger than the body (" + std::to_string(whole.size()) + " bytes)");
   }
-  const std::string_view json = header_length > 0 ? whole.substr(0, header_length) : whole;
-  const std::string_view binary =
-      header_length > 0 ? whole.substr(header_length) : std::string_view();
+  *json = header_length > 0 ? whole.substr(0, header_length) : whole;
+  *binary = header_length > 0 ? whole.substr(header_length) : std::string_view();
+  return OkStatus();
+}
+
+Status ParseWithRapidjson(std::string_view json, std::string_view binary, int max_json_depth,
+                          runtime::InferenceRequest* request) {
   rapidjson::Document document;
   RETURN_IF_ERROR(json::ParseJson<kParseFlags>(json, &document, max_json_depth));
-  return ParseDocument(document, binary, request);
+  return ParseDocument(RapidJsonView(document), binary, request);
+}
+
+}  // namespace
+
+Status ParseInferRequestWithRapidjson(std::string body, size_t header_length,
+                                      runtime::InferenceRequest* request, int max_json_depth) {
+  std::string_view json, binary;
+  RETURN_IF_ERROR(SplitBody(std::move(body), header_length, request, &json, &binary));
+  return ParseWithRapidjson(json, binary, max_json_depth, request);
+}
+
+Status ParseInferRequest(std::string body, size_t header_length, runtime::InferenceRequest* request,
+                         int max_json_depth) {
+  std::string_view json, binary;
+  RETURN_IF_ERROR(SplitBody(std::move(body), header_length, request, &json, &binary));
+  // simdjson reads up to SIMDJSON_PADDING bytes past the JSON (never using them): the body's
+  // binary section and spare capacity count; a body without them is copied.
+  const size_t readable = request->body.capacity() - json.size();
+  std::optional<simdjson::dom::parser> own;  // for a body too large to keep a parser for
+  simdjson::dom::element root;
+  if (ParseWithSimdjson(json, readable < simdjson::SIMDJSON_PADDING, max_json_depth, &own, &root)) {
+    return ParseDocument(SimdJsonView(root), binary, request);
+  }
+  // Refused by simdjson: rapidjson says why (with the offset), or reads what simdjson does not.
+  return ParseWithRapidjson(json, binary, max_json_depth, request);
 }
 
 Status ParseRawInferRequest(std::string body, const std::string& name, DataType dtype,

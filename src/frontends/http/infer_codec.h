@@ -26,6 +26,11 @@ namespace dais::frontends::http {
 Status ParseInferRequest(std::string body, size_t header_length, runtime::InferenceRequest* request,
                          int max_json_depth = 100);
 
+// ParseInferRequest without its simdjson reader: rapidjson reads every body. For
+// bench/infer_codec_bench, which measures one against the other.
+Status ParseInferRequestWithRapidjson(std::string body, size_t header_length,
+                                      runtime::InferenceRequest* request, int max_json_depth = 100);
+
 // A raw binary request (Inference-Header-Content-Length: 0, Triton's binary data extension): the
 // body is the bytes of the model's one input `name`, whose datatype and configured shape (batch
 // dimension already set to 1) are given. At most one dimension may be -1; it is deduced from the

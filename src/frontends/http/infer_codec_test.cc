@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -23,10 +24,56 @@ struct Parsed {
   std::unique_ptr<runtime::InferenceRequest> request;
 };
 
-Parsed Parse(std::string body, size_t header_length = 0) {
+Parsed ParseOnce(std::string body, size_t header_length) {
   Parsed parsed;
   parsed.request = std::make_unique<runtime::InferenceRequest>();
   parsed.status = ParseInferRequest(std::move(body), header_length, parsed.request.get());
+  return parsed;
+}
+
+// Whether two parses read the same request (or refused it with the same error).
+void ExpectSameRequest(const Parsed& a, const Parsed& b, const std::string& body) {
+  ASSERT_EQ(a.status.code(), b.status.code()) << body;
+  ASSERT_EQ(a.status.message(), b.status.message()) << body;
+  if (!a.status.ok()) return;
+  const runtime::InferenceRequest& x = *a.request;
+  const runtime::InferenceRequest& y = *b.request;
+  EXPECT_EQ(x.id, y.id) << body;
+  EXPECT_EQ(x.entity_ids, y.entity_ids) << body;
+  EXPECT_EQ(x.binary_output_default, y.binary_output_default) << body;
+  EXPECT_EQ(x.timeout_us, y.timeout_us) << body;
+  EXPECT_EQ(x.priority, y.priority) << body;
+  ASSERT_EQ(x.inputs.size(), y.inputs.size()) << body;
+  for (size_t i = 0; i < x.inputs.size(); ++i) {
+    EXPECT_EQ(x.inputs[i].name, y.inputs[i].name) << body;
+    EXPECT_EQ(x.inputs[i].dtype, y.inputs[i].dtype) << body;
+    EXPECT_EQ(x.inputs[i].shape, y.inputs[i].shape) << body;
+    EXPECT_EQ(x.inputs[i].data, y.inputs[i].data) << body;
+  }
+  ASSERT_EQ(x.outputs.size(), y.outputs.size()) << body;
+  for (size_t i = 0; i < x.outputs.size(); ++i) {
+    EXPECT_EQ(x.outputs[i].name, y.outputs[i].name) << body;
+    EXPECT_EQ(x.outputs[i].binary, y.outputs[i].binary) << body;
+  }
+}
+
+// Every body goes through both of the codec's JSON readers: as it is (simdjson, unless it refuses
+// the text) and with a first member that simdjson refuses and rapidjson reads (an integer beyond
+// 64 bits, an unknown field the codec ignores), which sends it to rapidjson. Both must agree,
+// except on where a malformed text is malformed (the offsets move).
+Parsed Parse(std::string body, size_t header_length = 0) {
+  Parsed parsed = ParseOnce(body, header_length);
+  const std::string_view kMalformed = "malformed JSON", kDeep = "JSON nested deeper";
+  const std::string& message = parsed.status.message();
+  if (!body.starts_with('{') || header_length > body.size() || message.starts_with(kMalformed) ||
+      message.starts_with(kDeep)) {
+    return parsed;
+  }
+  const std::string member = R"("unknown_to_dais":18446744073709551616)";
+  const bool empty = body.size() > 1 && body[1] == '}';
+  std::string forced = "{" + member + (empty ? "" : ",") + body.substr(1);
+  const size_t forced_header = header_length > 0 ? header_length + forced.size() - body.size() : 0;
+  ExpectSameRequest(parsed, ParseOnce(std::move(forced), forced_header), body);
   return parsed;
 }
 
@@ -184,6 +231,20 @@ TEST(ParseInferRequestTest, DeeplyNestedDataIsRefusedWithoutOverflowingTheStack)
   EXPECT_THAT(ignored.status.message(), HasSubstr("nested deeper than 100 levels"));
 }
 
+TEST(ParseInferRequestTest, DepthLimitCountsContainers) {
+  // max_json_depth nested containers are accepted, whatever is inside; one more is refused.
+  auto parse = [](const std::string& body) {
+    runtime::InferenceRequest request;
+    return ParseInferRequest(body, 0, &request, /*max_json_depth=*/3);
+  };
+  EXPECT_EQ(parse(R"({"inputs":[[1]]})").message(), "input 0 must be an object, got an array");
+  EXPECT_EQ(parse(R"({"inputs":[[]]})").message(), "input 0 must be an object, got an array");
+  EXPECT_EQ(parse(R"({"inputs":[[[1]]]})").message(),
+            "JSON nested deeper than 3 levels at offset 12");
+  EXPECT_EQ(parse(R"({"inputs":[[[]]]})").message(),
+            "JSON nested deeper than 3 levels at offset 12");
+}
+
 TEST(ParseInferRequestTest, Fp16AndBf16RoundToNearestEven) {
   Parsed parsed = Parse(R"({"inputs":[
     {"name":"h","shape":[5],"datatype":"FP16","data":[65504,1.00048828125,1.00146484375,5.960464477539063e-8,-0.0]},
@@ -254,6 +315,25 @@ TEST(ParseInferRequestTest, NumbersAreCorrectlyRounded) {
                                             "range for ") +
                                     type);
   }
+}
+
+TEST(ParseInferRequestTest, TextSimdjsonRefusesIsReadByRapidjson) {
+  // BYTES elements that are not UTF-8 (simdjson validates, rapidjson takes them as they are) and
+  // integers beyond 64 bits (simdjson refuses, rapidjson reads a double): read as before simdjson.
+  Parsed parsed = Parse(
+      "{\"inputs\":[{\"name\":\"s\",\"shape\":[2],\"datatype\":\"BYTES\","
+      "\"data\":[\"\xff\xfe\",\"ok\"]}]}");
+  ASSERT_OK(parsed.status);
+  EXPECT_EQ(parsed.request->inputs[0].data, Serialized({"\xff\xfe", "ok"}));
+  parsed = Parse(R"({"inputs":[{"name":"f","shape":[1],"datatype":"FP32","data":[)"
+                 R"(99999999999999999999999]}]})");
+  ASSERT_OK(parsed.status);
+  EXPECT_EQ(Values<float>(parsed.request->inputs[0]), std::vector<float>{1e23f});
+  // Negative zero keeps its sign (json.dumps(-0.0) is "-0.0"; "-0" is the integer zero).
+  parsed = Parse(R"({"inputs":[{"name":"z","shape":[2],"datatype":"FP32","data":[-0.0,-0]}]})");
+  ASSERT_OK(parsed.status);
+  EXPECT_TRUE(std::signbit(Values<float>(parsed.request->inputs[0])[0]));
+  EXPECT_FALSE(std::signbit(Values<float>(parsed.request->inputs[0])[1]));
 }
 
 TEST(ParseInferRequestTest, NanAndInfinityAreRejected) {
