@@ -1,5 +1,7 @@
 // Fuzzes the KServe v2 HTTP request parser and the response serializer.
 //
+// Both JSON readers of the codec (simdjson and rapidjson) must agree on every input.
+//
 // Input: the first 2 bytes (little-endian) modulo (remaining size + 1) give the
 // Inference-Header-Content-Length; the remaining bytes are the body. On a successful parse the
 // inputs are echoed back as outputs (every other one binary) and serialized.
@@ -52,6 +54,31 @@ void CheckInput(const dais::runtime::InferenceRequest& request, const dais::Tens
   Require(tensor.data.empty() || owned || borrowed);
 }
 
+// The codec's two JSON readers (simdjson, and rapidjson for what simdjson refuses) must read a
+// body alike: same error, or the same request.
+void CheckBothReadersAgree(const std::string& body, size_t header_length, dais::Status status,
+                           const dais::runtime::InferenceRequest& request) {
+  auto other = std::make_unique<dais::runtime::InferenceRequest>();
+  dais::Status rapid =
+      dais::frontends::http::ParseInferRequestWithRapidjson(body, header_length, other.get());
+  Require(rapid.code() == status.code() && rapid.message() == status.message());
+  if (!status.ok()) return;
+  Require(request.id == other->id && request.entity_ids == other->entity_ids);
+  Require(request.binary_output_default == other->binary_output_default);
+  Require(request.timeout_us == other->timeout_us && request.priority == other->priority);
+  Require(request.inputs.size() == other->inputs.size());
+  for (size_t i = 0; i < request.inputs.size(); ++i) {
+    const dais::Tensor& a = request.inputs[i];
+    const dais::Tensor& b = other->inputs[i];
+    Require(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.data == b.data);
+  }
+  Require(request.outputs.size() == other->outputs.size());
+  for (size_t i = 0; i < request.outputs.size(); ++i) {
+    Require(request.outputs[i].name == other->outputs[i].name &&
+            request.outputs[i].binary == other->outputs[i].binary);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -61,10 +88,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t header_length = selector % (body_size + 1);
 
   auto request = std::make_unique<dais::runtime::InferenceRequest>();
-  dais::Status status = dais::frontends::http::ParseInferRequest(
-      std::string(reinterpret_cast<const char*>(data + 2), body_size), header_length,
-      request.get());
+  const std::string body(reinterpret_cast<const char*>(data + 2), body_size);
+  dais::Status status =
+      dais::frontends::http::ParseInferRequest(body, header_length, request.get());
   Require(request->body.size() == body_size);
+  CheckBothReadersAgree(body, header_length, status, *request);
   if (!status.ok()) {
     Require(!status.message().empty());
     std::string error = dais::frontends::http::ErrorJson(status.message());

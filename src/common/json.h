@@ -12,6 +12,7 @@
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,17 @@ namespace dais::json {
 inline constexpr int kDefaultMaxDepth = 100;
 
 namespace internal {
+
+enum class NumberKind { kInt64, kUint64, kDouble, kOutOfRange };
+union Number {
+  int64_t i;
+  uint64_t u;
+  double d;
+};
+// A JSON number's text (or NaN / Infinity / -Infinity) as the nearest value, correctly rounded:
+// an integer when it is one that fits 64 bits, else a double; kOutOfRange beyond the largest
+// double (a number below the smallest becomes zero or a subnormal, as strtod reads it).
+NumberKind ReadNumber(std::string_view text, Number* out);
 
 // Forwards SAX events to a Document and refuses to open a container deeper than the limit.
 template <typename Handler>
@@ -35,8 +47,20 @@ class DepthLimit {
   bool Int64(int64_t i) { return h_.Int64(i); }
   bool Uint64(uint64_t i) { return h_.Uint64(i); }
   bool Double(double d) { return h_.Double(d); }
+  // Numbers come as text when ParseJson asked for full precision (below): converted here.
   bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
-    return h_.RawNumber(s, n, copy);
+    switch (ReadNumber(std::string_view(s, n), &number_)) {
+      case NumberKind::kInt64:
+        return h_.Int64(number_.i);
+      case NumberKind::kUint64:
+        return h_.Uint64(number_.u);
+      case NumberKind::kDouble:
+        return h_.Double(number_.d);
+      case NumberKind::kOutOfRange:
+        break;
+    }
+    out_of_range_ = true;
+    return false;
   }
   bool String(const char* s, rapidjson::SizeType n, bool copy) { return h_.String(s, n, copy); }
   bool Key(const char* s, rapidjson::SizeType n, bool copy) { return h_.Key(s, n, copy); }
@@ -51,6 +75,7 @@ class DepthLimit {
     return h_.EndArray(n);
   }
   bool too_deep() const { return too_deep_; }
+  bool out_of_range() const { return out_of_range_; }
 
  private:
   bool Open() {
@@ -61,6 +86,8 @@ class DepthLimit {
   const int max_depth_;
   int depth_ = 0;
   bool too_deep_ = false;
+  bool out_of_range_ = false;
+  Number number_;
 };
 
 }  // namespace internal
@@ -113,19 +140,32 @@ Status ParseJson(std::string_view text, rapidjson::Document* doc,
   if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
     return InvalidArgument("malformed JSON at offset " + std::to_string(nul) + ": NUL byte");
   }
+  // rapidjson 1.1's full-precision conversion reads a zero with a large exponent ("0e50") as
+  // garbage (1.3e300 for "0e+300"; found by fuzz/infer_request_fuzz): full precision is asked of
+  // the reader as numbers as text, converted by internal::ReadNumber instead.
+  constexpr bool kFull = (kFlags & rapidjson::kParseFullPrecisionFlag) != 0;
+  constexpr unsigned kReaderFlags = (kFull ? (kFlags & ~rapidjson::kParseFullPrecisionFlag) |
+                                                 rapidjson::kParseNumbersAsStringsFlag
+                                           : kFlags) |
+                                    rapidjson::kParseIterativeFlag;
   rapidjson::Reader reader;
   rapidjson::MemoryStream ms(text.data(), text.size());
-  bool too_deep = false;
+  bool too_deep = false, out_of_range = false;
   auto generate = [&](rapidjson::Document& d) {
     internal::DepthLimit<rapidjson::Document> limited(d, max_depth);
-    bool ok = !reader.Parse<kFlags | rapidjson::kParseIterativeFlag>(ms, limited).IsError();
+    bool ok = !reader.Parse<kReaderFlags>(ms, limited).IsError();
     too_deep = limited.too_deep();
+    out_of_range = limited.out_of_range();
     return ok;
   };
   doc->Populate(generate);
   if (too_deep) {
     return InvalidArgument("JSON nested deeper than " + std::to_string(max_depth) +
                            " levels at offset " + std::to_string(reader.GetErrorOffset()));
+  }
+  if (out_of_range) {
+    return InvalidArgument("malformed JSON at offset " + std::to_string(reader.GetErrorOffset()) +
+                           ": a number beyond the range of a double (+-1.8e308)");
   }
   if (reader.HasParseError()) {
     return InvalidArgument("malformed JSON at offset " + std::to_string(reader.GetErrorOffset()) +

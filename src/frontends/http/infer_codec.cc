@@ -28,10 +28,10 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "tensor bytes are little-endian on the wire and in memory");
 
-// Full precision: FP64 values round-trip exactly. Iterative: deeply nested input cannot overflow
-// the stack. NaN and Infinity are rejected (kParseNanAndInfFlag is not set; a number beyond the
-// largest double, which rapidjson reads as NaN, is a range error below). Numbers as text
-// converted with std::from_chars were tried (issue 18) and measured no faster on this machine.
+// rapidjson (for the bodies simdjson refuses): full precision, so FP64 values round-trip exactly
+// (json::ParseJson converts the numbers itself: rapidjson's own conversion has a bug). NaN and
+// Infinity are refused, as by simdjson (kParseNanAndInfFlag is not set), and so is a number
+// beyond the largest double. Iterative: deeply nested input cannot overflow the stack.
 constexpr unsigned kParseFlags =
     rapidjson::kParseFullPrecisionFlag | rapidjson::kParseIterativeFlag;
 
@@ -323,12 +323,9 @@ class ElementConverter {
                            ", got " + JsonTypeName(value));
   }
   Status RangeError(V value, size_t index) const {
-    // A number beyond the largest double reaches here as NaN or infinity (rapidjson's full
-    // precision parse): its text is gone, so it is described instead.
-    const std::string text =
-        value.IsNumber() && !std::isfinite(value.GetDouble()) ? "beyond 1.8e308" : ValueText(value);
-    return InvalidArgument(where_ + ": value " + text + " at index " + std::to_string(index) +
-                           " is out of range for " + std::string(DataTypeName(dtype_)));
+    return InvalidArgument(where_ + ": value " + ValueText(value) + " at index " +
+                           std::to_string(index) + " is out of range for " +
+                           std::string(DataTypeName(dtype_)));
   }
 
   const std::string& where_;
