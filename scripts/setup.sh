@@ -17,6 +17,9 @@ PACKAGES=(
   etcd-server etcd-client golang-etcd-server-dev
   # model runtimes
   libtorch-dev libxgboost-dev
+  # the BLAS under LibTorch: Debian's default libblas3 is the reference one, 2-18x slower on
+  # matrix products; the serial OpenBLAS is not safe across instance threads (docs/backends.md)
+  libopenblas0-pthread
   # tests, fuzzing, formatting, benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev wrk
   gnuplot-nox  # bench/scheduler_bench.py plots

@@ -16,6 +16,8 @@ constexpr double kMinGain = 1.05;
 constexpr uint64_t kMinWakeNs = 20000;
 // Batch sizes looked at beyond the rows queued (bounds the work of one decision).
 constexpr int64_t kMaxLookahead = 512;
+// CPU-bound waits last while the last arrival is at most this many mean gaps old.
+constexpr double kFlowingGaps = 2.0;
 
 }  // namespace
 
@@ -33,6 +35,8 @@ const char* DispatchReasonLabel(DispatchReason reason) {
       return "adaptive_no_gain";
     case DispatchReason::kLatencyTarget:
       return "adaptive_latency_target";
+    case DispatchReason::kCpuBound:
+      return "adaptive_cpu_bound";
   }
   return "unknown";
 }
@@ -78,6 +82,11 @@ double BatchCostModel::Estimate(int64_t rows) const {
   return lo->second.ns + f * (hi->second.ns - lo->second.ns);
 }
 
+int64_t BatchCostModel::NextMeasured(int64_t rows) const {
+  auto it = cost_.upper_bound(rows);
+  return it == cost_.end() ? 0 : it->first;
+}
+
 void ArrivalEstimator::Observe(uint64_t now_ns, int64_t rows) {
   if (rows <= 0) return;
   if (samples_ > 0 && now_ns >= last_ns_) {
@@ -94,14 +103,64 @@ double ArrivalEstimator::GapNs(uint64_t now_ns) const {
   return std::max(gap_ns_, since);
 }
 
+namespace {
+
+// CPU-bound: the rows to wait for that cost the least CPU each, or `rows` if no wait pays. Per-row
+// cost is interpolated linearly between measured sizes, so k / cost(k) is monotonic between two
+// of them and flat beyond the largest: only measured sizes need looking at.
+int64_t CheapestRows(const BatchCostModel& cost, double gap, int64_t rows, int64_t last,
+                     double waited, double target, double now_cost) {
+  double best_rate = static_cast<double>(rows) / now_cost * kMinGain;
+  int64_t best = rows;
+  for (int64_t k = cost.NextMeasured(rows); k != 0 && k <= last; k = cost.NextMeasured(k)) {
+    const double k_cost = cost.Estimate(k);
+    if (waited + static_cast<double>(k - rows) * gap + k_cost > target) break;
+    const double rate = static_cast<double>(k) / k_cost;
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = k;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 AdaptiveDecision DecideAdaptive(const AdaptiveOptions& options, const BatchCostModel& cost,
                                 const ArrivalEstimator& arrivals, int64_t rows,
-                                int64_t max_batch_size, uint64_t head_ns, uint64_t now_ns) {
+                                int64_t max_batch_size, uint64_t head_ns, uint64_t now_ns,
+                                bool cpu_bound) {
   AdaptiveDecision d;
   const double gap = arrivals.GapNs(now_ns);
   const double now_cost = cost.Estimate(rows);
   // Nothing measured yet: dispatch, as with no delay; the measurements come from what runs.
   if (gap <= 0 || now_cost <= 0) return d;
+  if (cpu_bound) {
+    d.reason = DispatchReason::kCpuBound;
+    const double mean_gap = arrivals.MeanGapNs();
+    // Arrivals stopped (a closed loop of clients all waiting on this queue): nothing to wait for.
+    if (arrivals.SinceLastNs(now_ns) > kFlowingGaps * mean_gap) return d;
+    const double target = static_cast<double>(options.latency_target_us) * 1e3;
+    const double waited = now_ns > head_ns ? static_cast<double>(now_ns - head_ns) : 0;
+    const int64_t last = std::min(max_batch_size, rows + kMaxLookahead);
+    const int64_t best = CheapestRows(cost, mean_gap, rows, last, waited, target, now_cost);
+    if (best == rows) {
+      if (waited + mean_gap + cost.Estimate(rows + 1) > target) {
+        d.reason = DispatchReason::kLatencyTarget;
+      }
+      return d;
+    }
+    // Decide again when the awaited rows should have come, when the arrivals would count as
+    // stopped (so that a lone request is not kept waiting for rows that never come), or at the
+    // last moment the queued rows still meet the target; each arrival decides sooner.
+    const double expected = static_cast<double>(best - rows) * mean_gap;
+    const double stopped = kFlowingGaps * mean_gap - arrivals.SinceLastNs(now_ns) + 1;
+    const double latest = std::max(0.0, target - waited - now_cost);
+    const double delay = std::min({expected, stopped, latest});
+    d.dispatch = false;
+    d.wake_ns = now_ns + std::max(static_cast<uint64_t>(delay), kMinWakeNs);
+    return d;
+  }
   // The next row comes after the queued ones would have run: with costs that do not fall as
   // batches grow, k / ((k - n) * gap + cost(k)) <= k / ((k - n) * cost(n) / n + cost(n)) =
   // n / cost(n) for every k, so no wait can pay (the usual case at light load, decided at once).

@@ -13,6 +13,14 @@
 // cost(n), the instances could not keep up with the arrivals running batches of n, and the oldest
 // request would still finish within the model's latency target. Arrivals that stop make the gap
 // grow (the time since the last arrival counts), so a wait is abandoned rather than sat out.
+//
+// That rule prices the instance's idle time, which is what a wait costs when cores are free. When
+// the cores are busy and this process is what keeps them busy (CpuLoad::CpuBound), the
+// instance's wait is not lost: the threads reading the next requests use the core. What counts then
+// is the CPU a row costs, cost(k) / k, which falls with the batch size (one FP32 product of 64 rows
+// costs a fraction of 64 products of one): the policy waits for the k rows that minimise it
+// (by at least kMinGain), within the latency target, while the arrivals keep coming (no more
+// than two mean gaps since the last one).
 #pragma once
 
 #include <cstdint>
@@ -28,11 +36,13 @@ enum class DispatchReason {
   kQueueDelay,     // the oldest request waited max_queue_delay_microseconds (0: at once)
   kNoGain,         // adaptive: waiting for more rows would not raise throughput
   kLatencyTarget,  // adaptive: waiting longer would break the latency target
+  kCpuBound,       // adaptive, CPU-bound: the cheapest rows per row came, or arrivals stopped
 };
 const char* DispatchReasonLabel(DispatchReason reason);
 inline constexpr DispatchReason kAllDispatchReasons[] = {
     DispatchReason::kUnbatched,  DispatchReason::kFull,   DispatchReason::kPreferred,
-    DispatchReason::kQueueDelay, DispatchReason::kNoGain, DispatchReason::kLatencyTarget};
+    DispatchReason::kQueueDelay, DispatchReason::kNoGain, DispatchReason::kLatencyTarget,
+    DispatchReason::kCpuBound};
 
 struct AdaptiveOptions {
   uint64_t latency_target_us = 10000;  // queue wait + execution of the oldest request
@@ -48,6 +58,8 @@ class BatchCostModel {
   void Seed(int64_t rows, uint64_t ns);
   // Estimated ns for a batch of `rows`; 0 when nothing was measured yet.
   double Estimate(int64_t rows) const;
+  // The smallest measured size above `rows`, 0 if none.
+  int64_t NextMeasured(int64_t rows) const;
   bool empty() const { return cost_.empty(); }
 
  private:
@@ -65,6 +77,12 @@ class ArrivalEstimator {
   // The mean gap in ns, or the time since the last arrival when that is longer; 0 when fewer
   // than two arrivals were seen.
   double GapNs(uint64_t now_ns) const;
+  // The mean gap alone (0 when fewer than two arrivals were seen).
+  double MeanGapNs() const { return samples_ < 2 ? 0 : gap_ns_; }
+  // Time since the last arrival.
+  double SinceLastNs(uint64_t now_ns) const {
+    return now_ns > last_ns_ ? static_cast<double>(now_ns - last_ns_) : 0;
+  }
 
  private:
   uint64_t last_ns_ = 0;
@@ -79,9 +97,10 @@ struct AdaptiveDecision {
 };
 
 // The decision for a batch of `rows` (< max_batch_size) whose oldest request arrived at
-// `head_ns`, with an instance free at `now_ns`.
+// `head_ns`, with an instance free at `now_ns`; `cpu_bound`: CpuLoad::CpuBound.
 AdaptiveDecision DecideAdaptive(const AdaptiveOptions& options, const BatchCostModel& cost,
                                 const ArrivalEstimator& arrivals, int64_t rows,
-                                int64_t max_batch_size, uint64_t head_ns, uint64_t now_ns);
+                                int64_t max_batch_size, uint64_t head_ns, uint64_t now_ns,
+                                bool cpu_bound = false);
 
 }  // namespace dais::runtime

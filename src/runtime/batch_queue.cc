@@ -131,8 +131,9 @@ bool BatchQueue::Dispatch(int64_t rows, uint64_t head_ns, uint64_t now_ns, uint6
   *reason = DispatchReason::kQueueDelay;
   if (now_ns >= delay_deadline) return true;
   if (options_.adaptive) {
+    const bool cpu_bound = options_.cpu_bound != nullptr && options_.cpu_bound(now_ns);
     AdaptiveDecision d = DecideAdaptive(options_.adaptive_options, cost_, arrivals_, rows,
-                                        options_.max_batch_size, head_ns, now_ns);
+                                        options_.max_batch_size, head_ns, now_ns, cpu_bound);
     *reason = d.reason;
     if (d.dispatch) return true;
     *wake_ns = std::min(d.wake_ns, delay_deadline);

@@ -49,6 +49,9 @@ struct BatchingOptions {
   std::map<uint32_t, QueuePolicy> level_policies;
   bool adaptive = false;  // parameters batching_policy: "adaptive"
   AdaptiveOptions adaptive_options;
+  // Whether the process is CPU-bound at `now_ns` (CpuLoad::CpuBound); null: never. A function
+  // so that tests drive it along with their fake clock.
+  bool (*cpu_bound)(uint64_t now_ns) = nullptr;
 };
 
 class BatchQueue {

@@ -10,6 +10,7 @@
 
 #include "common/logging.h"
 #include "dais/clock.h"
+#include "runtime/cpu_load.h"
 #include "runtime/model_config.h"
 #include "runtime/tensor_config.h"
 
@@ -163,6 +164,7 @@ BatchingOptions BatchingOptionsFromConfig(const inference::ModelConfig& config) 
       o.level_policies[static_cast<uint32_t>(level)] = policy(p);
     }
     o.adaptive = o.dynamic && ConfigParameter(config, kBatchingPolicyParameter) == "adaptive";
+    o.cpu_bound = [](uint64_t now_ns) { return CpuLoad::Global().CpuBound(now_ns); };
     if (uint64_t target = MicrosParameter(config, kLatencyTargetParameter, 0); target > 0) {
       o.adaptive_options.latency_target_us = target;
     }

@@ -6,10 +6,13 @@
 // instance thread, or an I/O thread running a batch inline; docs/batching.md). The
 // intra-op thread pool is process-wide: parameter INTRA_OP_THREAD_COUNT (default 1, so that
 // instances, not threads, use the cores; see docs/backends.md).
+#include <dlfcn.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
 #include <atomic>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -250,6 +253,42 @@ class TorchBackend : public Backend {
     int threads = v.empty() ? 1 : std::max(1, std::atoi(v.c_str()));
     at::set_num_threads(threads);
     LOG_INFO("pytorch backend: {} intra-op thread(s) per instance", threads);
+    SetBlasThreads(threads);
+  }
+
+  // LibTorch from Debian does its matrix products in whatever libblas.so.3 the system selects.
+  // OpenBLAS (libopenblas0-pthread) runs each product on a pool sized to the machine; instances
+  // are dais's unit of parallelism, so the pool gets the intra-op count too. Its serial build is
+  // not safe to call from two instance threads at once (it shares buffers without locks), and
+  // Debian's default libblas3 is the reference BLAS, 2-18x slower (docs/benchmarks.md): both get
+  // a warning naming the library (docs/backends.md).
+  static void SetBlasThreads(int threads) {
+    using SetThreadsFn = void (*)(int);
+    using ConfigFn = char* (*)();
+    Dl_info info{};
+    void* gemm = dlsym(RTLD_DEFAULT, "sgemm_");
+    std::string lib = gemm && dladdr(gemm, &info) && info.dli_fname ? info.dli_fname : "unknown";
+    char real[PATH_MAX];
+    if (lib != "unknown" && realpath(lib.c_str(), real)) lib = real;
+    auto set = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    auto config = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+    if (lib.find("openblas") == std::string::npos || !set || !config) {
+      LOG_WARNING(
+          "pytorch backend: BLAS is {}, not OpenBLAS: if it is Debian's reference "
+          "libblas3, matrix products run 2-18x slower; install libopenblas0-pthread",
+          lib);
+      return;
+    }
+    std::string build = config();
+    if (build.find("SINGLE_THREADED") != std::string::npos) {
+      LOG_WARNING(
+          "pytorch backend: BLAS is {} ({}), not safe for two instances at once; "
+          "install libopenblas0-pthread",
+          build, lib);
+      return;
+    }
+    set(threads);
+    LOG_INFO("pytorch backend: BLAS is {} ({}), {} thread(s) per product", build, lib, threads);
   }
 };
 
