@@ -12,8 +12,10 @@ Part "floor" (goals 1 and 4), on mlp_small at concurrency 1:
     the inline path and for the queued one (a copy with inline_execution_max_microseconds 0).
 Part "batching" (goals 2 and 3), on mlp_heavy over HTTP JSON at concurrency 1, 16 and 64: Triton's
 batcher with max_queue_delay 0, 500, 2000 and 5000 us against the adaptive policy (latency target
-10 ms), all five served by one dais serve as copies of the model, side by side; "vs ceiling" is
-req/s over the in-process best batched rows/s; each cell is the median of interleaved rounds.
+10 ms), all five served by one dais serve as copies of the model, side by side, and nginx
+answering a fixed body of the answer's size (the loopback floor); "of ceiling" is req/s over the
+in-process best batched rows/s; server CPU per request from /proc; each cell is the median of
+interleaved rounds.
 
 usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching]
                               [--build build/release]
@@ -243,17 +245,34 @@ def batching_part(args, build, procs, tmp):
     http, _, pid = serve(procs, build, repo, "dais-batching")
     base = f"http://127.0.0.1:{http}"
     body, hlen = request_bodies(256)["json"]
+    # The loopback floor for throughput: nginx answering a fixed body of dais's answer's size.
+    answer = post(f"{base}/v2/models/{names[0]}/infer", body, hlen)
+    nginx_port = free_port()
+    (tmp / "nginx-batching.conf").write_text(nginx_conf(tmp, NGINX_HTTP.format(
+        port=nginx_port, json="x" * len(answer), binary="x")))
+    procs.start(["nginx", "-c", tmp / "nginx-batching.conf", "-p", tmp], "nginx-batching")
+    wait_for(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{nginx_port}/json"],
+                                    capture_output=True).returncode == 0, 30, "nginx")
     runs = {}
     # Rounds interleave the five configurations, so that a slow patch of the shared machine does
-    # not land on one of them only; each cell is the median round (by req/s).
+    # not land on one of them only; odd rounds run in reverse order and each round starts one
+    # further along, so that no configuration always follows the same one (at concurrency 1 the
+    # one after delay 5000 starts on an idle machine); each cell is the median round (by req/s).
     for conc in [int(c) for c in args.concurrency.split(",")]:
-        for _ in range(args.rounds):
-            for name in names:
+        for round_no in range(args.rounds):
+            r = run_wrk(f"http://127.0.0.1:{nginx_port}/json", body, hlen, conc, args.seconds,
+                        tmp)
+            runs.setdefault(("nginx", conc), []).append(r)
+            log(f"nginx c={conc}: {json.dumps(r)}")
+            order = names[round_no % len(names):] + names[:round_no % len(names)]
+            for name in (order[::-1] if round_no % 2 else order):
                 url = f"{base}/v2/models/{name}/infer"
                 run_wrk(url, body, hlen, conc, 1, tmp)  # warm-up (and the adaptive one's learning)
                 s0 = get(f"{base}/v2/models/{name}/stats")["model_stats"][0]
                 m0 = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+                cpu0 = cpu_seconds(pid)
                 r = run_wrk(url, body, hlen, conc, args.seconds, tmp)
+                r["cpu_us"] = (cpu_seconds(pid) - cpu0) / max(r["requests"], 1) * 1e6
                 s1 = get(f"{base}/v2/models/{name}/stats")["model_stats"][0]
                 m1 = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
                 n = s1["inference_count"] - s0["inference_count"]
@@ -269,16 +288,24 @@ def batching_part(args, build, procs, tmp):
           f"{best['rows_per_s']:.0f} rows/s (the ceiling below)\n")
     print(f"HTTP JSON, wrk, one row per request; adaptive: latency target {LATENCY_TARGET_US} us; "
           f"median of {args.rounds} interleaved rounds of {args.seconds} s\n")
-    print("| conc | " + " | ".join(n.replace("mlp_heavy_", "") for n in names) + " |")
-    print("|---:|" + "---:|" * len(names))
+    print("| conc | nginx fixed answer | " +
+          " | ".join(n.replace("mlp_heavy_", "") for n in names) + " |")
+    print("|---:|---:|" + "---:|" * len(names))
     for conc in [int(c) for c in args.concurrency.split(",")]:
-        cells = []
+        ng = results[("nginx", conc)]
+        cells = [f"{ng['rps']:.0f} req/s, p50 {ng['p50_us']:.0f} / p99 {ng['p99_us']:.0f} us"]
         for name in names:
             r = results[(name, conc)]
             cells.append(f"{r['rps']:.0f} req/s, p50 {r['p50_us']:.0f} / p99 {r['p99_us']:.0f} us, "
-                         f"batch {r['avg_batch']:.1f}, {r['rps'] / best['rows_per_s']:.2f} of "
-                         f"ceiling" + (f", {r['errors']} errors" if r["errors"] else ""))
+                         f"batch {r['avg_batch']:.1f}, server CPU {r['cpu_us']:.0f} us/req, "
+                         f"{r['rps'] / ng['rps']:.2f} of nginx, {r['rps'] / best['rows_per_s']:.3f} "
+                         f"of ceiling" + (f", {r['errors']} errors" if r["errors"] else ""))
         print(f"| {conc} | " + " | ".join(cells) + " |")
+    print("\nadaptive against the best fixed delay (req/s, median rounds):")
+    for conc in [int(c) for c in args.concurrency.split(",")]:
+        fixed = max((results[(n, conc)]["rps"], n) for n in names[:-1])
+        print(f"- c={conc}: {results[(names[-1], conc)]['rps'] / fixed[0]:.2f} of "
+              f"{fixed[1].replace('mlp_heavy_', '')}")
     print("\nadaptive dispatch reasons (batches during the measurement):")
     for conc in [int(c) for c in args.concurrency.split(",")]:
         print(f"- c={conc}: {results[(names[-1], conc)]['reasons']}")

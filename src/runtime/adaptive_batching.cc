@@ -158,6 +158,7 @@ AdaptiveDecision DecideAdaptive(const AdaptiveOptions& options, const BatchCostM
     const double latest = std::max(0.0, target - waited - now_cost);
     const double delay = std::min({expected, stopped, latest});
     d.dispatch = false;
+    d.wake_rows = best;
     d.wake_ns = now_ns + std::max(static_cast<uint64_t>(delay), kMinWakeNs);
     return d;
   }

@@ -94,6 +94,9 @@ struct AdaptiveDecision {
   bool dispatch = true;
   DispatchReason reason = DispatchReason::kNoGain;
   uint64_t wake_ns = 0;  // when not dispatching: when to decide again without a new arrival
+  // When not dispatching: arrivals before the batch reaches this many rows cannot change the
+  // decision (0: any arrival may), so they need not wake the instance thread to re-decide.
+  int64_t wake_rows = 0;
 };
 
 // The decision for a batch of `rows` (< max_batch_size) whose oldest request arrived at

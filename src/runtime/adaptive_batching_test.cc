@@ -338,13 +338,16 @@ TEST(AdaptiveBatchQueueTest, CpuBoundQueueWaitsForACheaperBatch) {
     ASSERT_OK(q.Push(r, now));
   }
   g_cpu_bound = true;  // CPU-bound: wait for 8
+  EXPECT_TRUE(q.WakeOnPush());
   EXPECT_FALSE(q.NextBatch(now, &batch, &wake, &reason));
   EXPECT_EQ(wake, now + 2 * 50 * kUs + 1);
   for (int i = 0; i < 4; ++i) {
+    EXPECT_FALSE(q.WakeOnPush());  // fewer than 8 queued: an arrival changes nothing
     now += 50 * kUs;
     auto r = Row();
     ASSERT_OK(q.Push(r, now));
   }
+  EXPECT_TRUE(q.WakeOnPush());
   ASSERT_TRUE(q.NextBatch(now, &batch, &wake, &reason));
   EXPECT_EQ(batch.size(), 8u);
   EXPECT_EQ(reason, DispatchReason::kCpuBound);

@@ -119,7 +119,7 @@ uint64_t BatchQueue::EarliestDeadline() const {
 }
 
 bool BatchQueue::Dispatch(int64_t rows, uint64_t head_ns, uint64_t now_ns, uint64_t* wake_ns,
-                          DispatchReason* reason) const {
+                          int64_t* wake_rows, DispatchReason* reason) const {
   // max_queue_delay: Triton's bound on the wait; with the adaptive policy only when set.
   uint64_t delay_deadline = UINT64_MAX;
   if (options_.max_queue_delay_us > 0) {
@@ -137,6 +137,7 @@ bool BatchQueue::Dispatch(int64_t rows, uint64_t head_ns, uint64_t now_ns, uint6
     *reason = d.reason;
     if (d.dispatch) return true;
     *wake_ns = std::min(d.wake_ns, delay_deadline);
+    *wake_rows = d.wake_rows;
     return false;
   }
   *wake_ns = delay_deadline == UINT64_MAX ? 0 : delay_deadline;
@@ -146,6 +147,7 @@ bool BatchQueue::Dispatch(int64_t rows, uint64_t head_ns, uint64_t now_ns, uint6
 bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns,
                            DispatchReason* reason) {
   *wake_ns = 0;
+  wake_size_ = 0;
   DispatchReason ignored;
   if (reason == nullptr) reason = &ignored;
   if (size_ == 0) return false;
@@ -203,7 +205,13 @@ bool BatchQueue::NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint
       *reason = DispatchReason::kPreferred;
     }
   }
-  if (!dispatch && !Dispatch(total, head_enqueue, now_ns, wake_ns, reason)) return false;
+  int64_t wake_rows = 0;
+  if (!dispatch && !Dispatch(total, head_enqueue, now_ns, wake_ns, &wake_rows, reason)) {
+    // Each queued request adds at least one row: waking at this size is never early (a request
+    // of several rows may make it late, by no more than the timed wake-up).
+    if (wake_rows > total) wake_size_ = size_ + static_cast<size_t>(wake_rows - total);
+    return false;
+  }
   *wake_ns = 0;
   // Move the picks out; erase from the back of each queue so indices stay valid.
   std::vector<RequestPtr> taken;

@@ -71,6 +71,11 @@ class BatchQueue {
   bool NextBatch(uint64_t now_ns, std::vector<RequestPtr>* batch, uint64_t* wake_ns,
                  DispatchReason* reason = nullptr);
 
+  // Whether a push can change the last NextBatch decision, so the instance thread waiting on it
+  // should be woken: false only while the adaptive policy waits for a batch size the queue has
+  // not reached (its timed wake-up still comes). Every NextBatch call renews it.
+  bool WakeOnPush() const { return wake_size_ == 0 || size_ >= wake_size_; }
+
   // A batch of `rows` took `ns` to execute (the adaptive policy's cost model).
   void ObserveExecution(int64_t rows, uint64_t ns) { cost_.Observe(rows, ns); }
   // A warm-up batch of `rows` took `ns`: a first guess until a real batch of that size runs.
@@ -102,11 +107,12 @@ class BatchQueue {
   // Whether the batch of `rows` whose oldest request arrived at `head_ns` leaves now; if not,
   // `wake_ns` says when to decide again (0: only a push can change it).
   bool Dispatch(int64_t rows, uint64_t head_ns, uint64_t now_ns, uint64_t* wake_ns,
-                DispatchReason* reason) const;
+                int64_t* wake_rows, DispatchReason* reason) const;
 
   BatchingOptions options_;
   std::map<uint32_t, std::deque<Entry>> levels_;  // ascending: level 1 first
   size_t size_ = 0;
+  size_t wake_size_ = 0;  // WakeOnPush: the queue size at which a push should wake (0: any)
   BatchCostModel cost_;
   ArrivalEstimator arrivals_;
 };
