@@ -17,7 +17,11 @@ answering a fixed body of the answer's size (the loopback floor); "of ceiling" i
 in-process best batched rows/s; server CPU per request from /proc; each cell is the median of
 interleaved rounds.
 
-usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching]
+Part "null" (not run by default): at concurrency 1, two identical delay-0 copies and the adaptive
+copy in a varying order; the identical pair's p50 difference is the noise floor for the adaptive
+copy's.
+
+usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching,null]
                               [--build build/release]
 """
 import argparse
@@ -26,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -311,6 +316,36 @@ def batching_part(args, build, procs, tmp):
         print(f"- c={conc}: {results[(names[-1], conc)]['reasons']}")
 
 
+def null_part(args, build, procs, tmp):
+    """Concurrency 1: two identical delay-0 copies of mlp_heavy and the adaptive copy, in a
+    varying order: the spread between the identical pair is the noise floor against which the
+    adaptive copy's difference from delay 0 is read (goal 2 asks for 5 us)."""
+    repo, _ = batching_repo(tmp)
+    twin = repo / "mlp_heavy_d0_twin"
+    shutil.copytree(repo / "mlp_heavy_d0", twin, symlinks=True)
+    cfg = twin / "config.pbtxt"
+    cfg.write_text(cfg.read_text().replace('name: "mlp_heavy_d0"', 'name: "mlp_heavy_d0_twin"'))
+    http, _, _ = serve(procs, build, repo, "dais-null")
+    body, hlen = request_bodies(256)["json"]
+    models = ["mlp_heavy_d0", "mlp_heavy_d0_twin", "mlp_heavy_adaptive"]
+    p50 = {m: [] for m in models}
+    for round_no in range(args.rounds):
+        order = models[round_no % 3:] + models[:round_no % 3]
+        for m in (order[::-1] if round_no % 2 else order):
+            url = f"http://127.0.0.1:{http}/v2/models/{m}/infer"
+            run_wrk(url, body, hlen, 1, 1, tmp)
+            p50[m].append(run_wrk(url, body, hlen, 1, args.seconds, tmp)["p50_us"])
+        log(f"round {round_no}: {json.dumps({m: v[-1] for m, v in p50.items()})}")
+    print(f"\nconcurrency 1, HTTP JSON, p50 differences within each round ({args.rounds} rounds of "
+          f"{args.seconds} s):\n")
+    print("| pair | median | per round |")
+    print("|---|---:|---|")
+    for a in models[1:]:
+        diffs = [x - y for x, y in zip(p50[a], p50["mlp_heavy_d0"])]
+        print(f"| {a} - mlp_heavy_d0 | {statistics.median(diffs):+.0f} us | "
+              f"{', '.join(f'{d:+.0f}' for d in diffs)} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=5)
@@ -330,6 +365,10 @@ def main():
         procs = Procs(tmp)
         if "batching" in args.parts:
             batching_part(args, build, procs, tmp)
+        procs.stop()
+        procs = Procs(tmp)
+        if "null" in args.parts:
+            null_part(args, build, procs, tmp)
     finally:
         procs.stop()
         shutil.rmtree(tmp, ignore_errors=True)
