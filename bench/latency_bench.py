@@ -208,10 +208,18 @@ def floor_part(args, build, procs, tmp):
           "gRPC).")
 
 
-def batching_repo(tmp):
+def round_order(items, round_no):
+    """The order of one interleaved round: each round starts one further along, and odd rounds run
+    backwards, so that no item always follows the same one (at concurrency 1 the one after delay
+    5000 would always start on an idle machine)."""
+    order = items[round_no % len(items):] + items[:round_no % len(items)]
+    return order[::-1] if round_no % 2 else order
+
+
+def batching_repo(tmp, folder="batching"):
     """mlp_heavy under five batching configurations, as five models of one repository."""
     src = example_repository(ROOT) / "mlp_heavy"
-    repo = tmp / "batching"
+    repo = tmp / folder
     config = (src / "config.pbtxt").read_text()
     names = []
     for policy in DELAYS + [ADAPTIVE]:
@@ -260,17 +268,14 @@ def batching_part(args, build, procs, tmp):
                                     capture_output=True).returncode == 0, 30, "nginx")
     runs = {}
     # Rounds interleave the five configurations, so that a slow patch of the shared machine does
-    # not land on one of them only; odd rounds run in reverse order and each round starts one
-    # further along, so that no configuration always follows the same one (at concurrency 1 the
-    # one after delay 5000 starts on an idle machine); each cell is the median round (by req/s).
+    # not land on one of them only (in round_order); each cell is the median round (by req/s).
     for conc in [int(c) for c in args.concurrency.split(",")]:
         for round_no in range(args.rounds):
             r = run_wrk(f"http://127.0.0.1:{nginx_port}/json", body, hlen, conc, args.seconds,
                         tmp)
             runs.setdefault(("nginx", conc), []).append(r)
             log(f"nginx c={conc}: {json.dumps(r)}")
-            order = names[round_no % len(names):] + names[:round_no % len(names)]
-            for name in (order[::-1] if round_no % 2 else order):
+            for name in round_order(names, round_no):
                 url = f"{base}/v2/models/{name}/infer"
                 run_wrk(url, body, hlen, conc, 1, tmp)  # warm-up (and the adaptive one's learning)
                 s0 = get(f"{base}/v2/models/{name}/stats")["model_stats"][0]
@@ -320,7 +325,7 @@ def null_part(args, build, procs, tmp):
     """Concurrency 1: two identical delay-0 copies of mlp_heavy and the adaptive copy, in a
     varying order: the spread between the identical pair is the noise floor against which the
     adaptive copy's difference from delay 0 is read (goal 2 asks for 5 us)."""
-    repo, _ = batching_repo(tmp)
+    repo, _ = batching_repo(tmp, "null")
     twin = repo / "mlp_heavy_d0_twin"
     shutil.copytree(repo / "mlp_heavy_d0", twin, symlinks=True)
     cfg = twin / "config.pbtxt"
@@ -330,8 +335,7 @@ def null_part(args, build, procs, tmp):
     models = ["mlp_heavy_d0", "mlp_heavy_d0_twin", "mlp_heavy_adaptive"]
     p50 = {m: [] for m in models}
     for round_no in range(args.rounds):
-        order = models[round_no % 3:] + models[:round_no % 3]
-        for m in (order[::-1] if round_no % 2 else order):
+        for m in round_order(models, round_no):
             url = f"http://127.0.0.1:{http}/v2/models/{m}/infer"
             run_wrk(url, body, hlen, 1, 1, tmp)
             p50[m].append(run_wrk(url, body, hlen, 1, args.seconds, tmp)["p50_us"])
