@@ -17,9 +17,10 @@ answering a fixed body of the answer's size (the loopback floor); "of ceiling" i
 in-process best batched rows/s; server CPU per request from /proc; each cell is the median of
 interleaved rounds.
 
-Part "null" (not run by default): at concurrency 1, two identical delay-0 copies and the adaptive
-copy in a varying order; the identical pair's p50 difference is the noise floor for the adaptive
-copy's.
+Part "null" (not run by default): at concurrency 1, the adaptive copy, the delay-0 copy and an
+identical twin of it, request by request on one connection in a shuffled cycle (paired); the
+twin's difference from delay 0 is the noise floor for the adaptive copy's. Runs
+--seconds x --rounds seconds.
 
 usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching,null]
                               [--build build/release]
@@ -28,12 +29,15 @@ import argparse
 import glob
 import json
 import os
+import random
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -316,38 +320,92 @@ def batching_part(args, build, procs, tmp):
         fixed = max((results[(n, conc)]["rps"], n) for n in names[:-1])
         print(f"- c={conc}: {results[(names[-1], conc)]['rps'] / fixed[0]:.2f} of "
               f"{fixed[1].replace('mlp_heavy_', '')}")
+    # Paired within each round (the copies of one round ran minutes apart at most, so a slow
+    # patch of the host moves both sides of a ratio): the median of adaptive / fixed per round.
+    print("\nadaptive / fixed delay within each round (median, then every round):")
+    for conc in [int(c) for c in args.concurrency.split(",")]:
+        adaptive = [r["rps"] for r in runs[(names[-1], conc)]]
+        cells = []
+        for n in names[:-1]:
+            ratios = [a / r["rps"] for a, r in zip(adaptive, runs[(n, conc)])]
+            cells.append(f"{n.replace('mlp_heavy_', '')} {statistics.median(ratios):.3f} "
+                         f"({', '.join(f'{x:.2f}' for x in ratios)})")
+        print(f"- c={conc}: " + "; ".join(cells))
     print("\nadaptive dispatch reasons (batches during the measurement):")
     for conc in [int(c) for c in args.concurrency.split(",")]:
         print(f"- c={conc}: {results[(names[-1], conc)]['reasons']}")
 
 
+def paired_latencies(port, models, body, seconds):
+    """One keep-alive connection at concurrency 1 cycling through `models` in a shuffled order per
+    cycle; returns one {model: latency_us} per cycle, in order. Every model sees the same host at
+    the same moments, so drift between rounds cancels."""
+    reqs = {m: (f"POST /v2/models/{m}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+            + body for m in models}
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rng = random.Random(18)
+    cycles = []
+    clock = time.perf_counter_ns
+    end = clock() + int(seconds * 1e9)
+    buf = b""
+    try:
+        while clock() < end:
+            order = list(models)
+            rng.shuffle(order)
+            cycle = {}
+            for m in order:
+                t0 = clock()
+                sock.sendall(reqs[m])
+                while b"\r\n\r\n" not in buf:
+                    buf += sock.recv(65536)
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(f"{m}: {head[:80]!r}")
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))
+                while len(buf) < length:
+                    buf += sock.recv(65536)
+                buf = buf[length:]
+                cycle[m] = (clock() - t0) / 1000.0
+            cycles.append(cycle)
+    finally:
+        sock.close()
+    return cycles
+
+
 def null_part(args, build, procs, tmp):
-    """Concurrency 1: two identical delay-0 copies of mlp_heavy and the adaptive copy, in a
-    varying order: the spread between the identical pair is the noise floor against which the
-    adaptive copy's difference from delay 0 is read (goal 2 asks for 5 us)."""
+    """Concurrency 1: the adaptive copy of mlp_heavy, the delay-0 copy and an identical twin of
+    the delay-0 copy, measured request by request in a shuffled cycle on one connection (paired:
+    each cycle's three requests meet the same host). The twin's difference from delay 0 is the
+    noise floor against which the adaptive copy's is read (goal 2 asks for 5 us)."""
     repo, _ = batching_repo(tmp, "null")
     twin = repo / "mlp_heavy_d0_twin"
     shutil.copytree(repo / "mlp_heavy_d0", twin, symlinks=True)
     cfg = twin / "config.pbtxt"
     cfg.write_text(cfg.read_text().replace('name: "mlp_heavy_d0"', 'name: "mlp_heavy_d0_twin"'))
     http, _, _ = serve(procs, build, repo, "dais-null")
-    body, hlen = request_bodies(256)["json"]
+    body, _ = request_bodies(256)["json"]
     models = ["mlp_heavy_d0", "mlp_heavy_d0_twin", "mlp_heavy_adaptive"]
-    p50 = {m: [] for m in models}
-    for round_no in range(args.rounds):
-        for m in round_order(models, round_no):
-            url = f"http://127.0.0.1:{http}/v2/models/{m}/infer"
-            run_wrk(url, body, hlen, 1, 1, tmp)
-            p50[m].append(run_wrk(url, body, hlen, 1, args.seconds, tmp)["p50_us"])
-        log(f"round {round_no}: {json.dumps({m: v[-1] for m, v in p50.items()})}")
-    print(f"\nconcurrency 1, HTTP JSON, p50 differences within each round ({args.rounds} rounds of "
-          f"{args.seconds} s):\n")
-    print("| pair | median | per round |")
-    print("|---|---:|---|")
-    for a in models[1:]:
-        diffs = [x - y for x, y in zip(p50[a], p50["mlp_heavy_d0"])]
-        print(f"| {a} - mlp_heavy_d0 | {statistics.median(diffs):+.0f} us | "
-              f"{', '.join(f'{d:+.0f}' for d in diffs)} |")
+    paired_latencies(http, models, body, 1)  # warm-up
+    cycles = paired_latencies(http, models, body, args.seconds * args.rounds)
+    n = len(cycles)
+    print(f"\nconcurrency 1, HTTP JSON, one connection cycling through the three copies in a "
+          f"shuffled order ({n} cycles in {args.seconds * args.rounds} s; a Python client, so "
+          f"the absolute figures include its own cost, the same for each copy):\n")
+    print("| copy | p50 | p99 | median paired difference from delay 0 | the same in each tenth "
+          "of the run |")
+    print("|---|---:|---:|---:|---|")
+    for m in models:
+        lat = sorted(c[m] for c in cycles)
+        row = f"| {m} | {lat[n // 2]:.1f} us | {lat[int(n * 0.99)]:.1f} us |"
+        if m == models[0]:
+            print(row + " | |")
+            continue
+        diffs = [c[m] - c[models[0]] for c in cycles]
+        tenths = [statistics.median(diffs[i * n // 10:(i + 1) * n // 10]) for i in range(10)]
+        print(f"{row} {statistics.median(diffs):+.1f} us | "
+              f"{', '.join(f'{d:+.1f}' for d in tenths)} |")
 
 
 def main():
