@@ -57,6 +57,8 @@ NGINX_HTTP = """  server {{
 DELAYS = [0, 500, 2000, 5000]
 ADAPTIVE = "adaptive"
 LATENCY_TARGET_US = 10000
+QUEUED_PARAMETER = ('parameters { key: "inline_execution_max_microseconds" value: '
+                    '{ string_value: "0" } }\n')
 
 
 def get(url):
@@ -140,8 +142,7 @@ def floor_repo(tmp):
     shutil.copytree(repo / "mlp_small", repo / "mlp_small_queued", symlinks=True)
     cfg = repo / "mlp_small_queued" / "config.pbtxt"
     cfg.write_text(cfg.read_text().replace('name: "mlp_small"', 'name: "mlp_small_queued"') +
-                   'parameters { key: "inline_execution_max_microseconds" value: '
-                   '{ string_value: "0" } }\n')
+                   QUEUED_PARAMETER)
     return repo
 
 
@@ -375,22 +376,23 @@ def paired_latencies(port, models, body, seconds):
 
 
 def null_part(args, build, procs, tmp):
-    """Concurrency 1: the adaptive copy of mlp_heavy, the delay-0 copy and an identical twin of
-    the delay-0 copy, measured request by request in a shuffled cycle on one connection (paired:
-    each cycle's three requests meet the same host). The twin's difference from delay 0 is the
-    noise floor against which the adaptive copy's is read (goal 2 asks for 5 us)."""
+    """Concurrency 1: the adaptive copy of mlp_heavy, the delay-0 copy, an identical twin of the
+    delay-0 copy and a copy that never runs inline (the queued path), measured request by request
+    in a shuffled cycle on one connection (paired: each cycle's requests meet the same host). The
+    twin's difference from delay 0 is the noise floor against which the adaptive copy's is read
+    (goal 2 asks for 5 us); the queued copy's is what inline execution saves."""
     repo, _ = batching_repo(tmp, "null")
-    twin = repo / "mlp_heavy_d0_twin"
-    shutil.copytree(repo / "mlp_heavy_d0", twin, symlinks=True)
-    cfg = twin / "config.pbtxt"
-    cfg.write_text(cfg.read_text().replace('name: "mlp_heavy_d0"', 'name: "mlp_heavy_d0_twin"'))
+    for copy, extra in [("mlp_heavy_d0_twin", ""), ("mlp_heavy_d0_queued", QUEUED_PARAMETER)]:
+        shutil.copytree(repo / "mlp_heavy_d0", repo / copy, symlinks=True)
+        cfg = repo / copy / "config.pbtxt"
+        cfg.write_text(cfg.read_text().replace('name: "mlp_heavy_d0"', f'name: "{copy}"') + extra)
     http, _, _ = serve(procs, build, repo, "dais-null")
     body, _ = request_bodies(256)["json"]
-    models = ["mlp_heavy_d0", "mlp_heavy_d0_twin", "mlp_heavy_adaptive"]
+    models = ["mlp_heavy_d0", "mlp_heavy_d0_twin", "mlp_heavy_adaptive", "mlp_heavy_d0_queued"]
     paired_latencies(http, models, body, 1)  # warm-up
     cycles = paired_latencies(http, models, body, args.seconds * args.rounds)
     n = len(cycles)
-    print(f"\nconcurrency 1, HTTP JSON, one connection cycling through the three copies in a "
+    print(f"\nconcurrency 1, HTTP JSON, one connection cycling through the copies in a "
           f"shuffled order ({n} cycles in {args.seconds * args.rounds} s; a Python client, so "
           f"the absolute figures include its own cost, the same for each copy):\n")
     print("| copy | p50 | p99 | median paired difference from delay 0 | the same in each tenth "

@@ -134,8 +134,23 @@ uint64_t MicrosParameter(const inference::ModelConfig& config, const char* key, 
   return us;
 }
 
-// Longest measured batch of one that may run on the thread that received it.
+int InstanceCount(const inference::ModelConfig& config) {
+  int instances = 0;
+  for (const auto& group : config.instance_group()) instances += std::max(1, group.count());
+  return std::max(1, instances);
+}
+
+// Longest measured batch of one that may run on the thread that received it, by default. With one
+// instance a request that comes meanwhile would wait for the instance anyway, so a longer run on
+// the I/O thread costs it nothing; with more, it could have run beside the inline one.
 constexpr uint64_t kDefaultInlineMaxUs = 100;
+constexpr uint64_t kDefaultInlineMaxUsOneInstance = 1000;
+
+uint64_t InlineMaxUs(const inference::ModelConfig& config) {
+  return MicrosParameter(config, kInlineExecutionParameter,
+                         InstanceCount(config) == 1 ? kDefaultInlineMaxUsOneInstance
+                                                    : kDefaultInlineMaxUs);
+}
 
 }  // namespace
 
@@ -168,9 +183,7 @@ BatchingOptions BatchingOptionsFromConfig(const inference::ModelConfig& config) 
     if (uint64_t target = MicrosParameter(config, kLatencyTargetParameter, 0); target > 0) {
       o.adaptive_options.latency_target_us = target;
     }
-    int instances = 0;
-    for (const auto& group : config.instance_group()) instances += std::max(1, group.count());
-    o.adaptive_options.instances = std::max(1, instances);
+    o.adaptive_options.instances = InstanceCount(config);
   }
   return o;
 }
@@ -182,8 +195,7 @@ ModelVersion::ModelVersion(std::string name, int64_t version, inference::ModelCo
       config_(std::move(config)),
       stats_(std::make_unique<ModelStats>(name_, version_label_)),
       queue_(BatchingOptionsFromConfig(config_)),
-      inline_max_ns_(MicrosParameter(config_, kInlineExecutionParameter, kDefaultInlineMaxUs) *
-                     1000) {}
+      inline_max_ns_(InlineMaxUs(config_) * 1000) {}
 
 ModelVersion::~ModelVersion() {
   if (!shut_down_) Shutdown();

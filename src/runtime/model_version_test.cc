@@ -17,7 +17,7 @@ namespace {
 // Doubles its FP32 input after sleeping `delay`; records batch sizes.
 class DoublerInstance : public BackendInstance {
  public:
-  DoublerInstance(std::chrono::milliseconds delay, std::vector<int64_t>* sizes, Mutex* mu)
+  DoublerInstance(std::chrono::microseconds delay, std::vector<int64_t>* sizes, Mutex* mu)
       : delay_(delay), sizes_(sizes), mu_(mu) {}
   Status Execute(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) override {
     std::this_thread::sleep_for(delay_);
@@ -38,14 +38,14 @@ class DoublerInstance : public BackendInstance {
   }
 
  private:
-  std::chrono::milliseconds delay_;
+  std::chrono::microseconds delay_;
   std::vector<int64_t>* sizes_;
   Mutex* mu_;
 };
 
 class FakeBackend : public Backend {
  public:
-  explicit FakeBackend(std::chrono::milliseconds delay) : delay_(delay) {}
+  explicit FakeBackend(std::chrono::microseconds delay) : delay_(delay) {}
   std::string_view name() const override { return "fake"; }
   StatusOr<std::unique_ptr<BackendInstance>> CreateInstance(const std::string&,
                                                             const inference::ModelConfig&,
@@ -56,15 +56,15 @@ class FakeBackend : public Backend {
   std::vector<int64_t> sizes;
 
  private:
-  std::chrono::milliseconds delay_;
+  std::chrono::microseconds delay_;
 };
 
-inference::ModelConfig Config(const std::string& batching) {
+inference::ModelConfig Config(const std::string& batching, int instances = 1) {
   std::string text = R"(
     name: "m" backend: "fake" max_batch_size: 8
     input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [2] }]
     output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [2] }]
-    instance_group [{ count: 1 kind: KIND_CPU }]
+    instance_group [{ count: )" + std::to_string(instances) + R"( kind: KIND_CPU }]
   )" + batching;
   auto c = ParseModelConfig(text, "test");
   EXPECT_OK(c);
@@ -213,7 +213,7 @@ TEST(ModelVersionTest, IdleFastModelRunsOnTheCallingThread) {
 }
 
 TEST(ModelVersionTest, InlineExecutionOffForSlowModelsOrByParameter) {
-  FakeBackend slow(std::chrono::milliseconds(2));  // warm-up measures ~2 ms: over 100 us
+  FakeBackend slow(std::chrono::milliseconds(2));  // ~2 ms: over the 1 ms default
   auto mv = ModelVersion::Load("m", 1, "/x", Config("dynamic_batching { }"), &slow);
   ASSERT_OK(mv);
   EXPECT_NE(RunInline(**mv, true).first, std::this_thread::get_id());
@@ -230,6 +230,21 @@ TEST(ModelVersionTest, InlineExecutionOffForSlowModelsOrByParameter) {
       "m", 1, "/x", Config("dynamic_batching { max_queue_delay_microseconds: 1000 }"), &fast);
   ASSERT_OK(delayed);
   EXPECT_NE(RunInline(**delayed, true).first, std::this_thread::get_id());
+}
+
+TEST(ModelVersionTest, InlineDefaultIsLongerForOneInstance) {
+  // A 200 us model: over the 100 us default of a model with two instances (a request that comes
+  // meanwhile could run beside it), under the 1 ms default of a model with one.
+  FakeBackend backend(std::chrono::microseconds(200));
+  auto one = ModelVersion::Load("m", 1, "/x", Config("dynamic_batching { }", 1), &backend);
+  ASSERT_OK(one);
+  RunInline(**one, true);  // the warm-up's cost is replaced by the first real batch's
+  EXPECT_EQ(RunInline(**one, true).first, std::this_thread::get_id());
+  auto two = ModelVersion::Load("m", 1, "/x", Config("dynamic_batching { }", 2), &backend);
+  ASSERT_OK(two);
+  for (int i = 0; i < 2; ++i) EXPECT_NE(RunInline(**two, true).first, std::this_thread::get_id());
+  (*one)->Shutdown();
+  (*two)->Shutdown();
 }
 
 TEST(ModelVersionTest, InlineAndInstanceThreadsNeverShareAnInstance) {
