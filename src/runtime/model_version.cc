@@ -147,9 +147,9 @@ constexpr uint64_t kDefaultInlineMaxUs = 100;
 constexpr uint64_t kDefaultInlineMaxUsOneInstance = 1000;
 
 uint64_t InlineMaxUs(const inference::ModelConfig& config) {
-  return MicrosParameter(config, kInlineExecutionParameter,
-                         InstanceCount(config) == 1 ? kDefaultInlineMaxUsOneInstance
-                                                    : kDefaultInlineMaxUs);
+  return MicrosParameter(
+      config, kInlineExecutionParameter,
+      InstanceCount(config) == 1 ? kDefaultInlineMaxUsOneInstance : kDefaultInlineMaxUs);
 }
 
 }  // namespace

@@ -64,7 +64,8 @@ inference::ModelConfig Config(const std::string& batching, int instances = 1) {
     name: "m" backend: "fake" max_batch_size: 8
     input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [2] }]
     output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [2] }]
-    instance_group [{ count: )" + std::to_string(instances) + R"( kind: KIND_CPU }]
+    instance_group [{ count: )" +
+                     std::to_string(instances) + R"( kind: KIND_CPU }]
   )" + batching;
   auto c = ParseModelConfig(text, "test");
   EXPECT_OK(c);
