@@ -128,3 +128,15 @@ def example_repository(root):
         subprocess.run(["/usr/bin/python3", str(Path(root) / "scripts/gen_models.py"), str(repo)],
                        check=True)
     return repo
+
+
+def mlp_layers(model_pt):
+    """"256->768->768->10": the widths of an example MLP (mlp_heavy's width is chosen by
+    scripts/gen_models.py on the machine that generated it, so a figure needs it beside it)."""
+    out = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys, torch\n"
+         "w = [p.shape for n, p in torch.jit.load(sys.argv[1]).named_parameters()"
+         " if n.endswith('weight')]\n"
+         "print('->'.join(str(x) for x in [w[0][1]] + [s[0] for s in w]))", str(model_pt)],
+        capture_output=True, text=True)
+    return out.stdout.strip() or f"(unreadable: {out.stderr.strip()[-200:]})"

@@ -22,7 +22,7 @@ identical twin of it, request by request on one connection in a shuffled cycle (
 twin's difference from delay 0 is the noise floor for the adaptive copy's. Runs
 --seconds x --rounds seconds.
 
-usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching,null]
+usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching,null] [--twin]
                               [--build build/release]
 """
 import argparse
@@ -42,8 +42,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import (cpu_seconds, example_repository, nginx_conf,  # noqa: E402
-                      repo_with_queue_delay, request_bodies, run_wrk)
+from benchlib import (cpu_seconds, example_repository, mlp_layers,  # noqa: E402
+                      nginx_conf, repo_with_queue_delay, request_bodies, run_wrk)
 from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
 from tls_bench import Procs, log  # noqa: E402
 
@@ -221,8 +221,9 @@ def round_order(items, round_no):
     return order[::-1] if round_no % 2 else order
 
 
-def batching_repo(tmp, folder="batching"):
-    """mlp_heavy under five batching configurations, as five models of one repository."""
+def batching_repo(tmp, folder="batching", twin=False):
+    """mlp_heavy under five batching configurations, as five models of one repository (and, with
+    `twin`, a second delay-0 copy: how far two identical copies differ)."""
     src = example_repository(ROOT) / "mlp_heavy"
     repo = tmp / folder
     config = (src / "config.pbtxt").read_text()
@@ -241,6 +242,12 @@ def batching_repo(tmp, folder="batching"):
                      f'"{LATENCY_TARGET_US}" }} }}\n')
         (repo / name / "config.pbtxt").write_text(text)
         names.append(name)
+    if twin:
+        copy = "mlp_heavy_d0_twin"
+        shutil.copytree(repo / "mlp_heavy_d0", repo / copy, symlinks=True)
+        cfg = repo / copy / "config.pbtxt"
+        cfg.write_text(cfg.read_text().replace('name: "mlp_heavy_d0"', f'name: "{copy}"'))
+        names.insert(len(DELAYS), copy)  # the adaptive copy stays last
     return repo, names
 
 
@@ -255,7 +262,7 @@ def dispatch_reasons(metrics_text, model):
 
 
 def batching_part(args, build, procs, tmp):
-    repo, names = batching_repo(tmp)
+    repo, names = batching_repo(tmp, twin=args.twin)
     ceil = ceiling(build, example_repository(ROOT) / "mlp_heavy", [1, 8, 32, 64])
     best = max(ceil.values(), key=lambda r: r["rows_per_s"])
     log(f"mlp_heavy ceiling: batch 1 p50 {ceil[1]['p50_us']} us; best batch {best['batch']}: "
@@ -298,7 +305,9 @@ def batching_part(args, build, procs, tmp):
                 runs.setdefault((name, conc), []).append(r)
                 log(f"{name} c={conc}: {json.dumps(r)}")
     results = {k: sorted(v, key=lambda r: r["rps"])[len(v) // 2] for k, v in runs.items()}
-    print(f"\nmlp_heavy in process (bench/model_ceiling): batch 1 p50 {ceil[1]['p50_us']:.1f} us, "
+    layers = mlp_layers(example_repository(ROOT) / "mlp_heavy/1/model.pt")
+    print(f"\nmlp_heavy ({layers}) in process (bench/model_ceiling): batch 1 p50 "
+          f"{ceil[1]['p50_us']:.1f} us, "
           f"{ceil[1]['rows_per_s']:.0f} rows/s; best batch {best['batch']}: "
           f"{best['rows_per_s']:.0f} rows/s (the ceiling below)\n")
     print(f"HTTP JSON, wrk, one row per request; adaptive: latency target {LATENCY_TARGET_US} us; "
@@ -381,18 +390,20 @@ def null_part(args, build, procs, tmp):
     in a shuffled cycle on one connection (paired: each cycle's requests meet the same host). The
     twin's difference from delay 0 is the noise floor against which the adaptive copy's is read
     (goal 2 asks for 5 us); the queued copy's is what inline execution saves."""
-    repo, _ = batching_repo(tmp, "null")
-    for copy, extra in [("mlp_heavy_d0_twin", ""), ("mlp_heavy_d0_queued", QUEUED_PARAMETER)]:
-        shutil.copytree(repo / "mlp_heavy_d0", repo / copy, symlinks=True)
-        cfg = repo / copy / "config.pbtxt"
-        cfg.write_text(cfg.read_text().replace('name: "mlp_heavy_d0"', f'name: "{copy}"') + extra)
+    repo, _ = batching_repo(tmp, "null", twin=True)
+    copy = "mlp_heavy_d0_queued"
+    shutil.copytree(repo / "mlp_heavy_d0", repo / copy, symlinks=True)
+    cfg = repo / copy / "config.pbtxt"
+    cfg.write_text(cfg.read_text().replace('name: "mlp_heavy_d0"', f'name: "{copy}"') +
+                   QUEUED_PARAMETER)
     http, _, _ = serve(procs, build, repo, "dais-null")
     body, _ = request_bodies(256)["json"]
     models = ["mlp_heavy_d0", "mlp_heavy_d0_twin", "mlp_heavy_adaptive", "mlp_heavy_d0_queued"]
     paired_latencies(http, models, body, 1)  # warm-up
     cycles = paired_latencies(http, models, body, args.seconds * args.rounds)
     n = len(cycles)
-    print(f"\nconcurrency 1, HTTP JSON, one connection cycling through the copies in a "
+    print(f"\nmlp_heavy ({mlp_layers(repo / 'mlp_heavy_d0/1/model.pt')}) at "
+          f"concurrency 1, HTTP JSON, one connection cycling through the copies in a "
           f"shuffled order ({n} cycles in {args.seconds * args.rounds} s; a Python client, so "
           f"the absolute figures include its own cost, the same for each copy):\n")
     print("| copy | p50 | p99 | median paired difference from delay 0 | the same in each tenth "
@@ -417,6 +428,9 @@ def main():
     ap.add_argument("--parts", default="floor,batching")
     ap.add_argument("--concurrency", default="1,16,64", help="batching part")
     ap.add_argument("--rounds", type=int, default=3, help="batching part: interleaved rounds")
+    ap.add_argument("--twin", action="store_true",
+                    help="batching part: add a second, identical delay-0 copy (the noise between "
+                         "identical copies; it counts among the fixed delays)")
     args = ap.parse_args()
     build = Path(args.build)
     tmp = Path(tempfile.mkdtemp(prefix="dais-latency-bench-"))

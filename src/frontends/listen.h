@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "dais/status.h"
 #include "frontends/connection_limit.h"
 #include "frontends/endpoint.h"
@@ -84,8 +85,9 @@ class Listener {
     accept_loop_ =
         std::make_unique<AcceptLoop>(iocs, acceptor_, *limiter_, strand, std::move(on_connection));
     accept_loop_->Start();
-    for (auto* ioc : iocs) {
-      threads_.emplace_back([ioc] {
+    for (size_t i = 0; i < iocs.size(); ++i) {
+      threads_.emplace_back([ioc = iocs[i], thread_name = name + "-io" + std::to_string(i)] {
+        SetThreadName(thread_name);
         CurrentIoContext() = ioc;
         ioc->run();
       });

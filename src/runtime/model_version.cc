@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "dais/clock.h"
 #include "runtime/cpu_load.h"
 #include "runtime/model_config.h"
@@ -225,7 +226,12 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const std::string& mo
     mv->busy_.assign(mv->instances_.size(), 0);
   }
   for (size_t i = 0; i < mv->instances_.size(); ++i) {
-    mv->threads_.emplace_back([raw = mv.get(), i] { raw->InstanceLoop(i); });
+    mv->threads_.emplace_back([raw = mv.get(), i] {
+      // "mlp_heavy#0": the model (cut to fit) and the instance, as top and perf show threads.
+      const std::string index = "#" + std::to_string(i);
+      SetThreadName(raw->name_.substr(0, 15 - std::min<size_t>(index.size(), 15)) + index);
+      raw->InstanceLoop(i);
+    });
   }
   double secs = static_cast<double>(NowNs() - start) * 1e-9;
   mv->stats_->SetLoadDuration(secs);
