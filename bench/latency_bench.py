@@ -9,7 +9,9 @@ Part "floor" (goals 1 and 4), on mlp_small at concurrency 1:
   - dais's own cost = dais p50 - nginx p50 - forward p50; p99 against nginx's p99, quiet and with
     a CPU-bound neighbour (a Python busy loop on the same cores);
   - context switches of the server per request (/proc/<pid>/task/*/status), each of these for
-    the inline path and for the queued one (a copy with inline_execution_max_microseconds 0).
+    the inline path and for the queued one (a copy with inline_execution_max_microseconds 0),
+    and the inline path on a second server started with --io-busy-poll-microseconds N
+    (--busy-poll-us, default 200; 0 leaves it out).
 Part "batching" (goals 2 and 3), on mlp_heavy over HTTP JSON at concurrency 1, 16 and 64: Triton's
 batcher with max_queue_delay 0, 500, 2000 and 5000 us against the adaptive policy (latency target
 10 ms), all five served by one dais serve as copies of the model, side by side, and nginx
@@ -23,6 +25,7 @@ twin's difference from delay 0 is the noise floor for the adaptive copy's. Runs
 --seconds x --rounds seconds.
 
 usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching,null] [--twin]
+                              [--busy-poll-us 200]
                               [--build build/release]
 """
 import argparse
@@ -95,10 +98,10 @@ def ceiling(build, model_dir, batches):
     return {r["batch"]: r for r in map(json.loads, out.splitlines())}
 
 
-def serve(procs, build, repo, name):
+def serve(procs, build, repo, name, extra=()):
     http, grpc = free_port(), free_port()
     p = procs.start([build / "src/cmd/dais", "serve", "--model-repository", repo, "--http-port",
-                     http, "--grpc-port", grpc, "--metrics-port", 0], name)
+                     http, "--grpc-port", grpc, "--metrics-port", 0, *extra], name)
     wait_for(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{http}/v2/health/ready"],
                                     capture_output=True).returncode == 0, 120, name)
     return http, grpc, p.pid
@@ -163,6 +166,12 @@ def floor_part(args, build, procs, tmp):
     log(f"forward pass mlp_small batch 1: p50 {forward} us")
     http, grpc, pid = serve(procs, build, repo, "dais-floor")
     base = f"http://127.0.0.1:{http}/v2/models"
+    # The same repository on a second server whose I/O threads poll before they sleep.
+    servers = [(http, grpc, pid, ("mlp_small", "mlp_small_queued"), "")]
+    if args.busy_poll_us > 0:
+        servers.append(serve(procs, build, repo, "dais-floor-busy-poll",
+                             ["--io-busy-poll-microseconds", args.busy_poll_us]) +
+                       (("mlp_small",), f", busy poll {args.busy_poll_us} us"))
     bodies = request_bodies(16)
     answers = {p: post(f"{base}/mlp_small/infer", b, h) for p, (b, h) in bodies.items()}
     nginx_port = free_port()
@@ -179,21 +188,25 @@ def floor_part(args, build, procs, tmp):
                 floor = "binary" if proto == "grpc" else proto
                 ng = run_wrk(f"http://127.0.0.1:{nginx_port}/{floor}", *bodies[floor], 1,
                              args.seconds, tmp)
-                for model in ("mlp_small", "mlp_small_queued"):
-                    def answered(model=model):
-                        return get(f"{base}/{model}/stats")["model_stats"][0][
-                            "inference_stats"]["success"]["count"]
-                    if proto == "grpc":
-                        d = measure(pid, answered, lambda: perf_grpc(build, grpc, model, args.seconds))
-                    else:
-                        url = f"{base}/{model}/infer"
-                        run_wrk(url, body, hlen, 1, 1, tmp)  # warm-up
-                        d = measure(pid, answered,
-                                    lambda: run_wrk(url, body, hlen, 1, args.seconds, tmp))
-                    rows.append(dict(proto="gRPC" if proto == "grpc" else f"HTTP {proto}",
-                                     path="inline" if model == "mlp_small" else "queued",
-                                     neighbour=neighbour, dais=d, nginx=ng))
-                    log(json.dumps(rows[-1]))
+                for s_http, s_grpc, s_pid, models, label in servers:
+                    s_base = f"http://127.0.0.1:{s_http}/v2/models"
+                    for model in models:
+                        def answered(model=model, s_base=s_base):
+                            return get(f"{s_base}/{model}/stats")["model_stats"][0][
+                                "inference_stats"]["success"]["count"]
+                        if proto == "grpc":
+                            d = measure(s_pid, answered,
+                                        lambda: perf_grpc(build, s_grpc, model, args.seconds))
+                        else:
+                            url = f"{s_base}/{model}/infer"
+                            run_wrk(url, body, hlen, 1, 1, tmp)  # warm-up
+                            d = measure(s_pid, answered,
+                                        lambda: run_wrk(url, body, hlen, 1, args.seconds, tmp))
+                        path = "inline" if model == "mlp_small" else "queued"
+                        rows.append(dict(proto="gRPC" if proto == "grpc" else f"HTTP {proto}",
+                                         path=path + label, neighbour=neighbour, dais=d,
+                                         nginx=ng))
+                        log(json.dumps(rows[-1]))
     print(f"\nforward pass (bench/model_ceiling, mlp_small, batch 1): p50 {forward:.1f} us\n")
     print("| protocol | dais path | neighbour | nginx p50 | dais p50 | dais own cost (p50 - nginx "
           "- forward) | nginx p99 | dais p99 | p99 dais / nginx | server context switches / req "
@@ -208,7 +221,9 @@ def floor_part(args, build, procs, tmp):
               f"{d['cs']:.1f} | {d['cpu_us']:.0f} us | {d['rps']:.0f} | {d['errors']} |")
     print("\ninline: the request runs on the I/O thread that read it (an idle instance, nothing "
           "queued); queued: the same model with inline_execution_max_microseconds 0 (instance "
-          "thread, then the answer handed back to an I/O thread: the path before issue 18). gRPC "
+          "thread, then the answer handed back to an I/O thread: the path before issue 18); "
+          "busy poll: a second server whose I/O threads poll their sockets that long after each "
+          "request before they sleep (--io-busy-poll-microseconds). gRPC "
           "rows: dais perf -i grpc against nginx's HTTP binary floor (nginx has no fixed-answer "
           "gRPC).")
 
@@ -428,6 +443,9 @@ def main():
     ap.add_argument("--parts", default="floor,batching")
     ap.add_argument("--concurrency", default="1,16,64", help="batching part")
     ap.add_argument("--rounds", type=int, default=3, help="batching part: interleaved rounds")
+    ap.add_argument("--busy-poll-us", type=int, default=200,
+                    help="floor part: also measure a second dais serve started with "
+                         "--io-busy-poll-microseconds N (0: not)")
     ap.add_argument("--twin", action="store_true",
                     help="batching part: add a second, identical delay-0 copy (the noise between "
                          "identical copies; it counts among the fixed delays)")

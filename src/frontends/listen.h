@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,24 @@ inline boost::asio::io_context*& CurrentIoContext() {
   return current;
 }
 
+// Runs `ioc` until it stops; with `busy_poll`, polls (epoll without a wait) for that long after
+// the last handler ran before blocking (EndpointOptions::busy_poll_us).
+inline void RunIoContext(boost::asio::io_context& ioc, std::chrono::microseconds busy_poll) {
+  if (busy_poll.count() <= 0) {
+    ioc.run();
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last = Clock::now();
+  while (!ioc.stopped()) {
+    if (ioc.poll() > 0) {
+      last = Clock::now();
+    } else if (Clock::now() - last >= busy_poll && ioc.run_one() > 0) {
+      last = Clock::now();
+    }
+  }
+}
+
 // I/O threads for `configured` (0: one per core).
 inline int IoThreads(int configured) {
   return configured > 0 ? configured
@@ -86,10 +105,11 @@ class Listener {
         std::make_unique<AcceptLoop>(iocs, acceptor_, *limiter_, strand, std::move(on_connection));
     accept_loop_->Start();
     for (size_t i = 0; i < iocs.size(); ++i) {
-      threads_.emplace_back([ioc = iocs[i], thread_name = name + "-io" + std::to_string(i)] {
+      threads_.emplace_back([ioc = iocs[i], thread_name = name + "-io" + std::to_string(i),
+                             busy_poll_us = options.busy_poll_us] {
         SetThreadName(thread_name);
         CurrentIoContext() = ioc;
-        ioc->run();
+        RunIoContext(*ioc, std::chrono::microseconds(busy_poll_us));
       });
     }
     return port;

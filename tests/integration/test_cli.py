@@ -21,3 +21,11 @@ def test_unknown_flag_is_rejected(dais_bin):
                         "--no-such-flag-xyz", "1"], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0, f"accepted an unknown flag:\n{r.stdout}{r.stderr}"
     assert "no-such-flag-xyz" in (r.stdout + r.stderr)
+
+
+def test_busy_poll_out_of_range_is_rejected(dais_bin):
+    r = subprocess.run([str(dais_bin), "serve", "--model-repository", "/nonexistent",
+                        "--io-busy-poll-microseconds", "100001"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0, f"accepted 100001:\n{r.stdout}{r.stderr}"
+    assert "--io-busy-poll-microseconds" in r.stderr + r.stdout

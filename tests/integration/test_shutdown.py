@@ -1,5 +1,6 @@
 """Graceful shutdown: SIGTERM while requests are in flight."""
 
+import glob
 import re
 import signal
 import threading
@@ -7,6 +8,7 @@ import time
 
 import numpy as np
 import requests
+from pathlib import Path
 
 EXIT_TIMEOUT_S = 10
 # Requests sent at least this long before SIGTERM had surely been accepted by the server.
@@ -137,3 +139,27 @@ def test_requests_queued_past_the_exit_timeout_are_answered(start_server, repo_c
     assert elapsed < 10, f"took {elapsed:.1f} s to exit with --exit-timeout-secs 1"
     assert result.get("status") == 503, result
     assert "shutting down" in result.get("text", ""), result
+
+
+def test_busy_polling_server_answers_and_exits_promptly(start_server, model_repo, refs):
+    """--io-busy-poll-microseconds: the I/O threads poll between requests instead of sleeping;
+    answers are the same, the threads carry their names, and SIGTERM still ends it promptly
+    (also while a thread is in the middle of its polling window)."""
+    srv = start_server(model_repo, "--io-busy-poll-microseconds", "100000",
+                       "--exit-timeout-secs", "30")
+    x = np.random.default_rng(83).normal(size=(2, 16)).astype(np.float32)
+    for _ in range(20):  # one keep-alive connection: each request finds its thread polling
+        r = srv.infer("mlp_small", {"INPUT__0": x})
+        assert r.status_code == 200, r.text
+        out = np.asarray(r.json()["outputs"][0]["data"], dtype=np.float32).reshape(2, 4)
+        np.testing.assert_allclose(out, refs.mlp(model_repo, "mlp_small", x), rtol=1e-4,
+                                   atol=1e-5)
+    names = {Path(p).read_text().strip()
+             for p in glob.glob(f"/proc/{srv.proc.pid}/task/*/comm")}
+    assert "http-io0" in names and "mlp_small#0" in names, sorted(names)
+    t0 = time.monotonic()
+    srv.signal(signal.SIGTERM)  # within 100 ms of the last request: a thread is still polling
+    rc = srv.wait(timeout=35)
+    assert rc == 0, rc
+    assert time.monotonic() - t0 < 5, "a busy-polling server was slow to exit"
+
