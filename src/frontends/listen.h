@@ -62,7 +62,10 @@ inline void RunIoContext(boost::asio::io_context& ioc, std::chrono::microseconds
   while (!ioc.stopped()) {
     if (ioc.poll() > 0) {
       last = Clock::now();
-    } else if (Clock::now() - last >= busy_poll && ioc.run_one() > 0) {
+    } else if (Clock::now() - last < busy_poll) {
+      // Another runnable thread on this core (the client, on a small machine) goes first.
+      std::this_thread::yield();
+    } else if (ioc.run_one() > 0) {
       last = Clock::now();
     }
   }
