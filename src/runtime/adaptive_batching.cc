@@ -140,11 +140,13 @@ AdaptiveDecision DecideAdaptive(const AdaptiveOptions& options, const BatchCostM
   const double now_cost = cost.Estimate(rows);
   // Nothing measured yet: dispatch, as with no delay; the measurements come from what runs.
   if (gap <= 0 || now_cost <= 0) return d;
-  const double instance_load = now_cost / (static_cast<double>(rows) * arrivals.MeanGapNs() *
+  const double mean_gap = arrivals.MeanGapNs();
+  // The share of the time the instances would be busy running the arrivals in batches of `rows`
+  // (infinite when every arrival came at once: no spare time either).
+  const double instance_load = now_cost / (static_cast<double>(rows) * mean_gap *
                                            static_cast<double>(std::max(1, options.instances)));
   if (cpu_bound && instance_load < kCpuBoundMaxInstanceLoad) {
     d.reason = DispatchReason::kCpuBound;
-    const double mean_gap = arrivals.MeanGapNs();
     // Arrivals stopped (a closed loop of clients all waiting on this queue): nothing to wait for.
     if (arrivals.SinceLastNs(now_ns) > kFlowingGaps * mean_gap) return d;
     const double target = static_cast<double>(options.latency_target_us) * 1e3;
