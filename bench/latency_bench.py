@@ -19,10 +19,11 @@ answering a fixed body of the answer's size (the loopback floor); "of ceiling" i
 in-process best batched rows/s; server CPU per request from /proc; each cell is the median of
 interleaved rounds.
 
-Part "null" (not run by default): at concurrency 1, the adaptive copy, the delay-0 copy and an
-identical twin of it, request by request on one connection in a shuffled cycle (paired); the
-twin's difference from delay 0 is the noise floor for the adaptive copy's. Runs
---seconds x --rounds seconds.
+Part "null" (not run by default): at concurrency 1, the adaptive copy, the delay-0 copy, an
+identical twin of it and a copy with inline execution off, request by request on one connection
+in a shuffled cycle (paired); the twin's difference from delay 0 is the noise floor for the
+adaptive copy's, the queued copy's is what inline execution saves. Runs --seconds x --rounds
+seconds.
 
 usage: bench/latency_bench.py [--seconds 5] [--rounds 3] [--parts floor,batching,null] [--twin]
                               [--busy-poll-us 200]
