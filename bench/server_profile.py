@@ -8,6 +8,7 @@ usage: bench/server_profile.py [--model mlp_heavy_d0] [--concurrency 64] [--seco
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,7 @@ def main():
                 print(f"\nperf, by {sort}:\n" + "\n".join(rows[:25]))
     finally:
         procs.stop()
-        subprocess.run(["rm", "-rf", str(tmp)])
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
