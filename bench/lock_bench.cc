@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "coord/lock_service.h"
+#include "locks/lock_service.h"
 
 using namespace dais;  // NOLINT: a benchmark tool
 using Clock = std::chrono::steady_clock;
@@ -81,14 +81,14 @@ int main(int argc, char** argv) {
   auto client = redis::Client::Create(*options);
   if (!client.ok()) Die(client.status().ToString());
   if (!(*client)->WaitUntilReachable(milliseconds(5000))) Die("redis not reachable");
-  coord::LockServiceOptions lo;
+  locks::LockServiceOptions lo;
   lo.node_id = "bench";
-  auto service = coord::LockService::Create(client->get(), lo);
+  auto service = locks::LockService::Create(client->get(), lo);
   if (!service.ok()) Die(service.status().ToString());
 
   // Warm-up: loads the scripts, opens the connections.
   for (int i = 0; i < 100; ++i) {
-    auto l = (*service)->Acquire(coord::LockResource::Model("warmup"), milliseconds(1000));
+    auto l = (*service)->Acquire(locks::LockResource::Model("warmup"), milliseconds(1000));
     if (!l.ok()) Die(l.status().ToString());
     (void)(*l)->Release();
   }
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
       std::vector<double>& lat = latencies[t];
       while (Clock::now() < end) {
         const auto t0 = Clock::now();
-        auto lease = (*service)->Acquire(coord::LockResource::Model(model), milliseconds(5000));
+        auto lease = (*service)->Acquire(locks::LockResource::Model(model), milliseconds(5000));
         if (!lease.ok() || !(*lease)->Release().ok()) {
           ++errors;
           continue;

@@ -13,8 +13,8 @@
 #include "cluster/scheduler_metrics.h"
 #include "common/json.h"
 #include "common/logging.h"
-#include "scheduler/fragmentation.h"
-#include "scheduler/policy.h"
+#include "placement/fragmentation.h"
+#include "placement/policy.h"
 
 namespace dais::cluster {
 namespace {
@@ -23,7 +23,7 @@ constexpr const char* kLeaderKey = "/dais/scheduler/leader";
 constexpr const char* kStatusPrefix = "/dais/status/";
 
 struct LiveNode {
-  scheduler::NodeSpec spec;
+  placement::NodeSpec spec;
   std::map<std::string, std::string> labels;
 };
 
@@ -98,7 +98,7 @@ ClusterScheduler::~ClusterScheduler() { Stop(); }
 Status ClusterScheduler::Start() {
   if (options_.id.empty()) return InvalidArgument("--id is required");
   if (options_.lease_ttl_secs < 2) return InvalidArgument("--lease-ttl-secs must be at least 2");
-  RETURN_IF_ERROR(scheduler::MakePolicy(options_.policy, {}).status());
+  RETURN_IF_ERROR(placement::MakePolicy(options_.policy, {}).status());
   ASSIGN_OR_RETURN(client_, etcd::Client::Create({options_.etcd_endpoints}));
   Watch(kNodesPrefix, &nodes_);
   Watch("/dais/deployments/", &deployments_);
@@ -225,18 +225,18 @@ ClusterEvent ClusterScheduler::NewEvent(std::string kind, std::string deployment
 // What one reconciliation sees and decides.
 struct ClusterScheduler::Plan {
   std::map<std::string, std::string> assignments, instances;
-  std::vector<scheduler::NodeSpec> specs;  // live nodes, in name order
+  std::vector<placement::NodeSpec> specs;  // live nodes, in name order
   std::vector<std::map<std::string, std::string>> labels;
   std::map<std::string, int> index;  // node name -> position
   std::map<std::string, DeploymentSpec> wanted;
   std::map<std::string, std::string> cordoned;  // node -> "cordon" | "drain"
-  std::unique_ptr<scheduler::Cluster> cluster;
+  std::unique_ptr<placement::Cluster> cluster;
   std::map<std::string, int> count;  // deployment -> replicas assigned
   // The assignments kept, as applied to `cluster` (preemption may release them).
   struct Kept {
     std::string key, deployment;
-    scheduler::TaskSpec task;
-    scheduler::Placement placement;
+    placement::TaskSpec task;
+    placement::Placement placement;
     bool removed = false;
   };
   std::vector<Kept> kept;
@@ -269,7 +269,7 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
     auto d = DeploymentFromJson(json);
     if (d.ok()) plan.wanted[d->name] = std::move(*d);
   }
-  plan.cluster = std::make_unique<scheduler::Cluster>(plan.specs);
+  plan.cluster = std::make_unique<placement::Cluster>(plan.specs);
   KeepOrDrop(plan);
   PlaceMissing(plan);
   const bool ok = Write(plan);
@@ -377,14 +377,14 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
       Unassign(plan, key, name, node, reason, why);
       continue;
     }
-    scheduler::TaskSpec task = d->second.Task();
+    placement::TaskSpec task = d->second.Task();
     task.max_per_node = -1;
     // The GPUs the assignment names, unless they no longer hold (then packed again); the
     // assignment is rewritten when that or the deployment's version or priority changed (the
     // node loads the new version in place).
-    scheduler::Placement p{n->second, assignment->gpus};
+    placement::Placement p{n->second, assignment->gpus};
     if (!plan.cluster->CheckPlacement(task, p).empty()) {
-      p.gpus = scheduler::PackedGpus(plan.cluster->node(n->second), task);
+      p.gpus = placement::PackedGpus(plan.cluster->node(n->second), task);
     }
     if (!plan.cluster->CheckPlacement(task, p).empty()) {
       // Its deployment now asks for more than the node has left: placed again, elsewhere if
@@ -437,8 +437,8 @@ void ClusterScheduler::Exclude(Plan& plan, const DeploymentSpec& d, std::vector<
   }
 }
 
-std::optional<scheduler::Placement> ClusterScheduler::Preempt(Plan& plan, const DeploymentSpec& d,
-                                                              const scheduler::TaskSpec& task) {
+std::optional<placement::Placement> ClusterScheduler::Preempt(Plan& plan, const DeploymentSpec& d,
+                                                              const placement::TaskSpec& task) {
   // Per node: release best-effort instances, largest first, until the task fits; the node that
   // needs the fewest (then the least GPU capacity) is chosen. Everything is applied back after
   // each try; only the chosen node's victims go.
@@ -487,17 +487,17 @@ std::optional<scheduler::Placement> ClusterScheduler::Preempt(Plan& plan, const 
              "preempted by " + d.name + " (latency-sensitive)");
     SchedulerMetrics::Get().preemptions.Increment();
   }
-  return scheduler::Placement{best_node,
-                              scheduler::PackedGpus(plan.cluster->node(best_node), task)};
+  return placement::Placement{best_node,
+                              placement::PackedGpus(plan.cluster->node(best_node), task)};
 }
 
 void ClusterScheduler::PlaceMissing(Plan& plan) {
-  std::vector<scheduler::TaskSpec> expected;  // FGD's workload: the deployments' instances
+  std::vector<placement::TaskSpec> expected;  // FGD's workload: the deployments' instances
   for (const auto& [name, d] : plan.wanted) {
     for (int i = 0; i < d.replicas; ++i) expected.push_back(d.Task());
   }
-  const scheduler::Workload workload = scheduler::Workload::FromTasks(expected, 1.0);
-  auto policy = scheduler::MakePolicy(options_.policy, workload);
+  const placement::Workload workload = placement::Workload::FromTasks(expected, 1.0);
+  auto policy = placement::MakePolicy(options_.policy, workload);
   // Latency-sensitive deployments first: they take the room, and may preempt best-effort ones.
   std::vector<const DeploymentSpec*> order;
   for (const auto& [name, d] : plan.wanted) order.push_back(&d);
@@ -514,9 +514,9 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
     std::vector<std::string> excluded_why;
     for (; missing > 0; --missing) {
       Exclude(plan, *d, &excluded_why);
-      const scheduler::TaskSpec task = d->Task();
+      const placement::TaskSpec task = d->Task();
       const auto started = std::chrono::steady_clock::now();
-      std::optional<scheduler::Placement> p = (*policy)->Place(*plan.cluster, task);
+      std::optional<placement::Placement> p = (*policy)->Place(*plan.cluster, task);
       metrics.decision.Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       if (!p && d->may_preempt) p = Preempt(plan, *d, task);
@@ -562,9 +562,9 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
   metrics.pending.Set(pending);
   metrics.unallocated_gpus.Set(static_cast<double>(plan.cluster->gpu_capacity_milli() -
                                                    plan.cluster->gpu_allocated_milli()) /
-                               scheduler::kGpuMilli);
-  metrics.fragmented_gpus.Set(scheduler::ClusterFragmentation(*plan.cluster, workload) /
-                              scheduler::kGpuMilli);
+                               placement::kGpuMilli);
+  metrics.fragmented_gpus.Set(placement::ClusterFragmentation(*plan.cluster, workload) /
+                              placement::kGpuMilli);
 }
 
 }  // namespace dais::cluster

@@ -30,7 +30,7 @@
 #include "common/mutex.h"
 #include "etcd/client.h"
 #include "etcd/watch.h"
-#include "scheduler/cluster.h"
+#include "placement/cluster.h"
 
 namespace dais::cluster {
 
@@ -74,8 +74,8 @@ class ClusterScheduler {
   void PlaceMissing(Plan& plan);
   void Exclude(Plan& plan, const struct DeploymentSpec& d, std::vector<std::string>* why);
   // Room for `task` made by removing best-effort instances from one node, or nullopt.
-  std::optional<scheduler::Placement> Preempt(Plan& plan, const struct DeploymentSpec& d,
-                                              const scheduler::TaskSpec& task);
+  std::optional<placement::Placement> Preempt(Plan& plan, const struct DeploymentSpec& d,
+                                              const placement::TaskSpec& task);
   // Deletes an assignment; `reason` is the metric's label.
   void Unassign(Plan& plan, const std::string& key, const std::string& deployment,
                 const std::string& node, const std::string& reason, const std::string& why);

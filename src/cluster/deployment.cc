@@ -51,14 +51,14 @@ Status Validate(const DeploymentSpec& d) {
 
 }  // namespace
 
-scheduler::TaskSpec DeploymentSpec::Task() const {
-  scheduler::TaskSpec t;
+placement::TaskSpec DeploymentSpec::Task() const {
+  placement::TaskSpec t;
   t.name = name;
   t.group = name;
   t.cpu_milli = cpu_milli;
   t.memory_mib = memory_mib;
   t.num_gpu = gpus > 0 ? gpus : (gpu_milli > 0 ? 1 : 0);
-  t.gpu_milli = gpus > 0 ? scheduler::kGpuMilli : gpu_milli;
+  t.gpu_milli = gpus > 0 ? placement::kGpuMilli : gpu_milli;
   t.gpu_models = gpu_models;
   t.max_per_node = max_per_node;
   return t;

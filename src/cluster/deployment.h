@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "dais/status.h"
-#include "scheduler/cluster.h"
+#include "placement/cluster.h"
 
 namespace dais::cluster {
 
@@ -40,7 +40,7 @@ struct DeploymentSpec {
   bool may_preempt = false;
 
   // One instance as the placement code sees it.
-  scheduler::TaskSpec Task() const;
+  placement::TaskSpec Task() const;
 };
 
 // Parses and validates a YAML spec: unknown fields, wrong types and impossible values are

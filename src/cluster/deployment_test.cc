@@ -23,7 +23,7 @@ may_preempt: false
   EXPECT_EQ(d.gpus, 2);
   EXPECT_EQ(d.gpu_models, (std::vector<std::string>{"A100", "H100"}));
   EXPECT_EQ(d.node_labels.at("zone"), "a");
-  const scheduler::TaskSpec t = d.Task();
+  const placement::TaskSpec t = d.Task();
   EXPECT_EQ(t.num_gpu, 2);
   EXPECT_EQ(t.gpu_milli, 1000);
   EXPECT_EQ(t.max_per_node, 2);

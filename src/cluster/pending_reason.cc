@@ -6,7 +6,7 @@
 
 namespace dais::cluster {
 
-Unplaceable ExplainUnplaceable(const scheduler::Cluster& c, const scheduler::TaskSpec& task,
+Unplaceable ExplainUnplaceable(const placement::Cluster& c, const placement::TaskSpec& task,
                                const std::vector<std::string>* excluded_why) {
   enum { kExcluded, kCpu, kMemory, kModel, kGpus, kSpread, kKinds };
   static constexpr std::array<const char*, kKinds> kLabels = {"excluded",  "cpu",  "memory",
@@ -15,7 +15,7 @@ Unplaceable ExplainUnplaceable(const scheduler::Cluster& c, const scheduler::Tas
   int largest_free = 0;
   std::map<std::string, int> excluded;  // why -> nodes
   for (size_t i = 0; i < c.nodes().size(); ++i) {
-    const scheduler::NodeState& n = c.nodes()[i];
+    const placement::NodeState& n = c.nodes()[i];
     if (n.excluded) {
       ++count[kExcluded];
       const bool known =
@@ -47,7 +47,7 @@ Unplaceable ExplainUnplaceable(const scheduler::Cluster& c, const scheduler::Tas
   if (count[kGpus] > 0) {
     r += " " + std::to_string(count[kGpus]) + " without " + std::to_string(task.num_gpu) +
          " free GPU(s)" +
-         (task.gpu_milli < scheduler::kGpuMilli
+         (task.gpu_milli < placement::kGpuMilli
               ? " with " + std::to_string(task.gpu_milli) + " milli"
               : "") +
          " (largest free: " + std::to_string(largest_free) + ");";

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/cluster.h"
+#include "placement/cluster.h"
 
 namespace dais::cluster {
 
@@ -19,7 +19,7 @@ struct Unplaceable {
 // Each node is counted by the first thing it lacks, in the order of the reasons above. An
 // excluded node is counted by `excluded_why[node]` when given ("cordoned", "without the labels
 // zone=a", ...), else as "excluded".
-Unplaceable ExplainUnplaceable(const scheduler::Cluster& cluster, const scheduler::TaskSpec& task,
+Unplaceable ExplainUnplaceable(const placement::Cluster& cluster, const placement::TaskSpec& task,
                                const std::vector<std::string>* excluded_why = nullptr);
 
 }  // namespace dais::cluster

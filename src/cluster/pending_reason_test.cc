@@ -5,20 +5,20 @@
 namespace dais::cluster {
 namespace {
 
-scheduler::NodeSpec Node(const std::string& name, int64_t memory_mib, int gpus) {
+placement::NodeSpec Node(const std::string& name, int64_t memory_mib, int gpus) {
   return {name, 8000, memory_mib, gpus, gpus > 0 ? "A100" : ""};
 }
 
 TEST(PendingReasonTest, CountsEachNodeByWhatItLacksFirst) {
-  scheduler::Cluster c({Node("a", 1024, 2), Node("b", 64, 2), Node("c", 1024, 1)});
-  scheduler::TaskSpec two_gpus;
+  placement::Cluster c({Node("a", 1024, 2), Node("b", 64, 2), Node("c", 1024, 1)});
+  placement::TaskSpec two_gpus;
   two_gpus.cpu_milli = 1000;
   two_gpus.memory_mib = 512;
   two_gpus.num_gpu = 2;
-  two_gpus.gpu_milli = scheduler::kGpuMilli;
-  scheduler::TaskSpec one;
+  two_gpus.gpu_milli = placement::kGpuMilli;
+  placement::TaskSpec one;
   one.num_gpu = 2;
-  one.gpu_milli = scheduler::kGpuMilli;
+  one.gpu_milli = placement::kGpuMilli;
   c.Apply(one, {0, {0, 1}});  // a: both GPUs taken
   const Unplaceable u = ExplainUnplaceable(c, two_gpus);
   EXPECT_EQ(u.message,
@@ -28,19 +28,19 @@ TEST(PendingReasonTest, CountsEachNodeByWhatItLacksFirst) {
 }
 
 TEST(PendingReasonTest, ExcludedNodesAndAnEmptyCluster) {
-  scheduler::Cluster c({Node("a", 1024, 0)});
+  placement::Cluster c({Node("a", 1024, 0)});
   c.SetExcluded(0, true);
-  scheduler::TaskSpec cpu;
+  placement::TaskSpec cpu;
   cpu.cpu_milli = 100;
   EXPECT_EQ(ExplainUnplaceable(c, cpu).reason, "excluded");
-  scheduler::Cluster two({Node("a", 1024, 0), Node("b", 1024, 0)});
+  placement::Cluster two({Node("a", 1024, 0), Node("b", 1024, 0)});
   two.SetExcluded(0, true);
   two.SetExcluded(1, true);
   const std::vector<std::string> why = {"cordoned", "without the labels zone=b"};
   EXPECT_EQ(ExplainUnplaceable(two, cpu, &why).message,
             "no node fits one instance (2 nodes: 1 cordoned; 1 without the labels zone=b)");
-  EXPECT_EQ(ExplainUnplaceable(scheduler::Cluster({}), cpu).reason, "no_nodes");
-  EXPECT_EQ(ExplainUnplaceable(scheduler::Cluster({}), cpu).message, "no node is registered");
+  EXPECT_EQ(ExplainUnplaceable(placement::Cluster({}), cpu).reason, "no_nodes");
+  EXPECT_EQ(ExplainUnplaceable(placement::Cluster({}), cpu).message, "no node is registered");
 }
 
 }  // namespace

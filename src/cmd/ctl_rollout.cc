@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 
 #include "fmt/format.h"
 #include "gateway/rollout.h"
@@ -69,7 +70,7 @@ StatusOr<Records> Read(etcd::Client& c, const std::string& route) {
   return r;
 }
 
-// Writes both records if neither changed since `read`.
+// Writes both records (the route only when `rollout` is empty) if neither changed since `read`.
 Status Write(etcd::Client& c, const Records& read, const std::string& route_name,
              const std::string& rollout, const std::string& route) {
   using etcd::Compare;
@@ -78,11 +79,12 @@ Status Write(etcd::Client& c, const Records& read, const std::string& route_name
        read.route_revision, ""},
       {gateway::kRolloutsPrefix + route_name, Compare::Target::kModRevision, Compare::Op::kEqual,
        read.rollout_revision, ""}};
-  ASSIGN_OR_RETURN(
-      etcd::TxnResult t,
-      c.Txn(unchanged,
-            {{etcd::Op::Kind::kPut, gateway::kRolloutsPrefix + route_name, rollout, 0, false},
-             {etcd::Op::Kind::kPut, gateway::kRoutesPrefix + route_name, route, 0, false}}));
+  std::vector<etcd::Op> ops = {
+      {etcd::Op::Kind::kPut, gateway::kRoutesPrefix + route_name, route, 0, false}};
+  if (!rollout.empty()) {
+    ops.push_back({etcd::Op::Kind::kPut, gateway::kRolloutsPrefix + route_name, rollout, 0, false});
+  }
+  ASSIGN_OR_RETURN(etcd::TxnResult t, c.Txn(unchanged, ops));
   if (!t.succeeded)
     return FailedPrecondition("the route or its rollout changed meanwhile: try again");
   return OkStatus();
@@ -129,6 +131,16 @@ int Start(etcd::Client& c, const RolloutCliOptions& o) {
     fmt::print(stderr, "dais ctl rollout start: {}\n", s.message());
     return 2;
   }
+  if (r.max_p99_ms > 0) {
+    const gateway::LimitResolution res = gateway::ResolveP99Limit(r.max_p99_ms);
+    if (!res.resolved) {
+      fmt::print(stderr,
+                 "dais ctl rollout start: warning: --max-p99-ms {:g} is {} of the gateways' "
+                 "latency histogram (0.1 ms .. 10 s, bounds within a factor 1.25): a p99 there "
+                 "cannot be told apart from the limit\n",
+                 r.max_p99_ms, res.Describe());
+    }
+  }
   const gateway::RouteSpec next = gateway::RouteAtWeight(*route, r.from, r.to, r.steps[0]);
   if (Status s = Write(c, *read, o.route, r.ToJson(), gateway::RouteToJson(next)); !s.ok()) {
     fmt::print(stderr, "dais ctl rollout start: {}\n", s.message());
@@ -147,13 +159,25 @@ int Rollback(etcd::Client& c, const RolloutCliOptions& o) {
   }
   auto r = gateway::RolloutFromJson(read->rollout);
   auto route = gateway::ParseRoute(read->route);
-  if (!r.ok() || !route.ok()) {
-    fmt::print(stderr, "dais ctl rollback: no rollout of '{}' to roll back\n", o.route);
+  if (read->route.empty() || !route.ok()) {
+    fmt::print(stderr, "dais ctl rollback: no route '{}'\n", o.route);
     return 2;
   }
-  if (r->state != "running" && r->state != "promoted") {
-    fmt::print(stderr, "dais ctl rollback: the rollout of {} is already {}\n", o.route, r->state);
-    return 2;
+  if (!r.ok() || (r->state != "running" && r->state != "promoted")) {
+    // No rollout to end: all traffic to the route's stable version, as the help says.
+    if (route->stable < 0) {
+      fmt::print(stderr, "dais ctl rollback: route '{}' names no stable version\n", o.route);
+      return 2;
+    }
+    gateway::RouteSpec back = *route;
+    back.versions = {{route->stable, 100}};
+    if (Status s = Write(c, *read, o.route, "", gateway::RouteToJson(back)); !s.ok()) {
+      fmt::print(stderr, "dais ctl rollback: {}\n", s.message());
+      return 1;
+    }
+    fmt::print("{}: all traffic on the stable v{} (no rollout in progress)\n", o.route,
+               route->stable);
+    return 0;
   }
   r->history.push_back({r->step, r->steps[static_cast<size_t>(r->step)], 0, 0, 0,
                         "rolled back by dais ctl", NowMs()});
@@ -175,18 +199,30 @@ int Status_(etcd::Client& c, const RolloutCliOptions& o) {
     fmt::print(stderr, "dais ctl rollout status: no rollout of '{}'\n", o.route);
     return 2;
   }
+  std::string p99 = "p99 unchecked";
+  if (r->max_p99_ms > 0) {
+    const gateway::LimitResolution res = gateway::ResolveP99Limit(r->max_p99_ms);
+    p99 = fmt::format("p99 {:g} ms ({}{})", r->max_p99_ms, res.Describe(),
+                      res.resolved ? "" : ": not resolved by the gateways' buckets");
+  }
   fmt::print(
       "route {}: v{} -> v{}, {}; step {} of {} ({} %), interval {} ms, limits: errors "
-      "{:.2f} %, p99 {} ms\n",
+      "{:.2f} %, {}\n",
       r->route, r->from, r->to, r->state, r->step + 1, r->steps.size(),
-      r->steps[static_cast<size_t>(r->step)], r->interval_ms, r->max_error_rate * 100,
-      r->max_p99_ms > 0 ? fmt::format("{:g}", r->max_p99_ms) : "unchecked");
-  if (!r->reason.empty()) fmt::print("reason: {}\n", r->reason);
-  fmt::print("{:<6} {:>7} {:>9} {:>9} {:>9}  {}\n", "STEP", "WEIGHT", "REQUESTS", "ERRORS",
-             "P99 MS", "DECISION");
+      r->steps[static_cast<size_t>(r->step)], r->interval_ms, r->max_error_rate * 100, p99);
+  // A p99 is known only to its latency bucket: the gateway's analysis reads the bucket's upper
+  // bound, Prometheus interpolates inside it. BUCKET shows which one held it.
+  fmt::print("{:<6} {:>7} {:>9} {:>9} {:>9} {:>16}  {}\n", "STEP", "WEIGHT", "REQUESTS", "ERRORS",
+             "P99 MS", "P99 BUCKET MS", "DECISION");
   for (const auto& h : r->history) {
-    fmt::print("{:<6} {:>6}% {:>9} {:>8.2f}% {:>9.1f}  {}\n", h.step + 1, h.weight, h.requests,
-               h.error_rate * 100, h.p99_ms, h.decision);
+    std::string bucket = "-";
+    if (h.requests > 0 && h.p99_ms > 0) {
+      const gateway::LimitResolution b = gateway::ResolveP99Limit(h.p99_ms);
+      bucket = std::isinf(b.upper_ms) ? fmt::format("({:g}, +Inf)", b.lower_ms)
+                                      : fmt::format("({:g}, {:g}]", b.lower_ms, b.upper_ms);
+    }
+    fmt::print("{:<6} {:>6}% {:>9} {:>8.2f}% {:>9.1f} {:>16}  {}\n", h.step + 1, h.weight,
+               h.requests, h.error_rate * 100, h.p99_ms, bucket, h.decision);
   }
   return 0;
 }

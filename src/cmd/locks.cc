@@ -3,7 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/logging.h"
-#include "coord/lock_service.h"
+#include "locks/lock_service.h"
 #include "fmt/format.h"
 
 namespace dais::cmd {
@@ -41,11 +41,11 @@ int Fail(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-void PrintLocks(const std::vector<coord::LockInfo>& locks) {
+void PrintLocks(const std::vector<locks::LockInfo>& locks) {
   fmt::print("{:<20} {:<8} {:<32} {:<36} {:>18} {:>9}\n", "model", "level", "lock", "owner",
              "token", "ttl_ms");
   for (const auto& l : locks) {
-    fmt::print("{:<20} {:<8} {:<32} {:<36} {:>18} {:>9}\n", l.model, coord::LockLevelName(l.level),
+    fmt::print("{:<20} {:<8} {:<32} {:<36} {:>18} {:>9}\n", l.model, locks::LockLevelName(l.level),
                l.name, l.owner.empty() ? "-" : l.owner, l.token, l.ttl.count());
   }
 }
@@ -62,17 +62,17 @@ int RunLocks(CLI::App* cmd, const LocksCliOptions& o) {
   }
   redis::Client* c = client->get();
   if (sub == "list") {
-    auto locks = coord::List(c, o.model);
+    auto locks = locks::List(c, o.model);
     if (!locks.ok()) return Fail(locks.status());
     PrintLocks(*locks);
     return 0;
   }
   if (sub == "inspect") {
-    auto st = coord::Inspect(c, o.model);
+    auto st = locks::Inspect(c, o.model);
     if (!st.ok()) return Fail(st.status());
     fmt::print("model {}: fence {} (the last fencing token issued), {} waiter(s)\n", st->model,
                st->fence, st->waiters);
-    std::vector<coord::LockInfo> all;
+    std::vector<locks::LockInfo> all;
     if (st->model_lock) all.push_back(*st->model_lock);
     all.insert(all.end(), st->sub_locks.begin(), st->sub_locks.end());
     PrintLocks(all);
@@ -85,17 +85,17 @@ int RunLocks(CLI::App* cmd, const LocksCliOptions& o) {
         "breaking a lock overrides its holder: add --force if you mean it (the holder learns "
         "it at its next renewal; its late effects are rejected by fencing)"));
   }
-  StatusOr<std::vector<coord::LockInfo>> removed = InvalidArgument("give --level or --all");
+  StatusOr<std::vector<locks::LockInfo>> removed = InvalidArgument("give --level or --all");
   if (o.all) {
-    removed = coord::BreakModel(c, o.model);
+    removed = locks::BreakModel(c, o.model);
   } else if (o.level == "model") {
-    removed = coord::Break(c, coord::LockResource::Model(o.model));
+    removed = locks::Break(c, locks::LockResource::Model(o.model));
   } else if (o.level == "version") {
     if (o.version.empty()) return Fail(InvalidArgument("--level version needs --version"));
-    removed = coord::Break(c, coord::LockResource::Version(o.model, o.version, o.node));
+    removed = locks::Break(c, locks::LockResource::Version(o.model, o.version, o.node));
   } else if (o.level == "node") {
     if (o.node.empty()) return Fail(InvalidArgument("--level node needs --node"));
-    removed = coord::Break(c, coord::LockResource::Node(o.model, o.node));
+    removed = locks::Break(c, locks::LockResource::Node(o.model, o.node));
   }
   if (!removed.ok()) return Fail(removed.status());
   LOG_WARNING("dais locks break --model {}: removed {} lock(s) by operator request", o.model,

@@ -1,4 +1,4 @@
-// `dais locks list|inspect|break`: operator tools for the lock service (src/coord).
+// `dais locks list|inspect|break`: operator tools for the lock service (src/locks).
 #pragma once
 
 #include <string>

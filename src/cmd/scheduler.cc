@@ -16,13 +16,13 @@
 #endif
 #include "frontends/http/http_server.h"
 #include "metrics/registry.h"
-#include "scheduler/simulator.h"
-#include "scheduler/trace.h"
+#include "placement/simulator.h"
+#include "placement/trace.h"
 
 namespace dais::cmd {
 namespace {
 
-void PrintResult(const scheduler::SimulationResult& r) {
+void PrintResult(const placement::SimulationResult& r) {
   fmt::print(
       "\npolicy {}: {:.0f} GPUs; {} decisions, {:.0f} placements/s, decision p50 {:.0f} µs, "
       "p99 {:.0f} µs\n",
@@ -32,21 +32,21 @@ void PrintResult(const scheduler::SimulationResult& r) {
   fmt::print(
       "| arrived | GPU allocation | unallocated GPUs | fragmented GPUs | tasks | failed |\n");
   fmt::print("|---:|---:|---:|---:|---:|---:|\n");
-  for (const scheduler::SimulationPoint& p : r.checkpoints) {
+  for (const placement::SimulationPoint& p : r.checkpoints) {
     fmt::print("| {:.0f} % | {:.1f} % | {:.1f} | {:.1f} | {} | {} |\n", p.arrived * 100,
                p.allocated_ratio * 100, p.unallocated_gpus, p.fragmented_gpus, p.tasks_arrived,
                p.tasks_failed);
   }
 }
 
-std::string ResultJson(const scheduler::SimulationResult& r) {
+std::string ResultJson(const placement::SimulationResult& r) {
   std::string out = fmt::format(
       "{{\"policy\":\"{}\",\"gpu_capacity\":{},\"decisions\":{},\"decision_seconds\":{},"
       "\"decision_p50_us\":{},\"decision_p99_us\":{},\"checkpoints\":[",
       r.policy, r.gpu_capacity, r.decisions, r.decision_seconds, r.decision_p50_us,
       r.decision_p99_us);
   for (size_t i = 0; i < r.checkpoints.size(); ++i) {
-    const scheduler::SimulationPoint& p = r.checkpoints[i];
+    const placement::SimulationPoint& p = r.checkpoints[i];
     out += fmt::format(
         "{}{{\"arrived\":{},\"allocated_ratio\":{},\"unallocated_gpus\":{},"
         "\"fragmented_gpus\":{},\"tasks\":{},\"failed\":{}}}",
@@ -57,17 +57,17 @@ std::string ResultJson(const scheduler::SimulationResult& r) {
 }
 
 int Simulate(const SchedulerCliOptions& o) {
-  auto nodes = scheduler::ReadNodeList(o.nodes);
+  auto nodes = placement::ReadNodeList(o.nodes);
   if (!nodes.ok()) {
     fmt::print(stderr, "scheduler simulate: {}\n", nodes.status().message());
     return 2;
   }
-  auto tasks = scheduler::ReadTaskList(o.pods);
+  auto tasks = placement::ReadTaskList(o.pods);
   if (!tasks.ok()) {
     fmt::print(stderr, "scheduler simulate: {}\n", tasks.status().message());
     return 2;
   }
-  const scheduler::Workload workload = scheduler::Workload::FromTasks(*tasks);
+  const placement::Workload workload = placement::Workload::FromTasks(*tasks);
   fmt::print("{} nodes from {}, {} tasks from {}, {} task classes in the workload\n", nodes->size(),
              o.nodes, tasks->size(), o.pods, workload.classes.size());
   std::ofstream csv;
@@ -79,24 +79,24 @@ int Simulate(const SchedulerCliOptions& o) {
     }
     csv << "policy,arrived,allocated_ratio,unallocated_gpus,fragmented_gpus,tasks,failed\n";
   }
-  scheduler::SimulationOptions so;
+  placement::SimulationOptions so;
   so.seed = o.seed;
   so.stop_at = o.stop_at;
   std::string json = "[";
   for (const std::string& name : o.policies) {
-    auto policy = scheduler::MakePolicy(name, workload);
+    auto policy = placement::MakePolicy(name, workload);
     if (!policy.ok()) {
       fmt::print(stderr, "scheduler simulate: {}\n", policy.status().message());
       return 2;
     }
-    auto r = scheduler::Simulate(*nodes, *tasks, **policy, workload, so);
+    auto r = placement::Simulate(*nodes, *tasks, **policy, workload, so);
     if (!r.ok()) {
       fmt::print(stderr, "scheduler simulate: {}\n", r.status().message());
       return 2;
     }
     PrintResult(*r);
     json += (json.size() > 1 ? "," : "") + ResultJson(*r);
-    for (const scheduler::SimulationPoint& p : r->curve) {
+    for (const placement::SimulationPoint& p : r->curve) {
       if (csv.is_open()) {
         csv << fmt::format("{},{:.4f},{:.4f},{:.2f},{:.2f},{},{}\n", r->policy, p.arrived,
                            p.allocated_ratio, p.unallocated_gpus, p.fragmented_gpus,

@@ -4,16 +4,16 @@
 
 #include "cmd/serve.h"
 #include "common/logging.h"
-#include "control/load_coordinator.h"
-#include "coord/lock_service.h"
+#include "locks/load_coordinator.h"
+#include "locks/lock_service.h"
 #include "redis/client.h"
 
 namespace dais::cmd {
 
 struct CoordinationRuntime::Impl {
   std::unique_ptr<redis::Client> client;
-  std::unique_ptr<coord::LockService> locks;
-  std::unique_ptr<control::LockLoadCoordinator> coordinator;
+  std::unique_ptr<locks::LockService> locks;
+  std::unique_ptr<locks::LockLoadCoordinator> coordinator;
 };
 
 StatusOr<std::unique_ptr<CoordinationRuntime>> CoordinationRuntime::Create(
@@ -33,23 +33,23 @@ StatusOr<std::unique_ptr<CoordinationRuntime>> CoordinationRuntime::Create(
   std::unique_ptr<CoordinationRuntime> rt(new CoordinationRuntime());
   rt->impl_ = std::make_unique<Impl>();
   ASSIGN_OR_RETURN(rt->impl_->client, ConnectRedis(redis_flags));
-  coord::LockServiceOptions lo;
+  locks::LockServiceOptions lo;
   lo.node_id = node_id;
   lo.lease = std::chrono::milliseconds(o.lock_lease_ms);
   lo.wait_replicas = o.lock_wait_replicas;
-  ASSIGN_OR_RETURN(rt->impl_->locks, coord::LockService::Create(rt->impl_->client.get(), lo));
+  ASSIGN_OR_RETURN(rt->impl_->locks, locks::LockService::Create(rt->impl_->client.get(), lo));
   // A node id that cannot name a lock would fail every load: refuse it at start.
-  if (Status s = coord::ValidateResource(coord::LockResource::Node("model", node_id)); !s.ok()) {
+  if (Status s = locks::ValidateResource(locks::LockResource::Node("model", node_id)); !s.ok()) {
     return InvalidArgument("--node-id '" + node_id + "' cannot name a lock: " + s.message());
   }
   // A load waits for its lock at most one poll interval (at least 5 s): a lock held elsewhere
   // (an operator's MODEL lock, the global lock) never holds the whole poll up for long; the next
   // poll tries again.
   auto wait = std::chrono::seconds(std::max(5, o.repository_poll_secs));
-  rt->impl_->coordinator = std::make_unique<control::LockLoadCoordinator>(
+  rt->impl_->coordinator = std::make_unique<locks::LockLoadCoordinator>(
       rt->impl_->locks.get(),
-      policy == "global" ? control::CoordinationPolicy::kGlobal
-                         : control::CoordinationPolicy::kHierarchy,
+      policy == "global" ? locks::CoordinationPolicy::kGlobal
+                         : locks::CoordinationPolicy::kHierarchy,
       node_id, wait);
   // Lock keys must not be evicted (docs/locks.md).
   auto mp = rt->impl_->client->Run({"", {"CONFIG", "GET", "maxmemory-policy"}});

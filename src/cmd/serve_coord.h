@@ -1,5 +1,5 @@
 // Wiring of the fleet coordination into `dais serve`: a Redis client for the lock service, the
-// lock service, and the load coordinator given to the model manager (src/control).
+// lock service, and the load coordinator given to the model manager (src/locks/load_coordinator.h).
 #pragma once
 
 #include <memory>

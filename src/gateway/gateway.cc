@@ -357,6 +357,7 @@ void Gateway::Impl::OnAnswer(CallPtr call, const std::string& node, UpstreamResu
   Response r;
   r.status = status;
   r.body = std::move(result.response.body);
+  r.compressible = call->suffix == "/infer";  // as a node (and Triton): inference answers only
   for (auto& [k, val] : result.response.headers) {
     if (k == "content-type") {
       r.content_type = std::move(val);
@@ -554,8 +555,10 @@ void Gateway::Handle(Request request, Responder respond) {
                        : Error(503, "the gateway has not seen the cluster in etcd yet"));
   }
   if (request.method == "GET" && request.path == "/metrics") {
-    return respond(Response{
-        200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(), {}});
+    Response r{200, "text/plain; version=0.0.4; charset=utf-8",
+               metrics::Registry::Global().Expose(), {}};
+    r.compressible = true;
+    return respond(std::move(r));
   }
   std::optional<ModelPath> path = ParseModelPath(request.path);
   if (!path) {

@@ -13,7 +13,7 @@ GatewayMetrics& GatewayMetrics::Get() {
             {"route", "version", "tenant", "code"}),
         r.AddHistogram("dais_gateway_request_duration_seconds",
                        "Time from a request's arrival to its answer, retries included.",
-                       {"route", "version"}, metrics::LatencyBuckets()),
+                       {"route", "version"}, metrics::FineLatencyBuckets()),
         r.AddCounter(
             "dais_gateway_upstream_requests_total",
             "Tries sent to nodes, by outcome (ok, http_5xx, grpc_error, connect_failed, timeout, "

@@ -47,7 +47,7 @@ std::string Base64UrlEncode(std::string_view in);
 // The verification keys of one JWKS document, by kid.
 class Jwks {
  public:
-  struct Key;  // An algorithm and its OpenSSL key or HMAC secret (jwt.cc).
+  struct Key;  // An algorithm and its OpenSSL key or HMAC secret (jwks.cc).
 
   // Parses {"keys": [...]}. Every key needs "kid" (unique) and "alg" (HS256, RS256 or ES256, of
   // the matching "kty"); "use", when present, must be "sig"; RSA and EC keys must not carry

@@ -10,6 +10,7 @@
 
 #include "common/json.h"
 #include "fmt/format.h"
+#include "metrics/registry.h"
 
 namespace dais::gateway {
 namespace {
@@ -291,6 +292,43 @@ Scrape DeltaScrape(const Scrape& before, const Scrape& after) {
     }
   }
   return out;
+}
+
+LimitResolution ResolveP99Limit(double limit_ms) {
+  static const std::vector<double> kBounds = metrics::FineLatencyBuckets();
+  return ResolveP99Limit(limit_ms, kBounds);
+}
+
+LimitResolution ResolveP99Limit(double limit_ms, const std::vector<double>& bounds_seconds) {
+  LimitResolution r;
+  constexpr double kRelativeEpsilon = 1e-9;  // 25 ms is the bound 0.025 s
+  double lower = 0;
+  for (double b : bounds_seconds) {
+    const double ms = b * 1000.0;
+    if (std::abs(ms - limit_ms) <= kRelativeEpsilon * ms) {
+      r.lower_ms = lower;
+      r.upper_ms = ms;
+      r.exact = r.resolved = true;
+      return r;
+    }
+    if (ms > limit_ms) {
+      r.lower_ms = lower;
+      r.upper_ms = ms;
+      r.resolved = lower > 0 && ms <= 1.25 * lower * (1 + kRelativeEpsilon);
+      return r;
+    }
+    lower = ms;
+  }
+  r.lower_ms = lower;
+  r.upper_ms = std::numeric_limits<double>::infinity();
+  return r;
+}
+
+std::string LimitResolution::Describe() const {
+  if (exact) return "a bucket bound";
+  if (std::isinf(upper_ms)) return fmt::format("above the last bucket bound ({:g} ms)", lower_ms);
+  if (lower_ms <= 0) return fmt::format("below the first bucket bound ({:g} ms)", upper_ms);
+  return fmt::format("between the bucket bounds {:g} and {:g} ms", lower_ms, upper_ms);
 }
 
 Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms) {

@@ -88,6 +88,23 @@ Figures Delta(const Scrape& before, const Scrape& after, const std::string& rout
 // Prometheus's increase() takes it.
 Scrape DeltaScrape(const Scrape& before, const Scrape& after);
 
+// How finely the gateways' latency buckets (dais_gateway_request_duration_seconds, FineLatency-
+// Buckets) resolve a p99 limit. The gateway's own analysis reads a p99 as the upper bound of its
+// bucket and Prometheus's histogram_quantile interpolates inside it, so a limit is judged exactly
+// only when it is a bucket bound; inside a bucket (lower, upper] every p99 in that bucket reads
+// the same. `resolved` is false when the limit lies outside the buckets' range (below the first
+// bound or above the last) or in a bucket wider than a factor of 1.25.
+struct LimitResolution {
+  double lower_ms = 0;  // the bucket holding the limit: (lower_ms, upper_ms]
+  double upper_ms = 0;  // +Inf above the last bound
+  bool exact = false;   // the limit is a bound
+  bool resolved = false;
+  // "a bucket bound", "between the bounds 25 and 30 ms", "above the last bound (10000 ms)".
+  std::string Describe() const;
+};
+LimitResolution ResolveP99Limit(double limit_ms);
+LimitResolution ResolveP99Limit(double limit_ms, const std::vector<double>& bounds_seconds);
+
 struct Decision {
   enum Kind { kWait, kNext, kPromote, kRollBack } kind = kWait;
   std::string reason;

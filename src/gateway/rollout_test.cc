@@ -115,5 +115,25 @@ TEST(RolloutTest, JsonRoundTripAndValidation) {
   EXPECT_NE(ValidateRollout(r).message().find("already the stable"), std::string::npos);
 }
 
+// Issue 31: a 25 ms limit between the old bounds 10 and 25 ms; now every limit in 0.1 ms .. 10 s
+// is resolved to within a factor 1.25, and the round ones exactly.
+TEST(RolloutTest, P99LimitResolution) {
+  LimitResolution exact = ResolveP99Limit(25);
+  EXPECT_TRUE(exact.exact && exact.resolved);
+  EXPECT_EQ(exact.upper_ms, 25);
+  EXPECT_EQ(exact.Describe(), "a bucket bound");
+  LimitResolution between = ResolveP99Limit(27);
+  EXPECT_TRUE(between.resolved && !between.exact);
+  EXPECT_EQ(between.lower_ms, 25);
+  EXPECT_EQ(between.upper_ms, 30);
+  EXPECT_EQ(between.Describe(), "between the bucket bounds 25 and 30 ms");
+  EXPECT_FALSE(ResolveP99Limit(0.05).resolved);
+  EXPECT_EQ(ResolveP99Limit(0.05).Describe(), "below the first bucket bound (0.1 ms)");
+  EXPECT_FALSE(ResolveP99Limit(20000).resolved);
+  EXPECT_EQ(ResolveP99Limit(20000).Describe(), "above the last bucket bound (10000 ms)");
+  // The old layout could not resolve 20 ms: between 10 and 25 ms.
+  EXPECT_FALSE(ResolveP99Limit(20, {0.005, 0.01, 0.025, 0.05}).resolved);
+}
+
 }  // namespace
 }  // namespace dais::gateway

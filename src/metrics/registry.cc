@@ -165,6 +165,17 @@ std::vector<double> LatencyBuckets() {
           50e-3, 100e-3, 250e-3, 500e-3, 1.0,  2.5,    5.0,  10.0};
 }
 
+std::vector<double> FineLatencyBuckets() {
+  static constexpr double kMantissas[] = {1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8};
+  std::vector<double> out;
+  // m / 10^k: both exact, so each bound is the double nearest its decimal spelling (0.0025).
+  for (double divisor : {1e4, 1e3, 1e2, 1e1, 1.0}) {
+    for (double m : kMantissas) out.push_back(m / divisor);
+  }
+  out.push_back(10.0);
+  return out;
+}
+
 std::vector<double> PowerOfTwoBuckets(double max) {
   std::vector<double> out;
   for (double b = 1; b <= max; b *= 2) out.push_back(b);

@@ -64,6 +64,11 @@ class Histogram {
 
 // Buckets for latencies in seconds: 50us .. 10s.
 std::vector<double> LatencyBuckets();
+// Finer buckets for latencies that are judged against a limit (a rollout's p99): 100us .. 10s,
+// 13 a decade (1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8 times a power of ten), so that
+// adjacent bounds are within a factor of 1.25 and the round figures people set as limits (1, 2,
+// 2.5, 5, 10, 25, 50, 100, 250 ms...) are bounds themselves. 66 bounds.
+std::vector<double> FineLatencyBuckets();
 // 1, 2, 4, ... up to `max` (inclusive if a power of two).
 std::vector<double> PowerOfTwoBuckets(double max);
 

@@ -76,6 +76,22 @@ TEST(BucketsTest, Latency) {
   EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
 }
 
+// Issue 31: a rollout's p99 limit must be resolvable by the gateway's buckets (a 25 ms limit
+// between bounds 10 and 25 ms let Prometheus interpolate a slow canary to 24.85 ms).
+TEST(BucketsTest, FineLatencyIsWithinAFactorOf125AndHasRoundLimits) {
+  std::vector<double> b = FineLatencyBuckets();
+  ASSERT_EQ(b.size(), 66u);
+  EXPECT_EQ(b.front(), 100e-6);
+  EXPECT_EQ(b.back(), 10.0);
+  for (size_t i = 1; i < b.size(); ++i) {
+    EXPECT_GT(b[i], b[i - 1]);
+    EXPECT_LE(b[i] / b[i - 1], 1.25 + 1e-12) << "between " << b[i - 1] << " and " << b[i];
+  }
+  for (double limit : {1e-3, 2e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0}) {
+    EXPECT_TRUE(std::find(b.begin(), b.end(), limit) != b.end()) << limit;
+  }
+}
+
 TEST(BucketsTest, PowerOfTwo) {
   EXPECT_EQ(PowerOfTwoBuckets(8), (std::vector<double>{1, 2, 4, 8}));
   EXPECT_EQ(PowerOfTwoBuckets(10), (std::vector<double>{1, 2, 4, 8}));

@@ -1,4 +1,4 @@
-// Seam between the model manager and a fleet-wide coordinator (control::LockLoadCoordinator: the
+// Seam between the model manager and a fleet-wide coordinator (locks::LockLoadCoordinator: the
 // lock hierarchy on Redis). Before a version is loaded the manager asks for a permit; the
 // permit's fencing token guards the switch of unversioned traffic to the new version: the
 // manager remembers the highest token it applied per model and refuses a lower one, and refuses

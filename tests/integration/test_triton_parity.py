@@ -512,3 +512,34 @@ def test_docs_flag_table(dais_bin):
             assert support in ("supported", "differs", "absent"), (flag, support)
             assert (flag in offered) == (support != "absent"), (doc, flag, support)
     assert len(seen) > 80
+
+
+# What tritonclient.http.aio sends: aiohttp always adds "Accept-Encoding: gzip, deflate" and the
+# client reads the body with auto_decompress=False, so a compressed metadata answer broke it
+# (UnicodeDecodeError in get_model_config / get_inference_statistics). Issue 31.
+AIOHTTP_HEADERS = {"Host": "127.0.0.1", "Accept": "*/*", "Accept-Encoding": "gzip, deflate",
+                   "User-Agent": "Python/3.11 aiohttp/3.8.4"}
+
+
+def test_only_inference_metrics_and_feast_answers_are_compressed(psrv, kv):
+    """Triton compresses inference answers only; config, statistics, metadata and the repository
+    index come back plain whatever the Accept-Encoding (and /metrics stays compressed)."""
+    sizes = {}
+    for method, path in [("GET", "/v2/models/mlp_small/config"), ("GET", "/v2/models/stats"),
+                         ("GET", "/v2/models/mlp_small/stats"), ("GET", "/v2/models/mlp_small"),
+                         ("GET", "/v2"), ("POST", "/v2/repository/index")]:
+        st, h, out = raw_request(psrv.http_port, method, path, b"", AIOHTTP_HEADERS)
+        assert st == 200, (path, out[:200])
+        assert "content-encoding" not in h, (path, h)
+        json.loads(out.decode("utf-8"))  # what the aio client does
+        sizes[path] = len(out)
+    # The case that broke: answers over the compression threshold (1 KiB).
+    assert max(sizes.values()) >= 1024, sizes
+    body = json.dumps(kv.infer_body({"INPUT__0": np.zeros((64, 16), np.float32)})).encode()
+    st, h, out = raw_request(psrv.http_port, "POST", "/v2/models/mlp_small/infer", body,
+                             {**AIOHTTP_HEADERS, "Content-Type": "application/json"})
+    assert st == 200 and h.get("content-encoding") == "gzip", h
+    assert json.loads(gzip.decompress(out))["outputs"]
+    st, h, out = raw_request(psrv.http_port, "GET", "/metrics", b"", AIOHTTP_HEADERS)
+    assert st == 200 and h.get("content-encoding") == "gzip", h
+    assert b"dais_" in gzip.decompress(out)

@@ -324,7 +324,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (!r.content_type.empty()) res->set(bhttp::field::content_type, r.content_type);
     for (auto& [k, v] : r.headers) res->set(k, v);
     res->keep_alive(keep_alive_);
-    if (r.body.size() >= options_.compress_min_bytes) {
+    if (r.compressible && r.body.size() >= options_.compress_min_bytes) {
       res->set(bhttp::field::vary, "Accept-Encoding");
       if (answer_coding_) {
         std::string packed = Deflate(r.body, *answer_coding_);

@@ -42,6 +42,11 @@ struct Response {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // May be compressed by Accept-Encoding (ServerOptions::compress_min_bytes). Set only on answers
+  // whose clients decompress: inference results (as Triton does), /metrics and the Feast API.
+  // Triton's other endpoints (metadata, config, statistics, repository) are never compressed:
+  // tritonclient.http.aio reads them with aiohttp's auto_decompress=False and would get gzip.
+  bool compressible = false;
 };
 
 using Responder = std::function<void(Response)>;
@@ -56,8 +61,8 @@ struct ServerOptions : EndpointOptions {
   // A JSON body (or the JSON header of a binary one) nested deeper is refused with 400 as it
   // arrives. The handler's parsers apply the same limit.
   int max_json_depth = 100;
-  // Answers at least this long are compressed when the request's Accept-Encoding allows gzip
-  // or deflate.
+  // Compressible answers (Response::compressible) at least this long are compressed when the
+  // request's Accept-Encoding allows gzip or deflate.
   uint64_t compress_min_bytes = 1024;
   std::string listener = "http";  // names the connections in the metrics
   // A connection waiting this long for (the rest of) a request is closed.

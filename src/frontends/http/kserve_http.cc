@@ -176,6 +176,7 @@ Response InferResponse(const runtime::InferenceResponse& response) {
   EncodedResponse enc = SerializeInferResponse(response);
   Response r;
   r.body = std::move(enc.body);
+  r.compressible = true;
   if (enc.header_length > 0) {
     r.content_type = "application/octet-stream";
     r.headers.emplace_back("Inference-Header-Content-Length", std::to_string(enc.header_length));
@@ -308,8 +309,10 @@ void KServeHttp::AddModelRoute(const std::string& method, const std::string& suf
 }
 
 void KServeHttp::Metrics(Responder& respond) {
-  respond(Response{
-      200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(), {}});
+  Response r{200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(),
+             {}};
+  r.compressible = true;
+  respond(std::move(r));
 }
 
 void KServeHttp::Health(Responder& respond) {
@@ -463,7 +466,10 @@ void KServeHttp::Features(Request& request, bool push, Responder& respond) {
   auto admitted = server_->Admit();
   if (!admitted.ok()) return respond(ErrorResponse(admitted.status()));
   auto reply = [respond, in_flight = *admitted](StatusOr<std::string> json) {
-    respond(json.ok() ? JsonResponse(200, std::move(*json)) : ErrorResponse(json.status()));
+    if (!json.ok()) return respond(ErrorResponse(json.status()));
+    Response r = JsonResponse(200, std::move(*json));
+    r.compressible = true;  // Feast clients decompress
+    respond(std::move(r));
   };
   if (push) return feast_->Push(request.body, std::move(reply));
   feast_->GetOnlineFeatures(request.body, std::move(reply));
