@@ -99,6 +99,11 @@ Status ClusterScheduler::Start() {
   if (options_.id.empty()) return InvalidArgument("--id is required");
   if (options_.lease_ttl_secs < 2) return InvalidArgument("--lease-ttl-secs must be at least 2");
   RETURN_IF_ERROR(placement::MakePolicy(options_.policy, {}).status());
+  // Every replica exposes the metrics from the start (a standby: leader 0, counters at 0), so an
+  // alert on "no leader" sees the standbys' zeros (docs/cluster.md).
+  SchedulerMetrics& metrics = SchedulerMetrics::Get();
+  metrics.leader.Set(0);
+  metrics.placements.Get({options_.policy});
   ASSIGN_OR_RETURN(client_, etcd::Client::Create({options_.etcd_endpoints}));
   Watch(kNodesPrefix, &nodes_);
   Watch("/dais/deployments/", &deployments_);

@@ -189,8 +189,12 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
     auto num = [&d](const char* k) {
       return d.HasMember(k) && d[k].IsNumber() ? fmt::format("{:g}", d[k].GetDouble()) : "";
     };
-    return {Str(d, "name"), models.empty() ? "(all)" : models, num("requests_per_second"),
-            num("burst")};
+    // No rate (0 or absent) is no limit: the bucket's burst means nothing then.
+    const bool limited = d.HasMember("requests_per_second") &&
+                         d["requests_per_second"].IsNumber() &&
+                         d["requests_per_second"].GetDouble() > 0;
+    return {Str(d, "name"), models.empty() ? "(all)" : models,
+            limited ? num("requests_per_second") : "unlimited", limited ? num("burst") : "-"};
   }
   if (what == "events") {
     const int64_t ms =

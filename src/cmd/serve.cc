@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "cmd/load_check_process.h"
@@ -462,6 +463,18 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   auto restrictions = Frontends::ParseRestrictions(o);
   if (!restrictions.ok()) {
     LOG_ERROR("{}", restrictions.status().message());
+    return 1;
+  }
+  for (const std::string& repo : o.model_repositories) {
+    std::error_code ec;
+    if (std::filesystem::exists(repo, ec)) continue;
+    // The README's first command on a clean checkout: the examples are generated, not committed.
+    const bool example = repo.find("examples/model_repository") != std::string::npos ||
+                         repo.find("examples/feature_repository") != std::string::npos;
+    LOG_ERROR("--model-repository {}: no such directory{}", repo,
+              example ? " (the example repositories are generated: run scripts/gen_examples.sh, "
+                        "or scripts/demo.sh, which also builds and tries them)"
+                      : "");
     return 1;
   }
   const runtime::ManagerOptions mo = ManagerOptionsFrom(o);

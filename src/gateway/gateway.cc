@@ -172,7 +172,15 @@ void Gateway::Impl::Rebuild(const std::function<void()>& change) {
   }
 }
 
-std::optional<Response> Gateway::Impl::Authenticate(std::string_view header, std::string* tenant) {
+std::optional<Response> Gateway::Impl::Authenticate(size_t authorization_count,
+                                                    std::string_view header, std::string* tenant) {
+  if (authorization_count > 1) {
+    // Two credentials: a proxy and a backend could each read a different one. Refused whether or
+    // not authentication is on (RFC 9110 §5.3: Authorization is not a list).
+    GatewayMetrics::Get().auth_failures.Get({"ambiguous"}).Increment();
+    return Error(400, "the Authorization header came " + std::to_string(authorization_count) +
+                          " times: send one");
+  }
   if (!jwks) {
     *tenant = "anonymous";
     return std::nullopt;
@@ -426,7 +434,11 @@ void Gateway::Impl::Record(const Call& call, int status, size_t response_bytes,
     for (const auto& v : call.route ? call.route->versions : std::vector<RouteSpec::Weighted>{}) {
       known_version = known_version || v.version == call.version;
     }
-    const std::string route_label = call.route != nullptr || !node.empty() ? call.alias : "-";
+    // A request refused before its route was resolved (401, 403, 429) still counts under its
+    // route when the alias is one.
+    const bool known_route = call.route != nullptr || !node.empty() ||
+                             (call.view ? call.view : Current())->routes.count(call.alias) > 0;
+    const std::string route_label = known_route ? call.alias : "-";
     const std::string version_label = known_version ? std::to_string(call.version) : "-";
     GatewayMetrics& m = GatewayMetrics::Get();
     m.requests.Get({route_label, version_label, call.tenant, std::to_string(status)}).Increment();
@@ -572,7 +584,11 @@ void Gateway::Handle(Request request, Responder respond) {
   call->alias = path->alias;
   call->suffix = path->suffix;
   call->respond = std::move(respond);
-  if (auto refused = g.Authenticate(request.Header("authorization"), &call->tenant)) {
+  const size_t authorizations = static_cast<size_t>(
+      std::count_if(request.headers.begin(), request.headers.end(),
+                    [](const auto& kv) { return kv.first == "authorization"; }));
+  if (auto refused =
+          g.Authenticate(authorizations, request.Header("authorization"), &call->tenant)) {
     call->tenant = call->tenant.empty() ? "-" : call->tenant;
     return g.Answer(call, std::move(*refused), "");
   }
@@ -608,6 +624,15 @@ std::optional<Response> Gateway::Impl::Resolve(Call* call, int64_t asked_version
   } else {
     call->model = call->alias;
     call->version = asked_version >= 0 ? asked_version : call->view->HighestReady(call->model);
+    if (call->version < 0 && snapshots.load() < 4) {
+      // Never reached etcd: nothing is known, so nothing can be said to be absent.
+      std::string endpoints;
+      for (const std::string& e : options.etcd_endpoints) {
+        endpoints += (endpoints.empty() ? "" : ",") + e;
+      }
+      return Error(503, "the gateway has not read the routes and instances from etcd (" +
+                            endpoints + ") yet: is etcd reachable?");
+    }
     if (call->version < 0) {
       return Error(404,
                    "no route '" + call->alias + "' and no READY instance of a model of that name");

@@ -3,6 +3,7 @@
 // admission, version choice, node choice and tries. Not a public header: include gateway.h.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -82,6 +83,12 @@ struct Gateway::Impl {
       return request.Header(name);
     }
     bool is_infer() const { return suffix == "/infer"; }
+    // How many times a request header (or gRPC metadata entry) came; lower-case name.
+    size_t HeaderCount(std::string_view name) const {
+      const auto& all = grpc ? grpc->metadata() : request.headers;
+      return static_cast<size_t>(std::count_if(
+          all.begin(), all.end(), [name](const auto& kv) { return kv.first == name; }));
+    }
   };
   using CallPtr = std::shared_ptr<Call>;
 
@@ -92,8 +99,10 @@ struct Gateway::Impl {
     MutexLock l(&mu);
     return view;
   }
-  // The tenant of a request with this Authorization value, or an answer refusing it (401).
-  std::optional<frontends::http::Response> Authenticate(std::string_view authorization,
+  // The tenant of a request with this Authorization value, or an answer refusing it (401; 400
+  // when the header came more than once: which one to verify would be a guess).
+  std::optional<frontends::http::Response> Authenticate(size_t authorization_count,
+                                                        std::string_view authorization,
                                                         std::string* tenant);
   // The tenant's models and token bucket: 403 / 429, or nullopt.
   std::optional<frontends::http::Response> Admit(const View& v, const std::string& tenant,

@@ -26,7 +26,9 @@ GatewayMetrics& GatewayMetrics::Get() {
                      {"route"}),
         r.AddCounter("dais_gateway_ejections_total", "Nodes ejected after consecutive failures.",
                      {"node"}),
-        r.AddCounter("dais_gateway_auth_failures_total", "Requests refused with 401, by reason.",
+        r.AddCounter("dais_gateway_auth_failures_total",
+                     "Requests refused with 401 (400 for reason ambiguous: several Authorization "
+                     "headers), by reason.",
                      {"reason"}),
         r.AddCounter("dais_gateway_rate_limited_total",
                      "Requests refused with 429 (the tenant's token bucket was empty).",

@@ -201,7 +201,8 @@ void HandleUnary(Gateway::Impl& g, const std::string& method, const std::string&
   StatusOr<ModelRef> ref = ReadModelRef(bytes);
   StatusOr<int64_t> asked = ref.ok() ? AskedVersion(ref->version) : StatusOr<int64_t>(-1);
   if (ref.ok()) call->alias = ref->name;
-  if (auto refused = g.Authenticate(call->Header("authorization"), &call->tenant)) {
+  if (auto refused = g.Authenticate(call->HeaderCount("authorization"),
+                                    call->Header("authorization"), &call->tenant)) {
     call->tenant = call->tenant.empty() ? "-" : call->tenant;
     return g.RefuseGrpc(call, *refused);
   }
@@ -284,7 +285,8 @@ class StreamProxy : public frontends::grpc::StreamHandler,
     g.in_flight.fetch_add(1);
     counted_ = true;
     call_->alias = ref.name;
-    if (auto refused = g.Authenticate(call_->Header("authorization"), &call_->tenant)) {
+    if (auto refused = g.Authenticate(call_->HeaderCount("authorization"),
+                                      call_->Header("authorization"), &call_->tenant)) {
       End(frontends::grpc::CodeOfHttpStatus(refused->status), ErrorMessage(*refused));
       return false;
     }

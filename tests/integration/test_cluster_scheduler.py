@@ -166,3 +166,26 @@ def test_one_etcd_member_killed_does_not_stop_the_cluster(etcd_cluster, start_se
         assert len(etcd_cluster.get_prefix("/dais/nodes/")) == 2, "membership held"
     finally:
         sched.stop()
+
+
+def test_a_standby_scheduler_publishes_its_metrics(etcd_server, dais_bin, tmp_path):
+    """Issue 31: a standby served no dais_scheduler_* series until it had led once; alerts on
+    "no leader" need the standbys' zeros."""
+    import requests
+    schedulers = [Scheduler(dais_bin, etcd_server, f"m{i}", tmp_path, "--metrics-port", "0")
+                  for i in (1, 2)]
+    try:
+        who = wait_for(lambda: leader(etcd_server), 20, "a leader")
+        standby = next(s for s in schedulers if s.name != who)
+        port = standby.metrics_port()
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        lines = text.splitlines()
+        assert "dais_scheduler_leader 0" in lines, text
+        assert 'dais_scheduler_placements_total{policy="dais"} 0' in lines, text
+        assert "dais_scheduler_pending_instances 0" in lines, text
+        active = next(s for s in schedulers if s.name == who)
+        text = requests.get(f"http://127.0.0.1:{active.metrics_port()}/metrics", timeout=5).text
+        assert "dais_scheduler_leader 1" in text.splitlines(), text
+    finally:
+        for s in schedulers:
+            s.stop()

@@ -230,8 +230,31 @@ def test_jwt_authentication_tenants_and_limits(two_versions, etcd_server, gatewa
     assert 429 in codes and codes.count(200) <= 7, codes
     limited = next(r for r in (call(hs) for _ in range(5)) if r.status_code == 429)
     assert int(limited.headers["retry-after"]) >= 1
-    assert 'dais_gateway_rate_limited_total{tenant="shop"}' in requests.get(
-        g.url + "/metrics", timeout=5).text
+    metrics = requests.get(g.url + "/metrics", timeout=5).text
+    assert 'dais_gateway_rate_limited_total{tenant="shop"}' in metrics
+    # Issue 31: refusals of a known alias count under that route, not route="-".
+    assert 'dais_gateway_requests_total{route="ranker",version="-",tenant="shop",code="429"}' \
+        in metrics, [m for m in metrics.splitlines() if "code=\"429\"" in m]
+    # Issue 31: two Authorization headers are ambiguous (400), not use-first.
+    import http.client
+    conn = http.client.HTTPConnection(g.url.split("//")[1], timeout=5)
+    conn.putrequest("POST", "/v2/models/ranker/infer")
+    conn.putheader("Authorization", f"Bearer {hs}")
+    conn.putheader("Authorization", "Bearer forged")
+    payload = json.dumps(body()).encode()
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(len(payload)))
+    conn.endheaders(payload)
+    r2 = conn.getresponse()
+    answer = json.loads(r2.read())
+    conn.close()
+    assert r2.status == 400 and "Authorization header came 2 times" in answer["error"], answer
+    # Issue 31: a tenant without a rate has no limit, and `ctl get tenants` says so.
+    tenants = ctl(dais_bin, etcd_server, "get", "tenants").stdout
+    lab_row = next(line for line in tenants.splitlines() if line.startswith("lab"))
+    assert "unlimited" in lab_row and lab_row.split()[-1] == "-", tenants
+    shop_row = next(line for line in tenants.splitlines() if line.startswith("shop"))
+    assert shop_row.split()[-2:] == ["2", "5"], tenants
     # The JWKS file is reloaded when it changes: a new key works without a restart.
     secret2 = os.urandom(32)
     jwks.write_text(json.dumps({"keys": [jwk_hs("hs-2", secret2)]}))
@@ -308,3 +331,19 @@ def test_shadow_traffic_and_the_access_log(two_versions, etcd_server, gateway, d
     assert ok["status"] == 200 and ok["node"] == "n1" and ok["tries"] == 1
     assert ok["tenant"] == "anonymous" and ok["duration_ms"] > 0 and ok["request_bytes"] > 0
     assert entries[-1]["status"] == 400
+
+
+def test_a_gateway_that_never_reached_etcd_answers_503_naming_etcd(dais_bin, tmp_path):
+    """Issue 31: it answered 404 "no route" (it knows no routes because it never read them)."""
+    from types import SimpleNamespace
+
+    from conftest import free_port
+    nowhere = SimpleNamespace(endpoint=f"127.0.0.1:{free_port()}")  # nothing listens there
+    gw = Gateway(dais_bin, nowhere, tmp_path)
+    try:
+        r = requests.post(gw.url + "/v2/models/ranker/infer", json=body(), timeout=10)
+        assert r.status_code == 503, (r.status_code, r.text)
+        assert "etcd" in r.json()["error"] and nowhere.endpoint in r.json()["error"], r.text
+        assert requests.get(gw.url + "/v2/health/ready", timeout=5).status_code == 503
+    finally:
+        gw.stop()

@@ -47,6 +47,8 @@ def parity_repo(model_repo, tmp_path_factory):
         "id_two": ([("x", "TYPE_INT32", [2]), ("y", "TYPE_INT32", [2])], 0),
         "id_bytes": ([("x", "TYPE_STRING", [1])], 0),
         "id_bytes_big": ([("x", "TYPE_STRING", [3])], 0),
+        "id_bytes_var": ([("x", "TYPE_STRING", [-1])], 0),
+        "id_bytes_batch": ([("x", "TYPE_STRING", [1])], 4),
     }
     for name, (inputs, mbs) in models.items():
         (repo / name / "1").mkdir(parents=True)
@@ -124,7 +126,9 @@ def test_raw_binary_deduces_the_one_variable_dimension(psrv, kv):
 @pytest.mark.parametrize("model,why", [
     ("id_var2", "more than one variable dimension"),
     ("id_two", "needs a model with one input; 'id_two' has 2"),
-    ("id_bytes_big", "must have shape [1]"),
+    ("id_bytes_big", "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]"),
+    # Issue 31: [-1] was accepted; Triton refuses it with these words.
+    ("id_bytes_var", "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]"),
 ])
 def test_raw_binary_refused_when_it_cannot_be_deduced(psrv, model, why):
     st, _, body = raw_request(psrv.http_port, "POST", f"/v2/models/{model}/infer", b"\0" * 24, RAW)
@@ -132,11 +136,13 @@ def test_raw_binary_refused_when_it_cannot_be_deduced(psrv, model, why):
     assert why in json.loads(body)["error"], body
 
 
-def test_raw_binary_bytes_input_is_one_element(psrv):
-    st, h, body = raw_request(psrv.http_port, "POST", "/v2/models/id_bytes/infer", b"hello, dais", RAW)
+@pytest.mark.parametrize("model,shape", [("id_bytes", [1]), ("id_bytes_batch", [1, 1])])
+def test_raw_binary_bytes_input_is_one_element(psrv, model, shape):
+    st, h, body = raw_request(psrv.http_port, "POST", f"/v2/models/{model}/infer", b"hello, dais",
+                              RAW)
     assert st == 200, body[:300]
-    (dt, shape, data), = binary_outputs(h, body).values()
-    assert (dt, shape) == ("BYTES", [1])
+    (dt, got_shape, data), = binary_outputs(h, body).values()
+    assert (dt, got_shape) == ("BYTES", shape)
     assert data == len(b"hello, dais").to_bytes(4, "little") + b"hello, dais"
 
 

@@ -447,6 +447,16 @@ Status KServeHttp::ParseRawRequest(Request& request, const std::string& model, i
   }
   const server::TensorMetadata& in = m.inputs[0];
   std::vector<int64_t> shape = in.shape;
+  if (in.datatype == "BYTES") {
+    // One raw body is one string: only an input of exactly one element can take it (Triton
+    // refuses the rest with the same words).
+    const bool one = m.max_batch_size > 0 ? shape == std::vector<int64_t>{-1, 1}
+                                          : shape == std::vector<int64_t>{1};
+    if (!one) {
+      return InvalidArgument("For BYTE datatype raw input '" + in.name +
+                             "', the model must have input shape [1]");
+    }
+  }
   if (m.max_batch_size > 0) shape[0] = 1;  // without a header: a batch of one, as Triton does
   return ParseRawInferRequest(std::move(request.body), in.name, DataTypeFromName(in.datatype),
                               std::move(shape), r);
