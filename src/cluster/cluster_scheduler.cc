@@ -11,6 +11,7 @@
 #include "cluster/keys.h"
 #include "cluster/pending_reason.h"
 #include "cluster/scheduler_metrics.h"
+#include "cluster/version_resolution.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "placement/fragmentation.h"
@@ -25,6 +26,7 @@ constexpr const char* kStatusPrefix = "/dais/status/";
 struct LiveNode {
   placement::NodeSpec spec;
   std::map<std::string, std::string> labels;
+  RepositoryVersions versions;  // what its repository holds (absent from nodes of older dais)
 };
 
 std::optional<LiveNode> ParseNode(const std::string& json) {
@@ -52,6 +54,15 @@ std::optional<LiveNode> ParseNode(const std::string& json) {
       if (l.value.IsString()) n.labels[l.name.GetString()] = l.value.GetString();
     }
   }
+  if (d.HasMember("versions") && d["versions"].IsObject()) {
+    for (const auto& m : d["versions"].GetObject()) {
+      if (!m.value.IsArray()) continue;
+      std::set<int64_t>& held = n.versions[m.name.GetString()];
+      for (const auto& v : m.value.GetArray()) {
+        if (v.IsInt64()) held.insert(v.GetInt64());
+      }
+    }
+  }
   return n;
 }
 
@@ -72,10 +83,17 @@ std::pair<std::string, std::string> NodeAndModel(const std::string& key,
   return {rest.substr(0, slash), rest.substr(slash + 1)};
 }
 
-std::string StatusJson(int replicas, int assigned, int pending, const std::string& reason) {
+// `version`: what the replicas run (-1: the nodes' policy); `latest`: resolved from the nodes'
+// repositories rather than pinned by the spec.
+std::string StatusJson(int replicas, int assigned, int pending, const std::string& reason,
+                       int64_t version, bool latest) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
+  w.Key("version");
+  w.Int64(version);
+  w.Key("version_source");
+  w.String(latest ? "latest" : "spec");
   w.Key("replicas");
   w.Int(replicas);
   w.Key("assigned");
@@ -232,6 +250,8 @@ struct ClusterScheduler::Plan {
   std::map<std::string, std::string> assignments, instances;
   std::vector<placement::NodeSpec> specs;  // live nodes, in name order
   std::vector<std::map<std::string, std::string>> labels;
+  std::vector<RepositoryVersions> versions;  // per live node
+  std::set<std::string> resolved;            // deployments whose version came from `versions`
   std::map<std::string, int> index;  // node name -> position
   std::map<std::string, DeploymentSpec> wanted;
   std::map<std::string, std::string> cordoned;  // node -> "cordon" | "drain"
@@ -269,10 +289,18 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
     plan.index[n->spec.name] = static_cast<int>(plan.specs.size());
     plan.specs.push_back(n->spec);
     plan.labels.push_back(n->labels);
+    plan.versions.push_back(std::move(n->versions));
   }
   for (const auto& [key, json] : deployments) {
     auto d = DeploymentFromJson(json);
-    if (d.ok()) plan.wanted[d->name] = std::move(*d);
+    if (!d.ok()) continue;
+    if (d->version < 0) {
+      // No `version:`: one version for every replica, from the nodes' repositories; it moves
+      // (every replica, in place) only when they change.
+      d->version = ResolveLatestVersion(plan.versions, d->model);
+      if (d->version >= 0) plan.resolved.insert(d->name);
+    }
+    plan.wanted[d->name] = std::move(*d);
   }
   plan.cluster = std::make_unique<placement::Cluster>(plan.specs);
   KeepOrDrop(plan);
@@ -553,7 +581,8 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
       plan.cluster->SetExcluded(static_cast<int>(i), false);
     }
     pending += missing;
-    const std::string status = StatusJson(d->replicas, d->replicas - missing, missing, reason);
+    const std::string status = StatusJson(d->replicas, d->replicas - missing, missing, reason,
+                                          d->version, plan.resolved.count(name) > 0);
     if (status_[name] == status) continue;
     if (missing > 0) {
       LOG_WARNING("scheduler {}: {} has {} pending instance(s): {}", options_.id, name, missing,

@@ -8,6 +8,7 @@
 
 #include "cluster/assignment.h"
 #include "cluster/keys.h"
+#include "runtime/repository.h"
 #include "common/logging.h"
 
 namespace dais::cluster {
@@ -19,7 +20,22 @@ void Str(Writer& w, const std::string& s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
-std::string NodeJson(const NodeAgentOptions& o) {
+// What the repositories hold now: model -> versions (empty when they cannot be read: the node
+// then reports nothing, and the scheduler leaves the version to the node's policy).
+RepositoryVersions ScanVersions(const std::vector<std::string>& repositories) {
+  RepositoryVersions out;
+  if (repositories.empty()) return out;
+  auto models = runtime::ListModels(repositories);
+  if (!models.ok()) return out;
+  for (const std::string& name : *models) {
+    auto source = runtime::ScanModel(repositories, name);
+    if (!source.ok()) continue;
+    for (const auto& [version, fingerprint] : source->versions) out[name].insert(version);
+  }
+  return out;
+}
+
+std::string NodeJson(const NodeAgentOptions& o, const RepositoryVersions& versions) {
   rapidjson::StringBuffer sb;
   Writer w(sb);
   w.StartObject();
@@ -49,6 +65,15 @@ std::string NodeJson(const NodeAgentOptions& o) {
   for (const auto& [k, v] : o.capacity.labels) {
     Str(w, k);
     Str(w, v);
+  }
+  w.EndObject();
+  w.Key("versions");
+  w.StartObject();
+  for (const auto& [model, held] : versions) {
+    Str(w, model);
+    w.StartArray();
+    for (int64_t v : held) w.Int64(v);
+    w.EndArray();
   }
   w.EndObject();
   w.EndObject();
@@ -136,7 +161,10 @@ void NodeAgent::Stop(bool leave) {
 
 Status NodeAgent::Register() {
   ASSIGN_OR_RETURN(int64_t lease, client_->GrantLease(options_.lease_ttl_secs));
-  RETURN_IF_ERROR(client_->Put(NodeKey(options_.node_id), NodeJson(options_), lease).status());
+  RepositoryVersions versions = ScanVersions(options_.repositories);
+  RETURN_IF_ERROR(
+      client_->Put(NodeKey(options_.node_id), NodeJson(options_, versions), lease).status());
+  registered_versions_ = std::move(versions);
   MutexLock l(&mu_);
   lease_ = lease;
   published_.clear();  // the instances go again, under the new lease
@@ -186,11 +214,25 @@ void NodeAgent::RegistrationLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       }
       warned = false;
       backoff = std::chrono::milliseconds(200);
+      RepublishIfRepositoryChanged(lease);
       Publish();  // only what changed is written
     }
     // Woken early when a load finished (its state is published at once).
     MutexLock l(&mu_);
     if (!stop_) cv_.WaitUntil(next_keepalive);
+  }
+}
+
+// A repository change (a version added or removed) is told to the scheduler by rewriting the
+// registration under the same lease. Runs on the registration thread, as Register does.
+void NodeAgent::RepublishIfRepositoryChanged(int64_t lease) {
+  if (lease == 0) return;
+  RepositoryVersions now = ScanVersions(options_.repositories);
+  if (now == registered_versions_) return;
+  if (client_->Put(NodeKey(options_.node_id), NodeJson(options_, now), lease).ok()) {
+    LOG_INFO("node {}: the repository changed; its versions are published again",
+             options_.node_id);
+    registered_versions_ = std::move(now);
   }
 }
 

@@ -28,6 +28,7 @@
 
 #include "cluster/assignment.h"
 #include "cluster/capacity.h"
+#include "cluster/version_resolution.h"
 #include "common/mutex.h"
 #include "etcd/client.h"
 #include "etcd/watch.h"
@@ -42,6 +43,9 @@ struct NodeAgentOptions {
   NodeCapacity capacity;
   std::string http_endpoint;  // host:port where clients reach the node's HTTP endpoint
   std::string grpc_endpoint;
+  // Scanned for the versions of each model, published in the registration ("versions") so
+  // the scheduler can resolve a deployment without `version:` (version_resolution.h).
+  std::vector<std::string> repositories;
 };
 
 class NodeAgent {
@@ -59,6 +63,7 @@ class NodeAgent {
  private:
   void RegistrationLoop();
   Status Register();
+  void RepublishIfRepositoryChanged(int64_t lease);
   void Publish();
   void ReconcileLoop();
   void OnAssignments(const std::vector<etcd::Event>& events, const etcd::RangeResult* snapshot);
@@ -73,6 +78,8 @@ class NodeAgent {
   Mutex mu_;
   CondVar cv_;
   bool stop_ DAIS_GUARDED_BY(mu_) = false;
+  // What the registration last published of the repositories (the registration thread's).
+  RepositoryVersions registered_versions_;
   int64_t lease_ DAIS_GUARDED_BY(mu_) = 0;                             // 0: not registered
   std::map<std::string, Assignment> desired_ DAIS_GUARDED_BY(mu_);     // model -> assignment
   std::map<std::string, std::string> published_ DAIS_GUARDED_BY(mu_);  // model -> state JSON

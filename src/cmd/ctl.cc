@@ -4,7 +4,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <set>
 #include <sstream>
 
 #include "cluster/deployment.h"
@@ -56,76 +60,141 @@ void Table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
-// A route or a tenant (gateway/route.h, gateway/tenant.h), validated, stored as JSON.
-int ApplyGatewaySpec(etcd::Client& c, const CtlOptions& o, const std::string& kind,
-                     const std::string& text) {
+// One document of an apply: where it came from, and once validated, what to write.
+struct ApplyDoc {
+  std::string where;  // "deploy.yaml document 2"
+  std::string text;   // the document alone, as YAML
   std::string key, json, what;
+};
+
+// Validates one document (a deployment, route or tenant by its 'kind:') into key, json and
+// what to print; InvalidArgument naming the field.
+Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
+  std::string kind = "deployment";
+  if (root.IsMap() && root["kind"] && root["kind"].IsScalar()) kind = root["kind"].as<std::string>();
   if (kind == "route") {
-    auto r = gateway::ParseRoute(text);
-    if (!r.ok()) {
-      fmt::print(stderr, "dais ctl apply: {}: {}\n", o.file, r.status().message());
-      return 2;
-    }
-    key = gateway::kRoutesPrefix + r->name;
-    json = gateway::RouteToJson(*r);
+    ASSIGN_OR_RETURN(gateway::RouteSpec r, gateway::ParseRoute(doc->text));
+    doc->key = gateway::kRoutesPrefix + r.name;
+    doc->json = gateway::RouteToJson(r);
     std::string split;
-    for (const auto& v : r->versions) {
+    for (const auto& v : r.versions) {
       split += (split.empty() ? "" : ", ") + fmt::format("v{} {}%", v.version, v.weight);
     }
-    what =
-        fmt::format("route {} applied ({} -> {}; stable v{})", r->name, r->model, split, r->stable);
+    doc->what = fmt::format("route {} applied ({} -> {}; stable v{})", r.name, r.model, split, r.stable);
+  } else if (kind == "tenant") {
+    ASSIGN_OR_RETURN(gateway::TenantSpec t, gateway::ParseTenant(doc->text));
+    doc->key = gateway::kTenantsPrefix + t.name;
+    doc->json = gateway::TenantToJson(t);
+    doc->what = fmt::format("tenant {} applied", t.name);
+  } else if (kind == "deployment") {
+    ASSIGN_OR_RETURN(cluster::DeploymentSpec d, cluster::ParseDeploymentYaml(doc->text));
+    doc->key = "/dais/deployments/" + d.name;
+    doc->json = cluster::DeploymentToJson(d);
+    doc->what = fmt::format("deployment {} applied ({} x {})", d.name, d.replicas, d.model);
   } else {
-    auto t = gateway::ParseTenant(text);
-    if (!t.ok()) {
-      fmt::print(stderr, "dais ctl apply: {}: {}\n", o.file, t.status().message());
-      return 2;
-    }
-    key = gateway::kTenantsPrefix + t->name;
-    json = gateway::TenantToJson(*t);
-    what = fmt::format("tenant {} applied", t->name);
+    return InvalidArgument("kind: '" + kind + "' is not deployment, route or tenant");
   }
-  auto put = c.Put(key, json);
-  if (!put.ok()) {
-    fmt::print(stderr, "dais ctl apply: {}\n", put.status().message());
-    return 1;
-  }
-  fmt::print("{}\n", what);
-  return 0;
+  return OkStatus();
 }
 
-int Apply(etcd::Client& c, const CtlOptions& o) {
-  std::ifstream f(o.file);
-  if (!f) {
-    fmt::print(stderr, "dais ctl apply: cannot read {}\n", o.file);
-    return 2;
+// The files of `-f`: a file, every *.yaml / *.yml of a directory (sorted), or "-" (stdin).
+StatusOr<std::vector<std::pair<std::string, std::string>>> ReadSpecs(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto slurp = [](std::istream& in) {
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  if (path == "-") {
+    out.emplace_back("stdin", slurp(std::cin));
+    return out;
   }
-  std::stringstream text;
-  text << f.rdbuf();
-  std::string kind = "deployment";
-  try {
-    const YAML::Node root = YAML::Load(text.str());
-    if (root.IsMap() && root["kind"] && root["kind"].IsScalar()) {
-      kind = root["kind"].as<std::string>();
+  std::error_code ec;
+  std::vector<std::string> files;
+  if (std::filesystem::is_directory(path, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (e.is_regular_file() && (ext == ".yaml" || ext == ".yml")) files.push_back(e.path());
     }
-  } catch (const YAML::Exception&) {  // the parser below names the problem
+    std::sort(files.begin(), files.end());
+    if (files.empty()) return InvalidArgument(path + ": no *.yaml or *.yml file in the directory");
+  } else {
+    files.push_back(path);
   }
-  if (kind == "route" || kind == "tenant") return ApplyGatewaySpec(c, o, kind, text.str());
-  if (kind != "deployment") {
-    fmt::print(stderr, "dais ctl apply: {}: kind: '{}' is not deployment, route or tenant\n",
-               o.file, kind);
+  for (const std::string& file : files) {
+    std::ifstream f(file);
+    if (!f) return InvalidArgument("cannot read " + file);
+    out.emplace_back(file, slurp(f));
+  }
+  return out;
+}
+
+// Every document of every file, validated; the refusals, each named by file and document.
+std::vector<ApplyDoc> ValidateAll(const std::vector<std::pair<std::string, std::string>>& files,
+                                  std::vector<std::string>* refusals) {
+  std::vector<ApplyDoc> docs;
+  for (const auto& [file, text] : files) {
+    std::vector<YAML::Node> nodes;
+    try {
+      nodes = YAML::LoadAll(text);
+    } catch (const YAML::Exception& e) {
+      refusals->push_back(fmt::format("{}: not YAML: {}", file, e.what()));
+      continue;
+    }
+    int index = 0;
+    for (const YAML::Node& node : nodes) {
+      ++index;
+      if (node.IsNull()) continue;  // an empty document ("---" at the start or the end)
+      ApplyDoc doc;
+      doc.where = nodes.size() > 1 ? fmt::format("{} document {}", file, index) : file;
+      doc.text = YAML::Dump(node);
+      if (Status s = ValidateDoc(&doc, node); !s.ok()) {
+        refusals->push_back(fmt::format("{}: {}", doc.where, s.message()));
+        continue;
+      }
+      docs.push_back(std::move(doc));
+    }
+  }
+  if (docs.empty() && refusals->empty()) refusals->push_back("no document to apply");
+  return docs;
+}
+
+// Applies every document of `-f` (a file of one or more YAML documents, a directory of them, or
+// "-"), all validated first: any refusal and nothing is written. The writes are one etcd
+// transaction, so a watcher sees all of them or none.
+int Apply(etcd::Client& c, const CtlOptions& o) {
+  auto files = ReadSpecs(o.file);
+  if (!files.ok()) {
+    fmt::print(stderr, "dais ctl apply: {}\n", files.status().message());
     return 2;
   }
-  auto d = cluster::ParseDeploymentYaml(text.str());
-  if (!d.ok()) {
-    fmt::print(stderr, "dais ctl apply: {}: {}\n", o.file, d.status().message());
+  std::vector<std::string> refusals;
+  std::vector<ApplyDoc> docs = ValidateAll(*files, &refusals);
+  std::set<std::string> keys;
+  for (const ApplyDoc& d : docs) {
+    if (!keys.insert(d.key).second) {
+      refusals.push_back(fmt::format("{}: {} is given twice", d.where, d.key));
+    }
+  }
+  if (!refusals.empty()) {
+    for (const std::string& r : refusals) fmt::print(stderr, "dais ctl apply: {}\n", r);
+    fmt::print(stderr, "dais ctl apply: nothing applied ({} refused)\n", refusals.size());
     return 2;
   }
-  auto put = c.Put("/dais/deployments/" + d->name, cluster::DeploymentToJson(*d));
-  if (!put.ok()) {
-    fmt::print(stderr, "dais ctl apply: {}\n", put.status().message());
-    return 1;
+  constexpr size_t kMaxTxnOps = 128;  // etcd's default --max-txn-ops
+  for (size_t first = 0; first < docs.size(); first += kMaxTxnOps) {
+    std::vector<etcd::Op> ops;
+    for (size_t i = first; i < std::min(docs.size(), first + kMaxTxnOps); ++i) {
+      ops.push_back({etcd::Op::Kind::kPut, docs[i].key, docs[i].json, 0, false});
+    }
+    auto put = c.Txn({}, ops);
+    if (!put.ok()) {
+      fmt::print(stderr, "dais ctl apply: {} (applied: {} of {})\n", put.status().message(), first,
+                 docs.size());
+      return 1;
+    }
   }
-  fmt::print("deployment {} applied ({} x {})\n", d->name, d->replicas, d->model);
+  for (const ApplyDoc& d : docs) fmt::print("{}\n", d.what);
   return 0;
 }
 
@@ -157,8 +226,17 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
     rapidjson::Document s;
     const std::string name = Str(d, "name");
     const bool has = status.count(name) && json::ParseJson(status[name], &s).ok();
+    // VERSION: the spec's, or the one resolved from the nodes' repositories ("2 (latest)").
+    std::string version = Str(d, "version");
+    if (version.empty() || version == "-1") {
+      version = has && s.HasMember("version") && s["version"].IsInt64() &&
+                        s["version"].GetInt64() >= 0
+                    ? std::to_string(s["version"].GetInt64()) + " (latest)"
+                    : "latest";
+    }
     return {name,
             Str(d, "model"),
+            version,
             Str(d, "replicas"),
             has ? std::to_string(s["assigned"].GetInt()) : "?",
             has ? std::to_string(s["pending"].GetInt()) : "?",
@@ -247,7 +325,8 @@ int Get(etcd::Client& c, const CtlOptions& o) {
   }
   static const std::map<std::string, std::vector<std::string>> kHeader = {
       {"nodes", {"NODE", "CPU", "MEMORY_MIB", "GPUS", "LABELS", "HTTP", "SCHEDULING"}},
-      {"deployments", {"DEPLOYMENT", "MODEL", "REPLICAS", "ASSIGNED", "PENDING", "REASON"}},
+      {"deployments",
+       {"DEPLOYMENT", "MODEL", "VERSION", "REPLICAS", "ASSIGNED", "PENDING", "REASON"}},
       {"instances", {"NODE", "MODEL", "VERSION", "STATE", "GPUS", "REASON"}},
       {"assignments", {"NODE", "MODEL", "DEPLOYMENT", "VERSION", "GPUS"}},
       {"events", {"TIME (UTC)", "KIND", "DEPLOYMENT", "NODE", "MESSAGE"}},
@@ -278,7 +357,9 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
   apply
       ->add_option("-f,--file", o->file,
                    "The spec: a deployment (docs/cluster.md), or 'kind: route' / 'kind: tenant' "
-                   "(docs/gateway.md).")
+                   "(docs/gateway.md); several YAML documents (---) in one file, a directory of "
+                   "*.yaml / *.yml files, or - for stdin. All are validated first: one refusal "
+                   "and nothing is written.")
       ->required();
   CLI::App* get = cmd->add_subcommand("get", "List nodes, deployments, instances or assignments");
   get->add_option("what", o->what,

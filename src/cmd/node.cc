@@ -70,6 +70,7 @@ int RunNode(const NodeCliOptions& o) {
   }
   ao.capacity.gpus = std::move(*gpus);
   ao.capacity.labels = std::move(*labels);
+  ao.repositories = o.serve.model_repositories;
   ServeOptions serve = o.serve;
   serve.model_control_mode = "explicit";
   std::unique_ptr<cluster::NodeAgent> agent;

@@ -172,3 +172,100 @@ def test_nodes_load_the_pinned_version(etcd_server, start_server, repo_copy, sch
                       60, "a failed event")
     assert "no version 9" in failed[0]["message"] and "versions there: 1, 2" in failed[0]["message"]
     wait_for(lambda: (status(etcd, "r") or {}).get("pending") == 1, 20, "pending after the failure")
+
+
+def test_apply_takes_every_document_a_directory_and_stdin(etcd_server, dais_bin, tmp_path):
+    """Issue 31: a multi-document YAML applied only its first document and exited 0."""
+    etcd = etcd_server
+
+    def keys():
+        return sorted(k for k in etcd.get_prefix("/dais/")
+                      if k.startswith(("/dais/deployments/", "/dais/routes/", "/dais/tenants/")))
+
+    three = tmp_path / "three.yaml"
+    three.write_text("name: a\nmodel: mlp_small\nreplicas: 1\n---\n"
+                     "kind: route\nname: r\nmodel: mlp_small\nversions: [{version: 1, weight: 100}]\n"
+                     "---\nkind: tenant\nname: t\n")
+    out = ctl(dais_bin, etcd, "apply", "-f", str(three)).stdout
+    assert "deployment a applied" in out and "route r applied" in out and \
+        "tenant t applied" in out, out
+    assert keys() == ["/dais/deployments/a", "/dais/routes/r", "/dais/tenants/t"]
+
+    # One bad document: every refusal named by document and field, and nothing written.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\nmodel: mlp_small\nreplicas: 1\n---\n"
+                   "name: c\nmodel: mlp_small\nreplicas: -3\n---\n"
+                   "kind: route\nname: r2\nmodel: m\nversions: [{version: 1, weight: 80}]\n")
+    r = ctl(dais_bin, etcd, "apply", "-f", str(bad), check=False)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{bad} document 2: replicas" in r.stderr, r.stderr
+    assert f"{bad} document 3:" in r.stderr and "sum to 80" in r.stderr, r.stderr
+    assert "nothing applied (2 refused)" in r.stderr, r.stderr
+    assert keys() == ["/dais/deployments/a", "/dais/routes/r", "/dais/tenants/t"], \
+        "a refused apply wrote nothing"
+
+    # A directory (*.yaml, *.yml, sorted; other files ignored) and stdin.
+    d = tmp_path / "specs"
+    d.mkdir()
+    (d / "1.yaml").write_text("name: d1\nmodel: mlp_small\nreplicas: 1\n")
+    (d / "2.yml").write_text("---\nname: d2\nmodel: mlp_small\nreplicas: 1\n...\n")
+    (d / "notes.txt").write_text("not a spec")
+    out = ctl(dais_bin, etcd, "apply", "-f", str(d)).stdout
+    assert out.index("deployment d1") < out.index("deployment d2"), out
+    r = subprocess.run([str(dais_bin), "ctl", "--etcd", etcd.endpoint, "apply", "-f", "-"],
+                       input="kind: tenant\nname: t2\n---\nkind: tenant\nname: t3\n",
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "tenant t2 applied" in r.stdout and "tenant t3" in r.stdout, \
+        r.stdout + r.stderr
+    assert "/dais/tenants/t3" in keys()
+    # A directory without specs, and a key given twice, are refused.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = ctl(dais_bin, etcd, "apply", "-f", str(empty), check=False)
+    assert r.returncode == 2 and "no *.yaml or *.yml file" in r.stderr, r.stderr
+    r = subprocess.run([str(dais_bin), "ctl", "--etcd", etcd.endpoint, "apply", "-f", "-"],
+                       input="kind: tenant\nname: t4\n---\nkind: tenant\nname: t4\n",
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "given twice" in r.stderr, r.stderr
+
+
+def test_a_deployment_without_version_runs_one_version_everywhere(
+        etcd_server, start_server, model_repo, scheduler, dais_bin, tmp_path):
+    """Issue 31: without `version:` each placement loaded its node's latest, so after a
+    repository change one replica served v1 and another v2. The scheduler now resolves one
+    version from the nodes' repositories and moves every replica when they all have a newer one."""
+    etcd = etcd_server
+    repos = []
+    for i in (1, 2):
+        repo = tmp_path / f"repo{i}"
+        shutil.copytree(model_repo / "mlp_small", repo / "mlp_small")
+        repos.append(repo)
+    for i, repo in enumerate(repos, 1):
+        start_server(repo, "--etcd", etcd.endpoint, "--node-id", f"n{i}", "--lease-ttl-secs",
+                     str(TTL), "--gpus", "1xA100:80GiB", command="node")
+    wait_for(lambda: len(etcd.get_prefix("/dais/nodes/")) == 2, 20, "two nodes registered")
+
+    def versions():
+        return sorted((i["version"], i["state"]) for i in instances(etcd, "mlp_small").values())
+
+    spec = "name: r\nmodel: mlp_small\nreplicas: {}\n" + GPU_SPEC
+    apply(dais_bin, etcd, tmp_path, spec.format(1))
+    wait_for(lambda: versions() == [("1", "READY")], 60, "one replica on v1")
+    # A newer version on one node only, then a second replica: it must not come up on v2.
+    (first,) = [n for n in ("n1", "n2") if etcd.get_prefix(f"/dais/assignments/{n}/")]
+    other = repos[1] if first == "n1" else repos[0]
+    shutil.copytree(other / "mlp_small" / "1", other / "mlp_small" / "2")
+    wait_for(lambda: "2" in etcd.get_prefix("/dais/nodes/")[
+        f"/dais/nodes/{'n2' if first == 'n1' else 'n1'}"], 20, "the node published v2")
+    apply(dais_bin, etcd, tmp_path, spec.format(2))
+    wait_for(lambda: versions() == [("1", "READY"), ("1", "READY")], 60, "both replicas on v1")
+    table = ctl(dais_bin, etcd, "get", "deployments").stdout
+    assert "1 (latest)" in table, table
+    # Every repository has v2 now: every replica moves, in place.
+    mine = repos[0] if first == "n1" else repos[1]
+    shutil.copytree(mine / "mlp_small" / "1", mine / "mlp_small" / "2")
+    wait_for(lambda: versions() == [("2", "READY"), ("2", "READY")], 60, "both replicas on v2")
+    table = ctl(dais_bin, etcd, "get", "deployments").stdout
+    assert "2 (latest)" in table, table
+    events = json.loads(ctl(dais_bin, etcd, "get", "events", "-o", "json").stdout)
+    assert sum(e["kind"] == "version" and "1 -> 2" in e["message"] for e in events) == 2, events
