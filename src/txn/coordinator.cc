@@ -294,6 +294,13 @@ Outcome Coordinator::Execute(Worker* w, Job& job) {
   if (!log) return Refuse(w, t, 503, "log_unavailable", "decision log: " + error);
   if (!t.key.empty()) {
     auto held = ClaimKey(log, t.id, options_.id, type->name, t.key, t.start + kLogTimeout);
+    if (!held.ok() && held.status().code() == StatusCode::kUnavailable) {
+      // The log's connection broke (a restart since the checkout): once more on a new one. The
+      // claim is idempotent for this transaction id (decision_log.h).
+      log = pg::EnsureConnected(&w->log, spec_->log, t.start + kConnectTimeout, &error);
+      if (!log) return Refuse(w, t, 503, "log_unavailable", "decision log: " + error);
+      held = ClaimKey(log, t.id, options_.id, type->name, t.key, t.start + kLogTimeout);
+    }
     if (!held.ok()) return Refuse(w, t, 503, "log_unavailable", held.status().message());
     if (held->has_value()) {
       const LoggedOutcome& o = **held;
@@ -360,6 +367,16 @@ Outcome Coordinator::RunProtocol(Worker* w, Txn& t) {
       OutcomeJson(t.id, t.type->name, "committed", "", "", t.score, t.review, MillisSince(t.start));
   auto logged = WriteDecision(w->log.get(), t.id, options_.id, t.type->name, "commit", 200, body,
                               Clock::now() + kLogTimeout);
+  if (!logged.ok() && logged.status().code() == StatusCode::kUnavailable) {
+    // The write is idempotent (a decision already there is returned), so a broken connection
+    // is retried once on a new one before the transaction is left in doubt.
+    std::string error;
+    if (pg::Connection* log =
+            pg::EnsureConnected(&w->log, spec_->log, Clock::now() + kConnectTimeout, &error)) {
+      logged = WriteDecision(log, t.id, options_.id, t.type->name, "commit", 200, body,
+                             Clock::now() + kLogTimeout);
+    }
+  }
   if (logged.ok() && *logged != "commit") {
     // Another process decided abort first (only possible when a second process uses this
     // coordinator id, which the id lock prevents): follow the log.
@@ -436,6 +453,26 @@ bool Coordinator::RunBranches(Worker* w, Txn& t) {
     run.push_back(&works[p]);
   }
   pg::RunParallel(run, t.deadline);
+  // A connection that broke under the branch (a participant restarted between the checkout and
+  // the pipeline): nothing of this transaction survives there (it was neither committed nor
+  // prepared), so the branch runs again once on a fresh connection while time is left.
+  std::vector<pg::Work*> again;
+  for (size_t p = 0; p < works.size(); ++p) {
+    if (works[p].results.ok() || works[p].results.status().code() != StatusCode::kUnavailable ||
+        Clock::now() >= t.deadline) {
+      continue;
+    }
+    const std::string& name = t.participants[p];
+    std::string error;
+    t.conns[p] =
+        pg::EnsureConnected(&w->conns[name], spec_->participants.at(name), t.deadline, &error);
+    if (!t.conns[p]) continue;  // refused below with the first failure
+    LOG_INFO("txn {}: participant {}'s connection broke ({}); its branch runs again on a new one",
+             t.id, name, works[p].results.status().message());
+    works[p].connection = t.conns[p];
+    again.push_back(&works[p]);
+  }
+  if (!again.empty()) pg::RunParallel(again, t.deadline);
   for (size_t p = 0; p < works.size(); ++p) {
     const std::string& name = t.participants[p];
     if (!works[p].results.ok()) {
@@ -527,10 +564,12 @@ void Coordinator::Commit(Worker*, Txn& t) {
     run.push_back(&works[p]);
   }
   pg::RunParallel(run, Clock::now() + kCommitTimeout);
+  bool everywhere = true;
   for (size_t p = 0; p < works.size(); ++p) {
     if (works[p].results.ok() && (*works[p].results)[0].ok) {
       if (on_commit_) on_commit_(t.participants[p]);
     } else {
+      everywhere = false;
       LOG_WARNING("txn {}: COMMIT PREPARED on {} failed ({}); the resolver retries", t.id,
                   t.participants[p],
                   works[p].results.ok() ? pg::Describe((*works[p].results)[0])
@@ -538,7 +577,12 @@ void Coordinator::Commit(Worker*, Txn& t) {
     }
   }
   // Marking the decision done is left to the resolver, which does it for all transactions
-  // committed since its last pass in one statement (a log round trip less per transaction).
+  // committed since its last pass in one statement (a log round trip less per transaction);
+  // until then it knows from finished_ that this one is not in doubt.
+  if (everywhere) {
+    std::lock_guard lock(mu_);
+    finished_.insert(t.id);
+  }
 }
 
 Outcome Coordinator::Refuse(Worker* w, Txn& t, int status, const std::string& reason,

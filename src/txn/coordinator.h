@@ -116,7 +116,7 @@ class Coordinator {
   void CrashPoint(const char* step);
   void ResolverLoop();
   Outcome LookupOn(pg::Connection* log, const std::string& txn_id);
-  void UpdateInDoubtMetrics(size_t in_doubt, double oldest_age_s);
+  void UpdateInDoubtMetrics(size_t in_doubt, double oldest_age_s, size_t unmarked_commits);
   bool InFlight(const std::string& txn_id);
 
   TxnSpecPtr spec_;
@@ -131,6 +131,9 @@ class Coordinator {
   std::deque<Job> queue_;
   bool stopping_ = false;
   std::set<std::string> in_flight_;  // txn ids being executed here (guarded by mu_)
+  // Committed on every participant by this process and not yet marked done in the log (guarded
+  // by mu_): not in doubt even while a participant is unreachable.
+  std::set<std::string> finished_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_;
   std::thread resolver_;

@@ -74,7 +74,11 @@ StatusOr<std::optional<LoggedOutcome>> ClaimKey(pg::Connection* log, const std::
                            {scoped}},
                           deadline));
   if (held.rows.empty()) return Unavailable("decision log: idempotency key vanished; retry");
-  return std::optional<LoggedOutcome>(Row(held.rows[0]));
+  LoggedOutcome o = Row(held.rows[0]);
+  // Claimed by this very transaction (a retry whose first INSERT landed but whose answer was
+  // lost with the connection): it is ours.
+  if (o.txn_id == txn_id && o.state == "started") return std::optional<LoggedOutcome>();
+  return std::optional<LoggedOutcome>(std::move(o));
 }
 
 StatusOr<std::string> WriteDecision(pg::Connection* log, const std::string& txn_id,

@@ -59,7 +59,9 @@ Result ToResult(PGresult* r) {
 // Drives one connection's pipeline: Send, then Step whenever its socket is readable.
 class Batch {
  public:
-  explicit Batch(Work* w) : w_(w), c_(w->connection) {}
+  explicit Batch(Work* w) : w_(w), c_(w->connection) {
+    c_->last_used_ = std::chrono::steady_clock::now();
+  }
 
   bool Send() {
     if (c_->broken_) return Fail("connection is broken");
@@ -211,6 +213,20 @@ StatusOr<std::unique_ptr<Connection>> Connection::Connect(const std::string& con
 
 Connection::~Connection() { PQfinish(conn_); }
 
+bool Connection::StillUsable(Deadline deadline) {
+  const int fd = PQsocket(conn_);
+  if (fd < 0 || PQstatus(conn_) != CONNECTION_OK) return false;
+  // Idle, nothing should arrive: something readable is the server's goodbye (or a NOTICE).
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0) {
+    if (PQconsumeInput(conn_) != 1 || PQstatus(conn_) != CONNECTION_OK) return false;
+    if (p.revents & (POLLHUP | POLLERR)) return false;
+  }
+  if (std::chrono::steady_clock::now() - last_used_ < kIdleCheckAfter) return true;
+  const auto check = std::min(deadline, Clock::now() + std::chrono::seconds(1));
+  return Exec("SELECT 1", check).ok();
+}
+
 StatusOr<std::vector<Result>> Connection::Run(std::vector<Statement> statements,
                                               Deadline deadline) {
   Work w{this, std::move(statements)};
@@ -230,7 +246,8 @@ Connection* EnsureConnected(std::unique_ptr<Connection>* slot, const std::string
                             Deadline deadline, std::string* error) {
   // A connection left inside a transaction (a failed pipeline nobody rolled back) is replaced:
   // the next user expects a clean session.
-  if (*slot && !(*slot)->broken() && PQtransactionStatus((*slot)->conn_) == PQTRANS_IDLE) {
+  if (*slot && !(*slot)->broken() && PQtransactionStatus((*slot)->conn_) == PQTRANS_IDLE &&
+      (*slot)->StillUsable(deadline)) {
     return slot->get();
   }
   slot->reset();

@@ -63,13 +63,23 @@ class Connection {
   friend Connection* EnsureConnected(std::unique_ptr<Connection>*, const std::string&, Deadline,
                                      std::string*);
   Connection(pg_conn* conn, std::string conninfo) : conn_(conn), conninfo_(std::move(conninfo)) {}
+  // False when the server has closed the connection while it sat idle (a restart: PostgreSQL
+  // sends each session a FATAL and closes it) or, after kIdleCheckAfter unused, when it does not
+  // answer a SELECT 1 at once.
+  bool StillUsable(Deadline deadline);
   pg_conn* conn_;
   std::string conninfo_;
   bool broken_ = false;
+  std::chrono::steady_clock::time_point last_used_ = std::chrono::steady_clock::now();
 };
 
-// The connection in *slot, (re)connected when missing or broken; null (and *error set) when
-// that fails.
+// An idle connection unused this long is checked with a round trip before it is used again (a
+// peer that vanished without closing the socket shows only that way).
+inline constexpr std::chrono::seconds kIdleCheckAfter{30};
+
+// The connection in *slot, (re)connected when missing, broken, or found closed by the server on
+// checkout (StillUsable: a database restart costs no statement); null (and *error set) when
+// connecting fails.
 Connection* EnsureConnected(std::unique_ptr<Connection>* slot, const std::string& conninfo,
                             Deadline deadline, std::string* error);
 

@@ -125,7 +125,16 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
   auto& m = TxnMetrics::Get();
   std::vector<RecoveryAction> actions;
   std::map<std::string, bool> still_prepared;  // txn -> some participant still holds it
-  size_t in_doubt = 0;
+  // In doubt: prepared somewhere without a completed decision, counted once per transaction
+  // (prepared on two participants is one transaction); a commit decision this process saw
+  // committed everywhere (finished_) is not, even before it is marked done.
+  std::set<std::string> in_doubt;
+  std::set<std::string> finished;
+  {
+    std::lock_guard lock(mu_);
+    finished = finished_;
+  }
+  size_t unmarked_commits = 0;
   double oldest = 0;
   for (const PreparedXact& x : prepared) {
     if (InFlight(x.txn_id)) continue;
@@ -160,7 +169,7 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
       }
     }
     if (!resolved) {
-      ++in_doubt;
+      in_doubt.insert(x.txn_id);
       oldest = std::max(oldest, x.age_s);
       still_prepared[x.txn_id] = true;
     }
@@ -171,10 +180,14 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
     if (InFlight(txn)) continue;
     const auto& [state, age] = sa;
     if (state == "commit") {
-      bool held = still_prepared.count(txn) > 0;
+      ++unmarked_commits;
+      const bool held = still_prepared.count(txn) > 0;
       if (held || !all_reachable) {
-        ++in_doubt;
-        oldest = std::max(oldest, age);
+        // Prepared here, or perhaps on the participant that cannot be asked.
+        if (held || !finished.count(txn)) {
+          in_doubt.insert(txn);
+          oldest = std::max(oldest, age);
+        }
         continue;
       }
       done.push_back(txn);
@@ -191,19 +204,25 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
   if (!done.empty()) {
     // Routine: transactions the workers committed since the last pass (one statement for all).
     if (dry_run || MarkDone(log, done, deadline).ok()) {
+      if (!dry_run) {
+        std::lock_guard lock(mu_);
+        for (const std::string& txn : done) finished_.erase(txn);
+      }
       actions.push_back({"", std::to_string(done.size()) + " transaction(s)", "mark done",
                          "committed on every participant"});
       if (!dry_run) m.recovery.Get({"mark_done"}).Increment(static_cast<double>(done.size()));
     }
   }
-  if (!dry_run) UpdateInDoubtMetrics(in_doubt, oldest);
+  if (!dry_run) UpdateInDoubtMetrics(in_doubt.size(), oldest, unmarked_commits);
   return actions;
 }
 
-void Coordinator::UpdateInDoubtMetrics(size_t in_doubt, double oldest_age_s) {
+void Coordinator::UpdateInDoubtMetrics(size_t in_doubt, double oldest_age_s,
+                                       size_t unmarked_commits) {
   auto& m = TxnMetrics::Get();
   m.in_doubt.Set(static_cast<double>(in_doubt));
   m.in_doubt_age.Set(oldest_age_s);
+  m.unmarked_commits.Set(static_cast<double>(unmarked_commits));
 }
 
 void Coordinator::ResolverLoop() {

@@ -20,12 +20,17 @@ TxnMetrics& TxnMetrics::Get() {
                      "error_refused / error_allowed (model down or slow, by the gate's policy).",
                      {"type", "result"}),
         r.AddGauge("dais_txn_in_doubt_transactions",
-                   "Transactions prepared on a participant and not yet committed or rolled back "
-                   "there, at the resolver's last pass.",
+                   "Transactions prepared on a participant (or perhaps on one that cannot be "
+                   "reached) without a completed decision, at the resolver's last pass.",
                    {})
             .Get({}),
         r.AddGauge("dais_txn_in_doubt_oldest_age_seconds",
                    "Age of the oldest in-doubt transaction at the resolver's last pass (0: none).",
+                   {})
+            .Get({}),
+        r.AddGauge("dais_txn_unmarked_commits_transactions",
+                   "Commit decisions in the log not yet marked done (the resolver marks them "
+                   "once every participant confirmed), at its last pass.",
                    {})
             .Get({}),
         r.AddCounter("dais_txn_recovery_actions_total",

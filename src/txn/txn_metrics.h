@@ -16,6 +16,7 @@ struct TxnMetrics {
   metrics::Family<metrics::Counter>& gate;
   metrics::Gauge& in_doubt;
   metrics::Gauge& in_doubt_age;
+  metrics::Gauge& unmarked_commits;
   metrics::Family<metrics::Counter>& recovery;  // action: commit | rollback | mark_done | abort
   metrics::Family<metrics::Counter>& outbox;    // participant, outcome: relayed | failed
   metrics::Family<metrics::Counter>& consumed;  // consumer, result: applied | duplicate | failed
