@@ -74,7 +74,7 @@ ConnectionLimiter::~ConnectionLimiter() {
 
 ConnectionLimiter::Slot::~Slot() {
   MutexLock l(&owner_->mu_);
-  if (idle_) owner_->idle_.erase(pos_);
+  if (idle_) (served_ ? owner_->idle_ : owner_->silent_).erase(pos_);
   --owner_->open_;
   owner_->metrics_->open.Add(-1);
 }
@@ -84,21 +84,30 @@ void ConnectionLimiter::Slot::Idle(std::function<void()> close) {
   if (idle_) return;
   idle_ = true;
   close_ = std::move(close);
-  pos_ = owner_->idle_.insert(owner_->idle_.end(), this);
+  std::list<Slot*>& list = served_ ? owner_->idle_ : owner_->silent_;
+  pos_ = list.insert(list.end(), this);
+}
+
+bool ConnectionLimiter::Slot::served() const {
+  MutexLock l(&owner_->mu_);
+  return served_;
 }
 
 void ConnectionLimiter::Slot::Busy() {
   MutexLock l(&owner_->mu_);
-  if (!idle_) return;
-  idle_ = false;
-  owner_->idle_.erase(pos_);
-  close_ = nullptr;
+  if (idle_) {
+    (served_ ? owner_->idle_ : owner_->silent_).erase(pos_);
+    idle_ = false;
+    close_ = nullptr;
+  }
+  served_ = true;
 }
 
 std::function<void()> ConnectionLimiter::TakeOldestIdle() {
-  if (idle_.empty()) return nullptr;
-  Slot* s = idle_.front();
-  idle_.pop_front();
+  std::list<Slot*>& list = silent_.empty() ? idle_ : silent_;
+  if (list.empty()) return nullptr;
+  Slot* s = list.front();
+  list.pop_front();
   s->idle_ = false;
   return std::move(s->close_);
 }
@@ -152,6 +161,11 @@ void ConnectionLimiter::CountAcceptError(const std::string& error) {
 int64_t ConnectionLimiter::open() const {
   MutexLock l(&mu_);
   return open_;
+}
+
+bool ConnectionLimiter::UnderPressure() const {
+  MutexLock l(&mu_);
+  return open_ * 4 >= max_ * 3;
 }
 
 DefaultConnectionLimits ConnectionLimitsFromRlimit() {

@@ -3,9 +3,15 @@
 // threads spun on accept (EMFILE) and /v2/health/live timed out for everyone.
 //
 // Policy (nginx's, ngx_drain_connections): at most `max` connections are open. At the limit a new
-// connection makes room by closing the connection that has been idle (waiting for its next
-// request, or for its first) the longest; when none is idle the new one is refused: closed at
-// once. Idle connections are cheap to close (no request is lost, clients reconnect), so clients
+// connection makes room by closing an idle one: first a silent connection (one that has not yet
+// completed a request head), the one accepted longest ago; only when none is silent, the
+// connection that has been waiting for its next request the longest. When none is idle the new
+// one is refused: closed at once. Issue 31: with plain least-recently-idle order, a flood of 600
+// connections that never sent a byte closed a client sending a request every 100 ms on one
+// keep-alive connection (each newcomer was younger than the client's last answer); a connection
+// that has served requests now outlives any number of silent ones. Under pressure (UnderPressure:
+// three quarters of the limit open) a silent connection also gets a short header timeout from
+// its server (http_server.h: header_timeout_under_pressure_secs). Idle connections are cheap to close (no request is lost, clients reconnect), so clients
 // that hold connections without using them cannot starve the ones that send requests. An accept
 // that fails for lack of descriptors or memory closes one idle connection and retries after a
 // backoff (10 ms doubling to 1 s) instead of spinning on a listening socket that stays readable.
@@ -45,14 +51,19 @@ class ConnectionLimiter {
     // The connection waits for a request: `close` (callable from any thread, at most once) may be
     // called to make room for a new connection.
     void Idle(std::function<void()> close);
-    // The connection is serving a request: it will not be closed to make room.
+    // The connection is serving a request (its head is complete): it will not be closed to make
+    // room, and from now on it is no longer silent.
     void Busy();
+    // It has completed at least one request head.
+    bool served() const;
+    bool UnderPressure() const { return owner_->UnderPressure(); }
 
    private:
     friend class ConnectionLimiter;
     explicit Slot(ConnectionLimiter* owner) : owner_(owner) {}
     ConnectionLimiter* owner_;
-    bool idle_ = false;  // guarded by owner_->mu_
+    bool idle_ = false;    // guarded by owner_->mu_
+    bool served_ = false;  // guarded by owner_->mu_; which idle list pos_ is in
     std::list<Slot*>::iterator pos_;
     std::function<void()> close_;
   };
@@ -65,6 +76,8 @@ class ConnectionLimiter {
   void CountAcceptError(const std::string& error);
 
   int64_t open() const;
+  // Three quarters of the limit or more are open.
+  bool UnderPressure() const;
 
  private:
   struct Metrics;
@@ -76,7 +89,8 @@ class ConnectionLimiter {
   Metrics* metrics_;
   mutable Mutex mu_;
   int64_t open_ DAIS_GUARDED_BY(mu_) = 0;
-  std::list<Slot*> idle_ DAIS_GUARDED_BY(mu_);  // oldest first
+  std::list<Slot*> silent_ DAIS_GUARDED_BY(mu_);  // idle, never served: oldest accept first
+  std::list<Slot*> idle_ DAIS_GUARDED_BY(mu_);    // idle after serving: longest waiting first
 };
 
 // Default limits from the process's open-file limit (RLIMIT_NOFILE, raised to its hard limit

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <thread>
@@ -46,6 +47,36 @@ TEST(ConnectionLimiterTest, AtTheLimitTheLongestIdleIsClosedToMakeRoom) {
   // Nothing idle now: refused.
   EXPECT_EQ(limiter.Admit(), nullptr);
   EXPECT_FALSE(limiter.EvictOne());
+}
+
+// Issue 31: 600 silent connections closed a client sending a request every 100 ms; a connection
+// that has served requests now outlives any number of silent newcomers.
+TEST(ConnectionLimiterTest, SilentConnectionsAreClosedBeforeOnesThatServed) {
+  ConnectionLimiter limiter("test_silent", 3);
+  std::vector<int> closed;
+  auto active = limiter.Admit();
+  active->Idle([&] { closed.push_back(-1); });  // accepted, silent for now
+  active->Busy();                               // its first request head
+  EXPECT_TRUE(active->served());
+  active->Idle([&] { closed.push_back(0); });  // answered; waits for its next request
+  std::vector<std::unique_ptr<ConnectionLimiter::Slot>> flood;
+  for (int i = 1; i <= 100; ++i) {
+    auto s = limiter.Admit();
+    ASSERT_NE(s, nullptr) << i;
+    EXPECT_FALSE(s->served());
+    s->Idle([&closed, i] { closed.push_back(i); });
+    flood.push_back(std::move(s));
+  }
+  // 100 silent ones arrived at a limit of 3: each newcomer closed the oldest silent one, never
+  // the connection that served.
+  EXPECT_EQ(std::count(closed.begin(), closed.end(), 0), 0);
+  EXPECT_EQ(closed.size(), 98u);
+  EXPECT_EQ(closed.front(), 1);
+  EXPECT_TRUE(limiter.UnderPressure());
+  // With no silent one left idle, the served one is the candidate again.
+  for (auto& s : flood) s->Busy();
+  ASSERT_NE(limiter.Admit(), nullptr);
+  EXPECT_EQ(closed.back(), 0);
 }
 
 TEST(ConnectionLimiterTest, ReleasingAnIdleSlotTakesItOffTheIdleList) {

@@ -365,6 +365,43 @@ def test_idle_connections_over_the_limit_do_not_starve_liveness(start_server, re
             s.close()
 
 
+def test_a_flood_of_silent_connections_does_not_close_an_active_client(start_server, repo_copy):
+    """Issue 31: a client sending a request every 100 ms on one keep-alive connection was closed
+    after 4 answers once 600 connections that never send a byte arrived. Silent connections are
+    now closed before one that has served requests; the client's connection survives them all."""
+    srv = start_server(repo_copy, "--model-control-mode", "explicit", "--http-max-connections",
+                       "50")
+    import http.client
+    client = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=5)
+    held, answers = [], 0
+    try:
+        client.request("GET", "/v2/health/live")
+        first = client.getresponse()
+        first.read()
+        assert first.status == 200
+        mine = client.sock.getsockname()
+        for _ in range(6):
+            for _ in range(100):
+                held.append(socket.create_connection(("127.0.0.1", srv.http_port), timeout=5))
+            # On a connection the server closed this raises (http.client does not reconnect
+            # while it holds a socket).
+            client.request("GET", "/v2/health/live")
+            r = client.getresponse()
+            r.read()
+            assert r.status == 200
+            answers += 1
+            assert client.sock is not None and client.sock.getsockname() == mine, \
+                f"a new connection after {answers} answers"
+            time.sleep(0.1)
+        m = srv.metrics()
+        assert metric_value(m, "dais_listener_connections_evicted_total",
+                            'listener="http"') >= 500
+    finally:
+        client.close()
+        for s in held:
+            s.close()
+
+
 def test_out_of_descriptors_backs_off_instead_of_spinning(start_server, repo_copy):
     """The same attack with the limit above what the process may open: accept fails with EMFILE.
     The listener must back off (no busy loop) and free an idle connection for new clients."""

@@ -146,7 +146,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     inflater_.reset();
     // An idle keep-alive connection, or a client that stalls mid-request, is closed after this,
     // or earlier when the listener is at its connection limit and this one has waited longest.
-    Tcp().expires_after(std::chrono::seconds(options_.idle_timeout_secs));
+    const bool silent_under_pressure = !slot_->served() && slot_->UnderPressure();
+    Tcp().expires_after(std::chrono::seconds(
+        silent_under_pressure
+            ? std::min(options_.idle_timeout_secs, options_.header_timeout_under_pressure_secs)
+            : options_.idle_timeout_secs));
     MarkIdle();
     bhttp::async_read_header(
         stream_, buffer_, *parser_,

@@ -67,6 +67,9 @@ struct ServerOptions : EndpointOptions {
   std::string listener = "http";  // names the connections in the metrics
   // A connection waiting this long for (the rest of) a request is closed.
   int idle_timeout_secs = 120;
+  // A connection that has not completed a request head yet, accepted while the listener is
+  // under pressure (three quarters of its connection limit open), is closed after this instead.
+  int header_timeout_under_pressure_secs = 5;
 };
 
 // An HTTP/1.1 server on a frontends::Listener: each request goes to the handler, which answers
