@@ -29,7 +29,8 @@ BENCHMARK(BM_HistogramObserve)->Arg(0)->Arg(1)->Threads(1)->Threads(2);
 static void BM_HistogramExposition(benchmark::State& state) {
   Registry reg;
   auto& f = reg.AddHistogram("h", "h", {"route", "version"}, Buckets(state.range(0)));
-  for (int i = 0; i < 20; ++i) f.Get({"r" + std::to_string(i / 2), std::to_string(i % 2)}).Observe(0.01);
+  for (int i = 0; i < 20; ++i)
+    f.Get({"r" + std::to_string(i / 2), std::to_string(i % 2)}).Observe(0.01);
   size_t bytes = 0;
   for (auto _ : state) {
     std::string text = reg.Expose();

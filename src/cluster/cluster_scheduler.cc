@@ -252,7 +252,7 @@ struct ClusterScheduler::Plan {
   std::vector<std::map<std::string, std::string>> labels;
   std::vector<RepositoryVersions> versions;  // per live node
   std::set<std::string> resolved;            // deployments whose version came from `versions`
-  std::map<std::string, int> index;  // node name -> position
+  std::map<std::string, int> index;          // node name -> position
   std::map<std::string, DeploymentSpec> wanted;
   std::map<std::string, std::string> cordoned;  // node -> "cordon" | "drain"
   std::unique_ptr<placement::Cluster> cluster;

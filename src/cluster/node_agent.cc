@@ -8,8 +8,8 @@
 
 #include "cluster/assignment.h"
 #include "cluster/keys.h"
-#include "runtime/repository.h"
 #include "common/logging.h"
+#include "runtime/repository.h"
 
 namespace dais::cluster {
 namespace {
@@ -230,8 +230,7 @@ void NodeAgent::RepublishIfRepositoryChanged(int64_t lease) {
   RepositoryVersions now = ScanVersions(options_.repositories);
   if (now == registered_versions_) return;
   if (client_->Put(NodeKey(options_.node_id), NodeJson(options_, now), lease).ok()) {
-    LOG_INFO("node {}: the repository changed; its versions are published again",
-             options_.node_id);
+    LOG_INFO("node {}: the repository changed; its versions are published again", options_.node_id);
     registered_versions_ = std::move(now);
   }
 }

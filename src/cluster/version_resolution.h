@@ -20,6 +20,7 @@ using RepositoryVersions = std::map<std::string, std::set<int64_t>>;
 // The highest version of `model` that every node listing the model holds (so that any of them
 // can take a replica); -1 when no node lists it (nodes of an older dais, or the model is in no
 // repository: the nodes' version policy decides, as before).
-int64_t ResolveLatestVersion(const std::vector<RepositoryVersions>& nodes, const std::string& model);
+int64_t ResolveLatestVersion(const std::vector<RepositoryVersions>& nodes,
+                             const std::string& model);
 
 }  // namespace dais::cluster

@@ -71,7 +71,8 @@ struct ApplyDoc {
 // what to print; InvalidArgument naming the field.
 Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
   std::string kind = "deployment";
-  if (root.IsMap() && root["kind"] && root["kind"].IsScalar()) kind = root["kind"].as<std::string>();
+  if (root.IsMap() && root["kind"] && root["kind"].IsScalar())
+    kind = root["kind"].as<std::string>();
   if (kind == "route") {
     ASSIGN_OR_RETURN(gateway::RouteSpec r, gateway::ParseRoute(doc->text));
     doc->key = gateway::kRoutesPrefix + r.name;
@@ -80,7 +81,8 @@ Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
     for (const auto& v : r.versions) {
       split += (split.empty() ? "" : ", ") + fmt::format("v{} {}%", v.version, v.weight);
     }
-    doc->what = fmt::format("route {} applied ({} -> {}; stable v{})", r.name, r.model, split, r.stable);
+    doc->what =
+        fmt::format("route {} applied ({} -> {}; stable v{})", r.name, r.model, split, r.stable);
   } else if (kind == "tenant") {
     ASSIGN_OR_RETURN(gateway::TenantSpec t, gateway::ParseTenant(doc->text));
     doc->key = gateway::kTenantsPrefix + t.name;
@@ -229,10 +231,10 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
     // VERSION: the spec's, or the one resolved from the nodes' repositories ("2 (latest)").
     std::string version = Str(d, "version");
     if (version.empty() || version == "-1") {
-      version = has && s.HasMember("version") && s["version"].IsInt64() &&
-                        s["version"].GetInt64() >= 0
-                    ? std::to_string(s["version"].GetInt64()) + " (latest)"
-                    : "latest";
+      version =
+          has && s.HasMember("version") && s["version"].IsInt64() && s["version"].GetInt64() >= 0
+              ? std::to_string(s["version"].GetInt64()) + " (latest)"
+              : "latest";
     }
     return {name,
             Str(d, "model"),

@@ -3,8 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common/logging.h"
-#include "locks/lock_service.h"
 #include "fmt/format.h"
+#include "locks/lock_service.h"
 
 namespace dais::cmd {
 

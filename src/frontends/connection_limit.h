@@ -11,10 +11,11 @@
 // keep-alive connection (each newcomer was younger than the client's last answer); a connection
 // that has served requests now outlives any number of silent ones. Under pressure (UnderPressure:
 // three quarters of the limit open) a silent connection also gets a short header timeout from
-// its server (http_server.h: header_timeout_under_pressure_secs). Idle connections are cheap to close (no request is lost, clients reconnect), so clients
-// that hold connections without using them cannot starve the ones that send requests. An accept
-// that fails for lack of descriptors or memory closes one idle connection and retries after a
-// backoff (10 ms doubling to 1 s) instead of spinning on a listening socket that stays readable.
+// its server (http_server.h: header_timeout_under_pressure_secs). Idle connections are cheap to
+// close (no request is lost, clients reconnect), so clients that hold connections without using
+// them cannot starve the ones that send requests. An accept that fails for lack of descriptors or
+// memory closes one idle connection and retries after a backoff (10 ms doubling to 1 s) instead of
+// spinning on a listening socket that stays readable.
 //
 // Threads: everything is thread-safe; Slot methods are called by the connection that owns it.
 #pragma once

@@ -567,8 +567,8 @@ void Gateway::Handle(Request request, Responder respond) {
                        : Error(503, "the gateway has not seen the cluster in etcd yet"));
   }
   if (request.method == "GET" && request.path == "/metrics") {
-    Response r{200, "text/plain; version=0.0.4; charset=utf-8",
-               metrics::Registry::Global().Expose(), {}};
+    Response r{
+        200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(), {}};
     r.compressible = true;
     return respond(std::move(r));
   }

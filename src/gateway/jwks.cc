@@ -1,5 +1,3 @@
-#include "gateway/jwt.h"
-
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -17,6 +15,7 @@
 #include <utility>
 
 #include "common/json.h"
+#include "gateway/jwt.h"
 #include "gateway/jwt_text.h"
 
 namespace dais::gateway {
@@ -78,7 +77,6 @@ BnPtr ToBignum(std::string_view bytes) {
   return BnPtr(BN_bin2bn(reinterpret_cast<const unsigned char*>(bytes.data()),
                          static_cast<int>(bytes.size()), nullptr));
 }
-
 
 // ---- Signature checks --------------------------------------------------------------------
 

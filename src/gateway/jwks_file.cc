@@ -1,5 +1,3 @@
-#include "gateway/jwt.h"
-
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -8,6 +6,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "gateway/jwt.h"
 
 namespace dais::gateway {
 

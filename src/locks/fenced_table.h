@@ -18,8 +18,8 @@
 #include <string_view>
 
 #include "common/mutex.h"
-#include "locks/lock_types.h"
 #include "dais/status.h"
+#include "locks/lock_types.h"
 
 namespace dais::locks {
 

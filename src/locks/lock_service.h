@@ -21,9 +21,9 @@
 #include <memory>
 #include <string>
 
-#include "locks/lock_types.h"
 #include "dais/clock.h"
 #include "dais/status.h"
+#include "locks/lock_types.h"
 #include "redis/client.h"
 
 namespace dais::locks {

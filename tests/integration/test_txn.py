@@ -579,3 +579,37 @@ def test_tls_api_and_gate_over_tls(coord, start_server, tmp_path):
                       timeout=30, verify=str(certs / "ca.crt"))
     shop.record(params, r)
     assert r.status_code != 200 and "gate_unavailable" in r.text, r.text
+
+
+def test_a_database_restart_costs_no_order(coord):
+    """Issue 31: after `pg_ctl restart` of a participant or of the decision log the next
+    --workers orders were refused 503 (participant_unavailable / log_unavailable) on dead
+    connections. Now every order placed once the database accepts connections commits, in
+    sequence and concurrently, keyed and unkeyed; in doubt counts stay at 0."""
+    from concurrent.futures import ThreadPoolExecutor
+    shop = coord
+    t = shop.coordinator()
+    for _ in range(4):  # every worker has its connections
+        params = shop.order(item=9)
+        r = t.place(params)
+        shop.record(params, r)
+        assert r.status_code == 200, r.text
+
+    def place_one(i):
+        params = shop.order(item=9)
+        r = t.place(params, key=f"restart-{uuid.uuid4().hex[:8]}" if i % 2 else None)
+        shop.record(params, r)
+        return r.status_code, r.text
+
+    for db in (shop.inventory, shop.log, shop.orders):
+        db.restart()
+        sequential = [place_one(i) for i in range(10)]
+        assert all(code == 200 for code, _ in sequential), (db.name, sequential)
+        db.restart()
+        with ThreadPoolExecutor(8) as pool:
+            concurrent = list(pool.map(place_one, range(24)))
+        assert all(code == 200 for code, _ in concurrent), (db.name, concurrent)
+    s = parse_prometheus(t.metrics())
+    assert (metric_value(s, "dais_txn_in_doubt_transactions") or 0) == 0
+    assert metric_value(s, "dais_txn_unmarked_commits_transactions") is not None
+    shop.invariants()

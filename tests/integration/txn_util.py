@@ -132,6 +132,15 @@ class PgServer:
         if pid_file.exists():
             pid_file.unlink()
 
+    def restart(self, timeout: float = 30.0):
+        """A clean restart, as `pg_ctl restart -m fast`: SIGINT (fast shutdown: every session gets
+        a FATAL and is closed), wait for the postmaster, start again; returns once it accepts
+        connections."""
+        if self.running():
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(timeout=timeout)
+        self.start(timeout)
+
     def freeze(self):
         """SIGSTOP the postmaster and its backends (a hung server: connections accepted, no
         answers)."""

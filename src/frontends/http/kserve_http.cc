@@ -309,8 +309,8 @@ void KServeHttp::AddModelRoute(const std::string& method, const std::string& suf
 }
 
 void KServeHttp::Metrics(Responder& respond) {
-  Response r{200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(),
-             {}};
+  Response r{
+      200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(), {}};
   r.compressible = true;
   respond(std::move(r));
 }
