@@ -450,6 +450,23 @@ StatusOr<std::unique_ptr<streams::RedisFeedbackStream>> StartFeedback(const Serv
   return stream;
 }
 
+// False (logged) when a --model-repository is missing: the README's first command on a clean
+// checkout, where the example repositories are generated, not committed.
+bool RepositoriesExist(const ServeOptions& o) {
+  for (const std::string& repo : o.model_repositories) {
+    std::error_code ec;
+    if (std::filesystem::exists(repo, ec)) continue;
+    const bool example = repo.find("examples/model_repository") != std::string::npos ||
+                         repo.find("examples/feature_repository") != std::string::npos;
+    LOG_ERROR("--model-repository {}: no such directory{}", repo,
+              example ? " (the example repositories are generated: run scripts/gen_examples.sh, "
+                        "or scripts/demo.sh, which also builds and tries them)"
+                      : "");
+    return false;
+  }
+  return true;
+}
+
 int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   log::SetVerbosity(o.log_verbose);
   // Block the stop signals in every thread; this thread waits for them with sigwait.
@@ -465,18 +482,7 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
     LOG_ERROR("{}", restrictions.status().message());
     return 1;
   }
-  for (const std::string& repo : o.model_repositories) {
-    std::error_code ec;
-    if (std::filesystem::exists(repo, ec)) continue;
-    // The README's first command on a clean checkout: the examples are generated, not committed.
-    const bool example = repo.find("examples/model_repository") != std::string::npos ||
-                         repo.find("examples/feature_repository") != std::string::npos;
-    LOG_ERROR("--model-repository {}: no such directory{}", repo,
-              example ? " (the example repositories are generated: run scripts/gen_examples.sh, "
-                        "or scripts/demo.sh, which also builds and tries them)"
-                      : "");
-    return 1;
-  }
+  if (!RepositoriesExist(o)) return 1;
   const runtime::ManagerOptions mo = ManagerOptionsFrom(o);
   std::string backends;
   for (const auto& b : BackendNames()) backends += (backends.empty() ? "" : ", ") + b;

@@ -453,26 +453,7 @@ bool Coordinator::RunBranches(Worker* w, Txn& t) {
     run.push_back(&works[p]);
   }
   pg::RunParallel(run, t.deadline);
-  // A connection that broke under the branch (a participant restarted between the checkout and
-  // the pipeline): nothing of this transaction survives there (it was neither committed nor
-  // prepared), so the branch runs again once on a fresh connection while time is left.
-  std::vector<pg::Work*> again;
-  for (size_t p = 0; p < works.size(); ++p) {
-    if (works[p].results.ok() || works[p].results.status().code() != StatusCode::kUnavailable ||
-        Clock::now() >= t.deadline) {
-      continue;
-    }
-    const std::string& name = t.participants[p];
-    std::string error;
-    t.conns[p] =
-        pg::EnsureConnected(&w->conns[name], spec_->participants.at(name), t.deadline, &error);
-    if (!t.conns[p]) continue;  // refused below with the first failure
-    LOG_INFO("txn {}: participant {}'s connection broke ({}); its branch runs again on a new one",
-             t.id, name, works[p].results.status().message());
-    works[p].connection = t.conns[p];
-    again.push_back(&works[p]);
-  }
-  if (!again.empty()) pg::RunParallel(again, t.deadline);
+  RerunBrokenBranches(w, t, &works);
   for (size_t p = 0; p < works.size(); ++p) {
     const std::string& name = t.participants[p];
     if (!works[p].results.ok()) {
@@ -504,6 +485,30 @@ bool Coordinator::RunBranches(Worker* w, Txn& t) {
     }
   }
   return t.fail_status == 0;
+}
+
+// A connection that broke under the branch (a participant restarted between the checkout and
+// the pipeline): nothing of this transaction survives there (it was neither committed nor
+// prepared), so the branch runs again once on a fresh connection while time is left.
+void Coordinator::RerunBrokenBranches(Worker* w, Txn& t, std::vector<pg::Work>* works) {
+  std::vector<pg::Work*> again;
+  for (size_t p = 0; p < works->size(); ++p) {
+    if ((*works)[p].results.ok() ||
+        (*works)[p].results.status().code() != StatusCode::kUnavailable ||
+        Clock::now() >= t.deadline) {
+      continue;
+    }
+    const std::string& name = t.participants[p];
+    std::string error;
+    t.conns[p] =
+        pg::EnsureConnected(&w->conns[name], spec_->participants.at(name), t.deadline, &error);
+    if (!t.conns[p]) continue;  // refused below with the first failure
+    LOG_INFO("txn {}: participant {}'s connection broke ({}); its branch runs again on a new one",
+             t.id, name, (*works)[p].results.status().message());
+    (*works)[p].connection = t.conns[p];
+    again.push_back(&(*works)[p]);
+  }
+  if (!again.empty()) pg::RunParallel(again, t.deadline);
 }
 
 bool Coordinator::Prepare(Worker*, Txn& t) {

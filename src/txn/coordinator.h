@@ -85,6 +85,8 @@ class Coordinator {
   // marks decisions done once no participant holds them, aborts keyed requests left "started".
   // With dry_run nothing is changed. Returns the actions (taken or that would be taken).
   StatusOr<std::vector<RecoveryAction>> Recover(bool dry_run);
+  // Forgets `marked_done` (the log says done now) and returns the rest of finished_.
+  std::set<std::string> Finished(const std::vector<std::string>& marked_done);
 
   // Called after transactions committed on a participant (the outbox relay's wake-up).
   void SetCommitListener(std::function<void(const std::string& participant)> listener) {
@@ -109,6 +111,7 @@ class Coordinator {
   Outcome RunProtocol(Worker* w, Txn& t);
   bool RunBranches(Worker* w, Txn& t);
   bool Prepare(Worker* w, Txn& t);
+  void RerunBrokenBranches(Worker* w, Txn& t, std::vector<pg::Work>* works);
   void RollBack(Worker* w, Txn& t, bool prepared);
   void Commit(Worker* w, Txn& t);
   Outcome Refuse(Worker* w, Txn& t, int status, const std::string& reason,

@@ -100,6 +100,34 @@ Status Coordinator::LockId() {
   return OkStatus();
 }
 
+namespace {
+
+using OpenDecisions = std::map<std::string, std::pair<std::string, double>>;  // txn -> state, age
+
+// This coordinator's decisions not yet done: 'started' (keyed, undecided) and 'commit'.
+StatusOr<OpenDecisions> ReadOpenDecisions(pg::Connection* log, const std::string& coordinator,
+                                          pg::Deadline deadline) {
+  auto open = log->Run({{"SELECT txn_id, state,"
+                         " extract(epoch FROM now() - coalesce(decided_at, created_at))::float8"
+                         " FROM dais_txn_log WHERE coordinator = $1"
+                         " AND state IN ('started', 'commit')",
+                         {coordinator}}},
+                       deadline);
+  if (!open.ok()) return open.status();
+  if (!(*open)[0].ok) return Unavailable("decision log: " + pg::Describe((*open)[0]));
+  OpenDecisions decisions;
+  for (const auto& row : (*open)[0].rows) decisions[*row[0]] = {*row[1], ToDouble(row[2])};
+  return decisions;
+}
+
+}  // namespace
+
+std::set<std::string> Coordinator::Finished(const std::vector<std::string>& marked_done) {
+  std::lock_guard lock(mu_);
+  for (const std::string& txn : marked_done) finished_.erase(txn);
+  return finished_;
+}
+
 StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
   const auto deadline = Clock::now() + kStepTimeout;
   std::string error;
@@ -111,16 +139,7 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
   const auto& conns = scan.conns;
   const auto& prepared = scan.prepared;
   const bool all_reachable = scan.all_reachable;
-  auto open = log->Run({{"SELECT txn_id, state,"
-                         " extract(epoch FROM now() - coalesce(decided_at, created_at))::float8"
-                         " FROM dais_txn_log WHERE coordinator = $1"
-                         " AND state IN ('started', 'commit')",
-                         {options_.id}}},
-                       deadline);
-  if (!open.ok()) return open.status();
-  if (!(*open)[0].ok) return Unavailable("decision log: " + pg::Describe((*open)[0]));
-  std::map<std::string, std::pair<std::string, double>> decisions;  // txn -> (state, age)
-  for (const auto& row : (*open)[0].rows) decisions[*row[0]] = {*row[1], ToDouble(row[2])};
+  ASSIGN_OR_RETURN(OpenDecisions decisions, ReadOpenDecisions(log, options_.id, deadline));
 
   auto& m = TxnMetrics::Get();
   std::vector<RecoveryAction> actions;
@@ -129,11 +148,7 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
   // (prepared on two participants is one transaction); a commit decision this process saw
   // committed everywhere (finished_) is not, even before it is marked done.
   std::set<std::string> in_doubt;
-  std::set<std::string> finished;
-  {
-    std::lock_guard lock(mu_);
-    finished = finished_;
-  }
+  const std::set<std::string> finished = Finished({});
   size_t unmarked_commits = 0;
   double oldest = 0;
   for (const PreparedXact& x : prepared) {
@@ -204,10 +219,7 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
   if (!done.empty()) {
     // Routine: transactions the workers committed since the last pass (one statement for all).
     if (dry_run || MarkDone(log, done, deadline).ok()) {
-      if (!dry_run) {
-        std::lock_guard lock(mu_);
-        for (const std::string& txn : done) finished_.erase(txn);
-      }
+      if (!dry_run) Finished(done);
       actions.push_back({"", std::to_string(done.size()) + " transaction(s)", "mark done",
                          "committed on every participant"});
       if (!dry_run) m.recovery.Get({"mark_done"}).Increment(static_cast<double>(done.size()));

@@ -248,8 +248,10 @@ def test_a_deployment_without_version_runs_one_version_everywhere(
     def versions():
         return sorted((i["version"], i["state"]) for i in instances(etcd, "mlp_small").values())
 
-    spec = "name: r\nmodel: mlp_small\nreplicas: {}\n" + GPU_SPEC
-    apply(dais_bin, etcd, tmp_path, spec.format(1))
+    def spec(replicas):
+        return f"name: r\nmodel: mlp_small\nreplicas: {replicas}\n" + GPU_SPEC
+
+    apply(dais_bin, etcd, tmp_path, spec(1))
     wait_for(lambda: versions() == [("1", "READY")], 60, "one replica on v1")
     # A newer version on one node only, then a second replica: it must not come up on v2.
     (first,) = [n for n in ("n1", "n2") if etcd.get_prefix(f"/dais/assignments/{n}/")]
@@ -257,7 +259,7 @@ def test_a_deployment_without_version_runs_one_version_everywhere(
     shutil.copytree(other / "mlp_small" / "1", other / "mlp_small" / "2")
     wait_for(lambda: "2" in etcd.get_prefix("/dais/nodes/")[
         f"/dais/nodes/{'n2' if first == 'n1' else 'n1'}"], 20, "the node published v2")
-    apply(dais_bin, etcd, tmp_path, spec.format(2))
+    apply(dais_bin, etcd, tmp_path, spec(2))
     wait_for(lambda: versions() == [("1", "READY"), ("1", "READY")], 60, "both replicas on v1")
     table = ctl(dais_bin, etcd, "get", "deployments").stdout
     assert "1 (latest)" in table, table
