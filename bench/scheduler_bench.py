@@ -13,8 +13,14 @@ The DLRM trace has no node list: the cluster is made here (written to the output
 described in the table's note): GPU nodes of 8 GPUs, 96 vCPUs and 1 TiB, as many as the trace's
 GPU demand needs, and CPU nodes of 96 vCPUs and 512 GiB for its CPU-only instances.
 
+--variants adds multi-GPU-heavy variants of the default trace, made by
+bench/make_multigpu_trace.py into the output folder (never committed): MODE:SHARE[:MIX[:SEED]],
+e.g. append:0.6 (as the public multigpuNN: 60 % of GPU demand from appended multi-GPU tasks),
+resample:0.8 (80 % of GPU tasks resampled as multi-GPU), resample:0.6:4=1 (only 4-GPU ones).
+
 usage: bench/scheduler_bench.py [--build build/release] [--out bench-out/scheduler]
                                 [--traces default,gpushare40,...] [--seed 1]
+                                [--variants append:0.6,resample:0.8]
 """
 import argparse
 import csv
@@ -30,6 +36,23 @@ DATA = ROOT.parent / "shared" / "data"
 GPU_NODES = DATA / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv"
 ALL_NODES = DATA / "alibaba-gpu-2023" / "openb_node_list_all_node.csv"
 DLRM = DATA / "alibaba-dlrm-2025" / "disaggregated_DLRM_trace.csv"
+
+
+def variant_traces(spec, out_dir: Path):
+    """(name, nodes, pods) of each MODE:SHARE[:MIX[:SEED]] in `spec`, generated into out_dir."""
+    out = []
+    for v in filter(None, spec.split(",")):
+        mode, share, mix, seed = (v.split(":") + ["", "", ""])[:4]
+        name = f"{mode}{round(float(share) * 100)}" + (f"-{mix.replace('=', 'x').replace(';', '_')}" if mix else "") \
+            + (f"-s{seed}" if seed else "")
+        pods = out_dir / f"openb_pod_list_{name}.csv"
+        cmd = [sys.executable, str(ROOT / "bench/make_multigpu_trace.py"), "--mode", mode,
+               "--share", share, "--seed", seed or "1", "--out", str(pods)]
+        if mix:
+            cmd += ["--mix", mix.replace(";", ",")]
+        subprocess.run(cmd, check=True)
+        out.append((name, GPU_NODES, pods))
+    return out
 
 
 def traces(selected):
@@ -90,15 +113,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--out", default=str(ROOT / "bench-out/scheduler"))
-    ap.add_argument("--traces", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--traces", default="",
+                    help="comma-separated names (default: all, or none when --variants is given)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--variants", default="",
+                    help="multi-GPU variants MODE:SHARE[:MIX[:SEED]], comma-separated; MIX "
+                         "weights as 2=1;8=3 (see bench/make_multigpu_trace.py)")
     args = ap.parse_args()
     dais = Path(args.build) / "src/cmd/dais"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     selected = [t for t in args.traces.split(",") if t]
     results = {}
-    for name, nodes, pods in traces(selected):
+    runs = traces(selected) if not args.variants or selected else []
+    for name, nodes, pods in runs + variant_traces(args.variants, out):
         if nodes is None:
             nodes = dlrm_nodes(out)
         js, cv = out / f"{name}.json", out / f"{name}.csv"
@@ -118,17 +146,20 @@ def main():
     print("\nUnallocated GPUs at 100 % arrived GPU demand (lower is better)\n")
     names = ["first-fit", "best-fit", "fgd", "dais"]
     print("| trace | GPUs | " + " | ".join(names) +
-          " | dais vs fgd | dais vs best-fit | goal met |")
-    print("|---|---:|" + "---:|" * len(names) + "---:|---:|---|")
+          " | dais vs fgd | worst 80-100 % | dais vs best-fit | goal met |")
+    print("|---|---:|" + "---:|" * len(names) + "---:|---:|---:|---|")
     for trace, pol in results.items():
         u = {n: at(pol[n])["unallocated_gpus"] for n in names}
         vs_fgd = u["dais"] - u["fgd"]
+        # dais against FGD at every checkpoint (80, 90, 100 %), not only at 100 %.
+        worst = max(at(pol["dais"], c)["unallocated_gpus"] - at(pol["fgd"], c)["unallocated_gpus"]
+                    for c in (0.8, 0.9, 1.0))
         vs_bf = (1 - u["dais"] / u["best-fit"]) * 100 if u["best-fit"] > 0 else 0.0
-        met = "yes" if vs_fgd <= 1e-9 and vs_bf >= 49 else \
-            ("≤ fgd only" if vs_fgd <= 1e-9 else "no")
+        met = "yes" if worst <= 1e-9 and vs_bf >= 49 else \
+            ("≤ fgd only" if worst <= 1e-9 else "no")
         print(f"| {trace} | {pol['dais']['gpu_capacity']:.0f} | " +
               " | ".join(f"{u[n]:.1f}" for n in names) +
-              f" | {vs_fgd:+.1f} | {vs_bf:.0f} % fewer | {met} |")
+              f" | {vs_fgd:+.1f} | {worst:+.1f} | {vs_bf:.0f} % fewer | {met} |")
     print("\nDecision time (Policy::Place, one core), whole run of each trace\n")
     print("| trace | policy | decisions | placements/s | p50 µs | p99 µs |")
     print("|---|---|---:|---:|---:|---:|")

@@ -29,6 +29,8 @@ struct GateState {
   std::optional<GateResult> result;
 };
 
+}  // namespace
+
 std::string ErrorJson(const std::string& message) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
@@ -38,8 +40,6 @@ std::string ErrorJson(const std::string& message) {
   w.EndObject();
   return sb.GetString();
 }
-
-}  // namespace
 
 struct Coordinator::Worker {
   std::map<std::string, std::unique_ptr<pg::Connection>> conns;  // by participant
@@ -242,7 +242,7 @@ void Coordinator::WorkerLoop(Worker* w) {
       std::string error;
       pg::Connection* log =
           pg::EnsureConnected(&w->log, spec_->log, Clock::now() + kConnectTimeout, &error);
-      job.done(LookupOn(log, job.lookup));
+      job.done(LookupOn(log, job.lookup, error));
       continue;
     }
     Outcome o = Execute(w, job);

@@ -58,6 +58,9 @@ struct RecoveryAction {
   std::string why;
 };
 
+// {"error": message}, escaped: the body of a refusal.
+std::string ErrorJson(const std::string& message);
+
 class Coordinator {
  public:
   // `gate` (may be null when no type has a gate) is borrowed.
@@ -118,7 +121,8 @@ class Coordinator {
                  const std::string& message);
   void CrashPoint(const char* step);
   void ResolverLoop();
-  Outcome LookupOn(pg::Connection* log, const std::string& txn_id);
+  Outcome LookupOn(pg::Connection* log, const std::string& txn_id,
+                   const std::string& connect_error);
   void UpdateInDoubtMetrics(size_t in_doubt, double oldest_age_s, size_t unmarked_commits);
   bool InFlight(const std::string& txn_id);
 

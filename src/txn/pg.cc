@@ -216,12 +216,11 @@ Connection::~Connection() { PQfinish(conn_); }
 bool Connection::StillUsable(Deadline deadline) {
   const int fd = PQsocket(conn_);
   if (fd < 0 || PQstatus(conn_) != CONNECTION_OK) return false;
-  // Idle, nothing should arrive: something readable is the server's goodbye (or a NOTICE).
+  // Idle, nothing should arrive: something readable is the server's goodbye (a FATAL then the
+  // end of the stream: libpq reports neither until a query reads them) or, rarely, an unasked
+  // NOTICE or parameter report. Either way a new connection is the safe choice.
   pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, 0) > 0) {
-    if (PQconsumeInput(conn_) != 1 || PQstatus(conn_) != CONNECTION_OK) return false;
-    if (p.revents & (POLLHUP | POLLERR)) return false;
-  }
+  if (::poll(&p, 1, 0) != 0) return false;
   if (std::chrono::steady_clock::now() - last_used_ < kIdleCheckAfter) return true;
   const auto check = std::min(deadline, Clock::now() + std::chrono::seconds(1));
   return Exec("SELECT 1", check).ok();

@@ -63,9 +63,9 @@ class Connection {
   friend Connection* EnsureConnected(std::unique_ptr<Connection>*, const std::string&, Deadline,
                                      std::string*);
   Connection(pg_conn* conn, std::string conninfo) : conn_(conn), conninfo_(std::move(conninfo)) {}
-  // False when the server has closed the connection while it sat idle (a restart: PostgreSQL
-  // sends each session a FATAL and closes it) or, after kIdleCheckAfter unused, when it does not
-  // answer a SELECT 1 at once.
+  // False when anything arrived while the connection sat idle (a restart: PostgreSQL sends each
+  // session a FATAL and closes it; a killed server's sessions just close) or, after
+  // kIdleCheckAfter unused, when it does not answer a SELECT 1 at once.
   bool StillUsable(Deadline deadline);
   pg_conn* conn_;
   std::string conninfo_;

@@ -129,12 +129,16 @@ std::set<std::string> Coordinator::Finished(const std::vector<std::string>& mark
 }
 
 StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
-  const auto deadline = Clock::now() + kStepTimeout;
   std::string error;
-  pg::Connection* log = pg::EnsureConnected(&resolver_log_, spec_->log, deadline, &error);
+  pg::Connection* log =
+      pg::EnsureConnected(&resolver_log_, spec_->log, Clock::now() + kStepTimeout, &error);
   if (!log) return Unavailable("decision log: " + error);
   const std::string prefix = GlobalId(options_.id, "");
-  Scan scan = ReadPrepared(*spec_, prefix, deadline, &resolver_participants_);
+  // A hung participant costs the scan a third of the step, not the log its time: the pass still
+  // counts what is in doubt (issue 31).
+  Scan scan =
+      ReadPrepared(*spec_, prefix, Clock::now() + kStepTimeout / 3, &resolver_participants_);
+  const auto deadline = Clock::now() + kStepTimeout;
   const auto& names = scan.names;
   const auto& conns = scan.conns;
   const auto& prepared = scan.prepared;
@@ -264,10 +268,11 @@ void Coordinator::ResolverLoop() {
   }
 }
 
-Outcome Coordinator::LookupOn(pg::Connection* log, const std::string& txn_id) {
-  if (!log) return {503, "{\"error\":\"decision log: unavailable\"}"};
+Outcome Coordinator::LookupOn(pg::Connection* log, const std::string& txn_id,
+                              const std::string& connect_error) {
+  if (!log) return {503, ErrorJson("decision log: unavailable: " + connect_error)};
   auto o = ReadOutcome(log, txn_id, Clock::now() + kStepTimeout);
-  if (!o.ok()) return {503, "{\"error\":\"decision log: unavailable\"}"};
+  if (!o.ok()) return {503, ErrorJson("decision log: unavailable: " + o.status().message())};
   if (!o->has_value()) {
     return {404, "{\"error\":\"no decision logged for this transaction: it did not commit\"}"};
   }

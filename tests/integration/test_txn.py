@@ -613,3 +613,75 @@ def test_a_database_restart_costs_no_order(coord):
     assert (metric_value(s, "dais_txn_in_doubt_transactions") or 0) == 0
     assert metric_value(s, "dais_txn_unmarked_commits_transactions") is not None
     shop.invariants()
+
+
+def test_in_doubt_counts_only_what_may_be_prepared(coord):
+    """Issue 31: dais_txn_in_doubt_transactions read 46-75 while 1-4 transactions were prepared:
+    every commit decision not yet marked done counted while a participant could not be asked.
+    Commits this coordinator saw applied everywhere are not in doubt; they are
+    dais_txn_unmarked_commits_transactions until the resolver marks them."""
+    shop = coord
+    t = shop.coordinator()
+    unmarked = []
+    try:
+        for _ in range(5):
+            params = shop.order(item=10)
+            r = t.place(params)
+            shop.record(params, r)
+            assert r.status_code == 200, r.text
+            # The answer comes before COMMIT PREPARED: wait until it ran everywhere.
+            wait_for(lambda: shop.inventory.prepared("shop") == [] and
+                     shop.orders.prepared("shop") == [], 10, "committed on both participants")
+            shop.inventory.freeze()  # no resolver pass can mark it done while frozen
+            unmarked = shop.log.query("coordinator", "SELECT txn_id FROM dais_txn_log WHERE "
+                                      "state = 'commit' AND coordinator = 'shop-1'")
+            if unmarked:
+                break
+            shop.inventory.thaw()  # a pass marked it in between: again
+        assert unmarked, "never caught a commit before the resolver marked it done"
+
+        def passed_while_frozen():
+            s = parse_prometheus(t.metrics())
+            return (metric_value(s, "dais_txn_unmarked_commits_transactions") or 0) >= 1 and s
+        s = wait_for(passed_while_frozen, 30, "a resolver pass with inventory frozen")
+        assert (metric_value(s, "dais_txn_in_doubt_transactions") or 0) == 0, \
+            "committed everywhere, yet counted in doubt"
+    finally:
+        shop.inventory.thaw()
+    wait_for(lambda: (metric_value(parse_prometheus(t.metrics()),
+                                   "dais_txn_unmarked_commits_transactions") or 0) == 0,
+             30, "marked done once inventory answers")
+    shop.invariants()
+
+
+def test_keyed_answers_final_or_not_as_documented(coord):
+    """Issue 31: docs/transactions.md promised "the first answer byte for byte" while a keyed
+    log_unavailable refusal was followed by a commit on retry. The docs now say which answers
+    are final; this holds them to it, and to the GET /v1/txn/<id> states they list."""
+    shop = coord
+    t = shop.coordinator()
+    # Final: a refusal recorded against the key (out of stock) comes back byte for byte.
+    params = shop.order(item=10, quantity=100000)
+    first = t.place(params, key="final-1")
+    shop.record(params, first)
+    assert first.status_code == 409 and first.json()["reason"] == "branch_failed", first.text
+    again = t.place(params, key="final-1")
+    assert (again.status_code, again.content) == (first.status_code, first.content)
+    look = requests.get(f"{t.url}/v1/txn/{first.json()['txn_id']}", timeout=5).json()
+    assert look["state"] == "aborted" and look["answer"] == first.json(), look
+    # Not final: with the decision log down nothing holds the key; the retry runs and commits.
+    params = shop.order(item=10)
+    shop.log.kill()
+    try:
+        down = t.place(params, key="not-final-1")
+        assert down.status_code == 503 and down.json()["reason"] == "log_unavailable", down.text
+    finally:
+        shop.log.start()
+    retry = t.place(params, key="not-final-1")
+    shop.record(params, retry)
+    assert retry.status_code == 200, retry.text
+    look = requests.get(f"{t.url}/v1/txn/{retry.json()['txn_id']}", timeout=5)
+    assert look.status_code == 200 and look.json()["state"] == "committed", \
+        (look.status_code, look.text)
+    assert t.place(params, key="not-final-1").content == retry.content
+    shop.invariants()
