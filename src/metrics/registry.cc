@@ -233,13 +233,18 @@ void Family<T>::Expose(std::string* out) const {
     les.reserve(bounds_.size() + 1);
     for (double b : bounds_) les.push_back(FormatNumber(b));
     les.push_back("+Inf");
+    std::string prefix;  // `name_bucket{labels,le="`: built once per child, not per bucket
     for (const auto& [values, h] : live_) {
       std::vector<uint64_t> cumulative = h->CumulativeCounts();
+      prefix = name_ + "_bucket";
+      const std::string le_mark = "\x01";
+      AppendLabels(label_names_, values, &le_mark, &prefix);
+      prefix.resize(prefix.size() - le_mark.size() - 2);  // up to and with le="
       for (size_t i = 0; i < les.size(); ++i) {
-        out->append(name_);
-        out->append("_bucket");
-        AppendLabels(label_names_, values, &les[i], out);
-        fmt::format_to(std::back_inserter(*out), " {}\n", cumulative[i]);
+        out->append(prefix);
+        out->append(les[i]);
+        out->append("\"} ");
+        fmt::format_to(std::back_inserter(*out), "{}\n", cumulative[i]);
       }
       out->append(name_);
       out->append("_sum");
