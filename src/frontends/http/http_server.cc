@@ -146,7 +146,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     inflater_.reset();
     // An idle keep-alive connection, or a client that stalls mid-request, is closed after this,
     // or earlier when the listener is at its connection limit and this one has waited longest.
-    const bool silent_under_pressure = !slot_->served() && slot_->UnderPressure();
+    const bool silent_under_pressure = !served_ && slot_->UnderPressure();
     Tcp().expires_after(std::chrono::seconds(
         silent_under_pressure
             ? std::min(options_.idle_timeout_secs, options_.header_timeout_under_pressure_secs)
@@ -163,6 +163,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void OnHeader(beast::error_code ec) {
     if (ec) return OnRead(ec);
     slot_->Busy();
+    served_ = true;
     if (parser_->is_done()) return OnRead(ec);
     const auto& h = parser_->get();
     json_bytes_ = std::numeric_limits<uint64_t>::max();
@@ -384,6 +385,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<Inflater> inflater_;         // the body came with Content-Encoding gzip / deflate
   std::string decoded_;                      // what it decompressed to so far
   std::optional<ZlibFormat> answer_coding_;  // the request's Accept-Encoding allows it
+  bool served_ = false;  // a request head completed: no longer a silent connection
   uint64_t chunks_ = 0;
   // Counts a chunked body's chunks; past the limit the parser stops with an error.
   std::function<void(uint64_t, beast::string_view, beast::error_code&)> on_chunk_ =
