@@ -20,7 +20,7 @@ resample:0.8 (80 % of GPU tasks resampled as multi-GPU), resample:0.6:4=1 (only 
 
 usage: bench/scheduler_bench.py [--build build/release] [--out bench-out/scheduler]
                                 [--traces default,gpushare40,...] [--seed 1]
-                                [--variants append:0.6,resample:0.8]
+                                [--variants 'append:0.6,resample:0.8:2=1;8=1']
 """
 import argparse
 import csv
@@ -43,8 +43,11 @@ def variant_traces(spec, out_dir: Path):
     out = []
     for v in filter(None, spec.split(",")):
         mode, share, mix, seed = (v.split(":") + ["", "", ""])[:4]
-        name = f"{mode}{round(float(share) * 100)}" + (f"-{mix.replace('=', 'x').replace(';', '_')}" if mix else "") \
-            + (f"-s{seed}" if seed else "")
+        name = f"{mode}{round(float(share) * 100)}"
+        if mix:
+            name += "-" + mix.replace("=", "x").replace(";", "_")
+        if seed:
+            name += f"-s{seed}"
         pods = out_dir / f"openb_pod_list_{name}.csv"
         cmd = [sys.executable, str(ROOT / "bench/make_multigpu_trace.py"), "--mode", mode,
                "--share", share, "--seed", seed or "1", "--out", str(pods)]

@@ -9,24 +9,31 @@ namespace dais::placement {
 Workload Workload::FromTasks(const std::vector<TaskSpec>& tasks, double coverage,
                              size_t max_classes) {
   using Key = std::tuple<int64_t, int, int, std::vector<std::string>>;
-  std::map<Key, std::pair<size_t, const TaskSpec*>> counts;
+  struct Count {
+    size_t n = 0;
+    const TaskSpec* first = nullptr;
+    double memory_mib = 0;  // sum
+  };
+  std::map<Key, Count> counts;
   for (const TaskSpec& t : tasks) {
-    auto& c = counts[Key{t.cpu_milli, t.num_gpu, t.gpu_milli, t.gpu_models}];
-    if (c.first++ == 0) c.second = &t;
+    Count& c = counts[Key{t.cpu_milli, t.num_gpu, t.gpu_milli, t.gpu_models}];
+    if (c.n++ == 0) c.first = &t;
+    c.memory_mib += static_cast<double>(t.memory_mib);
   }
-  std::vector<std::pair<size_t, const TaskSpec*>> by_count;
+  std::vector<Count> by_count;
   for (const auto& [key, c] : counts) by_count.push_back(c);
   std::stable_sort(by_count.begin(), by_count.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
+                   [](const Count& a, const Count& b) { return a.n > b.n; });
   Workload w;
   size_t covered = 0;
-  for (const auto& [count, task] : by_count) {
+  for (const auto& [count, task, memory] : by_count) {
     if (w.classes.size() >= max_classes ||
         (covered >= coverage * static_cast<double>(tasks.size()) && !w.classes.empty())) {
       break;
     }
     Class c;
     c.shape = *task;
+    c.memory_mib = static_cast<int64_t>(memory / static_cast<double>(count));
     c.shape.name.clear();
     c.shape.group.clear();
     c.shape.max_per_node = -1;

@@ -19,8 +19,9 @@ namespace dais::placement {
 // The expected workload: task classes and their popularity (weights sum to 1).
 struct Workload {
   struct Class {
-    TaskSpec shape;  // max_per_node ignored
+    TaskSpec shape;  // max_per_node ignored; memory_mib 0 (the paper's classes)
     double weight = 0;
+    int64_t memory_mib = 0;  // the class's mean memory: dais uses it (policy.cc), FGD does not
   };
   std::vector<Class> classes;
 

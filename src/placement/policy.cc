@@ -8,6 +8,8 @@ namespace dais::placement {
 namespace {
 
 constexpr size_t kMaxGpus = 16;
+// Equal within a rounding error: weights are fractions.
+constexpr double kEps = 1e-9;
 
 class FirstFit final : public Policy {
  public:
@@ -54,28 +56,52 @@ class BestFit final : public Policy {
   }
 };
 
-// FGD, and dais's policy on top of it (`tie_break`).
+// dais's measure of fragmentation: FGD's expected workload, except that a single-GPU or
+// GPU-sharing class also needs its mean memory to fit on a node. FGD's classes are CPU and GPU
+// only, so it fills nodes' memory beside free GPUs that the next instances then cannot use
+// (an 8-GPU node of 384 GiB takes eight 1-GPU instances of 48 GiB, none once a CPU-only or
+// small instance holds memory there). The multi-GPU classes keep FGD's memory-blind shape:
+// with their memory too, instances went to fresh 8-GPU nodes and 8-GPU instances failed
+// earlier (docs/scheduler.md).
+Workload WithMemory(Workload w) {
+  for (Workload::Class& c : w.classes) {
+    if (c.shape.num_gpu <= 1) c.shape.memory_mib = c.memory_mib;
+  }
+  return w;
+}
+
+// FGD, and dais's policy on top of it (`dais`): FGD picks the GPUs on each node; dais ranks the
+// nodes by the growth of its own measure (WithMemory) and breaks CPU-only instances' ties.
 class Fragmentation final : public Policy {
  public:
-  Fragmentation(Workload workload, bool tie_break)
-      : workload_(std::move(workload)), tie_break_(tie_break) {}
-  std::string_view name() const override { return tie_break_ ? "dais" : "fgd"; }
+  Fragmentation(Workload workload, bool dais)
+      : workload_(std::move(workload)),
+        score_(dais ? WithMemory(workload_) : Workload{}),
+        dais_(dais) {}
+  std::string_view name() const override { return dais_ ? "dais" : "fgd"; }
 
   std::optional<Placement> Place(const Cluster& cluster, const TaskSpec& task) override {
     if (cache_.size() != cluster.nodes().size()) cache_.assign(cluster.nodes().size(), {});
     std::optional<Placement> best;
     double best_delta = std::numeric_limits<double>::infinity();
-    double best_tie = std::numeric_limits<double>::infinity();
+    Tie best_tie{std::numeric_limits<double>::infinity(), 0};
     for (size_t i = 0; i < cluster.nodes().size(); ++i) {
       const NodeState& n = cluster.nodes()[i];
       if (!n.Fits(task)) continue;
       const double before = Current(i, n);
       std::vector<int> gpus;
-      const double after = BestAfter(n, task, &gpus);
+      double after = 0;
+      if (!dais_) {
+        after = BestAfter(n, task, &gpus);
+      } else {
+        // FGD's GPUs: only a share's GPU depends on the measure (whole GPUs are packed).
+        const bool share = task.num_gpu == 1 && task.gpu_milli < kGpuMilli;
+        if (share) BestAfter(n, task, &gpus);
+        if (!share) gpus = PackedGpus(n, task);
+        after = ScoreAfter(n, task, gpus);
+      }
       const double delta = after - before;
-      const double tie = tie_break_ ? TieScore(n, task) : 0;
-      // Equal within a rounding error: weights are fractions.
-      constexpr double kEps = 1e-9;
+      const Tie tie = dais_ ? TieScore(n, task) : Tie{};
       if (delta < best_delta - kEps || (delta <= best_delta + kEps && tie < best_tie)) {
         best_delta = delta;
         best_tie = tie;
@@ -89,7 +115,7 @@ class Fragmentation final : public Policy {
   double Current(size_t i, const NodeState& n) {
     auto& [version, frag, valid] = cache_[i];
     if (!valid || version != n.version) {
-      frag = NodeFragmentation(n, workload_);
+      frag = NodeFragmentation(n, dais_ ? score_ : workload_);
       version = n.version;
       valid = true;
     }
@@ -125,15 +151,58 @@ class Fragmentation final : public Policy {
     return best;
   }
 
+  // dais's measure of the node once `task` is on it, on `gpus`.
+  double ScoreAfter(const NodeState& n, const TaskSpec& task, const std::vector<int>& gpus) const {
+    std::array<int, kMaxGpus> free{};
+    const size_t g = std::min(n.gpu_free.size(), kMaxGpus);
+    std::copy_n(n.gpu_free.begin(), g, free.begin());
+    for (int i : gpus) free[static_cast<size_t>(i)] -= task.gpu_milli;
+    return NodeFragmentation(n, std::span<const int>(free.data(), g), n.cpu_free - task.cpu_milli,
+                             n.memory_free - task.memory_mib, score_);
+  }
+
+  // GPU capacity (milli, weighted by class) of the node that its CPU and memory cannot feed:
+  // for each GPU class, the free GPU capacity less what as many instances of the class as fit
+  // together (GPUs, CPU, mean memory) would use. FGD's measure asks whether one instance fits.
+  double Stranded(const NodeState& n, int64_t cpu, int64_t memory) const {
+    const int64_t total = n.GpuFreeMilli();
+    if (total == 0) return 0;
+    double out = 0;
+    for (const Workload::Class& c : workload_.classes) {
+      const TaskSpec& t = c.shape;
+      if (t.num_gpu == 0 || !n.ModelAllowed(t)) continue;
+      int64_t slots = 0;
+      for (int f : n.gpu_free) slots += f / t.gpu_milli;
+      int64_t k = slots / t.num_gpu;
+      if (t.cpu_milli > 0) k = std::min(k, cpu / t.cpu_milli);
+      if (c.memory_mib > 0) k = std::min(k, memory / c.memory_mib);
+      out += c.weight * static_cast<double>(total - k * t.GpuDemandMilli());
+    }
+    return out;
+  }
+
   // Lower is better among placements of equal fragmentation growth. GPU instances keep FGD's
   // order (packing them on ties was measured worse: 464 unallocated GPUs against FGD's 420 on
-  // the default openb trace). A CPU-only instance goes to a node without GPUs, else to one whose
-  // GPUs are all taken, so that the CPUs beside free GPUs stay for GPU instances.
-  static double TieScore(const NodeState& n, const TaskSpec& task) {
-    if (task.num_gpu > 0) return 0;
-    if (n.spec.gpus == 0) return -1;
-    return static_cast<double>(n.GpuFreeMilli()) /
-           static_cast<double>(int64_t{n.spec.gpus} * kGpuMilli);
+  // the default openb trace). A CPU-only instance goes where it strands the least GPU capacity
+  // (Stranded), then to a node without GPUs, then to one whose GPUs are all taken, then FGD's
+  // order. Not "the node with the smallest share of its GPUs free", as before: that took the
+  // CPU beside the last free GPUs of 8-GPU nodes, which the multi-GPU instances needed (511.8
+  // unallocated GPUs against FGD's 461.5 on a multi-GPU-heavy openb variant, docs/scheduler.md).
+  struct Tie {
+    double stranded = 0;
+    int rank = 0;  // -1 no GPUs, 0 all GPUs taken, 1 free GPUs
+    bool operator<(const Tie& o) const {
+      if (stranded < o.stranded - kEps) return true;
+      return stranded <= o.stranded + kEps && rank < o.rank;
+    }
+  };
+  Tie TieScore(const NodeState& n, const TaskSpec& task) const {
+    if (task.num_gpu > 0) return {};
+    if (n.spec.gpus == 0) return {0, -1};
+    const double stranded =
+        Stranded(n, n.cpu_free - task.cpu_milli, n.memory_free - task.memory_mib) -
+        Stranded(n, n.cpu_free, n.memory_free);
+    return {stranded, n.GpuFreeMilli() == 0 ? 0 : 1};
   }
 
   struct Entry {
@@ -141,8 +210,9 @@ class Fragmentation final : public Policy {
     double frag = 0;
     bool valid = false;
   };
-  const Workload workload_;
-  const bool tie_break_;
+  const Workload workload_;  // FGD's: picks the GPUs on a node (and ranks nodes for FGD)
+  const Workload score_;     // dais's: ranks nodes
+  const bool dais_;
   std::vector<Entry> cache_;
 };
 

@@ -6,11 +6,13 @@
 //              equally), the classic packing scheduler the FGD paper compares against.
 //   fgd        Fragmentation Gradient Descent (ATC'23): the node, and the GPU on it, whose
 //              fragmentation for the expected workload grows least.
-//   dais       FGD's fragmentation step, with the ties of CPU-only instances (frequent: any
-//              node where they leave GPU fragmentation unchanged) broken toward nodes without
-//              GPUs, then nodes whose GPUs are all taken, so that the CPUs beside free GPUs stay
-//              for GPU instances. The default. (Breaking GPU instances' ties toward packing was
-//              measured worse than FGD on the openb trace, see docs/scheduler.md.)
+//   dais       FGD's step on FGD's GPUs, with nodes ranked by fragmentation for a workload whose
+//              single-GPU and GPU-sharing classes also need their mean memory, and the ties of
+//              CPU-only instances (frequent: any node where they leave GPU fragmentation
+//              unchanged) broken toward the node where they strand the least GPU capacity, then
+//              nodes without GPUs, then nodes whose GPUs are all taken. The default. Measured no
+//              worse than FGD on the public openb traces and multi-GPU variants, not guaranteed
+//              (docs/scheduler.md).
 //
 // Thread-safety: a policy may keep caches; one caller at a time.
 #pragma once

@@ -92,6 +92,48 @@ TEST(PolicyTest, DaisPutsCpuOnlyTasksWhereNoGpuNeedsTheCpu) {
   EXPECT_EQ(Make("dais", w)->Place(full, cpu_task)->node, 1);
 }
 
+// Places `tasks` in order with `policy`; the GPUs (whole) left unallocated.
+double Unallocated(Policy& policy, Cluster c, const std::vector<TaskSpec>& tasks) {
+  for (const TaskSpec& t : tasks) {
+    if (auto p = policy.Place(c, t)) c.Apply(t, *p);
+  }
+  return static_cast<double>(c.gpu_capacity_milli() - c.gpu_allocated_milli()) / kGpuMilli;
+}
+
+TEST(PolicyTest, DaisLeavesTheCpuBesideFreeGpusOfMultiGpuNodes) {
+  // The CPU-only task changes no fragmentation on either node. dais used to send it to the node
+  // with the smallest share of its GPUs free (b, half taken), leaving b 32 of the 40 cores its
+  // two expected 2-GPU tasks need: one failed where FGD (first node in order, a) placed both.
+  // Now only nodes without free GPUs draw CPU-only tasks; otherwise FGD's order.
+  const TaskSpec two = Task(2, 1000, 20000);
+  Cluster c({Node("a", 1, "V100", 16000), Node("b", 8, "V100", 72000)});
+  c.Apply(Task(4, 1000, 32000), Placement{1, {0, 1, 2, 3}});
+  const std::vector<TaskSpec> tasks = {Task(0, 0, 8000), two, two};
+  const double fgd = Unallocated(*Make("fgd", Only(two)), c, tasks);
+  EXPECT_EQ(fgd, 1);
+  EXPECT_LE(Unallocated(*Make("dais", Only(two)), c, tasks), fgd);
+}
+
+TEST(PolicyTest, DaisCountsTheMemoryOfSingleGpuClasses) {
+  // 1-GPU tasks of 90 GiB are expected. A 20 GiB one on x (first in order, FGD's choice: its
+  // classes are CPU and GPU only) leaves x 80 GiB, too little for any of them; dais puts it on
+  // y, which keeps room for two, and places all three large tasks where FGD fails one.
+  auto node = [](const std::string& name, int64_t memory_gib) {
+    return NodeSpec{name, 64000, memory_gib * 1024, 4, "V100"};
+  };
+  const Cluster c({node("x", 100), node("y", 200)});
+  TaskSpec small = Task(1, 1000), large = Task(1, 1000);
+  small.memory_mib = 20 * 1024;
+  large.memory_mib = 90 * 1024;
+  Workload w = Workload::FromTasks({large});
+  ASSERT_EQ(w.classes.size(), 1u);
+  EXPECT_EQ(w.classes[0].memory_mib, 90 * 1024);
+  EXPECT_EQ(w.classes[0].shape.memory_mib, 0) << "FGD's class: CPU and GPU only";
+  const std::vector<TaskSpec> tasks = {small, large, large, large};
+  EXPECT_EQ(Unallocated(*Make("fgd", w), c, tasks), 5);
+  EXPECT_EQ(Unallocated(*Make("dais", w), c, tasks), 4);
+}
+
 TEST(PolicyTest, ConstraintsHold) {
   Cluster c({Node("t4", 4, "T4"), Node("a100", 4, "A100")});
   TaskSpec t = Task(1, 1000);

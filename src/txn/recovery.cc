@@ -133,16 +133,12 @@ StatusOr<std::vector<RecoveryAction>> Coordinator::Recover(bool dry_run) {
   pg::Connection* log =
       pg::EnsureConnected(&resolver_log_, spec_->log, Clock::now() + kStepTimeout, &error);
   if (!log) return Unavailable("decision log: " + error);
-  const std::string prefix = GlobalId(options_.id, "");
   // A hung participant costs the scan a third of the step, not the log its time: the pass still
   // counts what is in doubt (issue 31).
-  Scan scan =
-      ReadPrepared(*spec_, prefix, Clock::now() + kStepTimeout / 3, &resolver_participants_);
+  const Scan scan = ReadPrepared(*spec_, GlobalId(options_.id, ""), Clock::now() + kStepTimeout / 3,
+                                 &resolver_participants_);
   const auto deadline = Clock::now() + kStepTimeout;
-  const auto& names = scan.names;
-  const auto& conns = scan.conns;
-  const auto& prepared = scan.prepared;
-  const bool all_reachable = scan.all_reachable;
+  const auto& [names, conns, prepared, all_reachable] = scan;
   ASSIGN_OR_RETURN(OpenDecisions decisions, ReadOpenDecisions(log, options_.id, deadline));
 
   auto& m = TxnMetrics::Get();
