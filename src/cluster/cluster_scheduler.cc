@@ -293,7 +293,12 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   }
   for (const auto& [key, json] : deployments) {
     auto d = DeploymentFromJson(json);
-    if (!d.ok()) continue;
+    if (!d.ok()) {
+      // Written around `ctl apply`: not scheduled, and said so (repeats are rate-limited).
+      LOG_WARNING("scheduler {}: ignoring the deployment at {}: {}", options_.id, key,
+                  d.status().message());
+      continue;
+    }
     if (d->version < 0) {
       // No `version:`: one version for every replica, from the nodes' repositories; it moves
       // (every replica, in place) only when they change.

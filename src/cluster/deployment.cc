@@ -5,6 +5,7 @@
 #include <rapidjson/writer.h>
 #include <yaml-cpp/yaml.h>
 
+#include <limits>
 #include <regex>
 #include <set>
 
@@ -144,17 +145,35 @@ std::string DeploymentToJson(const DeploymentSpec& d) {
   return sb.GetString();
 }
 
+// Read strictly, as ctl apply's YAML is (issue 32: a document written straight into etcd with
+// `replicas: "5"` or `replicas: 4294967297` was scheduled as one replica while `ctl get` showed
+// 5): a field of the wrong type, or an integer its field cannot hold, is InvalidArgument naming
+// it; then the same Validate as ParseDeploymentYaml.
 StatusOr<DeploymentSpec> DeploymentFromJson(const std::string& json) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseJson(json, &doc));
   if (!doc.IsObject()) return InvalidArgument("deployment: not a JSON object");
   DeploymentSpec d;
+  Status bad = OkStatus();
   auto s = [&](const char* k, std::string* out) {
-    if (doc.HasMember(k) && doc[k].IsString()) *out = doc[k].GetString();
+    if (!doc.HasMember(k)) return;
+    if (!doc[k].IsString()) {
+      bad = InvalidArgument(std::string(k) + ": expected a string");
+      return;
+    }
+    *out = doc[k].GetString();
   };
   auto i = [&](const char* k, auto* out) {
-    if (doc.HasMember(k) && doc[k].IsInt64())
-      *out = static_cast<std::decay_t<decltype(*out)>>(doc[k].GetInt64());
+    using T = std::decay_t<decltype(*out)>;
+    if (!doc.HasMember(k)) return;
+    if (!doc[k].IsInt64() || doc[k].GetInt64() < std::numeric_limits<T>::min() ||
+        doc[k].GetInt64() > std::numeric_limits<T>::max()) {
+      bad = InvalidArgument(std::string(k) + ": expected an integer from " +
+                            std::to_string(std::numeric_limits<T>::min()) + " to " +
+                            std::to_string(std::numeric_limits<T>::max()));
+      return;
+    }
+    *out = static_cast<T>(doc[k].GetInt64());
   };
   s("name", &d.name);
   s("model", &d.model);
@@ -167,17 +186,23 @@ StatusOr<DeploymentSpec> DeploymentFromJson(const std::string& json) {
   i("gpu_milli", &d.gpu_milli);
   i("gpu_memory_mib", &d.gpu_memory_mib);
   i("max_per_node", &d.max_per_node);
-  if (doc.HasMember("may_preempt") && doc["may_preempt"].IsBool()) {
+  RETURN_IF_ERROR(bad);
+  if (doc.HasMember("may_preempt")) {
+    if (!doc["may_preempt"].IsBool()) return InvalidArgument("may_preempt: expected true or false");
     d.may_preempt = doc["may_preempt"].GetBool();
   }
-  if (doc.HasMember("gpu_models") && doc["gpu_models"].IsArray()) {
+  if (doc.HasMember("gpu_models")) {
+    if (!doc["gpu_models"].IsArray()) return InvalidArgument("gpu_models: expected a list");
     for (const auto& m : doc["gpu_models"].GetArray()) {
-      if (m.IsString()) d.gpu_models.emplace_back(m.GetString());
+      if (!m.IsString()) return InvalidArgument("gpu_models: expected strings");
+      d.gpu_models.emplace_back(m.GetString());
     }
   }
-  if (doc.HasMember("node_labels") && doc["node_labels"].IsObject()) {
+  if (doc.HasMember("node_labels")) {
+    if (!doc["node_labels"].IsObject()) return InvalidArgument("node_labels: expected a mapping");
     for (const auto& m : doc["node_labels"].GetObject()) {
-      if (m.value.IsString()) d.node_labels[m.name.GetString()] = m.value.GetString();
+      if (!m.value.IsString()) return InvalidArgument("node_labels: expected string values");
+      d.node_labels[m.name.GetString()] = m.value.GetString();
     }
   }
   RETURN_IF_ERROR(Validate(d));

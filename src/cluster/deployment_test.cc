@@ -38,6 +38,25 @@ may_preempt: false
   EXPECT_EQ(share.max_per_node, 1);
 }
 
+// Issue 32: documents written straight into etcd were read leniently (a string "5" or
+// 4294967297 as replicas became the default 1, silently).
+TEST(DeploymentTest, JsonIsReadAsStrictlyAsTheYaml) {
+  EXPECT_TRUE(DeploymentFromJson(R"({"name": "a", "model": "m", "replicas": 5})").ok());
+  EXPECT_NE(DeploymentFromJson(R"({"name": "a", "model": "m", "replicas": "5"})")
+                .status()
+                .message()
+                .find("replicas: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(DeploymentFromJson(R"({"name": "a", "model": "m", "replicas": 4294967297})")
+                .status()
+                .message()
+                .find("replicas: expected an integer from"),
+            std::string::npos);
+  EXPECT_FALSE(DeploymentFromJson(R"({"name": 7, "model": "m"})").ok());
+  EXPECT_FALSE(DeploymentFromJson(R"({"name": "a", "model": "m", "may_preempt": "yes"})").ok());
+  EXPECT_FALSE(DeploymentFromJson(R"({"name": "a", "model": "m", "gpu_models": "A100"})").ok());
+}
+
 TEST(DeploymentTest, BadSpecsNameTheField) {
   const std::pair<const char*, const char*> kCases[] = {
       {"name: a\nmodel: m\nreplica: 2", "replica: unknown field"},

@@ -1,6 +1,8 @@
 #include "cmd/ctl.h"
 
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
@@ -70,6 +72,11 @@ struct ApplyDoc {
 // Validates one document (a deployment, route or tenant by its 'kind:') into key, json and
 // what to print; InvalidArgument naming the field.
 Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
+  if (doc->text.size() > gateway::kMaxSpecDocumentBytes) {
+    return InvalidArgument("a document of " + std::to_string(doc->text.size()) +
+                           " bytes, over the limit of " +
+                           std::to_string(gateway::kMaxSpecDocumentBytes));
+  }
   std::string kind = "deployment";
   if (root.IsMap() && root["kind"] && root["kind"].IsScalar())
     kind = root["kind"].as<std::string>();
@@ -200,6 +207,15 @@ int Apply(etcd::Client& c, const CtlOptions& o) {
   return 0;
 }
 
+// Why the scheduler refuses a stored deployment (written around `ctl apply`), or empty.
+std::string InvalidDeployment(const rapidjson::Document& d) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  d.Accept(w);
+  auto parsed = cluster::DeploymentFromJson(sb.GetString());
+  return parsed.ok() ? "" : parsed.status().message();
+}
+
 // One table row of a stored value (`rest`: its key after the prefix).
 std::vector<std::string> Row(const std::string& what, const rapidjson::Document& d,
                              const std::string& rest, std::map<std::string, std::string>& status) {
@@ -242,7 +258,8 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
             Str(d, "replicas"),
             has ? std::to_string(s["assigned"].GetInt()) : "?",
             has ? std::to_string(s["pending"].GetInt()) : "?",
-            has ? Str(s, "reason") : ""};
+            InvalidDeployment(d).empty() ? (has ? Str(s, "reason") : "")
+                                         : "invalid, not scheduled: " + InvalidDeployment(d)};
   }
   if (what == "instances") {
     return {Str(d, "node"),  Str(d, "model"), Str(d, "version"),

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "gateway/rate_limit.h"
+#include "gateway/tenant.h"
 
 namespace dais::gateway {
 namespace {
@@ -92,6 +93,23 @@ TEST(TokenBucketTest, BurstThenRateAndRetryAfter) {
   EXPECT_FALSE(t.Take(kT0 + 10s));
   TokenBucket unlimited(0, 0, kT0);
   for (int i = 0; i < 1000; ++i) EXPECT_TRUE(unlimited.Take(kT0));
+}
+
+// Issue 32: a rate of 1e-300 gave Retry-After: -9223372036854774.
+TEST(TokenBucketTest, RetryAfterIsBoundedAndTinyRatesAreRefused) {
+  TokenBucket slow(1e-300, 1, kT0);
+  EXPECT_TRUE(slow.Take(kT0));
+  std::chrono::milliseconds wait{0};
+  EXPECT_FALSE(slow.Take(kT0, &wait));
+  EXPECT_EQ(wait, std::chrono::milliseconds(86'400'000));
+  EXPECT_FALSE(ParseTenant("kind: tenant\nname: t\nrequests_per_second: 1e-300\n").ok());
+  EXPECT_NE(ParseTenant("kind: tenant\nname: t\nrequests_per_second: 1e-4\n")
+                .status()
+                .message()
+                .find("0.001 to 10000000"),
+            std::string::npos);
+  EXPECT_TRUE(ParseTenant("kind: tenant\nname: t\nrequests_per_second: 0.001\n").ok());
+  EXPECT_TRUE(ParseTenant("kind: tenant\nname: t\n").ok());
 }
 
 TEST(RetryBudgetTest, RetriesAreAShareOfRecentRequests) {

@@ -53,9 +53,38 @@ struct View {
   int64_t HighestReady(const std::string& model) const;
 };
 
+// Every gateway adds one to this header (HTTP) or metadata entry (gRPC) of what it forwards; a
+// request that arrives having passed kMaxHops gateways is refused with 508 (issue 32: a node
+// entry pointing at the gateway recursed up to the connection cap).
+inline constexpr const char* kHopsHeader = "x-dais-hops";
+inline constexpr int kMaxHops = 4;
+int Hops(std::string_view header);  // 0 when absent or malformed
+std::optional<frontends::http::Response> RefuseLoop(std::string_view header);
+
 // Parses what the watches hold (etcd key -> value) into a view; entries that do not parse are
 // skipped (a bad route is logged).
-std::shared_ptr<View> BuildView(const std::map<std::string, std::string>& routes_kv,
+// Parsed routes and tenants by etcd key, parsed again only when a key's text changed: a view is
+// rebuilt on every etcd event, and parsing every route each time made N writes cost O(N^2)
+// (issue 32: 150.8 s late after 3,000 route writes). Thread-safe.
+class SpecCache {
+ public:
+  // The spec of `text` at `key`, or nullptr (invalid: not cached, parsed again next time).
+  std::shared_ptr<const RouteSpec> Route(const std::string& key, const std::string& text);
+  std::shared_ptr<const TenantSpec> Tenant(const std::string& key, const std::string& text);
+  // Forgets keys no longer in the watches.
+  void Retain(const std::map<std::string, std::string>& routes_kv,
+              const std::map<std::string, std::string>& tenants_kv);
+
+ private:
+  Mutex mu_;
+  std::map<std::string, std::pair<std::string, std::shared_ptr<const RouteSpec>>> routes_
+      DAIS_GUARDED_BY(mu_);
+  std::map<std::string, std::pair<std::string, std::shared_ptr<const TenantSpec>>> tenants_
+      DAIS_GUARDED_BY(mu_);
+};
+
+std::shared_ptr<View> BuildView(SpecCache* cache,
+                                const std::map<std::string, std::string>& routes_kv,
                                 const std::map<std::string, std::string>& tenants_kv,
                                 const std::map<std::string, std::string>& nodes_kv,
                                 const std::map<std::string, std::string>& instances_kv);
@@ -93,8 +122,11 @@ struct Gateway::Impl {
   using CallPtr = std::shared_ptr<Call>;
 
   void Watch(const std::string& prefix, std::map<std::string, std::string>* kv);
-  // Applies `change` (to the raw maps, under mu) and rebuilds the view.
+  // False (logged, counted) for a route or tenant document that does not parse.
+  bool Accept(const std::string& prefix, const std::string& key, const std::string& value);
+  // Applies `change` (to the raw maps, under mu) and wakes the builder.
   void Rebuild(const std::function<void()>& change) DAIS_EXCLUDES(mu);
+  void BuildLoop();
   std::shared_ptr<const View> Current() {
     MutexLock l(&mu);
     return view;
@@ -153,11 +185,14 @@ struct Gateway::Impl {
   std::atomic<bool> stop{false};
 
   Mutex mu;
+  SpecCache specs;  // parsed routes and tenants, by key
   std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu), tenants_kv DAIS_GUARDED_BY(mu),
       nodes_kv DAIS_GUARDED_BY(mu), instances_kv DAIS_GUARDED_BY(mu);
   std::shared_ptr<const View> view DAIS_GUARDED_BY(mu) = std::make_shared<View>();
-  uint64_t built DAIS_GUARDED_BY(mu) = 0;      // views started
-  uint64_t installed DAIS_GUARDED_BY(mu) = 0;  // the generation of `view`
+  bool dirty DAIS_GUARDED_BY(mu) = false;         // the maps changed since the last build
+  int snapshots_applied DAIS_GUARDED_BY(mu) = 0;  // watch snapshots in the maps
+  CondVar rebuild_cv{&mu};
+  std::thread builder;  // BuildLoop
 
   Mutex buckets_mu;
   std::map<std::string, std::pair<TenantSpec, std::unique_ptr<TokenBucket>>> buckets

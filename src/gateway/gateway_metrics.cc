@@ -39,6 +39,10 @@ GatewayMetrics& GatewayMetrics::Get() {
             "outcome (ok, http_4xx, http_5xx, grpc_error, grpc_client_error, connect_failed, "
             "timeout, error, no_instance).",
             {"route", "version", "outcome"}),
+        r.AddCounter("dais_gateway_config_refused_total",
+                     "Route and tenant documents read from etcd that did not parse, by kind; the "
+                     "last good one under the key stayed in force.",
+                     {"kind"}),
     };
   }();
   return *m;

@@ -70,8 +70,12 @@ std::string ErrorMessage(const Response& r) {
 std::vector<std::pair<std::string, std::string>> ForwardedMetadata(const ServerCall& sc) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [k, v] : sc.metadata()) {
-    if (k != "authorization" && k != "host" && k != "connection") out.emplace_back(k, v);
+    if (k != "authorization" && k != "host" && k != "connection" && k != kHopsHeader) {
+      out.emplace_back(k, v);
+    }
   }
+  out.emplace_back(kHopsHeader,
+                   std::to_string(Hops(sc.Metadata(kHopsHeader).value_or(std::string_view())) + 1));
   return out;
 }
 
@@ -201,6 +205,7 @@ void HandleUnary(Gateway::Impl& g, const std::string& method, const std::string&
   StatusOr<ModelRef> ref = ReadModelRef(bytes);
   StatusOr<int64_t> asked = ref.ok() ? AskedVersion(ref->version) : StatusOr<int64_t>(-1);
   if (ref.ok()) call->alias = ref->name;
+  if (auto loop = RefuseLoop(call->Header(kHopsHeader))) return g.RefuseGrpc(call, *loop);
   if (auto refused = g.Authenticate(call->HeaderCount("authorization"),
                                     call->Header("authorization"), &call->tenant)) {
     call->tenant = call->tenant.empty() ? "-" : call->tenant;

@@ -21,8 +21,10 @@ bool TokenBucket::Take(Clock::time_point now, std::chrono::milliseconds* retry_a
     return true;
   }
   if (retry_after != nullptr) {
+    // Bounded (a day) whatever the rate: the header must stay a small positive number.
+    constexpr double kMaxMs = 86'400'000;
     *retry_after = std::chrono::milliseconds(
-        static_cast<int64_t>(std::ceil((1.0 - tokens_) / rate_ * 1000.0)));
+        static_cast<int64_t>(std::min(kMaxMs, std::ceil((1.0 - tokens_) / rate_ * 1000.0))));
   }
   return false;
 }

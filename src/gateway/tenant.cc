@@ -30,8 +30,11 @@ StatusOr<TenantSpec> ParseTenant(const std::string& text) {
   if (!std::regex_match(t.name, kName)) {
     return InvalidArgument("name: '" + t.name + "' must be 1-128 of [A-Za-z0-9_.@-]");
   }
-  if (!(t.requests_per_second >= 0 && t.requests_per_second <= 1e7)) {
-    return InvalidArgument("requests_per_second: 0 (no limit) to 10000000");
+  // A rate under one request in 1,000 s is a typo, not a limit (1e-300 gave Retry-After:
+  // -9223372036854774): 0 means no limit, anything else is 0.001 to 10,000,000.
+  if (!(t.requests_per_second == 0 ||
+        (t.requests_per_second >= 1e-3 && t.requests_per_second <= 1e7))) {
+    return InvalidArgument("requests_per_second: 0 (no limit) or 0.001 to 10000000");
   }
   if (!(t.burst >= 0 && t.burst <= 1e8)) return InvalidArgument("burst: 0 to 100000000");
   if (t.burst == 0) t.burst = std::max(1.0, t.requests_per_second);

@@ -17,23 +17,63 @@ int64_t View::HighestReady(const std::string& model) const {
   return best;
 }
 
-std::shared_ptr<View> BuildView(const std::map<std::string, std::string>& routes_kv,
+namespace {
+
+template <typename Spec, typename Parse>
+std::shared_ptr<const Spec> Cached(
+    std::map<std::string, std::pair<std::string, std::shared_ptr<const Spec>>>& cache,
+    const std::string& key, const std::string& text, Parse parse) {
+  auto it = cache.find(key);
+  if (it != cache.end() && it->second.first == text) return it->second.second;
+  auto parsed = parse(text);
+  if (!parsed.ok()) return nullptr;
+  auto spec = std::make_shared<const Spec>(std::move(*parsed));
+  cache[key] = {text, spec};
+  return spec;
+}
+
+template <typename Map>
+void RetainKeys(Map& cache, const std::map<std::string, std::string>& kv) {
+  for (auto it = cache.begin(); it != cache.end();) {
+    it = kv.count(it->first) ? std::next(it) : cache.erase(it);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const RouteSpec> SpecCache::Route(const std::string& key, const std::string& text) {
+  MutexLock l(&mu_);
+  return Cached(routes_, key, text, ParseRoute);
+}
+
+std::shared_ptr<const TenantSpec> SpecCache::Tenant(const std::string& key,
+                                                    const std::string& text) {
+  MutexLock l(&mu_);
+  return Cached(tenants_, key, text, ParseTenant);
+}
+
+void SpecCache::Retain(const std::map<std::string, std::string>& routes_kv,
+                       const std::map<std::string, std::string>& tenants_kv) {
+  MutexLock l(&mu_);
+  RetainKeys(routes_, routes_kv);
+  RetainKeys(tenants_, tenants_kv);
+}
+
+std::shared_ptr<View> BuildView(SpecCache* cache,
+                                const std::map<std::string, std::string>& routes_kv,
                                 const std::map<std::string, std::string>& tenants_kv,
                                 const std::map<std::string, std::string>& nodes_kv,
                                 const std::map<std::string, std::string>& instances_kv) {
   auto v = std::make_shared<View>();
+  // The watches hold only documents that parsed (Gateway::Impl::Accept), so nothing is logged
+  // here; a miss is a document that changed since the last build.
   for (const auto& [key, text] : routes_kv) {
-    auto r = ParseRoute(text);
-    if (r.ok()) {
-      v->routes[r->name] = std::move(*r);
-    } else {
-      LOG_WARNING("gateway: ignoring route {}: {}", key, r.status().message());
-    }
+    if (auto r = cache->Route(key, text)) v->routes[r->name] = *r;
   }
   for (const auto& [key, text] : tenants_kv) {
-    auto t = ParseTenant(text);
-    if (t.ok()) v->tenants[t->name] = std::move(*t);
+    if (auto t = cache->Tenant(key, text)) v->tenants[t->name] = *t;
   }
+  cache->Retain(routes_kv, tenants_kv);
   for (const auto& [key, json] : nodes_kv) {
     rapidjson::Document d;
     if (!json::ParseJson(json, &d).ok() || !d.IsObject() || !d.HasMember("node") ||

@@ -260,10 +260,14 @@ Outcome Coordinator::Execute(Worker* w, Job& job) {
     return {400, ErrorJson("unknown transaction type '" + job.type + "' (known: " + known + ")")};
   }
   auto params = ParseParams(*type, job.body);
-  if (!params.ok() || job.key.size() > 256) {
+  // A NUL cannot reach the log (PostgreSQL text has none): "K\0A" and "K\0B" would share K's
+  // answer (issue 32). Refused rather than cut.
+  const bool nul = job.key.find('\0') != std::string::npos;
+  if (!params.ok() || job.key.size() > 256 || nul) {
     m.transactions.Get({type->name, "bad_request"}).Increment();
-    return {400, ErrorJson(params.ok() ? "Idempotency-Key: longer than 256 bytes"
-                                       : params.status().message())};
+    return {400, ErrorJson(!params.ok() ? params.status().message()
+                           : nul        ? "idempotency key: contains a NUL byte"
+                                        : "Idempotency-Key: longer than 256 bytes")};
   }
   Txn t;
   t.type = type;
@@ -516,7 +520,8 @@ bool Coordinator::Prepare(Worker*, Txn& t) {
   std::vector<pg::Work*> run;
   for (size_t p = 0; p < works.size(); ++p) {
     works[p].connection = t.conns[p];
-    works[p].statements.push_back({"PREPARE TRANSACTION " + pg::Literal(t.gid), {}});
+    works[p].statements.push_back(
+        {"PREPARE TRANSACTION " + pg::Literal(ParticipantGid(t.gid, t.participants[p])), {}});
     run.push_back(&works[p]);
   }
   pg::RunParallel(run, t.deadline);
@@ -547,7 +552,10 @@ void Coordinator::RollBack(Worker*, Txn& t, bool prepared) {
     if (!t.conns[p] || t.conns[p]->broken()) continue;  // the server rolls back on close
     works[p].connection = t.conns[p];
     works[p].statements.push_back(
-        {prepared && t.prepared[p] ? "ROLLBACK PREPARED " + pg::Literal(t.gid) : "ROLLBACK", {}});
+        {prepared && t.prepared[p]
+             ? "ROLLBACK PREPARED " + pg::Literal(ParticipantGid(t.gid, t.participants[p]))
+             : "ROLLBACK",
+         {}});
     run.push_back(&works[p]);
   }
   // A participant whose PREPARE may have run without us learning it keeps a prepared
@@ -560,7 +568,8 @@ void Coordinator::Commit(Worker*, Txn& t) {
   std::vector<pg::Work*> run;
   for (size_t p = 0; p < t.conns.size(); ++p) {
     works[p].connection = t.conns[p];
-    works[p].statements.push_back({"COMMIT PREPARED " + pg::Literal(t.gid), {}});
+    works[p].statements.push_back(
+        {"COMMIT PREPARED " + pg::Literal(ParticipantGid(t.gid, t.participants[p])), {}});
     if (options_.crash_at == "during_commit" && p == 0) {
       pg::RunParallel({&works[0]}, Clock::now() + kCommitTimeout);
       CrashPoint("during_commit");

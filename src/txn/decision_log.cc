@@ -1,5 +1,7 @@
 #include "txn/decision_log.h"
 
+#include <algorithm>
+
 namespace dais::txn {
 
 namespace {
@@ -24,6 +26,18 @@ LoggedOutcome Row(const std::vector<std::optional<std::string>>& r) {
 
 std::string GlobalId(const std::string& coordinator, const std::string& txn_id) {
   return "dais:" + coordinator + ":" + txn_id;
+}
+
+std::string ParticipantGid(const std::string& global_id, const std::string& participant) {
+  return global_id + "@" + participant;
+}
+
+std::string TxnIdOfGid(const std::string& gid, const std::string& prefix,
+                       const std::string& participant) {
+  std::string id = gid.substr(std::min(prefix.size(), gid.size()));
+  const std::string suffix = "@" + participant;
+  if (id.size() > suffix.size() && id.ends_with(suffix)) id.resize(id.size() - suffix.size());
+  return id;
 }
 
 Status InitDecisionLog(pg::Connection* log, pg::Deadline deadline) {

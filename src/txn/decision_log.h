@@ -57,7 +57,15 @@ StatusOr<bool> TryLockCoordinatorId(pg::Connection* log, const std::string& coor
 Status MarkDone(pg::Connection* log, const std::vector<std::string>& txn_ids,
                 pg::Deadline deadline);
 
-// A transaction's global id on the participants: "dais:<coordinator>:<txn_id>".
+// A transaction's global id: "dais:<coordinator>:<txn_id>".
 std::string GlobalId(const std::string& coordinator, const std::string& txn_id);
+// Its prepared-transaction id on one participant: "<global id>@<participant>". PostgreSQL's
+// gids are unique per server, so two participants that are databases of one server need two
+// (issue 32: with one gid for both, every transaction failed "already in use").
+std::string ParticipantGid(const std::string& global_id, const std::string& participant);
+// The transaction id of a gid read back from `participant` under `prefix` (GlobalId(c, "")); a
+// gid of an older dais has no participant suffix.
+std::string TxnIdOfGid(const std::string& gid, const std::string& prefix,
+                       const std::string& participant);
 
 }  // namespace dais::txn

@@ -57,7 +57,7 @@ Scan ReadPrepared(const TxnSpec& spec, const std::string& prefix, pg::Deadline d
       continue;
     }
     for (const auto& row : (*r)[0].rows) {
-      scan.prepared.push_back({i, *row[0], row[0]->substr(prefix.size()), ToDouble(row[1])});
+      scan.prepared.push_back({i, *row[0], TxnIdOfGid(*row[0], prefix, name), ToDouble(row[1])});
     }
   }
   return scan;

@@ -271,3 +271,22 @@ def test_a_deployment_without_version_runs_one_version_everywhere(
     assert "2 (latest)" in table, table
     events = json.loads(ctl(dais_bin, etcd, "get", "events", "-o", "json").stdout)
     assert sum(e["kind"] == "version" and "1 -> 2" in e["message"] for e in events) == 2, events
+
+
+def test_a_deployment_written_around_apply_is_read_as_strictly(etcd_server, scheduler, dais_bin):
+    """Issue 32: `replicas: "5"` and `replicas: 4294967297` written straight into etcd were
+    scheduled as 1 while `ctl get` showed 5 and 4294967297. Both are refused now, said in the
+    scheduler's log and in `ctl get deployments`."""
+    etcd = etcd_server
+    etcd.ctl("put", "/dais/deployments/quoted",
+             '{"name": "quoted", "model": "mlp_small", "replicas": "5"}')
+    etcd.ctl("put", "/dais/deployments/huge",
+             '{"name": "huge", "model": "mlp_small", "replicas": 4294967297}')
+    wait_for(lambda: "ignoring the deployment at /dais/deployments/quoted: replicas: expected an "
+             "integer" in scheduler.log() and "/dais/deployments/huge: replicas" in
+             scheduler.log(), 20, "both refused in the scheduler's log")
+    table = ctl(dais_bin, etcd, "get", "deployments").stdout
+    rows = {line.split()[0]: line for line in table.splitlines()[1:] if line.strip()}
+    assert "invalid, not scheduled: replicas" in rows["quoted"], table
+    assert "invalid, not scheduled: replicas" in rows["huge"], table
+    assert not etcd.get_prefix("/dais/assignments/"), "nothing scheduled"

@@ -347,3 +347,42 @@ def test_a_gateway_that_never_reached_etcd_answers_503_naming_etcd(dais_bin, tmp
         assert requests.get(gw.url + "/v2/health/ready", timeout=5).status_code == 503
     finally:
         gw.stop()
+
+
+def test_an_invalid_document_in_etcd_keeps_the_last_good_one(two_versions, etcd_server, gateway,
+                                                             dais_bin, tmp_path):
+    """Issue 32: a route or tenant written straight into etcd that does not parse replaced the
+    last good one (the alias answered 404, the tenant vanished, nothing logged)."""
+    apply_route(dais_bin, etcd_server, tmp_path, CANARY.replace("weight: 90", "weight: 100")
+                .replace(", {version: 2, weight: 10}", "").replace(
+                    "match: [{header: x-group, value: beta, version: 2}]\n", ""))
+    g = gateway()
+    url = g.url + "/v2/models/ranker/infer"
+    wait_for(lambda: requests.post(url, json=body(), timeout=5).status_code == 200, 20,
+             "the route served")
+    etcd_server.ctl("put", "/dais/routes/ranker", '{"name": "ranker", "versions": "lots"}')
+    etcd_server.ctl("put", "/dais/tenants/shop", '{"name": "shop", "requests_per_second": -1}')
+    wait_for(lambda: 'dais_gateway_config_refused_total{kind="route"} 1' in
+             requests.get(g.url + "/metrics", timeout=5).text, 10, "the bad route counted")
+    assert requests.post(url, json=body(), timeout=5).status_code == 200, "the good route stays"
+    metrics = requests.get(g.url + "/metrics", timeout=5).text
+    assert 'dais_gateway_config_refused_total{kind="tenant"} 1' in metrics
+    assert "refusing the route at /dais/routes/ranker" in g.log()
+
+
+def test_a_forwarding_loop_is_refused_with_508(etcd_server, gateway):
+    """Issue 32: a node entry pointing at the gateway made it forward to itself until the
+    connection cap. Each gateway counts itself in x-dais-hops; at 4 the request is refused."""
+    g = gateway()
+    address = g.url.split("//")[1]
+    etcd_server.ctl("put", "/dais/nodes/gw", json.dumps({"node": "gw", "http": address}))
+    etcd_server.ctl("put", "/dais/instances/gw/loop", json.dumps(
+        {"node": "gw", "model": "loop", "version": "1", "state": "READY"}))
+    url = g.url + "/v2/models/loop/infer"
+    # (a Response of a 5xx is falsy: wait for the pair)
+    code, text = wait_for(lambda: (r := requests.post(url, json=body(), timeout=10)).status_code
+                          != 404 and (r.status_code, r.text), 20, "the loop model routed")
+    assert code == 508, (code, text)
+    assert "forwarding loop" in json.loads(text)["error"], text
+    r = requests.post(url, json=body(), headers={"x-dais-hops": "4"}, timeout=10)
+    assert r.status_code == 508

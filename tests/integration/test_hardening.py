@@ -512,3 +512,24 @@ def test_load_check_zygote_is_restarted_when_it_dies(repo_copy, start_server, kv
     x = np.random.default_rng(5).normal(size=(1, 16)).astype(np.float32)
     kv.json_outputs(srv.infer("mlp_small", {"INPUT__0": x}))
     assert srv.stop(timeout=15) == 0
+
+
+@pytest.mark.parametrize("te,status", [("chunked, identity", 400), ("identity", 400),
+                                       ("gzip, chunked", 501)])
+def test_a_transfer_encoding_not_ending_in_chunked_is_refused(server, te, status):
+    """Issue 32: `Transfer-Encoding: chunked, identity` was accepted and its body parsed as a
+    second request (one request, two answers). RFC 9112 §6.3: 400 and close."""
+    smuggled = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+    head = (f"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: {te}\r\n"
+            f"Content-Type: application/json\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=5) as s:
+        s.sendall(head + b"2\r\n{}\r\n0\r\n\r\n" + smuggled)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    assert got.startswith(f"HTTP/1.1 {status} ".encode()), got[:200]
+    assert got.count(b"HTTP/1.1 ") == 1, got  # one answer, then the connection closed
+    assert b"Transfer-Encoding" in got

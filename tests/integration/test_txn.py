@@ -521,6 +521,14 @@ def test_grpc_api_places_refuses_and_gets(coord):
         with pytest.raises(grpc.RpcError) as e:
             get(_pb({1: "nosuch"}), timeout=10)
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        # Issue 32: keys are bytes with a length; one with a NUL was cut there and shared K's
+        # answer. Refused now.
+        nul = shop.order(user=42, item=10, quantity=1)
+        with pytest.raises(grpc.RpcError) as e:
+            place(_pb({1: "place_order", 2: json.dumps(nul), 3: "g-\x00" + nul["order_id"]}),
+                  timeout=10)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "contains a NUL byte" in e.value.details(), e.value.details()
     shop.invariants()
 
 
@@ -685,3 +693,28 @@ def test_keyed_answers_final_or_not_as_documented(coord):
         (look.status_code, look.text)
     assert t.place(params, key="not-final-1").content == retry.content
     shop.invariants()
+
+
+def test_two_participants_on_one_server_commit(coord, tmp_path):
+    """Issue 32: two participants that are databases of one PostgreSQL server got the same
+    prepared-transaction id (unique per server) and every transaction failed "already in use".
+    Each participant now has its own gid."""
+    import yaml
+    shop = coord
+    shop.orders.create_db("inv_shared", EXAMPLE / "schema_inventory.sql")
+    with shop.orders.connect("inv_shared") as c, c.cursor() as cur:
+        cur.execute("INSERT INTO stock (item_id, qty) VALUES (1, 10)")
+    spec = yaml.safe_load(open(shop.txn_yaml).read())
+    spec["participants"]["inventory"] = shop.orders.conninfo("inv_shared")
+    shared = tmp_path / "shared.yaml"
+    shared.write_text(yaml.safe_dump(spec))
+    t = shop.coordinator(config=str(shared))
+    params = shop.order(item=1, quantity=2)
+    r = t.place(params, type_="place_order_nogate")
+    assert r.status_code == 200, r.text
+    assert shop.orders.query("inv_shared", "SELECT qty FROM stock WHERE item_id = 1") == [(8,)]
+    assert shop.orders.query("shop", "SELECT count(*) FROM orders WHERE order_id = %s",
+                             (params["order_id"],)) == [(1,)]
+    assert shop.orders.prepared("shop") == [] and shop.orders.prepared("inv_shared") == []
+    # Leave the shared shop as it was for the module's invariants.
+    shop.orders.execute("shop", "DELETE FROM orders WHERE order_id = %s", (params["order_id"],))

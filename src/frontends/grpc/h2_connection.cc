@@ -86,9 +86,18 @@ nghttp2_nv Header(std::string_view name, std::string_view value) {
                     value.size(), NGHTTP2_NV_FLAG_NONE};
 }
 
-// grpc-message is percent-encoded: bytes outside printable ASCII, and '%' itself.
+// grpc-message is percent-encoded: bytes outside printable ASCII, and '%' itself. A message
+// longer than kMaxGrpcMessageBytes is cut there (issue 32: an error echoing a 64 KB model name
+// made headers no peer accepts, and the call hung until the client's deadline).
+constexpr size_t kMaxGrpcMessageBytes = 1024;
 std::string PercentEncode(std::string_view s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string cut;
+  if (s.size() > kMaxGrpcMessageBytes) {
+    cut = std::string(s.substr(0, kMaxGrpcMessageBytes)) + "... (" +
+          std::to_string(s.size() - kMaxGrpcMessageBytes) + " bytes cut)";
+    s = cut;
+  }
   std::string out;
   out.reserve(s.size());
   for (unsigned char c : s) {

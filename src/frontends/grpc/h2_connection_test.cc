@@ -175,6 +175,10 @@ struct Fixture {
     t["/t.S/Fail"].unary = [](std::shared_ptr<ServerCall> call, std::string) {
       call->Finish(::grpc::Status(::grpc::StatusCode::NOT_FOUND, "no such thing: 100% gone\n"));
     };
+    t["/t.S/FailLong"].unary = [](std::shared_ptr<ServerCall> call, std::string) {
+      call->Finish(::grpc::Status(::grpc::StatusCode::NOT_FOUND,
+                                  "no model '" + std::string(70000, 'm') + "'"));
+    };
     t["/t.S/Hold"].unary = [this](std::shared_ptr<ServerCall> call, std::string) {
       held = std::move(call);
     };
@@ -218,6 +222,18 @@ TEST(H2Connection, ErrorsAreTrailersOnlyWithPercentEncodedMessage) {
   EXPECT_EQ(a.grpc_message, "no such thing: 100%25 gone%0A");
   EXPECT_TRUE(a.data.empty());
   EXPECT_EQ(a.header_blocks, 1);
+}
+
+// Issue 32: an error echoing a 70 KB name made headers over nghttp2's limits: never sent, the
+// call hung until the client's deadline. The message is cut at 1 KiB.
+TEST(H2Connection, LongErrorMessagesAreCut) {
+  Fixture f;
+  Harness h(f.Methods());
+  const Answer& a = h.answers[h.Open("/t.S/FailLong", Frame(""))];
+  EXPECT_TRUE(a.closed);
+  EXPECT_EQ(a.grpc_status, 5);
+  EXPECT_LT(a.grpc_message.size(), 1100u);
+  EXPECT_NE(a.grpc_message.find("bytes cut)"), std::string::npos);
 }
 
 TEST(H2Connection, Refusals) {

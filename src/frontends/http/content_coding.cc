@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <string>
+#include <vector>
 
 namespace dais::frontends::http {
 namespace {
@@ -79,6 +80,31 @@ std::optional<ZlibFormat> AnswerCoding(std::string_view accept_encoding) {
   if (gzip.value_or(any)) return ZlibFormat::kGzip;
   if (deflate.value_or(any)) return ZlibFormat::kZlib;
   return std::nullopt;
+}
+
+Status CheckTransferEncoding(std::string_view te) {
+  std::vector<std::string> codings;
+  while (!te.empty()) {
+    const size_t comma = te.find(',');
+    std::string_view item = Trim(te.substr(0, comma));
+    te = comma == std::string_view::npos ? std::string_view() : te.substr(comma + 1);
+    if (item.empty()) continue;
+    std::string lower(item);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    codings.push_back(std::move(lower));
+  }
+  if (codings.empty() || codings.back() != "chunked") {
+    return InvalidArgument(
+        "Transfer-Encoding: the final coding of a request must be chunked (RFC 9112 section 6.3)");
+  }
+  for (size_t i = 0; i + 1 < codings.size(); ++i) {
+    if (codings[i] == "chunked") {
+      return InvalidArgument("Transfer-Encoding: chunked may be applied only once");
+    }
+    return Unimplemented("Transfer-Encoding '" + codings[i].substr(0, 40) +
+                         "' is not implemented (only chunked)");
+  }
+  return OkStatus();
 }
 
 }  // namespace dais::frontends::http

@@ -20,4 +20,11 @@ StatusOr<std::optional<ZlibFormat>> RequestCoding(std::string_view content_encod
 // acceptable ("gzip", "x-gzip" or "*" with q > 0), else deflate; q=0 refuses a coding.
 std::optional<ZlibFormat> AnswerCoding(std::string_view accept_encoding);
 
+// A request's Transfer-Encoding (RFC 9112 §6): only "chunked" alone is accepted. InvalidArgument
+// (400, and the connection closes) when the final coding is not chunked, as in "chunked,
+// identity": without it the body's end is unknown and the rest of the stream would be read as a
+// second request (issue 32: one request, two answers); Unimplemented (501) for another coding
+// before chunked ("gzip, chunked"). Several header lines are one list, joined with commas.
+Status CheckTransferEncoding(std::string_view transfer_encoding);
+
 }  // namespace dais::frontends::http

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/status_testing.h"
+
 namespace dais::frontends::http {
 namespace {
 
@@ -32,6 +34,19 @@ TEST(ContentCodingTest, AnswerCoding) {
   EXPECT_EQ(AnswerCoding("*;q=0"), std::nullopt);
   EXPECT_EQ(AnswerCoding("gzip;q=0, *"), ZlibFormat::kZlib);
   EXPECT_EQ(AnswerCoding("br;q=1.0, zstd"), std::nullopt);
+}
+
+// Issue 32: "chunked, identity" was accepted and the body read as a second request.
+TEST(ContentCodingTest, TransferEncodingMustEndWithChunkedAlone) {
+  EXPECT_OK(CheckTransferEncoding("chunked"));
+  EXPECT_OK(CheckTransferEncoding(" Chunked "));
+  EXPECT_EQ(CheckTransferEncoding("chunked, identity").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckTransferEncoding("identity").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckTransferEncoding("").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckTransferEncoding("chunked, chunked").code(), StatusCode::kInvalidArgument);
+  const Status gzip = CheckTransferEncoding("gzip, chunked");
+  EXPECT_EQ(gzip.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(gzip.message().find("'gzip' is not implemented"), std::string::npos);
 }
 
 }  // namespace

@@ -46,6 +46,19 @@ std::string Lower(std::string_view s) {
 
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
+// OK without a Transfer-Encoding; else CheckTransferEncoding of every line of it, joined.
+template <class Fields>
+Status CheckTransferEncodings(const Fields& h) {
+  auto [first, last] = h.equal_range(bhttp::field::transfer_encoding);
+  if (first == last) return OkStatus();
+  std::string all;
+  for (auto it = first; it != last; ++it) {
+    if (!all.empty()) all += ',';
+    all.append(it->value().data(), it->value().size());
+  }
+  return CheckTransferEncoding(all);
+}
+
 // The answer to plain HTTP on an HTTPS port (sent in plain text: the client speaks it), as
 // nginx's 497.
 constexpr std::string_view kPlainHttpOnTls =
@@ -164,8 +177,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (ec) return OnRead(ec);
     slot_->Busy();
     served_ = true;
-    if (parser_->is_done()) return OnRead(ec);
     const auto& h = parser_->get();
+    if (Status te = CheckTransferEncodings(h); !te.ok()) {
+      return AnswerEarly(te.code() == StatusCode::kUnimplemented ? 501 : 400, te.message());
+    }
+    if (parser_->is_done()) return OnRead(ec);
     json_bytes_ = std::numeric_limits<uint64_t>::max();
     auto ihcl = h.find("Inference-Header-Content-Length");
     if (ihcl != h.end()) {
