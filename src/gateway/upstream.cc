@@ -296,25 +296,46 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     stream_.With([this](auto& s) { ReadFrom(s); });
   }
 
+  // The head first, then the body: Beast (1.74) checks a Content-Length against body_limit only
+  // when the head arrives without body bytes after it (issue 32: a node's 1 GiB answer in one
+  // write went through the 256 MiB limit), so the length is checked here as well.
   template <class Stream>
   void ReadFrom(Stream& s) {
-    http::async_read(s, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t n) {
-                       // A kept-alive connection the node closed before reading the request
-                       // (a clean end, nothing received): the request was not processed, send
-                       // it again. A reset may come after the node took the request: no resend.
-                       if (ec && self->reused_ && n == 0 && !self->expired_ &&
-                           (ec == http::error::end_of_stream || ec == net::error::eof ||
-                            ec == net::ssl::error::stream_truncated)) {
-                         self->buffer_.clear();
-                         return self->Connect();
-                       }
-                       if (ec) return self->Failed(ec, "reading the answer of");
-                       // An interim 1xx answer (100 Continue, 103 Early Hints): the real one
-                       // follows on the same connection.
-                       if (self->parser_->get().result_int() / 100 == 1) return self->Read();
-                       self->Done();
-                     });
+    http::async_read_header(s, buffer_, *parser_,
+                            [self = shared_from_this(), &s](beast::error_code ec, size_t n) {
+                              if (ec) return self->OnAnswerRead(ec, n == 0);
+                              const auto length = self->parser_->content_length();
+                              if (length && *length > self->pool_->options.max_response_bytes) {
+                                return self->OnAnswerRead(http::error::body_limit, false);
+                              }
+                              http::async_read(s, self->buffer_, *self->parser_,
+                                               [self](beast::error_code ec, size_t) {
+                                                 self->OnAnswerRead(ec, false);
+                                               });
+                            });
+  }
+
+  // `nothing`: no byte of the answer was received.
+  void OnAnswerRead(beast::error_code ec, bool nothing) {
+    // A kept-alive connection the node closed before reading the request (a clean end, nothing
+    // received): the request was not processed, send it again. A reset may come after the node
+    // took the request: no resend.
+    if (ec && reused_ && nothing && !expired_ &&
+        (ec == http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::ssl::error::stream_truncated)) {
+      buffer_.clear();
+      return Connect();
+    }
+    if (ec == http::error::body_limit) {
+      return Finish(Internal("the answer of " + address_ + " exceeds the limit of " +
+                             std::to_string(pool_->options.max_response_bytes) + " bytes"),
+                    false);
+    }
+    if (ec) return Failed(ec, "reading the answer of");
+    // An interim 1xx answer (100 Continue, 103 Early Hints): the real one follows on the same
+    // connection.
+    if (parser_->get().result_int() / 100 == 1) return Read();
+    Done();
   }
 
   void Failed(beast::error_code ec, const char* what) {

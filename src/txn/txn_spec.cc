@@ -100,15 +100,25 @@ Status ParseBranch(const YAML::Node& b, const std::string& at, const TxnSpec& sp
     RETURN_IF_ERROR(RewriteSql(*t, sat, &s));
     branch.statements.push_back(std::move(s));
   }
-  if (const YAML::Node ev = b["events"]; ev) {
+  if (const YAML::Node ev = b["events"]; ev && !ev.IsNull()) {
+    // Issue 32: `events: "oops"` (a scalar iterates as nothing) was accepted and emitted nothing.
+    if (!ev.IsSequence()) return InvalidArgument(at + ".events: expected a list of events");
     for (size_t i = 0; i < ev.size(); ++i) {
       std::string eat = at + ".events[" + std::to_string(i) + "]";
+      if (!ev[i].IsMap()) return InvalidArgument(eat + ": expected a mapping {stream, fields}");
       RETURN_IF_ERROR(Unknown(ev[i], {"stream", "fields"}, eat + "."));
       EventSpec e;
       RETURN_IF_ERROR(Get(ev[i], "stream", eat + ".", &e.stream));
       if (e.stream.empty()) return InvalidArgument(eat + ".stream: missing");
-      for (const auto& kv : ev[i]["fields"]) {
+      const YAML::Node fields = ev[i]["fields"];
+      if (!fields || !fields.IsMap() || fields.size() == 0) {
+        return InvalidArgument(eat + ".fields: expected a mapping {name: $param or literal}");
+      }
+      for (const auto& kv : fields) {
         std::string key = kv.first.as<std::string>();
+        if (!kv.second.IsScalar()) {
+          return InvalidArgument(eat + ".fields." + key + ": expected a $param or a literal");
+        }
         ASSIGN_OR_RETURN(ValueRef ref, ParseRef(*t, kv.second.as<std::string>(), eat + "." + key));
         e.fields.emplace_back(key, std::move(ref));
       }
@@ -183,9 +193,16 @@ Status ParseType(const YAML::Node& node, const std::string& name, const TxnSpec&
   if (!node.IsMap()) return InvalidArgument(at + ": expected a mapping");
   RETURN_IF_ERROR(Unknown(node, {"params", "branches", "gate"}, at + "."));
   t->name = name;
-  for (const auto& kv : node["params"]) {
+  const YAML::Node params = node["params"];
+  if (params && !params.IsNull() && !params.IsMap()) {
+    return InvalidArgument(at + ".params: expected a mapping {name: type}");
+  }
+  for (const auto& kv : params) {
     std::string p = kv.first.as<std::string>();
     if (p.empty() || !IdentStart(p[0])) return InvalidArgument(at + ".params." + p + ": bad name");
+    if (!kv.second.IsScalar()) {
+      return InvalidArgument(at + ".params." + p + ": expected a type (string, int, number, bool)");
+    }
     ASSIGN_OR_RETURN(ParamType pt, ParseType(kv.second.as<std::string>(), at + ".params." + p));
     t->params.emplace_back(p, pt);
   }

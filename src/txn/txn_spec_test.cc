@@ -75,6 +75,23 @@ TEST(TxnSpec, RefusesWhatIsWrongNamingIt) {
   r = with("$quantity WHERE", "$1 WHERE");
   EXPECT_NE(r.status().message().find("positional"), std::string::npos);
   EXPECT_FALSE(ParseTxnSpec("[1, 2", "x").ok());
+  // Issue 32: wrong shapes were accepted silently and emitted no events.
+  const std::string events =
+      "- {stream: \"shop:purchases\", fields: {user_id: $user_id, item_id: $item_id, kind: buy}}";
+  r = with(events, "oops");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(".events: expected a list"), std::string::npos)
+      << r.status().message();
+  r = with("fields: {user_id: $user_id, item_id: $item_id, kind: buy}", "fields: x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("events[0].fields: expected a mapping"), std::string::npos)
+      << r.status().message();
+  r = with("kind: buy}", "kind: [a]}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("fields.kind: expected"), std::string::npos);
+  r = with(events, "- just-a-string");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("events[0]: expected a mapping"), std::string::npos);
 }
 
 TEST(TxnSpec, ParamsAreTypedAndComplete) {
