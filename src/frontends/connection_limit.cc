@@ -30,7 +30,9 @@ std::vector<ConnectionLimiter*>& Limiters() {
 struct ConnectionLimiter::Metrics {
   metrics::Gauge& open;
   metrics::Counter& refused;
+  metrics::Counter& refused_per_address;
   metrics::Counter& evicted;
+  metrics::Counter& slow;
   metrics::Family<metrics::Counter>& accept_errors;
   std::string listener;
 };
@@ -43,16 +45,24 @@ ConnectionLimiter::ConnectionLimiter(std::string listener, int64_t max_connectio
              {"listener"})
       .Get({listener})
       .Set(static_cast<double>(max_));
+  auto& refused = r.AddCounter(
+      "dais_listener_connections_refused_total",
+      "Connections closed at accept: the listener was at its limit with none of its connections "
+      "idle or receiving (reason limit), or the client's address was at its cap (per_address)",
+      {"listener", "reason"});
   metrics_ = new Metrics{
       r.AddGauge("dais_listener_connections", "Open connections of a listener", {"listener"})
           .Get({listener}),
-      r.AddCounter("dais_listener_connections_refused_total",
-                   "Connections closed at accept: the listener was at its limit and none of its "
-                   "connections was idle",
+      refused.Get({listener, "limit"}),
+      refused.Get({listener, "per_address"}),
+      r.AddCounter("dais_listener_connections_evicted_total",
+                   "Idle (or, when none is, still receiving) connections closed to make room for "
+                   "a new one at the limit",
                    {"listener"})
           .Get({listener}),
-      r.AddCounter("dais_listener_connections_evicted_total",
-                   "Idle connections closed to make room for a new one at the limit", {"listener"})
+      r.AddCounter("dais_listener_slow_requests_total",
+                   "Requests closed for arriving slower than the listener's minimum rate",
+                   {"listener"})
           .Get({listener}),
       r.AddCounter("dais_listener_accept_errors_total",
                    "accept() failures (EMFILE: out of file descriptors, ...); the listener backs "
@@ -74,18 +84,41 @@ ConnectionLimiter::~ConnectionLimiter() {
 
 ConnectionLimiter::Slot::~Slot() {
   MutexLock l(&owner_->mu_);
-  if (idle_) (served_ ? owner_->idle_ : owner_->silent_).erase(pos_);
+  Unlist();
   --owner_->open_;
+  if (!address_.empty()) {
+    auto it = owner_->per_address_.find(address_);
+    if (it != owner_->per_address_.end() && --it->second <= 0) owner_->per_address_.erase(it);
+  }
   owner_->metrics_->open.Add(-1);
+}
+
+void ConnectionLimiter::Slot::Unlist() {
+  if (state_ == State::kIdle) (served_ ? owner_->idle_ : owner_->silent_).erase(pos_);
+  if (state_ == State::kReceiving) owner_->receiving_.erase(pos_);
+  state_ = State::kBusy;
+  close_ = nullptr;
 }
 
 void ConnectionLimiter::Slot::Idle(std::function<void()> close) {
   MutexLock l(&owner_->mu_);
-  if (idle_) return;
-  idle_ = true;
+  if (state_ == State::kIdle) return;
+  Unlist();
+  state_ = State::kIdle;
   close_ = std::move(close);
   std::list<Slot*>& list = served_ ? owner_->idle_ : owner_->silent_;
   pos_ = list.insert(list.end(), this);
+}
+
+void ConnectionLimiter::Slot::Receiving(std::function<void()> close) {
+  MutexLock l(&owner_->mu_);
+  Unlist();
+  served_ = true;
+  state_ = State::kReceiving;
+  close_ = std::move(close);
+  receiving_since_ = std::chrono::steady_clock::now();
+  received_.store(0, std::memory_order_relaxed);
+  pos_ = owner_->receiving_.insert(owner_->receiving_.end(), this);
 }
 
 bool ConnectionLimiter::Slot::served() const {
@@ -95,49 +128,79 @@ bool ConnectionLimiter::Slot::served() const {
 
 void ConnectionLimiter::Slot::Busy() {
   MutexLock l(&owner_->mu_);
-  if (idle_) {
-    (served_ ? owner_->idle_ : owner_->silent_).erase(pos_);
-    idle_ = false;
-    close_ = nullptr;
-  }
+  Unlist();
   served_ = true;
 }
 
-std::function<void()> ConnectionLimiter::TakeOldestIdle() {
-  std::list<Slot*>& list = silent_.empty() ? idle_ : silent_;
-  if (list.empty()) return nullptr;
-  Slot* s = list.front();
-  list.pop_front();
-  s->idle_ = false;
-  return std::move(s->close_);
+void ConnectionLimiter::Slot::CountSlow() { owner_->metrics_->slow.Increment(); }
+
+void ConnectionLimiter::set_max_per_address(int64_t max) {
+  MutexLock l(&mu_);
+  max_per_address_ = max;
 }
 
-std::unique_ptr<ConnectionLimiter::Slot> ConnectionLimiter::Admit() {
+std::function<void()> ConnectionLimiter::TakeEvictable() {
+  Slot* victim = nullptr;
+  if (!silent_.empty()) {
+    victim = silent_.front();
+  } else if (!idle_.empty()) {
+    victim = idle_.front();
+  } else if (!receiving_.empty()) {
+    // The lowest byte rate among those receiving for a second or more (a request that has just
+    // begun has had no time to send anything); else the one receiving the longest.
+    const auto now = std::chrono::steady_clock::now();
+    double lowest = 0;
+    for (Slot* s : receiving_) {
+      const double secs = std::chrono::duration<double>(now - s->receiving_since_).count();
+      if (secs < 1) break;  // the list is in order of Receiving: the rest are younger
+      const double rate = static_cast<double>(s->received_.load(std::memory_order_relaxed)) / secs;
+      if (victim == nullptr || rate < lowest) victim = s, lowest = rate;
+    }
+    if (victim == nullptr) victim = receiving_.front();
+  }
+  if (victim == nullptr) return nullptr;
+  std::function<void()> close = std::move(victim->close_);
+  victim->Unlist();
+  return close;
+}
+
+std::unique_ptr<ConnectionLimiter::Slot> ConnectionLimiter::Admit(const std::string& address) {
   std::function<void()> close;
+  std::string key;
   {
     MutexLock l(&mu_);
+    if (max_per_address_ > 0 && !address.empty()) {
+      int64_t& n = per_address_[address];
+      if (n >= max_per_address_) {
+        metrics_->refused_per_address.Increment();
+        return nullptr;
+      }
+      key = address;
+    }
     if (open_ >= max_) {
-      close = TakeOldestIdle();
+      close = TakeEvictable();
       if (!close) {
         metrics_->refused.Increment();
+        if (!key.empty() && per_address_[key] == 0) per_address_.erase(key);
         return nullptr;
       }
     }
     ++open_;  // the evicted connection releases its place when it has closed
+    if (!key.empty()) ++per_address_[key];
   }
   metrics_->open.Add(1);
   if (close) {
     metrics_->evicted.Increment();
     close();
   }
-  return std::unique_ptr<Slot>(new Slot(this));
+  return std::unique_ptr<Slot>(new Slot(this, std::move(key)));
 }
 
 bool ConnectionLimiter::EvictOneHere() {
   std::function<void()> close;
   {
     MutexLock l(&mu_);
-    close = TakeOldestIdle();
+    close = TakeEvictable();
   }
   if (!close) return false;
   metrics_->evicted.Increment();
@@ -245,7 +308,9 @@ void AcceptLoop::OnAccept(const boost::system::error_code& ec, tcp::socket socke
     return;
   }
   backoff_ms_ = 0;
-  if (auto slot = limiter_.Admit()) {
+  boost::system::error_code peer_ec;
+  const auto peer = socket.remote_endpoint(peer_ec);
+  if (auto slot = limiter_.Admit(peer_ec ? std::string() : peer.address().to_string())) {
     boost::system::error_code opt_ec;
     socket.set_option(tcp::no_delay(true), opt_ec);
     on_connection_(std::move(socket), std::move(slot));

@@ -6,7 +6,10 @@
 // connection makes room by closing an idle one: first a silent connection (one that has not yet
 // completed a request head), the one accepted longest ago; only when none is silent, the
 // connection that has been waiting for its next request the longest. When none is idle the new
-// one is refused: closed at once. Issue 31: with plain least-recently-idle order, a flood of 600
+// one is refused: closed at once. Issue 32: when none is idle, a connection still receiving a
+// request (head read, body or gRPC message arriving) is closed for the newcomer, the one with the
+// lowest byte rate first; a request that averages under the listener's minimum rate after a
+// grace period is closed by its server anyway (EndpointOptions::min_request_bytes_per_sec). Issue 31: with plain least-recently-idle order, a flood of 600
 // connections that never sent a byte closed a client sending a request every 100 ms on one
 // keep-alive connection (each newcomer was younger than the client's last answer); a connection
 // that has served requests now outlives any number of silent ones. Under pressure (UnderPressure:
@@ -23,11 +26,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/mutex.h"
@@ -52,29 +58,49 @@ class ConnectionLimiter {
     // The connection waits for a request: `close` (callable from any thread, at most once) may be
     // called to make room for a new connection.
     void Idle(std::function<void()> close);
+    // The connection is receiving a request (an HTTP body after its head; gRPC calls whose
+    // messages are still arriving and none being served): `close` may be called to make room
+    // when no connection is idle, the slowest receiver first (Progress's bytes over the time
+    // since this call). Issue 32: 1,030 connections that sent a head and nothing more locked
+    // every new client out.
+    void Receiving(std::function<void()> close);
+    // Bytes of the request received since Receiving (any thread).
+    void Progress(uint64_t bytes) { received_.fetch_add(bytes, std::memory_order_relaxed); }
     // The connection is serving a request (its head is complete): it will not be closed to make
     // room, and from now on it is no longer silent.
     void Busy();
+    // A request was closed for arriving slower than the minimum rate (counted).
+    void CountSlow();
     // It has completed at least one request head.
     bool served() const;
     bool UnderPressure() const { return owner_->UnderPressure(); }
 
    private:
     friend class ConnectionLimiter;
-    explicit Slot(ConnectionLimiter* owner) : owner_(owner) {}
+    enum class State { kBusy, kIdle, kReceiving };
+    Slot(ConnectionLimiter* owner, std::string address)
+        : owner_(owner), address_(std::move(address)) {}
+    // Out of whichever list it is in. owner_->mu_ held.
+    void Unlist();
     ConnectionLimiter* owner_;
-    bool idle_ = false;    // guarded by owner_->mu_
-    bool served_ = false;  // guarded by owner_->mu_; which idle list pos_ is in
+    const std::string address_;  // the client's, when a per-address cap applies
+    State state_ = State::kBusy;  // guarded by owner_->mu_
+    bool served_ = false;         // guarded by owner_->mu_; which idle list pos_ is in
     std::list<Slot*>::iterator pos_;
     std::function<void()> close_;
+    std::chrono::steady_clock::time_point receiving_since_;  // guarded by owner_->mu_
+    std::atomic<uint64_t> received_{0};
   };
 
-  // On accept. Null: refused (the caller closes the socket; counted).
-  std::unique_ptr<Slot> Admit();
+  // On accept; `address`: the client's (for the per-address cap). Null: refused (the caller
+  // closes the socket; counted).
+  std::unique_ptr<Slot> Admit(const std::string& address = "");
   // Closes the longest-idle connection of this listener, else of any other listener of the
   // process (descriptors are per process). True if one was closed.
   bool EvictOne();
   void CountAcceptError(const std::string& error);
+  // Caps connections per client address (0: none).
+  void set_max_per_address(int64_t max);
 
   int64_t open() const;
   // Three quarters of the limit or more are open.
@@ -83,15 +109,19 @@ class ConnectionLimiter {
  private:
   struct Metrics;
   bool EvictOneHere();
-  // Takes the longest-idle slot out of the idle list; its close function, or empty. mu_ held.
-  std::function<void()> TakeOldestIdle() DAIS_REQUIRES(mu_);
+  // Takes the connection to close for room out of its list: the oldest silent one, else the
+  // longest idle, else the slowest receiving; its close function, or empty. mu_ held.
+  std::function<void()> TakeEvictable() DAIS_REQUIRES(mu_);
 
   const int64_t max_;
   Metrics* metrics_;
   mutable Mutex mu_;
   int64_t open_ DAIS_GUARDED_BY(mu_) = 0;
-  std::list<Slot*> silent_ DAIS_GUARDED_BY(mu_);  // idle, never served: oldest accept first
-  std::list<Slot*> idle_ DAIS_GUARDED_BY(mu_);    // idle after serving: longest waiting first
+  int64_t max_per_address_ DAIS_GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, int64_t> per_address_ DAIS_GUARDED_BY(mu_);
+  std::list<Slot*> silent_ DAIS_GUARDED_BY(mu_);     // idle, never served: oldest accept first
+  std::list<Slot*> idle_ DAIS_GUARDED_BY(mu_);       // idle after serving: longest waiting first
+  std::list<Slot*> receiving_ DAIS_GUARDED_BY(mu_);  // receiving a request: oldest first
 };
 
 // Default limits from the process's open-file limit (RLIMIT_NOFILE, raised to its hard limit

@@ -49,6 +49,39 @@ TEST(ConnectionLimiterTest, AtTheLimitTheLongestIdleIsClosedToMakeRoom) {
   EXPECT_FALSE(limiter.EvictOne());
 }
 
+// Issue 32: 1,030 connections that sent a head and then nothing locked every new client out.
+// With none idle, the receiving connection with the lowest byte rate makes room.
+TEST(ConnectionLimiterTest, WithNoneIdleTheSlowestReceivingIsClosed) {
+  ConnectionLimiter limiter("test_receiving", 3);
+  std::vector<int> closed;
+  auto fast = limiter.Admit(), slow = limiter.Admit(), busy = limiter.Admit();
+  fast->Receiving([&] { closed.push_back(0); });
+  slow->Receiving([&] { closed.push_back(1); });
+  busy->Busy();
+  // Both receiving for a second or more: the one with fewer bytes goes first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  fast->Progress(1 << 20);
+  slow->Progress(10);
+  auto d = limiter.Admit();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(closed, std::vector<int>({1}));
+  fast->Busy();  // its request is complete: no longer a candidate
+  EXPECT_EQ(limiter.Admit(), nullptr);
+  EXPECT_EQ(closed, std::vector<int>({1}));
+}
+
+TEST(ConnectionLimiterTest, PerAddressCapRefusesOnlyThatAddress) {
+  ConnectionLimiter limiter("test_per_address", 10);
+  limiter.set_max_per_address(2);
+  auto a = limiter.Admit("10.0.0.1"), b = limiter.Admit("10.0.0.1");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(limiter.Admit("10.0.0.1"), nullptr);
+  auto other = limiter.Admit("10.0.0.2");
+  EXPECT_NE(other, nullptr);
+  a.reset();
+  EXPECT_NE(limiter.Admit("10.0.0.1"), nullptr);
+}
+
 // Issue 31: 600 silent connections closed a client sending a request every 100 ms; a connection
 // that has served requests now outlives any number of silent newcomers.
 TEST(ConnectionLimiterTest, SilentConnectionsAreClosedBeforeOnesThatServed) {

@@ -17,6 +17,17 @@ struct EndpointOptions {
   // Open connections admitted (connection_limit.h: at the limit the longest-idle one is closed
   // to make room, or the new one refused).
   int64_t max_connections = 1024;
+  // Open connections from one client address (0: no cap). Off by default: behind a load balancer
+  // or a NAT every client shares one address. Past it a new connection is closed at once
+  // (dais_listener_connections_refused_total{reason="per_address"}).
+  int64_t max_connections_per_address = 0;
+  // A request still arriving (an HTTP body after its head, a gRPC request message after its
+  // HEADERS) must average at least this many bytes a second once `min_request_rate_grace_secs`
+  // have passed since its head, or it is closed (HTTP) / cancelled (gRPC) and counted
+  // (dais_listener_slow_requests_total). 0: no minimum. A request that is still arriving can be
+  // closed to make room for a new connection at the limit, the slowest first (connection_limit.h).
+  uint64_t min_request_bytes_per_sec = 1024;
+  int min_request_rate_grace_secs = 10;
   // After each piece of work an I/O thread keeps polling its sockets (epoll without a wait) this
   // long before it blocks (0: blocks at once). At light load the next request then finds the
   // thread running instead of asleep: no wake-up, which on a virtual machine whose idle vCPU

@@ -22,7 +22,10 @@ struct ServerConfig {
   std::vector<std::string> alpn;
   std::string listener;  // names the listener in logs and metrics ("http", "grpc", "metrics")
   int handshake_timeout_ms = 10000;  // a handshake not finished by then is closed
-  int max_handshakes = 256;          // concurrent handshakes; more are closed at once
+  int max_handshakes = 256;          // concurrent handshakes (see BeginHandshake)
+  // A new connection's first byte must come within this when half the handshake slots or more
+  // are taken (otherwise within handshake_timeout_ms).
+  int first_byte_timeout_under_pressure_ms = 1000;
 
   bool enabled() const { return !cert_file.empty(); }
 };

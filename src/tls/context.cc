@@ -316,31 +316,80 @@ void ServerContext::ReloadIfChanged() {
   (void)Reload("file change");
 }
 
-bool ServerContext::BeginHandshake() {
-  if (handshakes_.fetch_add(1) >= config_.max_handshakes) {
-    handshakes_.fetch_sub(1);
-    metrics_->failures.Get({config_.listener, "handshake_limit"}).Increment();
-    LOG_WARNING("TLS on {}: {} handshakes already running; closing a new connection",
-                config_.listener, config_.max_handshakes);
-    return false;
+std::unique_ptr<ServerContext::Handshake> ServerContext::BeginHandshake(
+    std::function<void()> evict) {
+  std::function<void()> evicted;
+  std::unique_ptr<Handshake> h(new Handshake(this, std::move(evict)));
+  {
+    MutexLock lock(&hs_mu_);
+    if (handshakes_.load() >= config_.max_handshakes) {
+      if (silent_.empty()) {
+        metrics_->failures.Get({config_.listener, "handshake_limit"}).Increment();
+        LOG_WARNING("TLS on {}: {} handshakes already running, none silent; closing a new "
+                    "connection",
+                    config_.listener, config_.max_handshakes);
+        return nullptr;
+      }
+      Handshake* oldest = silent_.front();
+      evicted = std::move(oldest->evict_);
+      EndLocked(oldest);
+      metrics_->failures.Get({config_.listener, "evicted"}).Increment();
+    }
+    handshakes_.fetch_add(1);
+    h->pos_ = silent_.insert(silent_.end(), h.get());
   }
   metrics_->in_progress.Add(1);
+  if (evicted) evicted();
+  return h;
+}
+
+bool ServerContext::EndLocked(Handshake* h) {
+  if (h->ended_) return false;
+  h->ended_ = true;
+  if (h->silent_) silent_.erase(h->pos_);
+  h->silent_ = false;
+  h->evict_ = nullptr;
+  handshakes_.fetch_sub(1);
+  metrics_->in_progress.Add(-1);
   return true;
 }
 
-void ServerContext::HandshakeDone() {
-  handshakes_.fetch_sub(1);
-  metrics_->in_progress.Add(-1);
-  metrics_->handshakes.Increment();
+int ServerContext::FirstByteTimeoutMs() const {
+  return handshakes_.load() * 2 >= config_.max_handshakes
+             ? std::min(config_.handshake_timeout_ms, config_.first_byte_timeout_under_pressure_ms)
+             : config_.handshake_timeout_ms;
 }
 
-void ServerContext::HandshakeFailed(std::string_view reason, const std::string& peer,
-                                    const std::string& detail) {
-  handshakes_.fetch_sub(1);
-  metrics_->in_progress.Add(-1);
-  metrics_->failures.Get({config_.listener, std::string(reason)}).Increment();
+ServerContext::Handshake::~Handshake() {
+  MutexLock lock(&ctx_->hs_mu_);
+  if (ctx_->EndLocked(this)) ctx_->metrics_->failures.Get({ctx_->config_.listener, "closed"}).Increment();
+}
+
+void ServerContext::Handshake::Heard() {
+  MutexLock lock(&ctx_->hs_mu_);
+  if (!silent_ || ended_) return;
+  silent_ = false;
+  ctx_->silent_.erase(pos_);
+  evict_ = nullptr;
+}
+
+void ServerContext::Handshake::Done() {
+  {
+    MutexLock lock(&ctx_->hs_mu_);
+    if (!ctx_->EndLocked(this)) return;
+  }
+  ctx_->metrics_->handshakes.Increment();
+}
+
+void ServerContext::Handshake::Failed(std::string_view reason, const std::string& peer,
+                                      const std::string& detail) {
+  {
+    MutexLock lock(&ctx_->hs_mu_);
+    if (!ctx_->EndLocked(this)) return;
+  }
+  ctx_->metrics_->failures.Get({ctx_->config_.listener, std::string(reason)}).Increment();
   // The peer's address without its port, so that a flood from one address is rate-limited.
-  LOG_INFO("TLS handshake on {} from {} failed: {}", config_.listener, peer, detail);
+  LOG_INFO("TLS handshake on {} from {} failed: {}", ctx_->config_.listener, peer, detail);
 }
 
 StatusOr<SslCtxPtr> MakeClientContext(const ClientConfig& c) {

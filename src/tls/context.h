@@ -17,6 +17,8 @@
 #include <openssl/ssl.h>
 
 #include <atomic>
+#include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,12 +53,41 @@ class ServerContext {
   // Reloads when a file's modification time or size changed since the last attempt.
   void ReloadIfChanged();
 
-  // Handshake admission and accounting. Begin: false when max_handshakes are already running
-  // (the caller closes the connection; counted as reason "handshake_limit").
-  bool BeginHandshake();
-  void HandshakeDone();
-  // Ends a failed handshake: counts `reason` and logs `detail` (rate-limited).
-  void HandshakeFailed(std::string_view reason, const std::string& peer, const std::string& detail);
+  // One connection's handshake, admitted by BeginHandshake. It is silent until Heard (the
+  // client's first byte); Done or Failed end it (the first of them counts; ending an evicted one
+  // does nothing). Destroyed unended: counted as failed ("closed"). Called by the connection
+  // that owns it (one thread at a time).
+  class Handshake {
+   public:
+    ~Handshake();
+    Handshake(const Handshake&) = delete;
+    Handshake& operator=(const Handshake&) = delete;
+    void Heard();
+    void Done();
+    // Counts `reason` and logs `detail` (rate-limited).
+    void Failed(std::string_view reason, const std::string& peer, const std::string& detail);
+
+   private:
+    friend class ServerContext;
+    Handshake(ServerContext* ctx, std::function<void()> evict)
+        : ctx_(ctx), evict_(std::move(evict)) {}
+    ServerContext* ctx_;
+    std::function<void()> evict_;  // guarded by ctx_->hs_mu_, as the two below
+    bool silent_ = true;
+    bool ended_ = false;
+    std::list<Handshake*>::iterator pos_;
+  };
+
+  // Admits a handshake. At max_handshakes the oldest silent one (no byte received) is closed
+  // for it: its `evict` is called (from this thread; it must only schedule the close) and it is
+  // counted as reason "evicted" (issue 32: ~260 connections that never sent a ClientHello held
+  // every slot for 10 s each). Null when every running handshake has heard from its client (the
+  // caller closes the connection; counted as reason "handshake_limit").
+  std::unique_ptr<Handshake> BeginHandshake(std::function<void()> evict);
+  // How long a new connection may stay silent: handshake_timeout_ms, or under pressure (half the
+  // slots taken) first_byte_timeout_under_pressure_ms. A silent one closed by it is counted as
+  // reason "silent_timeout".
+  int FirstByteTimeoutMs() const;
 
   const ServerConfig& config() const { return config_; }
 
@@ -67,7 +98,12 @@ class ServerContext {
 
   const ServerConfig config_;
   Metrics* metrics_;
+  // Ends `h` (hs_mu_ held): the count and the gauge; false if it had ended.
+  bool EndLocked(Handshake* h) DAIS_REQUIRES(hs_mu_);
+
   std::atomic<int> handshakes_{0};
+  Mutex hs_mu_;
+  std::list<Handshake*> silent_ DAIS_GUARDED_BY(hs_mu_);  // oldest first
   mutable Mutex mu_;
   SslCtxPtr current_ DAIS_GUARDED_BY(mu_);
   std::string stamp_ DAIS_GUARDED_BY(mu_);  // the files' mtimes and sizes at the last attempt

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/zlib_codec.h"
+#include "frontends/request_memory.h"
 #include "dais/clock.h"
 
 namespace dais::frontends::grpc {
@@ -32,6 +33,10 @@ struct H2Connection::Stream {
   std::string request;
   int messages = 0;
   uint64_t held = 0;     // bytes received and not yet handed to the method (options' budget)
+  // A request still arriving (a unary call before its end, a streaming call's partial message):
+  // since when (NowNs; 0: none is) and how many bytes came since (EnforceMinRate).
+  uint64_t arriving_since_ns = 0;
+  uint64_t arrived = 0;
   bool refused = false;  // input ignored from now on
   bool reset_after_answer = false;  // refused while the client was still sending
   bool ended = false;               // the client half-closed
@@ -361,7 +366,44 @@ void H2Connection::Abort() {
     if (s->call) s->call->cancelled_->store(true);
     if (s->handler && !s->closed) s->handler->OnCancel();
   }
+  RequestMemory::Global().Release(buffered_);
   buffered_ = 0;
+}
+
+bool H2Connection::AllArriving() const {
+  if (streams_.empty()) return false;
+  for (const auto& [id, s] : streams_) {
+    if (s->arriving_since_ns == 0) return false;
+  }
+  return true;
+}
+
+bool H2Connection::AnyArriving() const {
+  for (const auto& [id, s] : streams_) {
+    if (s->arriving_since_ns != 0) return true;
+  }
+  return false;
+}
+
+int H2Connection::EnforceMinRate(uint64_t min_bytes_per_sec, int grace_secs) {
+  if (min_bytes_per_sec == 0) return 0;
+  const uint64_t now = NowNs();
+  std::vector<Stream*> slow;
+  for (const auto& [id, s] : streams_) {
+    if (s->arriving_since_ns == 0 || s->refused) continue;
+    const double late = static_cast<double>(now - s->arriving_since_ns) / 1e9 - grace_secs;
+    if (late > 0 && static_cast<double>(s->arrived) < late * static_cast<double>(min_bytes_per_sec))
+      slow.push_back(s.get());
+  }
+  for (Stream* s : slow) {
+    const double secs = static_cast<double>(now - s->arriving_since_ns) / 1e9;
+    Refuse(s, ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             "the request arrived slower than the server's minimum of " +
+                                 std::to_string(min_bytes_per_sec) + " bytes/s (" +
+                                 std::to_string(s->arrived) + " bytes in " +
+                                 std::to_string(static_cast<int>(secs)) + " s)"));
+  }
+  return static_cast<int>(slow.size());
 }
 
 void H2Connection::SendPing() {
@@ -417,7 +459,11 @@ void H2Connection::OnRequestHeaders(Stream* s) {
   if (s->method->admit) {
     if (::grpc::Status st = s->method->admit(*s->call); !st.ok()) return Refuse(s, std::move(st));
   }
-  if (s->method->stream) s->handler = s->method->stream(s->call);
+  if (s->method->stream) {
+    s->handler = s->method->stream(s->call);
+  } else if (!s->ended) {
+    s->arriving_since_ns = NowNs();  // until its end (OnEndStream)
+  }
 }
 
 void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
@@ -430,8 +476,17 @@ void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
                                         "): send large requests one after another or on more "
                                         "connections"));
   }
+  if (!RequestMemory::Global().TryReserve(size, options_.listener)) {
+    return Refuse(s, ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                    "the server's budget for requests still arriving (" +
+                                        std::to_string(RequestMemory::Global().limit()) +
+                                        " bytes, --max-buffered-request-bytes) is spent; retry "
+                                        "later"));
+  }
   s->held += size;
   buffered_ += size;
+  s->arrived += size;
+  if (s->handler && s->arriving_since_ns == 0) s->arriving_since_ns = NowNs();
   s->in.append(reinterpret_cast<const char*>(data), size);
   size_t pos = 0;
   while (s->in.size() - pos >= kFrameHeader) {
@@ -488,10 +543,12 @@ void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
     }
   }
   s->in.erase(0, pos);
+  if (s->handler && s->in.empty()) s->arriving_since_ns = 0, s->arrived = 0;  // between messages
 }
 
 void H2Connection::OnEndStream(Stream* s) {
   s->ended = true;
+  s->arriving_since_ns = 0;
   if (s->refused || !s->method) return;
   if (!s->in.empty()) {
     return Refuse(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
@@ -511,6 +568,7 @@ void H2Connection::Release(Stream* s, uint64_t bytes) {
   bytes = std::min(bytes, s->held);
   s->held -= bytes;
   buffered_ -= bytes;
+  RequestMemory::Global().Release(bytes);
 }
 
 void H2Connection::OnStreamClose(int32_t id) {
@@ -519,12 +577,14 @@ void H2Connection::OnStreamClose(int32_t id) {
   std::unique_ptr<Stream> s = std::move(it->second);
   streams_.erase(it);
   buffered_ -= s->held;
+  RequestMemory::Global().Release(s->held);
   if (s->call && !s->closed) s->call->cancelled_->store(true);
   if (s->handler && !s->closed) s->handler->OnCancel();
 }
 
 void H2Connection::Refuse(Stream* s, ::grpc::Status status) {
   s->refused = true;
+  s->arriving_since_ns = 0;
   s->in.clear();
   s->request.clear();
   Release(s, s->held);

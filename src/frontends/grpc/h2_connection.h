@@ -120,6 +120,9 @@ struct H2Options {
   // 64 KiB round trips.
   int32_t stream_window_bytes = 8 << 20;
   int32_t connection_window_bytes = 64 << 20;
+  // Names the listener in dais_request_buffer_refused_total (frontends/request_memory.h: every
+  // buffered byte also counts against the process's budget).
+  std::string listener = "grpc";
 };
 
 class H2Connection : public std::enable_shared_from_this<H2Connection> {
@@ -151,6 +154,13 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void SendPing();
   bool PingAcked() const { return ping_acked_; }
   size_t open_calls() const { return streams_.size(); }
+  // Every open call is still receiving its request (none is being served) / some call is.
+  bool AllArriving() const;
+  bool AnyArriving() const;
+  // Cancels (RESOURCE_EXHAUSTED) every call whose request, still arriving, averaged less than
+  // `min_bytes_per_sec` after the first `grace_secs` (EndpointOptions::min_request_bytes_per_sec);
+  // how many.
+  int EnforceMinRate(uint64_t min_bytes_per_sec, int grace_secs);
   // Whether DATA was sent since the last call of this (keepalive's "pings without data").
   bool TakeDataSent();
 

@@ -106,6 +106,7 @@ class Session : public std::enable_shared_from_this<Session> {
           Registry* registry, std::unique_ptr<frontends::ConnectionLimiter::Slot> slot)
       : socket_(std::move(socket)),
         keepalive_(socket_.get_executor()),
+        rate_timer_(socket_.get_executor()),
         handshake_timer_(socket_.get_executor()),
         methods_(methods),
         options_(options),
@@ -181,16 +182,28 @@ class Session : public std::enable_shared_from_this<Session> {
   // Brings the registry's count of open calls up to date with this connection's. mu_ held.
   void CountOpenCalls() {
     const int open = conn_ && !closed_ ? static_cast<int>(conn_->open_calls()) : 0;
-    // Without open calls the connection may be closed to make room at the connection limit.
-    if (const bool idle = !closed_ && open == 0; idle != idle_counted_) {
-      if (idle) {
-        slot_->Idle([weak = weak_from_this()] {
-          if (auto self = weak.lock()) self->Close();
-        });
+    // Without open calls the connection may be closed to make room at the connection limit; so
+    // may one whose calls are all still receiving their requests, the slowest first (issue 32).
+    const SlotState state = closed_ || !conn_     ? SlotState::kBusy
+                            : open == 0           ? SlotState::kIdle
+                            : conn_->AllArriving() ? SlotState::kReceiving
+                                                  : SlotState::kBusy;
+    if (state != slot_state_) {
+      auto close = [weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->Close();
+      };
+      if (state == SlotState::kIdle) {
+        slot_->Idle(close);
+      } else if (state == SlotState::kReceiving) {
+        slot_->Receiving(close);
       } else {
         slot_->Busy();
       }
-      idle_counted_ = idle;
+      slot_state_ = state;
+    }
+    if (!closed_ && conn_ && !rate_timer_armed_ && options_.min_request_bytes_per_sec > 0 &&
+        conn_->AnyArriving()) {
+      ArmRateCheck();
     }
     if (open != counted_calls_) {
       registry_->open_calls.fetch_add(open - counted_calls_, std::memory_order_relaxed);
@@ -240,8 +253,17 @@ class Session : public std::enable_shared_from_this<Session> {
                               BusyScope busy(self->registry_);
                               Locked locked(self.get());
                               if (ec || self->closed_) return self->CloseNow();
+                              if (self->slot_state_ == SlotState::kReceiving) {
+                                self->slot_->Progress(n);
+                              }
                               const uint8_t* data = self->rbuf_.data();
                               if (self->tls_) {
+                                if (self->handshaking_ && !self->heard_) {
+                                  self->heard_ = true;
+                                  self->handshake_->Heard();
+                                  self->ArmHandshakeTimer(
+                                      self->options_.tls->config().handshake_timeout_ms, false);
+                                }
                                 if (!self->Decrypt(n)) return;
                                 if (self->plain_.empty()) return self->Read();
                                 data = reinterpret_cast<const uint8_t*>(self->plain_.data());
@@ -284,22 +306,34 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
-  // Starts the server side of a TLS handshake; false when at the handshake limit. mu_ held.
+  // Starts the server side of a TLS handshake; false when at the handshake limit (none of the
+  // running ones silent: tls/context.h). The client's first byte must come within
+  // FirstByteTimeoutMs, the rest of the handshake within handshake_timeout_ms. mu_ held.
   bool StartTls() {
-    if (!options_.tls->BeginHandshake()) return false;
+    handshake_ = options_.tls->BeginHandshake([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->Close();
+    });
+    if (!handshake_) return false;
     handshaking_ = true;
     tls_ = std::make_unique<tls::Engine>(options_.tls->Current(), /*server=*/true);
-    const int ms = options_.tls->config().handshake_timeout_ms;
+    ArmHandshakeTimer(options_.tls->FirstByteTimeoutMs(), /*silent=*/true);
+    return true;
+  }
+
+  void ArmHandshakeTimer(int ms, bool silent) {
     handshake_timer_.expires_after(std::chrono::milliseconds(ms));
-    handshake_timer_.async_wait([self = shared_from_this(), ms](boost::system::error_code ec) {
+    handshake_timer_.async_wait([self = shared_from_this(), ms, silent](boost::system::error_code ec) {
       if (ec) return;
       BusyScope busy(self->registry_);
       Locked locked(self.get());
       if (!self->handshaking_ || self->closed_) return;
-      self->TlsFailed("timeout", "not finished within " + std::to_string(ms) + " ms");
+      if (silent) {
+        self->TlsFailed("silent_timeout", "no byte within " + std::to_string(ms) + " ms");
+      } else {
+        self->TlsFailed("timeout", "not finished within " + std::to_string(ms) + " ms");
+      }
       self->CloseNow();
     });
-    return true;
   }
 
   // Decrypts the `n` bytes read into plain_ (handshake answers go to pending_). False: the
@@ -310,7 +344,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (tls_->TakeJustEstablished()) {
       handshaking_ = false;
       handshake_timer_.cancel();
-      options_.tls->HandshakeDone();
+      handshake_->Done();
     }
     if (s.ok() && !tls_->peer_closed()) return true;
     if (!s.ok()) {
@@ -331,7 +365,7 @@ class Session : public std::enable_shared_from_this<Session> {
     handshake_timer_.cancel();
     boost::system::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
-    options_.tls->HandshakeFailed(reason, ec ? "?" : ep.address().to_string(), detail);
+    handshake_->Failed(reason, ec ? "?" : ep.address().to_string(), detail);
   }
 
   // Writes what is pending: first straight from this thread (non-blocking), the rest, if the
@@ -372,6 +406,27 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     if (!writing_ && pending_.empty() && (closing_ || conn_->Done())) CloseNow();
+  }
+
+  // Once a second while a request is arriving: cancels those slower than the minimum rate.
+  void ArmRateCheck() {
+    rate_timer_armed_ = true;
+    rate_timer_.expires_after(std::chrono::seconds(1));
+    rate_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;
+      BusyScope busy(self->registry_);
+      Locked locked(self.get());
+      self->rate_timer_armed_ = false;
+      if (self->closed_ || !self->conn_) return;
+      const int slow = self->conn_->EnforceMinRate(self->options_.min_request_bytes_per_sec,
+                                                   self->options_.min_request_rate_grace_secs);
+      for (int i = 0; i < slow; ++i) self->slot_->CountSlow();
+      if (slow > 0) {
+        LOG_VERBOSE(1, "gRPC connection from {}: {} call(s) cancelled: requests arrived slower "
+                    "than {} bytes/s",
+                    self->Peer(), slow, self->options_.min_request_bytes_per_sec);
+      }
+    });
   }
 
   void ArmKeepalive() {
@@ -422,6 +477,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (conn_) conn_->Abort();
     boost::system::error_code ec;
     keepalive_.cancel();
+    rate_timer_.cancel();
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
     MutexLock lock(&registry_->mu);
@@ -442,6 +498,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Guarded by mu_:
   tcp::socket socket_;
   net::steady_timer keepalive_;
+  net::steady_timer rate_timer_;  // ArmRateCheck
+  bool rate_timer_armed_ = false;
   net::steady_timer handshake_timer_;
   const MethodTable* methods_;
   const H2ServerOptions& options_;
@@ -453,6 +511,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<tls::Engine> tls_;  // with TLS
   std::string plain_;                 // the last read, decrypted
   bool handshaking_ = false;          // a TLS handshake is running (counted in the context)
+  bool heard_ = false;                // its first byte came
+  std::unique_ptr<tls::ServerContext::Handshake> handshake_;  // its slot
   bool writing_ = false;
   bool first_read_ = false;  // nothing read yet: the SETTINGS wait (see Begin)
   bool closing_ = false;     // protocol error: write what is pending, then close
@@ -460,7 +520,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool awaiting_ack_ = false;
   int pings_without_data_ = 0;
   std::unique_ptr<frontends::ConnectionLimiter::Slot> slot_;
-  bool idle_counted_ = false;        // slot_ marked idle
+  enum class SlotState { kBusy, kIdle, kReceiving };
+  SlotState slot_state_ = SlotState::kBusy;  // what slot_ was last told
   int counted_calls_ = 0;            // this connection's share of registry_->open_calls
   bool counted_connection_ = false;  // in dais_grpc_connections
 };

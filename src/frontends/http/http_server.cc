@@ -17,6 +17,7 @@
 #include "frontends/http/content_coding.h"
 #include "frontends/http/infer_codec.h"
 #include "frontends/listen.h"
+#include "frontends/request_memory.h"
 #include "tls/context.h"
 
 namespace dais::frontends::http {
@@ -120,14 +121,48 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     });
   }
 
-  // HTTPS: the server's side of the handshake, bounded in time; counted and logged when it fails.
+  // HTTPS: a handshake slot (tls/context.h: the oldest silent handshake may be closed for it),
+  // the client's first byte within FirstByteTimeoutMs, then the handshake, bounded in time;
+  // counted and logged when it fails.
   void Handshake() {
+    handshake_ = tls_->BeginHandshake([weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        net::post(self->stream_.get_executor(), [self] { self->Tcp().close(); });
+      }
+    });
+    if (!handshake_) return Tcp().close();  // at the limit, none silent (counted)
+    const int wait_ms = tls_->FirstByteTimeoutMs();
+    first_byte_timer_.emplace(stream_.get_executor());
+    first_byte_timer_->expires_after(std::chrono::milliseconds(wait_ms));
+    first_byte_timer_->async_wait([weak = weak_from_this(), wait_ms](beast::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      self->handshake_->Failed("silent_timeout", self->PeerAddress(),
+                               "no byte within " + std::to_string(wait_ms) + " ms");
+      self->Tcp().close();
+    });
+    Tcp().socket().async_wait(tcp::socket::wait_read,
+                              [self = shared_from_this()](beast::error_code ec) {
+                                self->first_byte_timer_->cancel();
+                                if (ec || !self->Tcp().socket().is_open()) return;  // closed
+                                self->handshake_->Heard();
+                                self->TlsHandshake();
+                              });
+  }
+
+  std::string PeerAddress() {
+    beast::error_code ignored;
+    auto peer = Tcp().socket().remote_endpoint(ignored);
+    return ignored ? "?" : peer.address().to_string();
+  }
+
+  void TlsHandshake() {
     const int ms = tls_->config().handshake_timeout_ms;
     Tcp().expires_after(std::chrono::milliseconds(ms));
     stream_.async_handshake(
         net::ssl::stream_base::server, [self = shared_from_this(), ms](beast::error_code ec) {
           if (!ec) {
-            self->tls_->HandshakeDone();
+            self->handshake_->Done();
             return self->Read();
           }
           std::string_view reason = "closed";
@@ -140,9 +175,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
             reason = tls::FailureReason(ssl, static_cast<unsigned long>(ec.value()));
             detail = tls::DescribeFailure(ssl, static_cast<unsigned long>(ec.value()));
           }
-          beast::error_code ignored;
-          auto peer = self->Tcp().socket().remote_endpoint(ignored);
-          self->tls_->HandshakeFailed(reason, ignored ? "?" : peer.address().to_string(), detail);
+          self->handshake_->Failed(reason, self->PeerAddress(), detail);
           if (reason != "http_request") return self->Close();
           net::async_write(self->Tcp().socket(), net::buffer(kPlainHttpOnTls),
                            [self](beast::error_code, size_t) { self->Close(); });
@@ -208,6 +241,22 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       }
       if (*coding) inflater_.emplace(**coding, options_.max_body_bytes);
     }
+    // A body that came whole with its head (most requests) is in memory already and takes no
+    // time to arrive. Any other is bounded by the process's budget for requests still arriving
+    // (a known length reserved whole before a byte of it is read, a chunked one as it comes:
+    // OnBody), and may be closed for room, the slowest first, while it arrives.
+    const auto length = parser_->content_length();
+    arriving_ = !length || *length > buffer_.size();
+    if (arriving_) {
+      if (length && !reservation_.Hold(*length, options_.listener)) return RefuseForMemory();
+      body_since_ = std::chrono::steady_clock::now();
+      body_bytes_ = 0;
+      slot_->Receiving([weak = weak_from_this()] {
+        if (auto self = weak.lock()) {
+          net::post(self->stream_.get_executor(), [self] { self->Tcp().close(); });
+        }
+      });
+    }
     scanner_.emplace(options_.max_json_depth);
     scanned_ = 0;
     // Reads of at least 64 KiB while a body comes in: Beast reads what the buffer's spare
@@ -227,13 +276,52 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void ReadBody() {
+    if (arriving_) Tcp().expires_at(BodyDeadline());
     bhttp::async_read_some(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnBody(ec, n); });
   }
 
-  void OnBody(beast::error_code ec) {
+  // When the body must have arrived up to what was read so far: the minimum rate after the
+  // grace period (EndpointOptions::min_request_bytes_per_sec), and never later than the idle
+  // timeout after the last read.
+  std::chrono::steady_clock::time_point BodyDeadline() const {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.idle_timeout_secs);
+    if (options_.min_request_bytes_per_sec > 0) {
+      const double secs = static_cast<double>(body_bytes_) /
+                          static_cast<double>(options_.min_request_bytes_per_sec);
+      const auto by_rate = body_since_ + std::chrono::seconds(options_.min_request_rate_grace_secs) +
+                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(secs));
+      deadline = std::min(deadline, by_rate);
+    }
+    return deadline;
+  }
+
+  void RefuseForMemory() {
+    return AnswerEarly(503,
+                       "the server's budget for request bodies still arriving (" +
+                           std::to_string(RequestMemory::Global().limit()) +
+                           " bytes, --max-buffered-request-bytes) is spent; retry later",
+                       {{"Retry-After", "1"}});
+  }
+
+  void OnBody(beast::error_code ec, size_t n) {
+    if (ec == beast::error::timeout) {
+      slot_->CountSlow();
+      beast::error_code ignored;
+      auto peer = Tcp().socket().remote_endpoint(ignored);
+      LOG_VERBOSE(1, "{}: a request body from {} arrived slower than {} byt/s ({} bytes in {} s); "
+                  "closed",
+                  options_.listener, ignored ? std::string("?") : peer.address().to_string(),
+                  options_.min_request_bytes_per_sec, body_bytes_,
+                  std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::steady_clock::now() - body_since_)
+                      .count());
+    }
     if (ec) return OnRead(ec);
+    body_bytes_ += n;
+    if (arriving_) slot_->Progress(n);
     std::string& wire = parser_->get().body();
     if (inflater_) {
       // Decompressed as it arrives; the compressed bytes are dropped once inflated (Beast
@@ -245,6 +333,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       }
     }
     const std::string& body = inflater_ ? decoded_ : wire;
+    if (arriving_ && body.size() > reservation_.held() &&
+        !reservation_.Hold(body.size() + kBodyReadBytes, options_.listener)) {
+      return RefuseForMemory();
+    }
     // The depth scan exists to stop reading a hostile body early; on the last piece there is
     // nothing left to read, and the JSON parser applies the same limit.
     const uint64_t until = std::min<uint64_t>(body.size(), json_bytes_);
@@ -268,6 +360,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void AnswerEarly(int status, const std::string& message,
                    std::vector<std::pair<std::string, std::string>> headers = {}) {
     keep_alive_ = false;
+    reservation_.Release();
     discard_rest_ = true;
     Write(Response{status, "application/json", ErrorJson(message), std::move(headers)});
   }
@@ -306,6 +399,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                             {}});
     }
     Tcp().expires_never();  // the handler may take as long as the model needs
+    reservation_.Release();  // complete: the handler's now
     bhttp::request<bhttp::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     if (req.version() >= 11 && req.find(bhttp::field::host) == req.end()) {
@@ -388,6 +482,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   tls::SslCtxPtr generation_;  // HTTPS: the certificate generation this connection uses
   Stream stream_;
   tls::ServerContext* tls_;
+  std::unique_ptr<tls::ServerContext::Handshake> handshake_;  // HTTPS: its slot
+  std::optional<net::steady_timer> first_byte_timer_;         // HTTPS: until the first byte
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   const Handler& handler_;
@@ -409,6 +505,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         if (++chunks_ > options_.max_body_chunks) ec = bhttp::error::bad_chunk;
       };
   bool discard_rest_ = false;  // answered early: drop the rest of the body, then close
+  RequestReservation reservation_;  // of RequestMemory, for the body being read
+  std::chrono::steady_clock::time_point body_since_;  // its head arrived
+  uint64_t body_bytes_ = 0;                            // bytes read since
+  bool arriving_ = false;  // the body did not come whole with its head
   std::unique_ptr<std::array<char, kBodyReadBytes>> discard_buf_;
 };
 
@@ -425,10 +525,10 @@ struct Server::Impl {
       std::make_shared<Session<beast::tcp_stream>>(std::move(s), nullptr, handler, options,
                                                    std::move(slot))
           ->Start();
-    } else if (tls->BeginHandshake()) {
+    } else {
       std::make_shared<Session<TlsStream>>(std::move(s), tls, handler, options, std::move(slot))
           ->Start();
-    }  // else: at the handshake limit, closed (counted)
+    }
   }
 };
 
