@@ -82,6 +82,7 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
                   "Consecutive failures that eject a node (1 s, doubling up to 30 s).")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  AddListenerLimitFlags(cmd, &o->limits);
   return cmd;
 }
 
@@ -121,7 +122,10 @@ int RunGateway(const GatewayCliOptions& o) {
       return 2;
     }
   }
+  ApplyRequestMemoryLimit(o.limits);
+  const frontends::DefaultConnectionLimits limits = frontends::ConnectionLimitsFromRlimit();
   frontends::http::ServerOptions so;
+  ApplyListenerLimits(o.limits, o.limits.http_max_connections, limits.http, &so);
   so.tls = *http_tls;
   so.address = o.http_address;
   so.port = o.http_port;
@@ -146,6 +150,7 @@ int RunGateway(const GatewayCliOptions& o) {
   std::unique_ptr<frontends::grpc::H2Server> grpc;
   if (o.grpc_port >= 0) {
     frontends::grpc::H2ServerOptions go2;
+    ApplyListenerLimits(o.limits, o.limits.grpc_max_connections, limits.grpc, &go2);
     go2.tls = *grpc_tls;
     go2.address = o.grpc_address;
     go2.port = o.grpc_port;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/listener_flags.h"
 #include "cmd/tls_flags.h"
 
 namespace dais::cmd {
@@ -35,6 +36,7 @@ struct GatewayCliOptions {
   ListenerTlsFlags http_tls, grpc_tls;
   TlsCommonFlags tls_common;
   tls::ClientConfig upstream_tls;
+  ListenerLimitFlags limits;  // connections and requests (listener_flags.h)
 };
 
 CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* options);

@@ -75,14 +75,6 @@ void AddHttpFlags(CLI::App* app, ServeOptions* o) {
                   "inference, shared-memory, model-config, model-repository, statistics, trace, "
                   "logging, features (dais's Feast endpoints). Repeatable; a group in one flag "
                   "only.");
-  app->add_option("--http-max-connections", o->http_max_connections,
-                  "Open HTTP connections admitted. At the limit the connection idle the longest "
-                  "is closed to make room for a new one, or the new one is closed at once when "
-                  "none is idle (dais_listener_connections_*). 0: derived from the open-file "
-                  "limit (the rest after a reserve of max(256, limit/8) descriptors, shared with "
-                  "gRPC).")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
   app->add_option("--http-idle-timeout-secs", o->http_idle_timeout_secs,
                   "Seconds an HTTP connection may wait for (the rest of) its next request "
                   "before it is closed (keep-alive idle timeout).")
@@ -105,11 +97,6 @@ void AddGrpcFlags(CLI::App* app, ServeOptions* o) {
   app->add_option("--grpc-max-message-bytes", o->grpc_max_message_bytes,
                   "Largest gRPC message received or sent.")
       ->capture_default_str();
-  app->add_option("--grpc-max-connections", o->grpc_max_connections,
-                  "Open gRPC connections admitted; as --http-max-connections (a connection "
-                  "without open calls is idle).")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
   app->add_option("--grpc-keepalive-time", o->grpc_keepalive_time_ms,
                   "Milliseconds between keepalive pings on an idle connection.")
       ->capture_default_str();
@@ -204,6 +191,7 @@ void AddCoordinationFlags(CLI::App* app, ServeOptions* o) {
 void AddServeFlags(CLI::App* app, ServeOptions* o) {
   AddHttpFlags(app, o);
   AddGrpcFlags(app, o);
+  AddListenerLimitFlags(app, &o->limits);
   AddListenerTlsFlags(app, "http", "the HTTP endpoint (HTTPS)", &o->http_tls);
   AddListenerTlsFlags(app, "grpc", "the gRPC endpoint (ALPN h2)", &o->grpc_tls);
   AddListenerTlsFlags(app, "metrics", "the separate --metrics-port", &o->metrics_tls);
@@ -288,7 +276,8 @@ class Frontends {
     RETURN_IF_ERROR(StartMetrics(limits));
     RETURN_IF_ERROR(StartGrpc(limits, server));
     LOG_INFO("connection limits: http {} grpc {} (open files {})", http_options_.max_connections,
-             options_.grpc_max_connections > 0 ? options_.grpc_max_connections : limits.grpc,
+             options_.limits.grpc_max_connections > 0 ? options_.limits.grpc_max_connections
+                                                      : limits.grpc,
              limits.open_files);
     LOG_INFO("ports: http={} metrics={} grpc={}", http_->port(),
              metrics_ ? metrics_->port() : http_->port(), GrpcPort());
@@ -329,8 +318,8 @@ class Frontends {
     http_options_.max_body_chunks = static_cast<uint64_t>(options_.http_max_body_chunks);
     http_options_.max_json_depth = options_.http_max_json_depth;
     http_options_.compress_min_bytes = static_cast<uint64_t>(options_.http_compression_min_bytes);
-    http_options_.max_connections =
-        options_.http_max_connections > 0 ? options_.http_max_connections : limits.http;
+    ApplyListenerLimits(options_.limits, options_.limits.http_max_connections, limits.http,
+                        &http_options_);
     http_options_.idle_timeout_secs = options_.http_idle_timeout_secs;
     ASSIGN_OR_RETURN(http_options_.tls,
                      ListenerTls("http", options_.http_tls, options_.tls_common, {"http/1.1"}));
@@ -376,8 +365,7 @@ class Frontends {
     go.http2_max_pings_without_data = options_.grpc_http2_max_pings_without_data;
     go.restrictions = grpc_restrictions_;
     ASSIGN_OR_RETURN(go.tls, ListenerTls("grpc", options_.grpc_tls, options_.tls_common, {"h2"}));
-    go.max_connections =
-        options_.grpc_max_connections > 0 ? options_.grpc_max_connections : limits.grpc;
+    ApplyListenerLimits(options_.limits, options_.limits.grpc_max_connections, limits.grpc, &go);
     grpc_ = std::make_unique<frontends::grpc::GrpcFrontend>(go, server);
     return grpc_->Start();
 #else
@@ -523,6 +511,7 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   server.SetFeatureHealth([store] { return store->Healthy(); }, (*features)->tier_name());
   Frontends frontends(o, std::move(*restrictions), &server, features->get());
   // Listen first (health endpoints answer "not ready" while models load), then load.
+  ApplyRequestMemoryLimit(o.limits);
   if (Status s = frontends.Start(frontends::ConnectionLimitsFromRlimit(), &server); !s.ok()) {
     LOG_ERROR("{}", s.message());
     return 1;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/listener_flags.h"
 #include "cmd/serve_features.h"
 #include "cmd/tls_flags.h"
 #include "dais/status.h"
@@ -50,8 +51,7 @@ struct ServeOptions {
   int model_load_threads = 4;
   int model_load_timeout_secs = 600;
   std::string model_load_isolation = "auto";  // auto | process | none
-  int64_t http_max_connections = 0;           // 0: from the open-file limit
-  int64_t grpc_max_connections = 0;
+  ListenerLimitFlags limits;  // connections and requests (listener_flags.h)
   int http_idle_timeout_secs = 120;
   std::string coordination = "auto";
   int lock_lease_ms = 30000;

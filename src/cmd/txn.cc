@@ -188,6 +188,7 @@ CLI::App* AddTxnCommand(CLI::App* app, TxnCliOptions* o) {
   recover->add_flag("--dry-run", o->dry_run, "Only print what would be done.");
   serve->add_option("--http-address", o->http_address, "Address the HTTP port binds.")
       ->capture_default_str();
+  AddListenerLimitFlags(serve, &o->limits);
   serve->add_option("--http-port", o->http_port, "HTTP port (0: a free one, logged as 'ports:').")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -297,7 +298,10 @@ StatusOr<Apis> StartApis(const TxnCliOptions& o, txn::Coordinator* coordinator) 
   ASSIGN_OR_RETURN(auto http_tls, ListenerTls("http", o.http_tls, o.tls_common, {"http/1.1"}));
   ASSIGN_OR_RETURN(auto grpc_tls, ListenerTls("grpc", o.grpc_tls, o.tls_common, {"h2"}));
   Apis apis;
+  ApplyRequestMemoryLimit(o.limits);
+  const frontends::DefaultConnectionLimits limits = frontends::ConnectionLimitsFromRlimit();
   frontends::http::ServerOptions so;
+  ApplyListenerLimits(o.limits, o.limits.http_max_connections, limits.http, &so);
   so.tls = http_tls;
   so.address = o.http_address;
   so.port = o.http_port;
@@ -312,6 +316,7 @@ StatusOr<Apis> StartApis(const TxnCliOptions& o, txn::Coordinator* coordinator) 
     return apis;
   }
   frontends::grpc::H2ServerOptions go;
+  ApplyListenerLimits(o.limits, o.limits.grpc_max_connections, limits.grpc, &go);
   go.tls = grpc_tls;
   go.address = o.grpc_address;
   go.port = o.grpc_port;

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "cmd/listener_flags.h"
 #include "cmd/tls_flags.h"
 
 namespace dais::cmd {
@@ -19,6 +20,7 @@ struct TxnCliOptions {
   int http_threads = 2;
   std::string grpc_address = "0.0.0.0";
   int grpc_port = 8091;  // -1: no gRPC
+  ListenerLimitFlags limits;  // connections and requests (listener_flags.h)
   int workers = 32;
   std::string gate_server = "127.0.0.1:8001";
   std::string redis;

@@ -104,6 +104,7 @@ class Listener {
     }
     for (auto* ioc : iocs) work_.emplace_back(ioc->get_executor());
     limiter_ = std::make_unique<ConnectionLimiter>(name, options.max_connections);
+    limiter_->set_max_per_address(options.max_connections_per_address);
     accept_loop_ =
         std::make_unique<AcceptLoop>(iocs, acceptor_, *limiter_, strand, std::move(on_connection));
     accept_loop_->Start();

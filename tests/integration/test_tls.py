@@ -179,17 +179,21 @@ def test_stalled_and_flooding_handshakes_are_bounded(tls_server, certs, stubs):
     c = GrpcClient(stubs, tls_server.grpc_port, credentials=creds(certs))
     try:
         grpc_infer(c)  # established before the flood
-        before = metric(tls_server, "dais_tls_handshake_failures_total", listener="grpc",
-                        reason="handshake_limit")
-        # 20 connections that never send a ClientHello: 8 hold the handshake slots, the others
-        # are closed at once; all are closed by the 700 ms handshake timeout.
+        evicted = metric(tls_server, "dais_tls_handshake_failures_total", listener="grpc",
+                         reason="evicted")
+        silent = metric(tls_server, "dais_tls_handshake_failures_total", listener="grpc",
+                        reason="silent_timeout")
+        # 20 connections that never send a ClientHello: 8 hold the handshake slots, each later
+        # one closes the oldest silent one for itself (issue 32: they used to be refused, and
+        # the silent ones kept every slot for the whole handshake timeout); the last 8 are
+        # closed when their first byte does not come.
         flood = [socket.create_connection(("127.0.0.1", tls_server.grpc_port)) for _ in range(20)]
-        wait_metric(tls_server, "dais_tls_handshake_failures_total", before + 12,
-                    listener="grpc", reason="handshake_limit")
+        wait_metric(tls_server, "dais_tls_handshake_failures_total", evicted + 12,
+                    listener="grpc", reason="evicted")
         for _ in range(20):
             assert grpc_infer(c).raw_output_contents  # the established channel is not starved
-        wait_metric(tls_server, "dais_tls_handshake_failures_total", 8, listener="grpc",
-                    reason="timeout")
+        wait_metric(tls_server, "dais_tls_handshake_failures_total", silent + 8, listener="grpc",
+                    reason="silent_timeout")
         for s in flood:
             s.settimeout(5)
             assert s.recv(1) == b"", "a stalled handshake was not closed"
@@ -200,6 +204,33 @@ def test_stalled_and_flooding_handshakes_are_bounded(tls_server, certs, stubs):
         c2.close()
     finally:
         c.close()
+
+
+def test_silent_connections_do_not_lock_tls_clients_out(tls_server, certs, stubs):
+    """Issue 32: ~260 connections that never sent a ClientHello held the 256 handshake slots and
+    new TLS clients were reset (1 of 8 probes answered). Each new client now closes the oldest
+    silent handshake; every probe is answered while the silent connections keep coming."""
+    for port, listener in ((tls_server.http_port, "http"), (tls_server.grpc_port, "grpc")):
+        before = metric(tls_server, "dais_tls_handshake_failures_total", listener=listener,
+                        reason="evicted")
+        flood = []
+        try:
+            for i in range(8):
+                flood += [socket.create_connection(("127.0.0.1", port)) for _ in range(12)]
+                if listener == "http":
+                    r = requests.get(f"https://localhost:{port}/v2/health/live",
+                                     verify=str(certs / "ca.crt"), timeout=10)
+                    assert r.status_code == 200
+                else:
+                    probe = GrpcClient(stubs, port, credentials=creds(certs),
+                                       options=[("grpc.use_local_subchannel_pool", 1)])
+                    assert probe.stub.ServerLive(probe.pb.ServerLiveRequest(), timeout=10).live
+                    probe.close()
+            assert metric(tls_server, "dais_tls_handshake_failures_total", listener=listener,
+                          reason="evicted") >= before + 8
+        finally:
+            for s in flood:
+                s.close()
 
 
 def test_mutual_tls(model_repo, certs, stubs, start_server):
