@@ -65,10 +65,17 @@ def slow_http(port: int, length: int = 1_000_000, sent: bytes = b"{") -> socket.
     return s
 
 
-def slow_grpc(port: int, declared: int = 1_000_000, sent: int = 16) -> socket.socket:
+class H2Socket(socket.socket):
+    """A socket with the client's HTTP/2 state (h2) beside it."""
+    h2: h2.connection.H2Connection
+
+
+def slow_grpc(port: int, declared: int = 1_000_000, sent: int = 16) -> H2Socket:
     """An HTTP/2 connection with one ModelInfer call: HEADERS and the first `sent` bytes of a
     message announced as `declared` bytes, no end of stream."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s = H2Socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
     c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     c.initiate_connection()
     c.send_headers(1, [(":method", "POST"), (":scheme", "http"), (":path", INFER),
@@ -76,7 +83,7 @@ def slow_grpc(port: int, declared: int = 1_000_000, sent: int = 16) -> socket.so
                        ("te", "trailers")])
     c.send_data(1, b"\x00" + declared.to_bytes(4, "big") + b"\x00" * sent)
     s.sendall(c.data_to_send())
-    s.h2 = c  # type: ignore[attr-defined]
+    s.h2 = c
     return s
 
 
@@ -122,8 +129,10 @@ def test_slow_requests_are_evicted_for_new_clients(model_repo, start_server, stu
             r = requests.get(f"{srv.url}/v2/health/live", timeout=10)
             assert r.status_code == 200, r.text
         assert all(grpc_live(stubs, srv.grpc_port) for _ in range(10))
-        assert metric(srv, "dais_listener_connections_evicted_total", listener="http") >= 18
-        assert metric(srv, "dais_listener_connections_evicted_total", listener="grpc") >= 18
+        # 8 for the attack's own extra connections, at least one for the probes (a probe that has
+        # closed leaves its place to the next).
+        assert metric(srv, "dais_listener_connections_evicted_total", listener="http") >= 9
+        assert metric(srv, "dais_listener_connections_evicted_total", listener="grpc") >= 9
         assert metric(srv, "dais_listener_connections_refused_total", listener="http") == 0
         # The evicted ones were closed by the server, the oldest first.
         assert closed_by_server(http_attack[0]) and closed_by_server(grpc_attack[0])
@@ -166,7 +175,7 @@ def test_buffered_request_bytes_are_bounded(model_repo, start_server, stubs):
                        "--max-buffered-request-bytes", "4000000",
                        "--min-request-rate-grace-secs", "600")
     assert metric(srv, "dais_request_buffered_bytes_max") == 4_000_000
-    holder = slow_http(srv.http_port, length=3_000_000, sent=b"[" * 1000)
+    holder = slow_http(srv.http_port, length=3_000_000, sent=b" " * 1000)
     try:
         wait_metric(srv, "dais_request_buffered_bytes", 3_000_000)
         # A second large body does not fit: refused before its body is read.
