@@ -49,12 +49,13 @@ void ApplyRequestMemoryLimit(const ListenerLimitFlags& f) {
   auto& memory = frontends::RequestMemory::Global();
   memory.set_limit(f.max_buffered_request_bytes > 0 ? f.max_buffered_request_bytes
                                                     : frontends::RequestMemory::DefaultLimit());
-  LOG_INFO("request limits: {} bytes of requests still arriving at most; at least {} bytes/s "
-           "after {} s{}",
-           memory.limit(), f.min_request_bytes_per_sec, f.min_request_rate_grace_secs,
-           f.max_connections_per_address > 0
-               ? "; " + std::to_string(f.max_connections_per_address) + " connections per address"
-               : std::string());
+  LOG_INFO(
+      "request limits: {} bytes of requests still arriving at most; at least {} bytes/s "
+      "after {} s{}",
+      memory.limit(), f.min_request_bytes_per_sec, f.min_request_rate_grace_secs,
+      f.max_connections_per_address > 0
+          ? "; " + std::to_string(f.max_connections_per_address) + " connections per address"
+          : std::string());
 }
 
 void ApplyListenerLimits(const ListenerLimitFlags& f, int64_t flag_max, int64_t default_max,

@@ -51,7 +51,7 @@ struct ServeOptions {
   int model_load_threads = 4;
   int model_load_timeout_secs = 600;
   std::string model_load_isolation = "auto";  // auto | process | none
-  ListenerLimitFlags limits;  // connections and requests (listener_flags.h)
+  ListenerLimitFlags limits;                  // connections and requests (listener_flags.h)
   int http_idle_timeout_secs = 120;
   std::string coordination = "auto";
   int lock_lease_ms = 30000;

@@ -19,7 +19,7 @@ struct TxnCliOptions {
   int http_port = 8090;
   int http_threads = 2;
   std::string grpc_address = "0.0.0.0";
-  int grpc_port = 8091;  // -1: no gRPC
+  int grpc_port = 8091;       // -1: no gRPC
   ListenerLimitFlags limits;  // connections and requests (listener_flags.h)
   int workers = 32;
   std::string gate_server = "127.0.0.1:8001";

@@ -9,24 +9,25 @@
 // one is refused: closed at once. Issue 32: when none is idle, a connection still receiving a
 // request (head read, body or gRPC message arriving) is closed for the newcomer, the one with the
 // lowest byte rate first; a request that averages under the listener's minimum rate after a
-// grace period is closed by its server anyway (EndpointOptions::min_request_bytes_per_sec). Issue 31: with plain least-recently-idle order, a flood of 600
-// connections that never sent a byte closed a client sending a request every 100 ms on one
-// keep-alive connection (each newcomer was younger than the client's last answer); a connection
-// that has served requests now outlives any number of silent ones. Under pressure (UnderPressure:
-// three quarters of the limit open) a silent connection also gets a short header timeout from
-// its server (http_server.h: header_timeout_under_pressure_secs). Idle connections are cheap to
-// close (no request is lost, clients reconnect), so clients that hold connections without using
-// them cannot starve the ones that send requests. An accept that fails for lack of descriptors or
-// memory closes one idle connection and retries after a backoff (10 ms doubling to 1 s) instead of
-// spinning on a listening socket that stays readable.
+// grace period is closed by its server anyway (EndpointOptions::min_request_bytes_per_sec). Issue
+// 31: with plain least-recently-idle order, a flood of 600 connections that never sent a byte
+// closed a client sending a request every 100 ms on one keep-alive connection (each newcomer was
+// younger than the client's last answer); a connection that has served requests now outlives any
+// number of silent ones. Under pressure (UnderPressure: three quarters of the limit open) a silent
+// connection also gets a short header timeout from its server (http_server.h:
+// header_timeout_under_pressure_secs). Idle connections are cheap to close (no request is lost,
+// clients reconnect), so clients that hold connections without using them cannot starve the ones
+// that send requests. An accept that fails for lack of descriptors or memory closes one idle
+// connection and retries after a backoff (10 ms doubling to 1 s) instead of spinning on a listening
+// socket that stays readable.
 //
 // Threads: everything is thread-safe; Slot methods are called by the connection that owns it.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -83,7 +84,7 @@ class ConnectionLimiter {
     // Out of whichever list it is in. owner_->mu_ held.
     void Unlist();
     ConnectionLimiter* owner_;
-    const std::string address_;  // the client's, when a per-address cap applies
+    const std::string address_;   // the client's, when a per-address cap applies
     State state_ = State::kBusy;  // guarded by owner_->mu_
     bool served_ = false;         // guarded by owner_->mu_; which idle list pos_ is in
     std::list<Slot*>::iterator pos_;

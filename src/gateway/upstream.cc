@@ -301,18 +301,16 @@ class Exchange : public UpstreamPool::Impl::Expirable,
   // write went through the 256 MiB limit), so the length is checked here as well.
   template <class Stream>
   void ReadFrom(Stream& s) {
-    http::async_read_header(s, buffer_, *parser_,
-                            [self = shared_from_this(), &s](beast::error_code ec, size_t n) {
-                              if (ec) return self->OnAnswerRead(ec, n == 0);
-                              const auto length = self->parser_->content_length();
-                              if (length && *length > self->pool_->options.max_response_bytes) {
-                                return self->OnAnswerRead(http::error::body_limit, false);
-                              }
-                              http::async_read(s, self->buffer_, *self->parser_,
-                                               [self](beast::error_code ec, size_t) {
-                                                 self->OnAnswerRead(ec, false);
-                                               });
-                            });
+    http::async_read_header(
+        s, buffer_, *parser_, [self = shared_from_this(), &s](beast::error_code ec, size_t n) {
+          if (ec) return self->OnAnswerRead(ec, n == 0);
+          const auto length = self->parser_->content_length();
+          if (length && *length > self->pool_->options.max_response_bytes) {
+            return self->OnAnswerRead(http::error::body_limit, false);
+          }
+          http::async_read(s, self->buffer_, *self->parser_,
+                           [self](beast::error_code ec, size_t) { self->OnAnswerRead(ec, false); });
+        });
   }
 
   // `nothing`: no byte of the answer was received.

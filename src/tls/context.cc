@@ -325,9 +325,10 @@ std::unique_ptr<ServerContext::Handshake> ServerContext::BeginHandshake(
     if (handshakes_.load() >= config_.max_handshakes) {
       if (silent_.empty()) {
         metrics_->failures.Get({config_.listener, "handshake_limit"}).Increment();
-        LOG_WARNING("TLS on {}: {} handshakes already running, none silent; closing a new "
-                    "connection",
-                    config_.listener, config_.max_handshakes);
+        LOG_WARNING(
+            "TLS on {}: {} handshakes already running, none silent; closing a new "
+            "connection",
+            config_.listener, config_.max_handshakes);
         return nullptr;
       }
       Handshake* oldest = silent_.front();
@@ -362,7 +363,8 @@ int ServerContext::FirstByteTimeoutMs() const {
 
 ServerContext::Handshake::~Handshake() {
   MutexLock lock(&ctx_->hs_mu_);
-  if (ctx_->EndLocked(this)) ctx_->metrics_->failures.Get({ctx_->config_.listener, "closed"}).Increment();
+  if (ctx_->EndLocked(this))
+    ctx_->metrics_->failures.Get({ctx_->config_.listener, "closed"}).Increment();
 }
 
 void ServerContext::Handshake::Heard() {

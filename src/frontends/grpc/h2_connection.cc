@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/zlib_codec.h"
-#include "frontends/request_memory.h"
 #include "dais/clock.h"
+#include "frontends/request_memory.h"
 
 namespace dais::frontends::grpc {
 
@@ -32,12 +32,12 @@ struct H2Connection::Stream {
   std::string in;
   std::string request;
   int messages = 0;
-  uint64_t held = 0;     // bytes received and not yet handed to the method (options' budget)
+  uint64_t held = 0;  // bytes received and not yet handed to the method (options' budget)
   // A request still arriving (a unary call before its end, a streaming call's partial message):
   // since when (NowNs; 0: none is) and how many bytes came since (EnforceMinRate).
   uint64_t arriving_since_ns = 0;
   uint64_t arrived = 0;
-  bool refused = false;  // input ignored from now on
+  bool refused = false;             // input ignored from now on
   bool reset_after_answer = false;  // refused while the client was still sending
   bool ended = false;               // the client half-closed
   // Output: framed messages not yet handed to nghttp2.

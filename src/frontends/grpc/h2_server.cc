@@ -184,10 +184,10 @@ class Session : public std::enable_shared_from_this<Session> {
     const int open = conn_ && !closed_ ? static_cast<int>(conn_->open_calls()) : 0;
     // Without open calls the connection may be closed to make room at the connection limit; so
     // may one whose calls are all still receiving their requests, the slowest first (issue 32).
-    const SlotState state = closed_ || !conn_     ? SlotState::kBusy
-                            : open == 0           ? SlotState::kIdle
+    const SlotState state = closed_ || !conn_      ? SlotState::kBusy
+                            : open == 0            ? SlotState::kIdle
                             : conn_->AllArriving() ? SlotState::kReceiving
-                                                  : SlotState::kBusy;
+                                                   : SlotState::kBusy;
     if (state != slot_state_) {
       auto close = [weak = weak_from_this()] {
         if (auto self = weak.lock()) self->Close();
@@ -248,29 +248,28 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Read() {
-    socket_.async_read_some(net::buffer(rbuf_),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                              BusyScope busy(self->registry_);
-                              Locked locked(self.get());
-                              if (ec || self->closed_) return self->CloseNow();
-                              if (self->slot_state_ == SlotState::kReceiving) {
-                                self->slot_->Progress(n);
-                              }
-                              const uint8_t* data = self->rbuf_.data();
-                              if (self->tls_) {
-                                if (self->handshaking_ && !self->heard_) {
-                                  self->heard_ = true;
-                                  self->handshake_->Heard();
-                                  self->ArmHandshakeTimer(
-                                      self->options_.tls->config().handshake_timeout_ms, false);
-                                }
-                                if (!self->Decrypt(n)) return;
-                                if (self->plain_.empty()) return self->Read();
-                                data = reinterpret_cast<const uint8_t*>(self->plain_.data());
-                                n = self->plain_.size();
-                              }
-                              self->OnPlain(data, n);
-                            });
+    socket_.async_read_some(
+        net::buffer(rbuf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+          BusyScope busy(self->registry_);
+          Locked locked(self.get());
+          if (ec || self->closed_) return self->CloseNow();
+          if (self->slot_state_ == SlotState::kReceiving) {
+            self->slot_->Progress(n);
+          }
+          const uint8_t* data = self->rbuf_.data();
+          if (self->tls_) {
+            if (self->handshaking_ && !self->heard_) {
+              self->heard_ = true;
+              self->handshake_->Heard();
+              self->ArmHandshakeTimer(self->options_.tls->config().handshake_timeout_ms, false);
+            }
+            if (!self->Decrypt(n)) return;
+            if (self->plain_.empty()) return self->Read();
+            data = reinterpret_cast<const uint8_t*>(self->plain_.data());
+            n = self->plain_.size();
+          }
+          self->OnPlain(data, n);
+        });
   }
 
   // HTTP/2 bytes received (decrypted, with TLS). mu_ held.
@@ -322,18 +321,19 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ArmHandshakeTimer(int ms, bool silent) {
     handshake_timer_.expires_after(std::chrono::milliseconds(ms));
-    handshake_timer_.async_wait([self = shared_from_this(), ms, silent](boost::system::error_code ec) {
-      if (ec) return;
-      BusyScope busy(self->registry_);
-      Locked locked(self.get());
-      if (!self->handshaking_ || self->closed_) return;
-      if (silent) {
-        self->TlsFailed("silent_timeout", "no byte within " + std::to_string(ms) + " ms");
-      } else {
-        self->TlsFailed("timeout", "not finished within " + std::to_string(ms) + " ms");
-      }
-      self->CloseNow();
-    });
+    handshake_timer_.async_wait(
+        [self = shared_from_this(), ms, silent](boost::system::error_code ec) {
+          if (ec) return;
+          BusyScope busy(self->registry_);
+          Locked locked(self.get());
+          if (!self->handshaking_ || self->closed_) return;
+          if (silent) {
+            self->TlsFailed("silent_timeout", "no byte within " + std::to_string(ms) + " ms");
+          } else {
+            self->TlsFailed("timeout", "not finished within " + std::to_string(ms) + " ms");
+          }
+          self->CloseNow();
+        });
   }
 
   // Decrypts the `n` bytes read into plain_ (handshake answers go to pending_). False: the
@@ -422,7 +422,8 @@ class Session : public std::enable_shared_from_this<Session> {
                                                    self->options_.min_request_rate_grace_secs);
       for (int i = 0; i < slow; ++i) self->slot_->CountSlow();
       if (slow > 0) {
-        LOG_VERBOSE(1, "gRPC connection from {}: {} call(s) cancelled: requests arrived slower "
+        LOG_VERBOSE(1,
+                    "gRPC connection from {}: {} call(s) cancelled: requests arrived slower "
                     "than {} bytes/s",
                     self->Peer(), slow, self->options_.min_request_bytes_per_sec);
       }
@@ -522,8 +523,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<frontends::ConnectionLimiter::Slot> slot_;
   enum class SlotState { kBusy, kIdle, kReceiving };
   SlotState slot_state_ = SlotState::kBusy;  // what slot_ was last told
-  int counted_calls_ = 0;            // this connection's share of registry_->open_calls
-  bool counted_connection_ = false;  // in dais_grpc_connections
+  int counted_calls_ = 0;                    // this connection's share of registry_->open_calls
+  bool counted_connection_ = false;          // in dais_grpc_connections
 };
 
 }  // namespace

@@ -286,11 +286,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // grace period (EndpointOptions::min_request_bytes_per_sec), and never later than the idle
   // timeout after the last read.
   std::chrono::steady_clock::time_point BodyDeadline() const {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.idle_timeout_secs);
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(options_.idle_timeout_secs);
     if (options_.min_request_bytes_per_sec > 0) {
       const double secs = static_cast<double>(body_bytes_) /
                           static_cast<double>(options_.min_request_bytes_per_sec);
-      const auto by_rate = body_since_ + std::chrono::seconds(options_.min_request_rate_grace_secs) +
+      const auto by_rate = body_since_ +
+                           std::chrono::seconds(options_.min_request_rate_grace_secs) +
                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                std::chrono::duration<double>(secs));
       deadline = std::min(deadline, by_rate);
@@ -311,7 +313,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       slot_->CountSlow();
       beast::error_code ignored;
       auto peer = Tcp().socket().remote_endpoint(ignored);
-      LOG_VERBOSE(1, "{}: a request body from {} arrived slower than {} byt/s ({} bytes in {} s); "
+      LOG_VERBOSE(1,
+                  "{}: a request body from {} arrived slower than {} byt/s ({} bytes in {} s); "
                   "closed",
                   options_.listener, ignored ? std::string("?") : peer.address().to_string(),
                   options_.min_request_bytes_per_sec, body_bytes_,
@@ -398,7 +401,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                             "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}",
                             {}});
     }
-    Tcp().expires_never();  // the handler may take as long as the model needs
+    Tcp().expires_never();   // the handler may take as long as the model needs
     reservation_.Release();  // complete: the handler's now
     bhttp::request<bhttp::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
@@ -504,11 +507,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       [this](uint64_t, beast::string_view, beast::error_code& ec) {
         if (++chunks_ > options_.max_body_chunks) ec = bhttp::error::bad_chunk;
       };
-  bool discard_rest_ = false;  // answered early: drop the rest of the body, then close
+  bool discard_rest_ = false;       // answered early: drop the rest of the body, then close
   RequestReservation reservation_;  // of RequestMemory, for the body being read
   std::chrono::steady_clock::time_point body_since_;  // its head arrived
-  uint64_t body_bytes_ = 0;                            // bytes read since
-  bool arriving_ = false;  // the body did not come whole with its head
+  uint64_t body_bytes_ = 0;                           // bytes read since
+  bool arriving_ = false;                             // the body did not come whole with its head
   std::unique_ptr<std::array<char, kBodyReadBytes>> discard_buf_;
 };
 
