@@ -102,7 +102,7 @@ void ConnectionLimiter::Slot::Unlist() {
 
 void ConnectionLimiter::Slot::Idle(std::function<void()> close) {
   MutexLock l(&owner_->mu_);
-  if (state_ == State::kIdle) return;
+  if (state_ == State::kIdle || evicted_) return;
   Unlist();
   state_ = State::kIdle;
   close_ = std::move(close);
@@ -112,6 +112,7 @@ void ConnectionLimiter::Slot::Idle(std::function<void()> close) {
 
 void ConnectionLimiter::Slot::Receiving(std::function<void()> close) {
   MutexLock l(&owner_->mu_);
+  if (evicted_) return;  // closing already
   Unlist();
   served_ = true;
   state_ = State::kReceiving;
@@ -161,6 +162,7 @@ std::function<void()> ConnectionLimiter::TakeEvictable() {
   if (victim == nullptr) return nullptr;
   std::function<void()> close = std::move(victim->close_);
   victim->Unlist();
+  victim->evicted_ = true;
   return close;
 }
 

@@ -86,6 +86,7 @@ class ConnectionLimiter {
     ConnectionLimiter* owner_;
     const std::string address_;   // the client's, when a per-address cap applies
     State state_ = State::kBusy;  // guarded by owner_->mu_
+    bool evicted_ = false;        // guarded by owner_->mu_; its close was called: never again
     bool served_ = false;         // guarded by owner_->mu_; which idle list pos_ is in
     std::list<Slot*>::iterator pos_;
     std::function<void()> close_;

@@ -70,6 +70,21 @@ TEST(ConnectionLimiterTest, WithNoneIdleTheSlowestReceivingIsClosed) {
   EXPECT_EQ(closed, std::vector<int>({1}));
 }
 
+// A connection whose close was called (it closes on its own thread, later) is never chosen again,
+// even when its request head arrives in between: one close, one newcomer.
+TEST(ConnectionLimiterTest, AnEvictedConnectionIsNotEvictedTwice) {
+  ConnectionLimiter limiter("test_evicted_once", 1);
+  int closes = 0;
+  auto a = limiter.Admit();
+  a->Idle([&] { ++closes; });
+  auto b = limiter.Admit();  // closes a (not yet gone)
+  ASSERT_NE(b, nullptr);
+  b->Busy();
+  a->Receiving([&] { ++closes; });  // its head arrived before the close ran
+  EXPECT_EQ(limiter.Admit(), nullptr);
+  EXPECT_EQ(closes, 1);
+}
+
 TEST(ConnectionLimiterTest, PerAddressCapRefusesOnlyThatAddress) {
   ConnectionLimiter limiter("test_per_address", 10);
   limiter.set_max_per_address(2);
