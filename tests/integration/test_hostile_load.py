@@ -169,10 +169,16 @@ def test_requests_below_the_minimum_rate_are_closed(model_repo, start_server, st
                        "1000")
     http_attack = [slow_http(srv.http_port) for _ in range(4)]
     grpc_attack = [slow_grpc(srv.grpc_port) for _ in range(4)]
+    # HTTP/2 HEADERS without END_HEADERS (its CONTINUATION never comes): the connection itself is
+    # stuck, and closed.
+    stuck = socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=10)
+    stuck.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +
+                  b"\x00\x00\x01\x01\x00\x00\x00\x00\x01" + b"\x83")
     try:
         wait_metric(srv, "dais_listener_slow_requests_total", 4, listener="http")
-        wait_metric(srv, "dais_listener_slow_requests_total", 4, listener="grpc")
+        wait_metric(srv, "dais_listener_slow_requests_total", 5, listener="grpc")
         assert all(closed_by_server(s, 5) for s in http_attack)
+        assert closed_by_server(stuck, 5)
         # gRPC: the call is cancelled with RESOURCE_EXHAUSTED naming the rate; the connection
         # then has no call and stays open like any idle one.
         for s in grpc_attack:
@@ -190,7 +196,7 @@ def test_requests_below_the_minimum_rate_are_closed(model_repo, start_server, st
         r = requests.get(f"{srv.url}/v2/health/ready", timeout=10)
         assert r.status_code == 200
     finally:
-        close_all(http_attack + grpc_attack)
+        close_all(http_attack + grpc_attack + [stuck])
 
 
 def test_buffered_request_bytes_are_bounded(model_repo, start_server, stubs):

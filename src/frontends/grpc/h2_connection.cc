@@ -155,6 +155,9 @@ struct H2Callbacks {
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     auto s = std::make_unique<H2Connection::Stream>();
     s->id = frame->hd.stream_id;
+    // Arriving from its first header on: a HEADERS frame whose CONTINUATIONs never come must
+    // not hold the connection for ever.
+    s->arriving_since_ns = NowNs();
     Conn(user_data)->streams_[s->id] = std::move(s);
     return 0;
   }
@@ -396,6 +399,11 @@ int H2Connection::EnforceMinRate(uint64_t min_bytes_per_sec, int grace_secs) {
       slow.push_back(s.get());
   }
   for (Stream* s : slow) {
+    // Its header block never completed: HTTP/2 allows no other frame before its CONTINUATION,
+    // so the whole connection is stuck.
+    if (!s->call) return -1;
+  }
+  for (Stream* s : slow) {
     const double secs = static_cast<double>(now - s->arriving_since_ns) / 1e9;
     Refuse(s, ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
                              "the request arrived slower than the server's minimum of " +
@@ -434,6 +442,7 @@ void H2Connection::OnRequestHeaders(Stream* s) {
     // The specification answers a request that is not gRPC with HTTP 415.
     s->closed = true;
     s->refused = true;
+    s->arriving_since_ns = 0;
     const nghttp2_nv nv[] = {Header(":status", "415"), Header("content-type", "text/plain")};
     nghttp2_submit_response(session_, s->id, nv, std::size(nv), nullptr);
     return;
@@ -461,9 +470,8 @@ void H2Connection::OnRequestHeaders(Stream* s) {
   }
   if (s->method->stream) {
     s->handler = s->method->stream(s->call);
-  } else if (!s->ended) {
-    s->arriving_since_ns = NowNs();  // until its end (OnEndStream)
-  }
+    s->arriving_since_ns = 0;  // until its first message begins (OnData)
+  }  // a unary call arrives until its end (OnEndStream)
 }
 
 void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {

@@ -159,7 +159,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   bool AnyArriving() const;
   // Cancels (RESOURCE_EXHAUSTED) every call whose request, still arriving, averaged less than
   // `min_bytes_per_sec` after the first `grace_secs` (EndpointOptions::min_request_bytes_per_sec);
-  // how many.
+  // how many; -1 when a call's header block itself never completed (the connection is stuck:
+  // close it).
   int EnforceMinRate(uint64_t min_bytes_per_sec, int grace_secs);
   // Whether DATA was sent since the last call of this (keepalive's "pings without data").
   bool TakeDataSent();

@@ -420,6 +420,12 @@ class Session : public std::enable_shared_from_this<Session> {
       if (self->closed_ || !self->conn_) return;
       const int slow = self->conn_->EnforceMinRate(self->options_.min_request_bytes_per_sec,
                                                    self->options_.min_request_rate_grace_secs);
+      if (slow < 0) {
+        self->slot_->CountSlow();
+        LOG_VERBOSE(1, "gRPC connection from {}: a header block never completed; closing",
+                    self->Peer());
+        return self->CloseNow();
+      }
       for (int i = 0; i < slow; ++i) self->slot_->CountSlow();
       if (slow > 0) {
         LOG_VERBOSE(1,
