@@ -471,7 +471,7 @@ void H2Connection::OnRequestHeaders(Stream* s) {
   if (s->method->stream) {
     s->handler = s->method->stream(s->call);
     s->arriving_since_ns = 0;  // until its first message begins (OnData)
-  }  // a unary call arrives until its end (OnEndStream)
+  }                            // a unary call arrives until its end (OnEndStream)
 }
 
 void H2Connection::OnData(Stream* s, const uint8_t* data, size_t size) {
