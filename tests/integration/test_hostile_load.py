@@ -25,6 +25,7 @@ import pytest
 import requests
 
 import grpc_client
+from cluster_util import Gateway
 from conftest import dais_binary, free_port
 from grpc_client import GrpcClient
 
@@ -238,6 +239,62 @@ def test_buffered_request_bytes_are_bounded(model_repo, start_server, stubs):
     r = requests.post(f"{srv.url}/v2/models/mlp_small/infer", data=b"x" * 2_000_000,
                       headers={"Content-Type": "application/json"}, timeout=10)
     assert r.status_code == 400  # read whole now (and refused as the bad JSON it is)
+
+
+def test_unfinished_bodies_do_not_grow_memory_past_the_budget(model_repo, start_server):
+    """8 chunked bodies of 16 MiB each, never finished: 128 MiB held before the budget existed;
+    with a 40 MB budget one or two are held (what the strings have allocated counts, not only
+    what they hold), the others are refused as they cross it."""
+    srv = start_server(model_repo, "--max-buffered-request-bytes", "40000000",
+                       "--min-request-rate-grace-secs", "600")
+    before = srv.rss_kib()
+    chunk = b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n"
+    socks, refused = [], 0
+    try:
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=10)
+            socks.append(s)
+            s.sendall(b"POST /v2/models/mlp_small/infer HTTP/1.1\r\nHost: t\r\n"
+                      b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            try:
+                for _ in range(16):
+                    s.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        for s in socks:
+            s.settimeout(0.2)
+            try:
+                if s.recv(64).startswith(b"HTTP/1.1 503"):
+                    refused += 1
+            except (socket.timeout, ConnectionResetError):
+                pass
+        wait_metric(srv, "dais_request_buffered_bytes", 16_000_000)
+        grown_mib = (srv.rss_kib() - before) / 1024
+        assert metric(srv, "dais_request_buffered_bytes") <= 40_000_000
+        assert refused >= 6, refused
+        assert grown_mib < 80, f"RSS grew by {grown_mib:.0f} MiB"
+        print(f"RSS grew by {grown_mib:.1f} MiB with 8 unfinished 16 MiB bodies; {refused} refused")
+    finally:
+        close_all(socks)
+
+
+def test_gateway_slow_requests_are_evicted(dais_bin, etcd_server, tmp_path):
+    """The gateway shares the listeners (and the flags): it used a fixed cap of 1,024 and
+    refused every new client once slow requests held them."""
+    gw = Gateway(dais_bin, etcd_server, tmp_path, "--http-max-connections", "16",
+                 "--min-request-rate-grace-secs", "600")
+    port = int(gw.url.rsplit(":", 1)[1])
+    attack = [slow_http(port) for _ in range(24)]
+    try:
+        for _ in range(5):
+            assert requests.get(f"{gw.url}/v2/health/live", timeout=10).status_code == 200
+        text = requests.get(f"{gw.url}/metrics", timeout=10).text
+        evicted = [ln for ln in text.splitlines()
+                   if ln.startswith('dais_listener_connections_evicted_total{listener="gateway"}')]
+        assert evicted and float(evicted[0].rsplit(" ", 1)[1]) >= 8, evicted
+    finally:
+        close_all(attack)
+        gw.stop()
 
 
 def test_connections_per_address_are_capped(model_repo, start_server):

@@ -336,9 +336,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       }
     }
     const std::string& body = inflater_ ? decoded_ : wire;
-    if (arriving_ && body.size() > reservation_.held() &&
-        !reservation_.Hold(body.size() + kBodyReadBytes, options_.listener)) {
-      return RefuseForMemory();
+    // What the body's strings and the read buffer have allocated, not only what they hold: a
+    // string grows by doubling, so 17 MB of body may sit in 32 MiB.
+    if (arriving_) {
+      const uint64_t allocated = wire.capacity() + decoded_.capacity() + buffer_.capacity();
+      if (allocated > reservation_.held() &&
+          !reservation_.Hold(allocated + kBodyReadBytes, options_.listener)) {
+        return RefuseForMemory();
+      }
     }
     // The depth scan exists to stop reading a hostile body early; on the last piece there is
     // nothing left to read, and the JSON parser applies the same limit.
@@ -363,7 +368,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void AnswerEarly(int status, const std::string& message,
                    std::vector<std::pair<std::string, std::string>> headers = {}) {
     keep_alive_ = false;
+    // What was read of the body goes now, not when the lingering close ends (up to 5 s later):
+    // the memory is what the budget bounded.
     reservation_.Release();
+    parser_.reset();
+    inflater_.reset();
+    std::string().swap(decoded_);
+    buffer_ = beast::flat_buffer();
     discard_rest_ = true;
     Write(Response{status, "application/json", ErrorJson(message), std::move(headers)});
   }
