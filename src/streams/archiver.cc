@@ -1,0 +1,330 @@
+#include "streams/archiver.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "common/json.h"
+#include "common/logging.h"
+#include "common/zlib_codec.h"
+
+namespace dais::streams {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void AppendJsonString(std::string_view s, std::string* out) {
+  out->push_back('"');
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out->append(buf);
+    } else {
+      out->push_back(static_cast<char>(c));
+    }
+  }
+  out->push_back('"');
+}
+
+// A value that is itself a JSON object or array (the feedback stream's record).
+bool IsJsonDocument(const std::string& v) {
+  if (v.empty() || (v.front() != '{' && v.front() != '[')) return false;
+  rapidjson::Document doc;
+  return json::ParseJson(v, &doc).ok();
+}
+
+// "part-<consumer>-<seq>.jsonl.gz" -> consumer, seq; false for other names.
+bool ParsePartName(const std::string& name, std::string* consumer, uint64_t* seq) {
+  static constexpr std::string_view kPrefix = "part-", kSuffix = ".jsonl.gz";
+  if (name.size() <= kPrefix.size() + kSuffix.size() || name.rfind(kPrefix, 0) != 0 ||
+      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+    return false;
+  }
+  const std::string mid =
+      name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  const size_t dash = mid.rfind('-');
+  if (dash == std::string::npos || dash == 0) return false;
+  try {
+    *seq = std::stoull(mid.substr(dash + 1));
+  } catch (...) {
+    return false;
+  }
+  *consumer = mid.substr(0, dash);
+  return true;
+}
+
+Status WriteDurably(const fs::path& tmp, const fs::path& final_path, const std::string& bytes) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("cannot create " + tmp.string() + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return Internal("cannot write " + tmp.string() + ": " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    return Internal("cannot sync " + tmp.string() + ": " + std::strerror(errno));
+  }
+  std::error_code ec;
+  fs::rename(tmp, final_path, ec);
+  if (ec) return Internal("cannot rename " + tmp.string() + ": " + ec.message());
+  const int dir = ::open(final_path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return OkStatus();
+}
+
+// Every entry id of a committed part.
+Status ReadIds(const fs::path& part, std::set<std::string>* ids) {
+  std::ifstream in(part, std::ios::binary);
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Inflater inflater(ZlibFormat::kGzip, uint64_t{1} << 34);
+  std::string text;
+  RETURN_IF_ERROR(inflater.Feed(gz, &text));
+  RETURN_IF_ERROR(inflater.Finish());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    rapidjson::Document doc;
+    if (json::ParseJson(std::string_view(text).substr(pos, end - pos), &doc).ok() &&
+        doc.IsObject() && doc.HasMember("entry_id") && doc["entry_id"].IsString()) {
+      ids->insert(doc["entry_id"].GetString());
+    }
+    pos = end + 1;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+std::string DayOfEntryId(const std::string& entry_id) {
+  const size_t dash = entry_id.find('-');
+  int64_t ms = 0;
+  try {
+    ms = std::stoll(entry_id.substr(0, dash));
+  } catch (...) {
+    return "";
+  }
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  return buf;
+}
+
+std::string ArchiveLine(const std::string& stream, const Entry& entry) {
+  std::string line = "{\"entry_id\":";
+  AppendJsonString(entry.entry_id, &line);
+  line += ",\"stream\":";
+  AppendJsonString(stream, &line);
+  for (const auto& [k, v] : entry.fields) {
+    if (k == "entry_id" || k == "stream") continue;  // ours
+    line.push_back(',');
+    AppendJsonString(k, &line);
+    line.push_back(':');
+    if (IsJsonDocument(v)) {
+      line += v;
+    } else {
+      AppendJsonString(v, &line);
+    }
+  }
+  line.push_back('}');
+  return line;
+}
+
+Archiver::Archiver(EventStream* stream, ArchiverOptions options)
+    : stream_(stream), options_(std::move(options)) {}
+
+std::string Archiver::DatasetDir() const {
+  return (fs::path(options_.root) / options_.dataset).string();
+}
+
+Status Archiver::ScanNewest(bool mine) {
+  // Per consumer: its newest flush (seq) and that flush's files.
+  std::map<std::string, std::pair<uint64_t, std::vector<fs::path>>> newest;
+  const std::string my_tmp_prefix = ".part-" + options_.consumer + "-";
+  std::error_code ec;
+  for (const auto& day : fs::directory_iterator(DatasetDir(), ec)) {
+    if (!day.is_directory() || day.path().filename().string().rfind("dt=", 0) != 0) continue;
+    for (const auto& f : fs::directory_iterator(day.path(), ec)) {
+      const std::string name = f.path().filename().string();
+      if (mine && name.rfind(my_tmp_prefix, 0) == 0) {  // a half-written part of ours
+        LOG_INFO("archive: removing the unfinished {}", f.path().string());
+        fs::remove(f.path(), ec);
+        continue;
+      }
+      std::string consumer;
+      uint64_t seq = 0;
+      if (!ParsePartName(name, &consumer, &seq) || (consumer == options_.consumer) != mine) {
+        continue;
+      }
+      auto& [top, files] = newest[consumer];
+      if (seq > top) top = seq, files.clear();
+      if (seq == top) files.push_back(f.path());
+    }
+  }
+  std::set<std::string>& ids = mine ? committed_ : others_;
+  ids.clear();
+  for (const auto& [consumer, top_files] : newest) {
+    if (mine) next_seq_ = top_files.first + 1;
+    for (const fs::path& p : top_files.second) {
+      if (Status s = ReadIds(p, &ids); !s.ok()) {
+        return Internal("reading " + p.string() + ": " + std::string(s.message()));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status Archiver::Start() {
+  if (options_.consumer.empty() || options_.consumer.find('/') != std::string::npos) {
+    return InvalidArgument("--consumer: a name without '/' is needed");
+  }
+  RETURN_IF_ERROR(stream_->EnsureGroup(options_.stream, options_.group));
+  std::error_code ec;
+  fs::create_directories(DatasetDir(), ec);
+  if (ec) return Internal("cannot create " + DatasetDir() + ": " + ec.message());
+  RETURN_IF_ERROR(ScanNewest(/*mine=*/true));
+  RETURN_IF_ERROR(ScanNewest(/*mine=*/false));
+  LOG_INFO("archive: {} of group {} on {} -> {} (next part {}; {} + {} ids in the newest parts)",
+           options_.consumer, options_.group, options_.stream, DatasetDir(), next_seq_,
+           committed_.size(), others_.size());
+  return OkStatus();
+}
+
+Status Archiver::AckAll(const std::vector<std::string>& ids) {
+  for (size_t i = 0; i < ids.size(); i += 1000) {
+    std::vector<std::string> chunk(ids.begin() + i, ids.begin() + std::min(ids.size(), i + 1000));
+    // Until it succeeds: reading on while these stay pending would break the invariant that
+    // only the newest flush may hold pending entries.
+    for (int backoff = 100;; backoff = std::min(backoff * 2, 5000)) {
+      Status s = stream_->Ack(options_.stream, options_.group, chunk);
+      if (s.ok()) break;
+      LOG_WARNING("archive: XACK of {} entries: {}; retrying", chunk.size(), s.message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    }
+  }
+  return OkStatus();
+}
+
+Status Archiver::Take(std::vector<Entry> entries) {
+  std::vector<std::string> already;
+  for (Entry& e : entries) {
+    if (committed_.count(e.entry_id) || others_.count(e.entry_id)) {
+      already.push_back(e.entry_id);
+      continue;
+    }
+    if (buffer_.empty()) oldest_ms_ = SteadyMs();
+    std::string line = ArchiveLine(options_.stream, e);
+    buffer_bytes_ += line.size() + 1;
+    buffer_.push_back({std::move(e.entry_id), std::move(line)});
+  }
+  if (!already.empty()) {
+    stats_.duplicates += already.size();
+    LOG_INFO("archive: {} entries already in a committed part: acknowledged", already.size());
+    RETURN_IF_ERROR(AckAll(already));
+  }
+  return OkStatus();
+}
+
+Status Archiver::Flush() {
+  if (buffer_.empty()) return OkStatus();
+  std::map<std::string, std::string> by_day;  // day -> JSON lines
+  std::vector<std::string> ids;
+  ids.reserve(buffer_.size());
+  for (Buffered& b : buffer_) {
+    std::string day = DayOfEntryId(b.entry_id);
+    if (day.empty()) day = "1970-01-01";
+    std::string& text = by_day[day];
+    text += b.line;
+    text.push_back('\n');
+    ids.push_back(std::move(b.entry_id));
+  }
+  const std::string name = "part-" + options_.consumer + "-" + std::to_string(next_seq_);
+  for (const auto& [day, text] : by_day) {
+    const fs::path dir = fs::path(DatasetDir()) / ("dt=" + day);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return Internal("cannot create " + dir.string() + ": " + ec.message());
+    const std::string gz = Deflate(text, ZlibFormat::kGzip, 1);
+    RETURN_IF_ERROR(WriteDurably(dir / ("." + name + ".jsonl.gz.tmp"),
+                                 dir / (name + ".jsonl.gz"), gz));
+    stats_.files += 1;
+    stats_.bytes += gz.size();
+  }
+  // Committed: from now on these ids are the newest flush's (this consumer's older ones are
+  // all acknowledged, so only these can still be pending).
+  committed_.clear();
+  committed_.insert(ids.begin(), ids.end());
+  ++next_seq_;
+  stats_.records += ids.size();
+  buffer_.clear();
+  buffer_bytes_ = 0;
+  return AckAll(ids);
+}
+
+Status Archiver::Run() {
+  bool pending = true;  // first this consumer's entries delivered before a restart
+  int64_t last_claim = 0;
+  while (!stopping_) {
+    StatusOr<std::vector<Entry>> got = std::vector<Entry>{};
+    const int64_t now = SteadyMs();
+    bool claimed = false;
+    if (!pending && now - last_claim > std::max(1000, options_.claim_idle_ms / 2)) {
+      last_claim = now;
+      claimed = true;
+      // What another consumer may have committed without acknowledging before it died.
+      RETURN_IF_ERROR(ScanNewest(/*mine=*/false));
+      got = stream_->Claim(options_.stream, options_.group, options_.consumer,
+                           options_.claim_idle_ms, options_.read_count);
+    } else {
+      got = stream_->Read(options_.stream, options_.group, options_.consumer, options_.read_count,
+                          pending ? 0 : 200, pending);
+    }
+    if (!got.ok()) {
+      LOG_WARNING("archive: {}", got.status().message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    const bool nothing = got->empty();
+    if (pending && nothing) pending = false;
+    RETURN_IF_ERROR(Take(std::move(*got)));
+    const bool full =
+        buffer_.size() >= options_.max_records || buffer_bytes_ >= options_.max_bytes;
+    const bool old = !buffer_.empty() && SteadyMs() - oldest_ms_ >= options_.max_age_ms;
+    const bool drained = options_.drain && nothing && !pending && !claimed;
+    if (full || old || drained) RETURN_IF_ERROR(Flush());
+    if (drained) break;
+  }
+  return Flush();
+}
+
+}  // namespace dais::streams

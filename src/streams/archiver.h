@@ -1,0 +1,102 @@
+// `dais archive`: a consumer-group reader of a stream (the feedback stream, txn's event streams)
+// that writes its entries to day-partitioned files in the offline store's layout
+// (features/offline/offline_files.h), exactly once across crashes (issue 33, part 1):
+//
+//   <root>/<dataset>/dt=YYYY-MM-DD/part-<consumer>-<seq>.jsonl.gz
+//
+// One JSON object per line: "entry_id" (the stream's id), "stream", and the entry's fields — a
+// field whose value is a JSON object or array (the feedback stream's `record`, txn's `payload`)
+// is embedded as JSON, any other as a string. An entry's day is its stream id's time (UTC).
+//
+// Exactly once. A flush writes each day's entries to a temporary name (".tmp"), fsyncs it,
+// renames it into place, fsyncs the directory, and only then acknowledges the entries (XACK),
+// retrying the XACK until it succeeds before reading more. So at any moment at most one flush
+// of a consumer (its newest `seq`) can hold entries that are still pending in the group. A
+// restart removes the consumer's temporary files (half-written parts), reads the ids of the
+// newest flush of every consumer, and acknowledges without writing any pending or claimed entry
+// it finds there; the rest are archived again. Several archivers share a stream through the
+// group; a dead one's entries are claimed (XAUTOCLAIM) after `claim_idle_ms`.
+//
+// Not built yet (issue 33 lists them): compaction of small parts (`dais archive compact`),
+// metrics (lag, records, bytes, files) on a port, txn's label streams.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dais/status.h"
+#include "streams/event_stream.h"
+
+namespace dais::streams {
+
+struct ArchiverOptions {
+  std::string stream;
+  std::string group = "archive";
+  std::string consumer;  // stable across restarts (its pending entries are found by it)
+  std::string root;      // the offline store's root
+  std::string dataset;   // <root>/<dataset>/dt=...
+  // A flush when this many entries are buffered, this many bytes, or the oldest has waited this
+  // long (rotation by size and age: every flush is one file per day it holds).
+  size_t max_records = 50000;
+  size_t max_bytes = 64 << 20;
+  int max_age_ms = 10000;
+  int claim_idle_ms = 30000;
+  int read_count = 1000;
+  // Return from Run once nothing new arrives and nothing is pending (batch use, tests).
+  bool drain = false;
+};
+
+struct ArchiverStats {
+  uint64_t records = 0;     // written to committed parts
+  uint64_t duplicates = 0;  // pending/claimed entries found in a committed part: acknowledged only
+  uint64_t files = 0;
+  uint64_t bytes = 0;  // compressed, written
+};
+
+class Archiver {
+ public:
+  Archiver(EventStream* stream, ArchiverOptions options);
+  // Creates the group, cleans this consumer's temporary files, loads the dedup ids.
+  Status Start();
+  // Reads, buffers and flushes until Stop (or, with `drain`, until drained). Errors of Redis are
+  // retried (logged); an error writing files is returned (nothing acknowledged).
+  Status Run();
+  void Stop() { stopping_ = true; }
+  const ArchiverStats& stats() const { return stats_; }
+
+ private:
+  struct Buffered {
+    std::string entry_id;
+    std::string line;  // the JSON line, without '\n'
+  };
+  // Adds entries not already committed; acknowledges those that are.
+  Status Take(std::vector<Entry> entries);
+  Status Flush();
+  Status AckAll(const std::vector<std::string>& ids);
+  // Reads the ids of the newest flush of this consumer (`mine`: also removes its temporary
+  // files and sets next_seq_) or of every other consumer, into committed_ / others_.
+  Status ScanNewest(bool mine);
+  std::string DatasetDir() const;
+
+  EventStream* stream_;
+  const ArchiverOptions options_;
+  std::atomic<bool> stopping_{false};
+  uint64_t next_seq_ = 1;
+  std::set<std::string> committed_;  // ids in this consumer's newest flush
+  std::set<std::string> others_;     // ids in the other consumers' newest flushes
+  std::vector<Buffered> buffer_;
+  size_t buffer_bytes_ = 0;
+  int64_t oldest_ms_ = 0;  // steady ms when the buffer's first entry came
+  ArchiverStats stats_;
+};
+
+// The UTC day ("YYYY-MM-DD") of a stream entry id ("<ms>-<seq>"); empty when it is not one.
+std::string DayOfEntryId(const std::string& entry_id);
+// The JSON line of an entry (see the file comment).
+std::string ArchiveLine(const std::string& stream, const Entry& entry);
+
+}  // namespace dais::streams
