@@ -1,6 +1,7 @@
 // dais: one binary, one subcommand per role. main only wires.
 #include <CLI/CLI.hpp>
 
+#include "cmd/archive.h"
 #include "cmd/check_model.h"
 #include "cmd/features.h"
 #include "cmd/locks.h"
@@ -37,6 +38,8 @@ int main(int argc, char** argv) {
   CLI::App* check_cmd = dais::cmd::AddCheckModelCommand(&app, &check);
   dais::cmd::StreamCliOptions stream;
   CLI::App* stream_cmd = dais::cmd::AddStreamCommand(&app, &stream);
+  dais::cmd::ArchiveCliOptions archive;
+  CLI::App* archive_cmd = dais::cmd::AddArchiveCommand(&app, &archive);
   dais::cmd::SchedulerCliOptions scheduler;
   CLI::App* scheduler_cmd = dais::cmd::AddSchedulerCommand(&app, &scheduler);
 #ifdef DAIS_HAVE_GRPC
@@ -73,5 +76,6 @@ int main(int argc, char** argv) {
   if (check_cmd->parsed()) return dais::cmd::RunCheckModel(check);
   if (scheduler_cmd->parsed()) return dais::cmd::RunScheduler(scheduler_cmd, scheduler);
   if (stream_cmd->parsed()) return dais::cmd::RunStream(stream_cmd, stream);
+  if (archive_cmd->parsed()) return dais::cmd::RunArchive(archive);
   return 1;
 }

@@ -208,6 +208,13 @@ Status Archiver::Start() {
   if (options_.consumer.empty() || options_.consumer.find('/') != std::string::npos) {
     return InvalidArgument("--consumer: a name without '/' is needed");
   }
+  if (int64_t{options_.max_age_ms} * 2 > options_.claim_idle_ms) {
+    // Entries buffered longer than the claim time could be claimed and written by another
+    // archiver as well.
+    return InvalidArgument("--max-age-ms (" + std::to_string(options_.max_age_ms) +
+                           ") must be at most half of --claim-idle-ms (" +
+                           std::to_string(options_.claim_idle_ms) + ")");
+  }
   RETURN_IF_ERROR(stream_->EnsureGroup(options_.stream, options_.group));
   std::error_code ec;
   fs::create_directories(DatasetDir(), ec);
@@ -238,6 +245,7 @@ Status Archiver::AckAll(const std::vector<std::string>& ids) {
 Status Archiver::Take(std::vector<Entry> entries) {
   std::vector<std::string> already;
   for (Entry& e : entries) {
+    if (buffered_ids_.count(e.entry_id)) continue;  // claimed back while still buffered
     if (committed_.count(e.entry_id) || others_.count(e.entry_id)) {
       already.push_back(e.entry_id);
       continue;
@@ -245,6 +253,7 @@ Status Archiver::Take(std::vector<Entry> entries) {
     if (buffer_.empty()) oldest_ms_ = SteadyMs();
     std::string line = ArchiveLine(options_.stream, e);
     buffer_bytes_ += line.size() + 1;
+    buffered_ids_.insert(e.entry_id);
     buffer_.push_back({std::move(e.entry_id), std::move(line)});
   }
   if (!already.empty()) {
@@ -287,6 +296,7 @@ Status Archiver::Flush() {
   ++next_seq_;
   stats_.records += ids.size();
   buffer_.clear();
+  buffered_ids_.clear();
   buffer_bytes_ = 0;
   return AckAll(ids);
 }
@@ -294,6 +304,7 @@ Status Archiver::Flush() {
 Status Archiver::Run() {
   bool pending = true;  // first this consumer's entries delivered before a restart
   int64_t last_claim = 0;
+  bool claim_empty = false;  // the last claim found nothing (drain waits for one that does)
   while (!stopping_) {
     StatusOr<std::vector<Entry>> got = std::vector<Entry>{};
     const int64_t now = SteadyMs();
@@ -316,11 +327,15 @@ Status Archiver::Run() {
     }
     const bool nothing = got->empty();
     if (pending && nothing) pending = false;
+    if (claimed) claim_empty = nothing;
     RETURN_IF_ERROR(Take(std::move(*got)));
-    const bool full =
-        buffer_.size() >= options_.max_records || buffer_bytes_ >= options_.max_bytes;
+    // Pending and claimed entries are read from the start of the list each time ("0"): written
+    // (and so acknowledged) before the next read, or the same ones would come back.
+    const bool reread = (pending || claimed) && !nothing;
+    const bool full = reread || buffer_.size() >= options_.max_records ||
+                      buffer_bytes_ >= options_.max_bytes;
     const bool old = !buffer_.empty() && SteadyMs() - oldest_ms_ >= options_.max_age_ms;
-    const bool drained = options_.drain && nothing && !pending && !claimed;
+    const bool drained = options_.drain && nothing && !pending && !claimed && claim_empty;
     if (full || old || drained) RETURN_IF_ERROR(Flush());
     if (drained) break;
   }

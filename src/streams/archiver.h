@@ -89,6 +89,7 @@ class Archiver {
   std::set<std::string> committed_;  // ids in this consumer's newest flush
   std::set<std::string> others_;     // ids in the other consumers' newest flushes
   std::vector<Buffered> buffer_;
+  std::set<std::string> buffered_ids_;
   size_t buffer_bytes_ = 0;
   int64_t oldest_ms_ = 0;  // steady ms when the buffer's first entry came
   ArchiverStats stats_;
