@@ -83,7 +83,8 @@ int RunArchive(const ArchiveCliOptions& o) {
   std::thread signals([&archiver, stop] {
     int sig = 0;
     sigwait(&stop, &sig);
-    LOG_INFO("dais archive: received {}: writing what is buffered", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    LOG_INFO("dais archive: received {}: writing what is buffered",
+             sig == SIGINT ? "SIGINT" : "SIGTERM");
     archiver.Stop();
   });
   signals.detach();

@@ -284,8 +284,8 @@ Status Archiver::Flush() {
     fs::create_directories(dir, ec);
     if (ec) return Internal("cannot create " + dir.string() + ": " + ec.message());
     const std::string gz = Deflate(text, ZlibFormat::kGzip, 1);
-    RETURN_IF_ERROR(WriteDurably(dir / ("." + name + ".jsonl.gz.tmp"),
-                                 dir / (name + ".jsonl.gz"), gz));
+    RETURN_IF_ERROR(
+        WriteDurably(dir / ("." + name + ".jsonl.gz.tmp"), dir / (name + ".jsonl.gz"), gz));
     stats_.files += 1;
     stats_.bytes += gz.size();
   }
@@ -299,6 +299,11 @@ Status Archiver::Flush() {
   buffered_ids_.clear();
   buffer_bytes_ = 0;
   return AckAll(ids);
+}
+
+int Archiver::ReadCount() const {
+  // No read brings more than a part holds: parts keep to --max-records.
+  return static_cast<int>(std::min<size_t>(options_.read_count, options_.max_records));
 }
 
 Status Archiver::Run() {
@@ -315,9 +320,9 @@ Status Archiver::Run() {
       // What another consumer may have committed without acknowledging before it died.
       RETURN_IF_ERROR(ScanNewest(/*mine=*/false));
       got = stream_->Claim(options_.stream, options_.group, options_.consumer,
-                           options_.claim_idle_ms, options_.read_count);
+                           options_.claim_idle_ms, ReadCount());
     } else {
-      got = stream_->Read(options_.stream, options_.group, options_.consumer, options_.read_count,
+      got = stream_->Read(options_.stream, options_.group, options_.consumer, ReadCount(),
                           pending ? 0 : 200, pending);
     }
     if (!got.ok()) {
@@ -332,8 +337,8 @@ Status Archiver::Run() {
     // Pending and claimed entries are read from the start of the list each time ("0"): written
     // (and so acknowledged) before the next read, or the same ones would come back.
     const bool reread = (pending || claimed) && !nothing;
-    const bool full = reread || buffer_.size() >= options_.max_records ||
-                      buffer_bytes_ >= options_.max_bytes;
+    const bool full =
+        reread || buffer_.size() >= options_.max_records || buffer_bytes_ >= options_.max_bytes;
     const bool old = !buffer_.empty() && SteadyMs() - oldest_ms_ >= options_.max_age_ms;
     const bool drained = options_.drain && nothing && !pending && !claimed && claim_empty;
     if (full || old || drained) RETURN_IF_ERROR(Flush());

@@ -81,6 +81,7 @@ class Archiver {
   // files and sets next_seq_) or of every other consumer, into committed_ / others_.
   Status ScanNewest(bool mine);
   std::string DatasetDir() const;
+  int ReadCount() const;
 
   EventStream* stream_;
   const ArchiverOptions options_;

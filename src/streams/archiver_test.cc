@@ -18,7 +18,8 @@ TEST(ArchiverTest, LineEmbedsJsonFieldsAndQuotesTheRest) {
             "{\"entry_id\":\"5-1\",\"stream\":\"s\",\"id\":\"r\\\"1\",\"record\":{\"a\":[1,2]},"
             "\"bad\":\"{not json\"}");
   Entry control{"5-2", {{"k", std::string("a\x01", 2)}}};
-  EXPECT_EQ(ArchiveLine("s", control), "{\"entry_id\":\"5-2\",\"stream\":\"s\",\"k\":\"a\\u0001\"}");
+  EXPECT_EQ(ArchiveLine("s", control),
+            "{\"entry_id\":\"5-2\",\"stream\":\"s\",\"k\":\"a\\u0001\"}");
 }
 
 }  // namespace

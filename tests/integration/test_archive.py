@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dais_binary, redis_call
+from conftest import RespError, dais_binary, redis_call
 
 FILL = """
 for i = 1, tonumber(ARGV[1]) do
@@ -62,6 +62,14 @@ def archive(redis_server, root: Path, stream: str, consumer: str, *extra, log: P
         stdout=open(log, "ab"), stderr=subprocess.STDOUT)
 
 
+def pending(redis_server, stream: str) -> int:
+    """Entries delivered to the archive group and not acknowledged (0 before the group exists)."""
+    try:
+        return redis_call(redis_server.port, "XPENDING", stream, "archive")[0]
+    except RespError:
+        return 0
+
+
 def part_count(root: Path) -> int:
     return len(list((root / "feedback").glob("dt=*/part-*.jsonl.gz")))
 
@@ -76,17 +84,19 @@ def wait_for(pred, timeout: float, what: str):
 def test_archive_is_exactly_once_across_kill_9(redis_server, tmp_path):
     stream, root, log = "fb:exact", tmp_path / "offline", tmp_path / "archive.log"
     rng = random.Random(33)
-    fill(redis_server, stream, 20000, "a")
+    fill(redis_server, stream, 30000, "a")
     for round_ in range(6):
         p = archive(redis_server, root, stream, "a1", log=log)
-        # Killed at a moment chosen at random among its flushes: after 1-4 more parts.
-        target = part_count(root) + rng.randint(1, 4)
-        wait_for(lambda: part_count(root) >= target or p.poll() is not None, 30,
-                 f"part {target} ({log.read_text()[-2000:]})")
-        time.sleep(rng.uniform(0, 0.05))  # anywhere inside the next flush
+        # Killed at a random moment once it has written a part: parts of 500 records come every
+        # few milliseconds, so the kill lands anywhere in the read / write / rename / XACK cycle.
+        start = part_count(root)
+        wait_for(lambda: part_count(root) > start or p.poll() is not None, 30,
+                 f"a part ({log.read_text()[-2000:]})")
+        time.sleep(rng.uniform(0, 0.2))
+        assert p.poll() is None, log.read_text()[-2000:]
         p.kill()
         p.wait()
-        fill(redis_server, stream, 1000, f"b{round_}")
+        fill(redis_server, stream, 3000, f"b{round_}")
     p = archive(redis_server, root, stream, "a1", "--drain", log=log)
     assert p.wait(60) == 0, log.read_text()[-3000:]
     rows = archived(root, "feedback")
@@ -97,8 +107,7 @@ def test_archive_is_exactly_once_across_kill_9(redis_server, tmp_path):
     # Each row carries the entry's fields, the record as JSON, in its day's partition.
     assert rows[0]["record"]["model"] == "fraud" and rows[0]["stream"] == stream
     assert not list((root / "feedback").glob("dt=*/.part-*")), "a temporary part was left"
-    pending = redis_call(redis_server.port, "XPENDING", stream, "archive")
-    assert pending[0] == 0, pending
+    assert pending(redis_server, stream) == 0
 
 
 def test_a_dead_archivers_entries_are_claimed_by_another(redis_server, tmp_path):
@@ -107,8 +116,7 @@ def test_a_dead_archivers_entries_are_claimed_by_another(redis_server, tmp_path)
     # a1 reads a large batch and dies before writing it: its entries stay pending.
     p = archive(redis_server, root, stream, "a1", "--max-age-ms", "60000", "--claim-idle-ms",
                 "120000", "--max-records", "100000", log=log)
-    wait_for(lambda: redis_call(redis_server.port, "XPENDING", stream, "archive")[0] >= 1000,
-             30, "a1 to take entries")
+    wait_for(lambda: pending(redis_server, stream) >= 1000, 30, "a1 to take entries")
     p.kill()
     p.wait()
     # Claimable once idle for --claim-idle-ms.
@@ -118,7 +126,7 @@ def test_a_dead_archivers_entries_are_claimed_by_another(redis_server, tmp_path)
     assert p.wait(60) == 0, log.read_text()[-3000:]
     ids = [r["entry_id"] for r in archived(root, "feedback")]
     assert len(ids) == len(set(ids)) == 5000
-    assert redis_call(redis_server.port, "XPENDING", stream, "archive")[0] == 0
+    assert pending(redis_server, stream) == 0
 
 
 def test_bad_arguments_are_clear(redis_server, tmp_path):
