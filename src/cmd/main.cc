@@ -76,6 +76,6 @@ int main(int argc, char** argv) {
   if (check_cmd->parsed()) return dais::cmd::RunCheckModel(check);
   if (scheduler_cmd->parsed()) return dais::cmd::RunScheduler(scheduler_cmd, scheduler);
   if (stream_cmd->parsed()) return dais::cmd::RunStream(stream_cmd, stream);
-  if (archive_cmd->parsed()) return dais::cmd::RunArchive(archive);
+  if (archive_cmd->parsed()) return dais::cmd::RunArchive(archive, archive_cmd);
   return 1;
 }

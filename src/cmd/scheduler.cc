@@ -14,6 +14,7 @@
 #include "cluster/cluster_scheduler.h"
 #include "gateway/rollout_controller.h"
 #endif
+#include "cmd/metrics_port.h"
 #include "frontends/http/http_server.h"
 #include "metrics/registry.h"
 #include "placement/simulator.h"
@@ -114,28 +115,6 @@ int Simulate(const SchedulerCliOptions& o) {
     }
   }
   return 0;
-}
-
-// GET /metrics (Prometheus text) and /healthz on their own port, one I/O thread.
-std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port) {
-  frontends::http::ServerOptions mo;
-  mo.address = address;
-  mo.port = port;
-  mo.threads = 1;
-  mo.listener = "metrics";
-  mo.max_connections = 64;
-  mo.max_body_bytes = 64 << 10;
-  return std::make_unique<frontends::http::Server>(
-      mo, [](frontends::http::Request r, frontends::http::Responder w) {
-        if (r.method == "GET" && r.path == "/metrics") {
-          return w({200,
-                    "text/plain; version=0.0.4; charset=utf-8",
-                    metrics::Registry::Global().Expose(),
-                    {}});
-        }
-        if (r.method == "GET" && r.path == "/healthz") return w({200, "text/plain", "ok\n", {}});
-        w({404, "text/plain", "this port serves GET /metrics and /healthz\n", {}});
-      });
 }
 
 int RunLive(const SchedulerCliOptions& o) {

@@ -1,11 +1,7 @@
 #include "streams/archiver.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +11,8 @@
 #include "common/json.h"
 #include "common/logging.h"
 #include "common/zlib_codec.h"
+#include "metrics/registry.h"
+#include "streams/archive_files.h"
 
 namespace dais::streams {
 
@@ -50,54 +48,6 @@ bool IsJsonDocument(const std::string& v) {
   if (v.empty() || (v.front() != '{' && v.front() != '[')) return false;
   rapidjson::Document doc;
   return json::ParseJson(v, &doc).ok();
-}
-
-// "part-<consumer>-<seq>.jsonl.gz" -> consumer, seq; false for other names.
-bool ParsePartName(const std::string& name, std::string* consumer, uint64_t* seq) {
-  static constexpr std::string_view kPrefix = "part-", kSuffix = ".jsonl.gz";
-  if (name.size() <= kPrefix.size() + kSuffix.size() || name.rfind(kPrefix, 0) != 0 ||
-      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
-    return false;
-  }
-  const std::string mid =
-      name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
-  const size_t dash = mid.rfind('-');
-  if (dash == std::string::npos || dash == 0) return false;
-  try {
-    *seq = std::stoull(mid.substr(dash + 1));
-  } catch (...) {
-    return false;
-  }
-  *consumer = mid.substr(0, dash);
-  return true;
-}
-
-Status WriteDurably(const fs::path& tmp, const fs::path& final_path, const std::string& bytes) {
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("cannot create " + tmp.string() + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      return Internal("cannot write " + tmp.string() + ": " + why);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    return Internal("cannot sync " + tmp.string() + ": " + std::strerror(errno));
-  }
-  std::error_code ec;
-  fs::rename(tmp, final_path, ec);
-  if (ec) return Internal("cannot rename " + tmp.string() + ": " + ec.message());
-  const int dir = ::open(final_path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  return OkStatus();
 }
 
 // Every entry id of a committed part.
@@ -160,8 +110,73 @@ std::string ArchiveLine(const std::string& stream, const Entry& entry) {
   return line;
 }
 
+struct Archiver::Metrics {
+  metrics::Counter& records;
+  metrics::Counter& duplicates;
+  metrics::Counter& files;
+  metrics::Counter& bytes;
+  metrics::Gauge& lag_seconds;
+  metrics::Histogram& flush_seconds;
+  explicit Metrics(const ArchiverOptions& o)
+      : records(metrics::Registry::Global()
+                    .AddCounter("dais_archive_records_total",
+                                "Stream entries written to committed archive parts.",
+                                {"stream", "dataset"})
+                    .Get({o.stream, o.dataset})),
+        duplicates(metrics::Registry::Global()
+                       .AddCounter("dais_archive_duplicate_records_total",
+                                   "Pending or claimed entries found already in a committed part "
+                                   "(after a crash): acknowledged, not written again.",
+                                   {"stream", "dataset"})
+                       .Get({o.stream, o.dataset})),
+        files(metrics::Registry::Global()
+                  .AddCounter("dais_archive_files_total", "Archive parts written.",
+                              {"stream", "dataset"})
+                  .Get({o.stream, o.dataset})),
+        bytes(metrics::Registry::Global()
+                  .AddCounter("dais_archive_bytes_total",
+                              "Bytes of archive parts written (gzip-compressed).",
+                              {"stream", "dataset"})
+                  .Get({o.stream, o.dataset})),
+        lag_seconds(metrics::Registry::Global()
+                        .AddGauge("dais_archive_lag_seconds",
+                                  "Age (by its stream id's time) of the oldest entry read and "
+                                  "not yet in a committed part; 0 when none is waiting.",
+                                  {"stream", "dataset"})
+                        .Get({o.stream, o.dataset})),
+        flush_seconds(metrics::Registry::Global()
+                          .AddHistogram("dais_archive_flush_duration_seconds",
+                                        "Time to write, fsync and rename a flush's parts and "
+                                        "acknowledge its entries.",
+                                        {"stream", "dataset"}, metrics::LatencyBuckets())
+                          .Get({o.stream, o.dataset})) {}
+};
+
 Archiver::Archiver(EventStream* stream, ArchiverOptions options)
-    : stream_(stream), options_(std::move(options)) {}
+    : stream_(stream),
+      options_(std::move(options)),
+      metrics_(std::make_unique<Metrics>(options_)) {}
+
+Archiver::~Archiver() = default;
+
+namespace {
+
+int64_t IdMs(const std::string& entry_id) {
+  int64_t ms = 0;
+  for (char c : entry_id) {
+    if (c < '0' || c > '9') break;
+    ms = ms * 10 + (c - '0');
+  }
+  return ms;
+}
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 std::string Archiver::DatasetDir() const {
   return (fs::path(options_.root) / options_.dataset).string();
@@ -250,7 +265,10 @@ Status Archiver::Take(std::vector<Entry> entries) {
       already.push_back(e.entry_id);
       continue;
     }
-    if (buffer_.empty()) oldest_ms_ = SteadyMs();
+    if (buffer_.empty()) {
+      oldest_ms_ = SteadyMs();
+      oldest_id_ms_ = IdMs(e.entry_id);
+    }
     std::string line = ArchiveLine(options_.stream, e);
     buffer_bytes_ += line.size() + 1;
     buffered_ids_.insert(e.entry_id);
@@ -258,6 +276,7 @@ Status Archiver::Take(std::vector<Entry> entries) {
   }
   if (!already.empty()) {
     stats_.duplicates += already.size();
+    metrics_->duplicates.Increment(static_cast<double>(already.size()));
     LOG_INFO("archive: {} entries already in a committed part: acknowledged", already.size());
     RETURN_IF_ERROR(AckAll(already));
   }
@@ -266,6 +285,7 @@ Status Archiver::Take(std::vector<Entry> entries) {
 
 Status Archiver::Flush() {
   if (buffer_.empty()) return OkStatus();
+  const auto started = std::chrono::steady_clock::now();
   std::map<std::string, std::string> by_day;  // day -> JSON lines
   std::vector<std::string> ids;
   ids.reserve(buffer_.size());
@@ -288,6 +308,8 @@ Status Archiver::Flush() {
         WriteDurably(dir / ("." + name + ".jsonl.gz.tmp"), dir / (name + ".jsonl.gz"), gz));
     stats_.files += 1;
     stats_.bytes += gz.size();
+    metrics_->files.Increment();
+    metrics_->bytes.Increment(static_cast<double>(gz.size()));
   }
   // Committed: from now on these ids are the newest flush's (this consumer's older ones are
   // all acknowledged, so only these can still be pending).
@@ -298,7 +320,11 @@ Status Archiver::Flush() {
   buffer_.clear();
   buffered_ids_.clear();
   buffer_bytes_ = 0;
-  return AckAll(ids);
+  RETURN_IF_ERROR(AckAll(ids));
+  metrics_->records.Increment(static_cast<double>(ids.size()));
+  metrics_->flush_seconds.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return OkStatus();
 }
 
 int Archiver::ReadCount() const {
@@ -342,6 +368,10 @@ Status Archiver::Run() {
     const bool old = !buffer_.empty() && SteadyMs() - oldest_ms_ >= options_.max_age_ms;
     const bool drained = options_.drain && nothing && !pending && !claimed && claim_empty;
     if (full || old || drained) RETURN_IF_ERROR(Flush());
+    metrics_->lag_seconds.Set(
+        buffer_.empty()
+            ? 0.0
+            : static_cast<double>(std::max<int64_t>(0, WallMs() - oldest_id_ms_)) / 1000.0);
     if (drained) break;
   }
   return Flush();

@@ -17,8 +17,11 @@
 // it finds there; the rest are archived again. Several archivers share a stream through the
 // group; a dead one's entries are claimed (XAUTOCLAIM) after `claim_idle_ms`.
 //
-// Not built yet (issue 33 lists them): compaction of small parts (`dais archive compact`),
-// metrics (lag, records, bytes, files) on a port, txn's label streams.
+// Metrics (docs/metrics.md), labelled by stream and dataset: dais_archive_records_total,
+// dais_archive_duplicate_records_total, dais_archive_files_total, dais_archive_bytes_total,
+// dais_archive_lag_seconds (how old the oldest entry read and not yet in a file is, by its
+// stream id's time), dais_archive_flush_duration_seconds; `dais archive` adds
+// dais_archive_lag_entries (the group's XINFO lag). Compaction: archive_compact.h.
 #pragma once
 
 #include <atomic>
@@ -60,6 +63,7 @@ struct ArchiverStats {
 class Archiver {
  public:
   Archiver(EventStream* stream, ArchiverOptions options);
+  ~Archiver();
   // Creates the group, cleans this consumer's temporary files, loads the dedup ids.
   Status Start();
   // Reads, buffers and flushes until Stop (or, with `drain`, until drained). Errors of Redis are
@@ -92,8 +96,11 @@ class Archiver {
   std::vector<Buffered> buffer_;
   std::set<std::string> buffered_ids_;
   size_t buffer_bytes_ = 0;
-  int64_t oldest_ms_ = 0;  // steady ms when the buffer's first entry came
+  int64_t oldest_ms_ = 0;     // steady ms when the buffer's first entry came
+  int64_t oldest_id_ms_ = 0;  // the stream time of the buffer's first entry (its id)
   ArchiverStats stats_;
+  struct Metrics;
+  std::unique_ptr<Metrics> metrics_;
 };
 
 // The UTC day ("YYYY-MM-DD") of a stream entry id ("<ms>-<seq>"); empty when it is not one.

@@ -8,13 +8,16 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import RespError, dais_binary, redis_call
+import requests
+
+from conftest import RespError, dais_binary, metric_value, parse_prometheus, redis_call
 
 FILL = """
 for i = 1, tonumber(ARGV[1]) do
@@ -41,9 +44,15 @@ def stream_ids(redis_server, stream: str) -> list[str]:
         start = f"{ms}-{int(seq) + 1}"
 
 
+def data_files(root: Path, dataset: str = "feedback") -> list[Path]:
+    """Parts and compacted files (what a reader of the dataset reads: not '.' or '_' names)."""
+    return sorted(p for p in (root / dataset).glob("dt=*/*.jsonl.gz")
+                  if not p.name.startswith((".", "_")))
+
+
 def archived(root: Path, dataset: str) -> list[dict]:
     rows = []
-    for part in sorted((root / dataset).glob("dt=*/part-*.jsonl.gz")):
+    for part in data_files(root, dataset):
         with gzip.open(part, "rt") as f:
             rows += [json.loads(line) for line in f]
     return rows
@@ -142,3 +151,121 @@ def test_bad_arguments_are_clear(redis_server, tmp_path):
     r = subprocess.run([str(dais_binary()), "archive", "--stream", "s"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode != 0 and "--root" in r.stdout + r.stderr
+
+
+def compact(root: Path, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run([str(dais_binary()), "archive", "compact", "--root", str(root),
+                           "--dataset", "feedback", *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_compaction_bounds_the_files_and_keeps_every_entry_once(redis_server, tmp_path):
+    stream, root, log = "fb:compact", tmp_path / "offline", tmp_path / "archive.log"
+    fill(redis_server, stream, 12000, "k")
+    for consumer in ("a1", "a2"):  # two archivers' parts, 500 records each
+        p = archive(redis_server, root, stream, consumer, "--drain", log=log)
+        assert p.wait(60) == 0, log.read_text()[-3000:]
+        fill(redis_server, stream, 3000, consumer)
+    p = archive(redis_server, root, stream, "a1", "--drain", log=log)
+    assert p.wait(60) == 0, log.read_text()[-3000:]
+    want = sorted(stream_ids(redis_server, stream))
+    parts = data_files(root)
+    assert len(parts) >= 30
+    newest = {}
+    for f in parts:
+        consumer, seq = f.name[len("part-"):-len(".jsonl.gz")].rsplit("-", 1)
+        newest[consumer] = max(newest.get(consumer, 0), int(seq))
+
+    r = compact(root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = data_files(root)
+    # One compacted file per day (the target is far above the whole), and each archiver's newest
+    # part untouched: a restarted archiver reads its ids.
+    names = {f.name for f in after}
+    assert {f"part-{c}-{s}.jsonl.gz" for c, s in newest.items()} <= names
+    assert len([n for n in names if n.startswith("compacted-")]) == len(
+        {f.parent for f in after}), names
+    assert len(after) < len(parts) / 5, names
+    ids = [row["entry_id"] for row in archived(root, "feedback")]
+    assert sorted(ids) == want
+    assert "files ->" in r.stdout
+
+    # An archiver restarted after the compaction writes nothing twice.
+    fill(redis_server, stream, 1000, "z")
+    p = archive(redis_server, root, stream, "a2", "--drain", log=log)
+    assert p.wait(60) == 0, log.read_text()[-3000:]
+    want = sorted(stream_ids(redis_server, stream))
+    assert sorted(row["entry_id"] for row in archived(root, "feedback")) == want
+
+    day = after[0].parent
+    # A compaction killed after writing its target and before removing its sources: the next
+    # run finishes it (removes the sources)...
+    fill(redis_server, stream, 2000, "y")
+    for c in ("a1", "a2"):
+        p = archive(redis_server, root, stream, c, "--drain", "--max-records", "500", log=log)
+        assert p.wait(60) == 0, log.read_text()[-3000:]
+    srcs = [f for f in data_files(root) if f.name.startswith("part-")]
+    newest = {}
+    for f in srcs:
+        consumer, seq = f.name[len("part-"):-len(".jsonl.gz")].rsplit("-", 1)
+        newest[consumer] = max(newest.get(consumer, 0), int(seq))
+    srcs = [f for f in srcs if f.parent == day and f.name not in
+            {f"part-{c}-{s}.jsonl.gz" for c, s in newest.items()}][:2]
+    assert len(srcs) == 2, [f.name for f in data_files(root)]
+    target = day / "compacted-1-0.jsonl.gz"
+    with open(target, "wb") as out:
+        for f in srcs:
+            out.write(f.read_bytes())
+    (day / ".compact-intent").write_text(
+        f"target {target.name}\n" + "".join(f"source {f.name}\n" for f in srcs))
+    # ... and one killed before its target was in place is undone (the half-written file goes).
+    (day / ".compacted-2-0.jsonl.gz.tmp").write_bytes(b"half")
+    r = compact(root)
+    assert r.returncode == 0 and "1 interrupted compactions recovered" in r.stdout, r.stdout
+    assert not (day / ".compact-intent").exists()
+    want = sorted(stream_ids(redis_server, stream))
+    assert sorted(row["entry_id"] for row in archived(root, "feedback")) == want
+    for name in (".compact-intent", "compacted-2-0.jsonl.gz"):
+        (day / name).unlink(missing_ok=True)
+    (day / ".compact-intent").write_text("target compacted-2-0.jsonl.gz\nsource "
+                                         f"{data_files(root)[0].name}\n")
+    r = compact(root)
+    assert r.returncode == 0 and "1 interrupted compactions recovered" in r.stdout, r.stdout
+    assert not (day / ".compacted-2-0.jsonl.gz.tmp").exists()
+    assert sorted(row["entry_id"] for row in archived(root, "feedback")) == want
+
+    r = compact(tmp_path / "nowhere")
+    assert r.returncode == 1 and "no dataset directory" in r.stderr
+    shutil.rmtree(root)
+
+
+def test_archive_metrics(redis_server, tmp_path):
+    stream, root, log = "fb:metrics", tmp_path / "offline", tmp_path / "archive.log"
+    fill(redis_server, stream, 3000, "m")
+    p = archive(redis_server, root, stream, "a1", "--metrics-port", "0", log=log)
+    try:
+        wait_for(lambda: "ports: metrics=" in log.read_text(), 30, "the metrics port")
+        port = int(log.read_text().split("ports: metrics=")[1].split()[0])
+
+        def samples():
+            return parse_prometheus(requests.get(f"http://127.0.0.1:{port}/metrics",
+                                                 timeout=5).text)
+
+        labels = {"stream": stream, "dataset": "feedback"}
+        wait_for(lambda: metric_value(samples(), "dais_archive_records_total", **labels) == 3000
+                 and metric_value(samples(), "dais_archive_lag_entries", **labels) == 0,
+                 30, "3000 records archived, no lag")
+        s = samples()
+        assert metric_value(s, "dais_archive_files_total", **labels) == part_count(root)
+        assert metric_value(s, "dais_archive_bytes_total", **labels) == sum(
+            f.stat().st_size for f in data_files(root))
+        assert metric_value(s, "dais_archive_lag_seconds", **labels) == 0
+        assert metric_value(s, "dais_archive_flush_duration_seconds_count", **labels) >= 6
+        promtool = shutil.which("promtool") or "/usr/bin/promtool"
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        p.terminate()
+        assert p.wait(30) == 0

@@ -1,0 +1,15 @@
+// GET /metrics (Prometheus text of the global registry) and GET /healthz on a port of their own,
+// for the roles that have no HTTP listener of their own (scheduler, archive).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "frontends/http/http_server.h"
+
+namespace dais::cmd {
+
+// Not started: call Start() (port 0 picks a free one: port() after Start).
+std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port);
+
+}  // namespace dais::cmd
