@@ -109,6 +109,51 @@ Status Inflater::Finish() const {
                          "does not end)");
 }
 
+struct Deflater::State {
+  z_stream z{};
+  bool initialized = false;
+  ~State() {
+    if (initialized) deflateEnd(&z);
+  }
+};
+
+Deflater::Deflater(ZlibFormat format, int level) : state_(std::make_unique<State>()) {
+  state_->initialized = deflateInit2(&state_->z, level, Z_DEFLATED, WindowBitsFor(format, false), 8,
+                                     Z_DEFAULT_STRATEGY) == Z_OK;
+}
+
+Deflater::~Deflater() = default;
+
+Status Deflater::Run(std::string_view input, int flush) {
+  if (!state_->initialized) return Internal("zlib could not be initialised");
+  z_stream& z = state_->z;
+  while (!input.empty() || flush == Z_FINISH) {
+    const auto in_now =
+        static_cast<uInt>(std::min<size_t>(input.size(), std::numeric_limits<uInt>::max()));
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(input.data()));
+    z.avail_in = in_now;
+    int rc = Z_OK;
+    // Into a buffer on the stack, appended: most small inputs produce no output yet, and
+    // growing the string by a step each time would zero the step each time.
+    unsigned char buf[16 * 1024];
+    do {
+      z.next_out = buf;
+      z.avail_out = sizeof(buf);
+      rc = deflate(&z, input.size() > in_now ? Z_NO_FLUSH : flush);
+      if (rc == Z_STREAM_ERROR) return Internal("zlib refused the input");
+      out_.append(reinterpret_cast<const char*>(buf), sizeof(buf) - z.avail_out);
+    } while (z.avail_out == 0);
+    input.remove_prefix(in_now);
+    total_in_ += in_now;
+    if (flush == Z_FINISH && rc == Z_STREAM_END) break;
+  }
+  return OkStatus();
+}
+
+Status Deflater::Feed(std::string_view input) { return Run(input, Z_NO_FLUSH); }
+
+Status Deflater::Finish() { return Run({}, Z_FINISH); }
+
 std::string Deflate(std::string_view input, ZlibFormat format, int level) {
   if (input.size() > std::numeric_limits<uInt>::max() / 2) return {};
   z_stream z{};

@@ -1,8 +1,9 @@
 // gzip and zlib ("deflate" in HTTP's Content-Encoding, RFC 9110 §8.4.1.2) on zlib: a streaming
 // Inflater for request bodies that arrive in pieces, with a bound on what they expand to (a 64 KiB
-// body must not become 64 GiB), and a one-shot Deflate for answers.
+// body must not become 64 GiB), a one-shot Deflate for answers and a streaming Deflater for
+// files written as their lines come (the archive's parts).
 //
-// Not thread-safe: one Inflater per body.
+// Not thread-safe: one Inflater per body, one Deflater per stream.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,29 @@ class Inflater {
   bool fed_ = false;  // some input arrived
   bool ended_ = false;
   std::string head_;  // kZlib: the first bytes, until they tell a zlib from a raw stream
+};
+
+// Compresses a stream given in pieces: what it compresses to so far accumulates in output().
+class Deflater {
+ public:
+  Deflater(ZlibFormat format, int level = 1);
+  ~Deflater();
+  Deflater(const Deflater&) = delete;
+  Deflater& operator=(const Deflater&) = delete;
+
+  // Internal if zlib could not be initialised or refused the input.
+  Status Feed(std::string_view input);
+  // Ends the stream (its trailer); nothing may be fed after.
+  Status Finish();
+  const std::string& output() const { return out_; }
+  uint64_t total_in() const { return total_in_; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  std::string out_;
+  uint64_t total_in_ = 0;
+  Status Run(std::string_view input, int flush);
 };
 
 // Compresses `input` whole at `level` (1: fastest … 9: smallest). Empty when it cannot (an

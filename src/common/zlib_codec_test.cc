@@ -45,6 +45,29 @@ TEST(ZlibCodecTest, RoundTripsInPiecesBothFormats) {
   EXPECT_EQ(ContentEncodingName(ZlibFormat::kZlib), "deflate");
 }
 
+TEST(ZlibCodecTest, StreamingDeflaterMatchesTheTextFedInPieces) {
+  const std::string text = Text(300'000);
+  for (ZlibFormat f : {ZlibFormat::kGzip, ZlibFormat::kZlib}) {
+    for (size_t piece : {size_t{1}, size_t{333}, size_t{100'000}, text.size()}) {
+      Deflater d(f, 1);
+      for (size_t i = 0; i < text.size(); i += piece) {
+        ASSERT_OK(d.Feed(std::string_view(text).substr(i, piece)));
+      }
+      ASSERT_OK(d.Finish());
+      EXPECT_EQ(d.total_in(), text.size());
+      EXPECT_LT(d.output().size(), text.size() / 2);
+      Status s;
+      EXPECT_EQ(InflateAll(d.output(), f, 4096, 1 << 20, &s), text) << piece;
+      EXPECT_OK(s);
+    }
+  }
+  Deflater empty(ZlibFormat::kGzip);
+  ASSERT_OK(empty.Finish());
+  Status s;
+  EXPECT_EQ(InflateAll(empty.output(), ZlibFormat::kGzip, 10, 10, &s), "");
+  EXPECT_OK(s);
+}
+
 TEST(ZlibCodecTest, OutputLimitStopsABombEarly) {
   const std::string zeros(50u << 20, '\0');  // 50 MiB -> ~50 KiB
   const std::string packed = Deflate(zeros, ZlibFormat::kGzip, 9);

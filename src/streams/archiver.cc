@@ -5,6 +5,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -44,14 +45,26 @@ void AppendJsonString(std::string_view s, std::string* out) {
 }
 
 // A value that is itself a JSON object or array (the feedback stream's record).
+struct IgnoreAll : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, IgnoreAll> {
+  bool Default() { return true; }
+};
+
 bool IsJsonDocument(const std::string& v) {
   if (v.empty() || (v.front() != '{' && v.front() != '[')) return false;
-  rapidjson::Document doc;
-  return json::ParseJson(v, &doc).ok();
+  if (v.find('\0') != std::string::npos) return false;
+  // Validated by rapidjson's SAX reader without building a document (iterative: no recursion
+  // however deep; numbers checked but not converted).
+  rapidjson::Reader reader;
+  rapidjson::MemoryStream ms(v.data(), v.size());
+  IgnoreAll ignore;
+  return !reader
+              .Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(ms,
+                                                                                             ignore)
+              .IsError();
 }
 
 // Every entry id of a committed part.
-Status ReadIds(const fs::path& part, std::set<std::string>* ids) {
+Status ReadIds(const fs::path& part, std::unordered_set<std::string>* ids) {
   std::ifstream in(part, std::ios::binary);
   std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   Inflater inflater(ZlibFormat::kGzip, uint64_t{1} << 34);
@@ -90,23 +103,28 @@ std::string DayOfEntryId(const std::string& entry_id) {
   return buf;
 }
 
-std::string ArchiveLine(const std::string& stream, const Entry& entry) {
-  std::string line = "{\"entry_id\":";
-  AppendJsonString(entry.entry_id, &line);
-  line += ",\"stream\":";
-  AppendJsonString(stream, &line);
+void AppendArchiveLine(const std::string& stream, const Entry& entry, std::string* line) {
+  *line += "{\"entry_id\":";
+  AppendJsonString(entry.entry_id, line);
+  *line += ",\"stream\":";
+  AppendJsonString(stream, line);
   for (const auto& [k, v] : entry.fields) {
     if (k == "entry_id" || k == "stream") continue;  // ours
-    line.push_back(',');
-    AppendJsonString(k, &line);
-    line.push_back(':');
+    line->push_back(',');
+    AppendJsonString(k, line);
+    line->push_back(':');
     if (IsJsonDocument(v)) {
-      line += v;
+      *line += v;
     } else {
-      AppendJsonString(v, &line);
+      AppendJsonString(v, line);
     }
   }
-  line.push_back('}');
+  line->push_back('}');
+}
+
+std::string ArchiveLine(const std::string& stream, const Entry& entry) {
+  std::string line;
+  AppendArchiveLine(stream, entry, &line);
   return line;
 }
 
@@ -206,7 +224,7 @@ Status Archiver::ScanNewest(bool mine) {
       if (seq == top) files.push_back(f.path());
     }
   }
-  std::set<std::string>& ids = mine ? committed_ : others_;
+  std::unordered_set<std::string>& ids = mine ? committed_ : others_;
   ids.clear();
   for (const auto& [consumer, top_files] : newest) {
     if (mine) next_seq_ = top_files.first + 1;
@@ -257,22 +275,38 @@ Status Archiver::AckAll(const std::vector<std::string>& ids) {
   return OkStatus();
 }
 
-Status Archiver::Take(std::vector<Entry> entries) {
+Status Archiver::Take(std::vector<Entry> entries, bool redelivered) {
+  // Only entries delivered before (pending after a restart, or claimed) can be in a committed
+  // part or in the buffer already: new ones (">") skip the lookups. The sets are built when a
+  // redelivery needs them (at most once a claim round), not kept up for every entry.
+  if (redelivered && !entries.empty()) {
+    if (!committed_ids_.empty()) {
+      committed_.insert(committed_ids_.begin(), committed_ids_.end());
+      committed_ids_.clear();
+    }
+    buffered_ids_.clear();
+    buffered_ids_.insert(buffer_.begin(), buffer_.end());
+  }
   std::vector<std::string> already;
   for (Entry& e : entries) {
-    if (buffered_ids_.count(e.entry_id)) continue;  // claimed back while still buffered
-    if (committed_.count(e.entry_id) || others_.count(e.entry_id)) {
-      already.push_back(e.entry_id);
-      continue;
+    if (redelivered) {
+      if (buffered_ids_.count(e.entry_id)) continue;  // claimed back while still buffered
+      if (committed_.count(e.entry_id) || others_.count(e.entry_id)) {
+        already.push_back(e.entry_id);
+        continue;
+      }
+      buffered_ids_.insert(e.entry_id);
     }
     if (buffer_.empty()) {
       oldest_ms_ = SteadyMs();
       oldest_id_ms_ = IdMs(e.entry_id);
     }
-    std::string line = ArchiveLine(options_.stream, e);
-    buffer_bytes_ += line.size() + 1;
-    buffered_ids_.insert(e.entry_id);
-    buffer_.push_back({std::move(e.entry_id), std::move(line)});
+    line_.clear();
+    AppendArchiveLine(options_.stream, e, &line_);
+    line_.push_back('\n');
+    RETURN_IF_ERROR(DayPart(e.entry_id)->Feed(line_));
+    buffer_bytes_ += line_.size();
+    buffer_.push_back(std::move(e.entry_id));
   }
   if (!already.empty()) {
     stats_.duplicates += already.size();
@@ -283,27 +317,30 @@ Status Archiver::Take(std::vector<Entry> entries) {
   return OkStatus();
 }
 
+Deflater* Archiver::DayPart(const std::string& entry_id) {
+  const int64_t day = IdMs(entry_id) / 86'400'000;
+  if (day != current_day_ || current_part_ == nullptr) {
+    std::string name = DayOfEntryId(entry_id);
+    if (name.empty()) name = "1970-01-01";
+    auto& part = parts_[name];
+    if (!part) part = std::make_unique<Deflater>(ZlibFormat::kGzip, 1);
+    current_day_ = day;
+    current_part_ = part.get();
+  }
+  return current_part_;
+}
+
 Status Archiver::Flush() {
   if (buffer_.empty()) return OkStatus();
   const auto started = std::chrono::steady_clock::now();
-  std::map<std::string, std::string> by_day;  // day -> JSON lines
-  std::vector<std::string> ids;
-  ids.reserve(buffer_.size());
-  for (Buffered& b : buffer_) {
-    std::string day = DayOfEntryId(b.entry_id);
-    if (day.empty()) day = "1970-01-01";
-    std::string& text = by_day[day];
-    text += b.line;
-    text.push_back('\n');
-    ids.push_back(std::move(b.entry_id));
-  }
   const std::string name = "part-" + options_.consumer + "-" + std::to_string(next_seq_);
-  for (const auto& [day, text] : by_day) {
+  for (const auto& [day, part] : parts_) {
     const fs::path dir = fs::path(DatasetDir()) / ("dt=" + day);
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return Internal("cannot create " + dir.string() + ": " + ec.message());
-    const std::string gz = Deflate(text, ZlibFormat::kGzip, 1);
+    RETURN_IF_ERROR(part->Finish());
+    const std::string& gz = part->output();
     RETURN_IF_ERROR(
         WriteDurably(dir / ("." + name + ".jsonl.gz.tmp"), dir / (name + ".jsonl.gz"), gz));
     stats_.files += 1;
@@ -311,10 +348,11 @@ Status Archiver::Flush() {
     metrics_->files.Increment();
     metrics_->bytes.Increment(static_cast<double>(gz.size()));
   }
+  parts_.clear();
+  current_part_ = nullptr;
+  std::vector<std::string> ids = std::move(buffer_);
   // Committed: from now on these ids are the newest flush's (this consumer's older ones are
   // all acknowledged, so only these can still be pending).
-  committed_.clear();
-  committed_.insert(ids.begin(), ids.end());
   ++next_seq_;
   stats_.records += ids.size();
   buffer_.clear();
@@ -322,6 +360,8 @@ Status Archiver::Flush() {
   buffer_bytes_ = 0;
   RETURN_IF_ERROR(AckAll(ids));
   metrics_->records.Increment(static_cast<double>(ids.size()));
+  committed_.clear();
+  committed_ids_ = std::move(ids);
   metrics_->flush_seconds.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return OkStatus();
@@ -336,30 +376,47 @@ Status Archiver::Run() {
   bool pending = true;  // first this consumer's entries delivered before a restart
   int64_t last_claim = 0;
   bool claim_empty = false;  // the last claim found nothing (drain waits for one that does)
+  const int64_t claim_every = std::max(1000, options_.claim_idle_ms / 2);
+  // The next read of new entries, sent before the last one's entries are encoded and written,
+  // so that Redis and this thread work at once. What it delivers is pending and in no file,
+  // like buffered entries: a crash leaves it to this consumer's restart or to a claim.
+  std::future<StatusOr<std::vector<Entry>>> next;
   while (!stopping_) {
     StatusOr<std::vector<Entry>> got = std::vector<Entry>{};
     const int64_t now = SteadyMs();
     bool claimed = false;
-    if (!pending && now - last_claim > std::max(1000, options_.claim_idle_ms / 2)) {
+    if (next.valid()) {
+      got = next.get();
+    } else if (!pending && now - last_claim > claim_every) {
       last_claim = now;
       claimed = true;
       // What another consumer may have committed without acknowledging before it died.
       RETURN_IF_ERROR(ScanNewest(/*mine=*/false));
       got = stream_->Claim(options_.stream, options_.group, options_.consumer,
                            options_.claim_idle_ms, ReadCount());
+    } else if (pending) {
+      got = stream_->Read(options_.stream, options_.group, options_.consumer, ReadCount(), 0,
+                          /*pending=*/true);
     } else {
-      got = stream_->Read(options_.stream, options_.group, options_.consumer, ReadCount(),
-                          pending ? 0 : 200, pending);
+      got = stream_->Read(options_.stream, options_.group, options_.consumer, ReadCount(), 200,
+                          /*pending=*/false);
     }
     if (!got.ok()) {
       LOG_WARNING("archive: {}", got.status().message());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
+    // A full read says more is waiting; not when a claim round is due (while the stream stays
+    // busy it would never come).
+    if (!pending && !claimed && got->size() == static_cast<size_t>(ReadCount()) &&
+        SteadyMs() - last_claim <= claim_every) {
+      next = stream_->ReadAsync(options_.stream, options_.group, options_.consumer, ReadCount(),
+                                /*block_ms=*/1);
+    }
     const bool nothing = got->empty();
     if (pending && nothing) pending = false;
     if (claimed) claim_empty = nothing;
-    RETURN_IF_ERROR(Take(std::move(*got)));
+    RETURN_IF_ERROR(Take(std::move(*got), pending || claimed));
     // Pending and claimed entries are read from the start of the list each time ("0"): written
     // (and so acknowledged) before the next read, or the same ones would come back.
     const bool reread = (pending || claimed) && !nothing;
@@ -373,6 +430,11 @@ Status Archiver::Run() {
             ? 0.0
             : static_cast<double>(std::max<int64_t>(0, WallMs() - oldest_id_ms_)) / 1000.0);
     if (drained) break;
+  }
+  if (next.valid()) {  // stopping: what it delivered goes into the last flush
+    if (auto got = next.get(); got.ok()) {
+      RETURN_IF_ERROR(Take(std::move(*got), /*redelivered=*/false));
+    }
   }
   return Flush();
 }

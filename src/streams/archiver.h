@@ -26,13 +26,18 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "dais/status.h"
 #include "streams/event_stream.h"
+
+namespace dais {
+class Deflater;
+}
 
 namespace dais::streams {
 
@@ -73,13 +78,12 @@ class Archiver {
   const ArchiverStats& stats() const { return stats_; }
 
  private:
-  struct Buffered {
-    std::string entry_id;
-    std::string line;  // the JSON line, without '\n'
-  };
   // Adds entries not already committed; acknowledges those that are.
-  Status Take(std::vector<Entry> entries);
+  // `redelivered`: pending or claimed entries, which may be committed or buffered already.
+  Status Take(std::vector<Entry> entries, bool redelivered);
   Status Flush();
+  // The part that the entry's day goes to (made on first use).
+  Deflater* DayPart(const std::string& entry_id);
   Status AckAll(const std::vector<std::string>& ids);
   // Reads the ids of the newest flush of this consumer (`mine`: also removes its temporary
   // files and sets next_seq_) or of every other consumer, into committed_ / others_.
@@ -91,10 +95,18 @@ class Archiver {
   const ArchiverOptions options_;
   std::atomic<bool> stopping_{false};
   uint64_t next_seq_ = 1;
-  std::set<std::string> committed_;  // ids in this consumer's newest flush
-  std::set<std::string> others_;     // ids in the other consumers' newest flushes
-  std::vector<Buffered> buffer_;
-  std::set<std::string> buffered_ids_;
+  // Ids in this consumer's newest flush: committed_, plus committed_ids_ not yet moved into it.
+  std::unordered_set<std::string> committed_;
+  std::vector<std::string> committed_ids_;
+  std::unordered_set<std::string> others_;        // ids in the other consumers' newest flushes
+  std::vector<std::string> buffer_;               // ids taken since the last flush, in order
+  std::unordered_set<std::string> buffered_ids_;  // of buffer_, when a redelivery needs them
+  // The next flush's part of each day (its entries' JSON lines, compressed as they come), and
+  // the one the last entry went to.
+  std::map<std::string, std::unique_ptr<Deflater>> parts_;
+  int64_t current_day_ = -1;  // days since the epoch
+  Deflater* current_part_ = nullptr;
+  std::string line_;  // scratch
   size_t buffer_bytes_ = 0;
   int64_t oldest_ms_ = 0;     // steady ms when the buffer's first entry came
   int64_t oldest_id_ms_ = 0;  // the stream time of the buffer's first entry (its id)

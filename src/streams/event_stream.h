@@ -5,6 +5,7 @@
 // publishes again, with the same event id; consumers apply idempotently by that id.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,6 +45,17 @@ class EventStream {
   virtual StatusOr<std::vector<Entry>> Read(const std::string& stream, const std::string& group,
                                             const std::string& consumer, int count, int block_ms,
                                             bool pending) = 0;
+  // Read of new entries (not `pending`) sent now, its answer taken from the future later: a
+  // consumer overlaps the server's work with its own. The default reads when the answer is
+  // taken.
+  virtual std::future<StatusOr<std::vector<Entry>>> ReadAsync(const std::string& stream,
+                                                              const std::string& group,
+                                                              const std::string& consumer,
+                                                              int count, int block_ms) {
+    return std::async(std::launch::deferred, [=, this] {
+      return Read(stream, group, consumer, count, block_ms, /*pending=*/false);
+    });
+  }
   // Takes over entries delivered to any consumer of the group and unacknowledged for at least
   // min_idle_ms (a consumer that crashed).
   virtual StatusOr<std::vector<Entry>> Claim(const std::string& stream, const std::string& group,

@@ -1,4 +1,6 @@
 #include <chrono>
+#include <future>
+#include <memory>
 
 #include "redis/client.h"
 #include "streams/event_stream.h"
@@ -75,6 +77,35 @@ class RedisEventStream : public EventStream {
     RETURN_IF_ERROR(ReplyStatus(r, "XREADGROUP " + stream));
     if (r->is_nil() || r->elements.empty()) return std::vector<Entry>{};
     return Entries(r->elements[0].elements[1]);
+  }
+
+  std::future<StatusOr<std::vector<Entry>>> ReadAsync(const std::string& stream,
+                                                      const std::string& group,
+                                                      const std::string& consumer, int count,
+                                                      int block_ms) override {
+    auto done = std::make_shared<std::promise<StatusOr<std::vector<Entry>>>>();
+    auto answer = done->get_future();
+    redis::Command c{"XREADGROUP", "GROUP",
+                     group,        consumer,
+                     "COUNT",      std::to_string(count),
+                     "BLOCK",      std::to_string(block_ms),
+                     "STREAMS",    stream,
+                     ">"};
+    const std::string what = "XREADGROUP " + stream;
+    // The entries are made on the client's I/O thread, meanwhile the caller works.
+    client_->Execute(
+        {stream, std::move(c)},
+        std::chrono::steady_clock::now() + kTimeout + std::chrono::milliseconds(block_ms),
+        [done, what](StatusOr<redis::Reply> r) {
+          if (Status s = ReplyStatus(r, what); !s.ok()) {
+            done->set_value(s);
+          } else if (r->is_nil() || r->elements.empty()) {
+            done->set_value(std::vector<Entry>{});
+          } else {
+            done->set_value(Entries(r->elements[0].elements[1]));
+          }
+        });
+    return answer;
   }
 
   StatusOr<std::vector<Entry>> Claim(const std::string& stream, const std::string& group,
