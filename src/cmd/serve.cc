@@ -21,6 +21,7 @@
 #include "runtime/model_manager.h"
 #include "server/inference_server.h"
 #include "streams/redis_feedback.h"
+#include "streams/redis_labels.h"
 
 namespace dais::cmd {
 
@@ -215,6 +216,14 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
                   "Records waiting for Redis at most; more are dropped (counted).")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24))
       ->capture_default_str();
+  app->add_option("--label-stream", o->label_stream,
+                  "Take labels (outcomes known later: POST /labels, docs/learning-loop.md) into "
+                  "this Redis stream: redis://HOST:PORT/STREAM. A request's labels are stored "
+                  "all or none before it is answered.");
+  app->add_option("--label-max-len", o->label_max_len,
+                  "The label stream is capped near this many entries (XADD MAXLEN ~).")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40))
+      ->capture_default_str();
 }
 
 namespace {
@@ -260,7 +269,7 @@ class Frontends {
   }
 
   Frontends(const ServeOptions& o, Restrictions restrictions, server::InferenceServer* server,
-            FeatureRuntime* features)
+            FeatureRuntime* features, server::LabelSink* labels)
       : options_(o),
         grpc_restrictions_(std::move(restrictions.grpc)),
         kserve_(server, &http_ptr_,
@@ -268,6 +277,8 @@ class Frontends {
                                                    std::move(restrictions.http)}) {
     if (features->api() != nullptr) features->api()->set_max_json_depth(o.http_max_json_depth);
     kserve_.SetFeatures(features->api());
+    kserve_.SetLabels(labels);
+    labels_ = labels;
   }
 
   // Listens on every port (health endpoints answer "not ready" while models load).
@@ -364,6 +375,7 @@ class Frontends {
     go.keepalive_permit_without_calls = options_.grpc_keepalive_permit_without_calls;
     go.http2_max_pings_without_data = options_.grpc_http2_max_pings_without_data;
     go.restrictions = grpc_restrictions_;
+    go.labels = labels_;
     ASSIGN_OR_RETURN(go.tls, ListenerTls("grpc", options_.grpc_tls, options_.tls_common, {"h2"}));
     ApplyListenerLimits(options_.limits, options_.limits.grpc_max_connections, limits.grpc, &go);
     grpc_ = std::make_unique<frontends::grpc::GrpcFrontend>(go, server);
@@ -380,6 +392,7 @@ class Frontends {
   const server::ApiRestrictions grpc_restrictions_;
   frontends::http::Server* http_ptr_ = nullptr;
   frontends::http::KServeHttp kserve_;
+  server::LabelSink* labels_ = nullptr;  // --label-stream (both protocols)
   frontends::http::ServerOptions http_options_;
   std::unique_ptr<frontends::http::Server> http_;
   std::unique_ptr<frontends::http::Server> metrics_;
@@ -431,10 +444,22 @@ void Drain(const ServeOptions& o, int sig, server::InferenceServer* server,
 // The feedback stream of --feedback-stream (null without it).
 StatusOr<std::unique_ptr<streams::RedisFeedbackStream>> StartFeedback(const ServeOptions& o) {
   if (o.feedback_stream.empty()) return std::unique_ptr<streams::RedisFeedbackStream>();
-  ASSIGN_OR_RETURN(auto stream, streams::RedisFeedbackStream::Create(
-                                    {o.feedback_stream, o.features.redis_tls, o.feedback_max_len,
-                                     o.feedback_buffer, 256}));
+  auto stream = streams::RedisFeedbackStream::Create(
+      {o.feedback_stream, o.features.redis_tls, o.feedback_max_len, o.feedback_buffer, 256});
+  if (!stream.ok())
+    return InvalidArgument("--feedback-stream: " + std::string(stream.status().message()));
   LOG_INFO("feedback stream: {} (sample {})", o.feedback_stream, o.feedback_sample);
+  return stream;
+}
+
+// The label stream of --label-stream (null without it).
+StatusOr<std::unique_ptr<streams::RedisLabelStream>> StartLabels(const ServeOptions& o) {
+  if (o.label_stream.empty()) return std::unique_ptr<streams::RedisLabelStream>();
+  auto stream =
+      streams::RedisLabelStream::Create({o.label_stream, o.features.redis_tls, o.label_max_len});
+  if (!stream.ok())
+    return InvalidArgument("--label-stream: " + std::string(stream.status().message()));
+  LOG_INFO("label stream: {} (POST /labels, gRPC dais.labels.v1.Labels/Post)", o.label_stream);
   return stream;
 }
 
@@ -455,15 +480,21 @@ bool RepositoriesExist(const ServeOptions& o) {
   return true;
 }
 
-int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
-  log::SetVerbosity(o.log_verbose);
-  // Block the stop signals in every thread; this thread waits for them with sigwait.
+// Blocks the stop signals in every thread to come (they inherit the mask); the caller waits for
+// them with sigwait. SIGPIPE is ignored.
+sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return stop_signals;
+}
+
+int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
+  log::SetVerbosity(o.log_verbose);
+  const sigset_t stop_signals = BlockStopSignals();
 
   auto restrictions = Frontends::ParseRestrictions(o);
   if (!restrictions.ok()) {
@@ -500,8 +531,9 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   manager.SetEnricher((*features)->enricher());
   // Before the server: destroyed after it, when no request can offer a record any more.
   auto feedback = StartFeedback(o);
-  if (!feedback.ok()) {
-    LOG_ERROR("--feedback-stream: {}", feedback.status().message());
+  auto labels = StartLabels(o);
+  if (!feedback.ok() || !labels.ok()) {
+    LOG_ERROR("{}", !feedback.ok() ? feedback.status().message() : labels.status().message());
     return 2;
   }
   server::InferenceServer server(&manager);
@@ -509,7 +541,7 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   server.SetStarting(true);  // until the offline features are in (below)
   features::FeatureStore* store = (*features)->store();
   server.SetFeatureHealth([store] { return store->Healthy(); }, (*features)->tier_name());
-  Frontends frontends(o, std::move(*restrictions), &server, features->get());
+  Frontends frontends(o, std::move(*restrictions), &server, features->get(), labels->get());
   // Listen first (health endpoints answer "not ready" while models load), then load.
   ApplyRequestMemoryLimit(o.limits);
   if (Status s = frontends.Start(frontends::ConnectionLimitsFromRlimit(), &server); !s.ok()) {

@@ -63,6 +63,8 @@ struct ServeOptions {
   double feedback_sample = 1.0;
   size_t feedback_max_len = 100000;
   size_t feedback_buffer = 10000;
+  std::string label_stream;  // redis://HOST:PORT/STREAM for POST /labels; empty: none
+  size_t label_max_len = 1000000;
   // TLS per listener (docs/tls.md).
   ListenerTlsFlags http_tls, grpc_tls, metrics_tls;
   TlsCommonFlags tls_common;

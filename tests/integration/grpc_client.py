@@ -34,7 +34,7 @@ CONTENTS_FIELD = {"FP32": "fp32_contents", "FP64": "fp64_contents", "INT8": "int
 def generate_stubs(out_dir: Path) -> types.SimpleNamespace:
     """Runs protoc into out_dir, puts out_dir on sys.path and imports the generated modules.
     Returns a namespace with pb (grpc_service_pb2), pb_grpc, config_pb (model_config_pb2),
-    health_pb and health_grpc."""
+    health_pb, health_grpc, labels_pb and labels_grpc."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     protoc = shutil.which("protoc")
@@ -46,7 +46,8 @@ def generate_stubs(out_dir: Path) -> types.SimpleNamespace:
     common = [protoc, f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
               f"--plugin=protoc-gen-grpc_python={GRPC_PYTHON_PLUGIN}"]
     args = [f"-I{PROTO_DIR}"] + [str(PROTO_DIR / name) for name in
-                                 ("model_config.proto", "grpc_service.proto", "health.proto")]
+                                 ("model_config.proto", "grpc_service.proto", "health.proto",
+                                  "labels.proto")]
     r = subprocess.run(common + args, capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         raise RuntimeError(f"protoc failed ({r.returncode}): {' '.join(common + args)}\n"
@@ -60,6 +61,8 @@ def generate_stubs(out_dir: Path) -> types.SimpleNamespace:
     ns.pb_grpc = importlib.import_module("grpc_service_pb2_grpc")
     ns.health_pb = importlib.import_module("health_pb2")
     ns.health_grpc = importlib.import_module("health_pb2_grpc")
+    ns.labels_pb = importlib.import_module("labels_pb2")
+    ns.labels_grpc = importlib.import_module("labels_pb2_grpc")
     return ns
 
 

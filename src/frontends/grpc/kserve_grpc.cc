@@ -1,6 +1,8 @@
 #include "frontends/grpc/kserve_grpc.h"
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -8,6 +10,7 @@
 #include "frontends/grpc/grpc_codec.h"
 #include "grpc_service.pb.h"
 #include "health.pb.h"
+#include "labels.pb.h"
 
 namespace dais::frontends::grpc {
 namespace {
@@ -95,8 +98,9 @@ Method Sync(std::function<::grpc::Status(const Req&, Resp*)> fn) {
 
 class GrpcFrontend::Service final {
  public:
-  Service(server::InferenceServer* server, server::ApiRestrictions restrictions)
-      : server_(server), restrictions_(std::move(restrictions)) {}
+  Service(server::InferenceServer* server, server::ApiRestrictions restrictions,
+          server::LabelSink* labels)
+      : server_(server), restrictions_(std::move(restrictions)), labels_(labels) {}
 
   MethodTable Methods();
   void SetNotServing();
@@ -189,11 +193,13 @@ class GrpcFrontend::Service final {
   void Repository(std::shared_ptr<ServerCall> call, std::string bytes,
                   server::RepositoryAction action);
   void HealthCheck(std::shared_ptr<ServerCall> call, std::string bytes, bool watch);
+  void PostLabels(std::shared_ptr<ServerCall> call, std::string bytes);
   // Puts each method of `t` behind its API group's restriction, if any.
   void Restrict(MethodTable& t) const;
 
   server::InferenceServer* server_;
   const server::ApiRestrictions restrictions_;
+  server::LabelSink* const labels_;
   Mutex mu_;
   bool serving_ DAIS_GUARDED_BY(mu_) = true;
   std::vector<std::weak_ptr<ServerCall>> watchers_ DAIS_GUARDED_BY(mu_);  // Health/Watch calls
@@ -337,6 +343,51 @@ void GrpcFrontend::Service::Repository(std::shared_ptr<ServerCall> call, std::st
   if (!s.ok()) call->Finish(ToGrpcStatus(s));
 }
 
+// The gRPC form of POST /labels: the same rules (server::CheckLabel), the same sink.
+void GrpcFrontend::Service::PostLabels(std::shared_ptr<ServerCall> call, std::string bytes) {
+  if (labels_ == nullptr) {
+    return call->Finish(::grpc::Status(
+        ::grpc::StatusCode::NOT_FOUND,
+        "this server has no label stream (give --label-stream redis://HOST:PORT/STREAM)"));
+  }
+  dais::labels::v1::PostLabelsRequest req;
+  if (!Parse(bytes, &req, call.get())) return;
+  if (req.labels_size() == 0 ||
+      static_cast<size_t>(req.labels_size()) > server::kMaxLabelsPerRequest) {
+    return call->Finish(::grpc::Status(
+        ::grpc::StatusCode::INVALID_ARGUMENT,
+        "labels: 1 to " + std::to_string(server::kMaxLabelsPerRequest) + " labels are needed"));
+  }
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  std::vector<server::Label> labels;
+  for (int i = 0; i < req.labels_size(); ++i) {
+    const auto& in = req.labels(i);
+    server::Label l{in.request_id(),
+                    {in.entity_ids().begin(), in.entity_ids().end()},
+                    in.time_ms(),
+                    {},
+                    in.source()};
+    // A protobuf map has no order: by name, so that the stored JSON does not vary.
+    l.values.assign(in.labels().begin(), in.labels().end());
+    std::sort(l.values.begin(), l.values.end());
+    if (Status s = server::CheckLabel("labels[" + std::to_string(i) + "]", now_ms, &l); !s.ok()) {
+      return call->Finish(ToGrpcStatus(s));
+    }
+    labels.push_back(std::move(l));
+  }
+  auto admitted = server_->Admit();
+  if (!admitted.ok()) return call->Finish(ToGrpcStatus(admitted.status()));
+  const size_t n = labels.size();
+  labels_->Write(std::move(labels), [call, n, in_flight = *admitted](Status s) {
+    if (!s.ok()) return call->Finish(ToGrpcStatus(s));
+    dais::labels::v1::PostLabelsResponse resp;
+    resp.set_accepted(static_cast<uint32_t>(n));
+    call->Reply(resp.SerializeAsString());
+  });
+}
+
 // grpc.health.v1: the server ("") is SERVING until SIGTERM; a named service is known when it is
 // the inference service. Watch sends the status now and again when it changes.
 void GrpcFrontend::Service::HealthCheck(std::shared_ptr<ServerCall> call, std::string bytes,
@@ -405,6 +456,9 @@ MethodTable GrpcFrontend::Service::Methods() {
        {"CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister"}) {
     t[kService + m] = NotImplemented("CUDA shared memory");
   }
+  t["/dais.labels.v1.Labels/Post"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
+    PostLabels(std::move(c), std::move(b));
+  };
   t[kService + "TraceSetting"] = NotImplemented("trace settings");
   t[kService + "LogSettings"] = NotImplemented("log settings");
   t["/grpc.health.v1.Health/Check"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
@@ -455,13 +509,14 @@ void GrpcFrontend::Service::Restrict(MethodTable& t) const {
     };
   };
   for (const auto& [method, group] : kGroups) restrict(kService + method, group);
+  restrict("/dais.labels.v1.Labels/Post", ApiGroup::kInference);
   restrict("/grpc.health.v1.Health/Check", ApiGroup::kHealth);
   restrict("/grpc.health.v1.Health/Watch", ApiGroup::kHealth);
 }
 
 GrpcFrontend::GrpcFrontend(GrpcOptions options, server::InferenceServer* server)
     : options_(std::move(options)),
-      service_(std::make_unique<Service>(server, options_.restrictions)) {}
+      service_(std::make_unique<Service>(server, options_.restrictions, options_.labels)) {}
 
 GrpcFrontend::~GrpcFrontend() { Stop(0); }
 

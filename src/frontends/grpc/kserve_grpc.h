@@ -12,6 +12,7 @@
 #include "frontends/grpc/h2_server.h"
 #include "server/api_restrictions.h"
 #include "server/inference_server.h"
+#include "server/labels.h"
 
 namespace dais::frontends::grpc {
 
@@ -25,6 +26,8 @@ struct GrpcOptions : EndpointOptions {
   // --grpc-restricted-protocol: groups of methods that need a metadata entry; a call without it
   // ends with UNAVAILABLE, as Triton's does.
   server::ApiRestrictions restrictions;
+  // --label-stream: /dais.labels.v1.Labels/Post stores into it (borrowed; null: NOT_FOUND).
+  server::LabelSink* labels = nullptr;
 };
 
 class GrpcFrontend {

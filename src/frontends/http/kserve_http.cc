@@ -5,6 +5,7 @@
 #include <rapidjson/writer.h>
 
 #include <charconv>
+#include <chrono>
 #include <optional>
 
 #include "common/json.h"
@@ -250,6 +251,9 @@ void KServeHttp::AddRoutes() {
               Guard(ApiGroup::kFeatures, [this](Request& q, const RouteParams&, Responder& w) {
                 Features(q, /*push=*/true, w);
               }));
+  router_.Add("*", "/labels",
+              Guard(ApiGroup::kInference,
+                    [this](Request& q, const RouteParams&, Responder& w) { Labels(q, w); }));
   metrics_router_.SetNotFoundHint("this port serves /metrics and /healthz");
   router_.Add("GET", "/v2",
               Guard(ApiGroup::kMetadata,
@@ -483,6 +487,29 @@ void KServeHttp::Features(Request& request, bool push, Responder& respond) {
   };
   if (push) return feast_->Push(request.body, std::move(reply));
   feast_->GetOnlineFeatures(request.body, std::move(reply));
+}
+
+void KServeHttp::Labels(Request& request, Responder& respond) {
+  if (labels_ == nullptr) {
+    return respond(ErrorResponse(404,
+                                 "/labels: this server has no label stream (give --label-stream "
+                                 "redis://HOST:PORT/STREAM)"));
+  }
+  if (request.method != "POST") {
+    return respond(ErrorResponse(405, "method " + request.method + " not allowed on /labels"));
+  }
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  auto labels = server::ParseLabels(request.body, now_ms);
+  if (!labels.ok()) return respond(ErrorResponse(labels.status()));
+  auto admitted = server_->Admit();
+  if (!admitted.ok()) return respond(ErrorResponse(admitted.status()));
+  const size_t n = labels->size();
+  labels_->Write(std::move(*labels), [respond, n, in_flight = *admitted](Status s) {
+    if (!s.ok()) return respond(ErrorResponse(s));
+    respond(JsonResponse(200, "{\"accepted\":" + std::to_string(n) + "}"));
+  });
 }
 
 }  // namespace dais::frontends::http

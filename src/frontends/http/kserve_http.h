@@ -13,6 +13,7 @@
 #include "frontends/http/router.h"
 #include "server/api_restrictions.h"
 #include "server/inference_server.h"
+#include "server/labels.h"
 
 namespace dais::frontends::http {
 
@@ -42,6 +43,9 @@ class KServeHttp {
   // Serves Feast's /get-online-features and /push through `feast` (borrowed). Call before the
   // server starts; without it those paths answer 404 naming the flags that enable them.
   void SetFeatures(FeastHttp* feast) { feast_ = feast; }
+  // Serves POST /labels (server/labels.h) into `labels` (borrowed). Without it: 404 naming
+  // --label-stream. In the restricted-API group "inference".
+  void SetLabels(server::LabelSink* labels) { labels_ = labels; }
 
  private:
   using ModelRoute =
@@ -72,11 +76,13 @@ class KServeHttp {
   Status ParseRawRequest(Request& request, const std::string& model, int64_t version,
                          runtime::InferenceRequest* r) const;
   void Features(Request& request, bool push, Responder& respond);
+  void Labels(Request& request, Responder& respond);
 
   server::InferenceServer* server_;
   Server** io_;
   const KServeHttpOptions options_;
   FeastHttp* feast_ = nullptr;
+  server::LabelSink* labels_ = nullptr;
   Router router_;
   Router metrics_router_;
 };
