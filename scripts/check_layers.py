@@ -31,6 +31,7 @@ ALLOWED = {
     "backends": {"common", "tensor", "runtime"},
     "server": {"common", "runtime"},
     "streams": {"common", "metrics", "tls", "redis", "server"},
+    "learn": {"common", "features/spec"},
     "cluster": {"common", "etcd", "metrics", "runtime", "placement"},
     "frontends": {"common", "metrics", "tls"},
     "frontends/http": {"common", "metrics", "tls", "tensor", "runtime", "server", "frontends",

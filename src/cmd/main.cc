@@ -5,6 +5,7 @@
 #include "cmd/check_model.h"
 #include "cmd/features.h"
 #include "cmd/locks.h"
+#include "cmd/train.h"
 #ifdef DAIS_HAVE_GRPC
 #include "cmd/ctl.h"
 #include "cmd/etcd_flags.h"
@@ -53,6 +54,10 @@ int main(int argc, char** argv) {
     dais::cmd::AddEtcdTlsFlags(cmd);
   }
 #endif
+#ifdef DAIS_HAVE_LEARN
+  dais::cmd::TrainCliOptions train;
+  CLI::App* train_cmd = dais::cmd::AddTrainCommand(&app, &train);
+#endif
 #ifdef DAIS_HAVE_TXN
   dais::cmd::TxnCliOptions txn;
   CLI::App* txn_cmd = dais::cmd::AddTxnCommand(&app, &txn);
@@ -60,6 +65,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 #ifdef DAIS_HAVE_GRPC
   dais::cmd::ApplyEtcdTlsFlags();
+#endif
+#ifdef DAIS_HAVE_LEARN
+  if (train_cmd->parsed()) return dais::cmd::RunTrain(train);
 #endif
 #ifdef DAIS_HAVE_TXN
   if (txn_cmd->parsed()) return dais::cmd::RunTxn(txn_cmd, txn);

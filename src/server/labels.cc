@@ -58,8 +58,8 @@ StatusOr<Label> ParseLabel(const rapidjson::Value& v, const std::string& at, int
     } else if (key == "labels") {
       if (!l.values.empty()) return Bad(where, "give \"label\" or \"labels\", not both");
       if (!x.IsObject() || x.MemberCount() == 0 || x.MemberCount() > kMaxValues) {
-        return Bad(where, "an object of 1 to " + std::to_string(kMaxValues) +
-                              " named values is needed");
+        return Bad(where,
+                   "an object of 1 to " + std::to_string(kMaxValues) + " named values is needed");
       }
       for (const auto& n : x.GetObject()) {
         std::string name(n.name.GetString(), n.name.GetStringLength());
@@ -71,8 +71,9 @@ StatusOr<Label> ParseLabel(const rapidjson::Value& v, const std::string& at, int
       if (!NonEmptyString(x, kMaxIdBytes)) return Bad(where, "a non-empty string is needed");
       l.source.assign(x.GetString(), x.GetStringLength());
     } else {
-      return Bad(where, "unknown field (expected request_id, entity_ids, time_ms, label, "
-                        "labels, source)");
+      return Bad(where,
+                 "unknown field (expected request_id, entity_ids, time_ms, label, "
+                 "labels, source)");
     }
   }
   RETURN_IF_ERROR(CheckLabel(at, now_ms, &l));
@@ -84,8 +85,8 @@ StatusOr<Label> ParseLabel(const rapidjson::Value& v, const std::string& at, int
 Status CheckLabel(const std::string& at, int64_t now_ms, Label* l) {
   if (l->request_id.size() > kMaxIdBytes) return Bad(at + ".request_id", "longer than 256 bytes");
   if (l->entity_ids.size() > kMaxEntityIds) {
-    return Bad(at + ".entity_ids", "an array of 1 to " + std::to_string(kMaxEntityIds) +
-                                       " ids is needed");
+    return Bad(at + ".entity_ids",
+               "an array of 1 to " + std::to_string(kMaxEntityIds) + " ids is needed");
   }
   for (const auto& id : l->entity_ids) {
     if (id.empty() || id.size() > kMaxIdBytes) {
@@ -109,7 +110,8 @@ Status CheckLabel(const std::string& at, int64_t now_ms, Label* l) {
   if (l->source.empty() || l->source.size() > kMaxIdBytes) {
     return Bad(at + ".source", "a non-empty string is needed");
   }
-  if (l->time_ms < 0) return Bad(at + ".time_ms", "a positive integer (ms since the epoch) is needed");
+  if (l->time_ms < 0)
+    return Bad(at + ".time_ms", "a positive integer (ms since the epoch) is needed");
   if (l->time_ms == 0) l->time_ms = now_ms;
   return OkStatus();
 }

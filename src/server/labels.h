@@ -23,7 +23,7 @@ struct Label {
   std::vector<std::string> entity_ids;  // ... or its entities (as the enriched request gave them)
   int64_t time_ms = 0;                  // when the judged thing happened (default: received)
   std::vector<std::pair<std::string, double>> values;  // label name -> value ("label" for one)
-  std::string source;                                   // who says so ("chargebacks", "orders")
+  std::string source;                                  // who says so ("chargebacks", "orders")
 };
 
 inline constexpr size_t kMaxLabelsPerRequest = 10000;

@@ -50,19 +50,18 @@ RedisLabelStream::RedisLabelStream(LabelStreamOptions options, std::string strea
                                    std::unique_ptr<redis::Client> client)
     : options_(std::move(options)), stream_(std::move(stream)), client_(std::move(client)) {}
 
-void RedisLabelStream::Write(std::vector<server::Label> labels,
-                             std::function<void(Status)> done) {
+void RedisLabelStream::Write(std::vector<server::Label> labels, std::function<void(Status)> done) {
   const std::string received = std::to_string(NowMs());
   const std::string max_len = std::to_string(options_.max_len);
   std::vector<redis::KeyedCommand> cmds;
   cmds.reserve(labels.size() + 2);
   cmds.push_back({stream_, {"MULTI"}});
   for (const server::Label& l : labels) {
-    cmds.push_back({stream_,
-                    {"XADD", stream_, "MAXLEN", "~", max_len, "*", "request_id", l.request_id,
-                     "entity_ids", server::EntityIdsJson(l), "time_ms", std::to_string(l.time_ms),
-                     "labels", server::LabelValuesJson(l), "source", l.source, "received_ms",
-                     received}});
+    cmds.push_back(
+        {stream_,
+         {"XADD", stream_, "MAXLEN", "~", max_len, "*", "request_id", l.request_id, "entity_ids",
+          server::EntityIdsJson(l), "time_ms", std::to_string(l.time_ms), "labels",
+          server::LabelValuesJson(l), "source", l.source, "received_ms", received}});
   }
   cmds.push_back({stream_, {"EXEC"}});
   const size_t n = labels.size();

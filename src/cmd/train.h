@@ -1,0 +1,26 @@
+// `dais train`: the point-in-time join of archived feedback and labels, XGBoost training, the
+// comparison of candidate and serving version on a held-out window, and the publication of the
+// candidate as the model's next version when it is better (learn/, docs/learning-loop.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace dais::cmd {
+
+struct TrainCliOptions {
+  std::string config;     // training.yaml
+  int64_t cutoff_ms = 0;  // 0: now
+  bool dry_run = false;   // train and compare, publish nothing
+};
+
+CLI::App* AddTrainCommand(CLI::App* app, TrainCliOptions* options);
+// 0: published; 3: the candidate is not better (nothing published); 2: a bad spec; 1: other
+// errors (no data, an empty held-out window, XGBoost refused).
+int RunTrain(const TrainCliOptions& options);
+
+}  // namespace dais::cmd
