@@ -116,6 +116,7 @@ int Start(etcd::Client& c, const RolloutCliOptions& o) {
   r.max_error_rate = ParseRate(o.max_error_rate);
   r.max_p99_ms = o.max_p99_ms;
   r.min_requests = o.min_requests;
+  r.max_psi = o.max_psi;
   r.step_started_ms = NowMs();
   if (r.interval_ms < 0) {
     fmt::print(stderr, "dais ctl rollout start: --interval '{}': e.g. 30s, 500ms, 2m\n",
@@ -179,7 +180,7 @@ int Rollback(etcd::Client& c, const RolloutCliOptions& o) {
                route->stable);
     return 0;
   }
-  r->history.push_back({r->step, r->steps[static_cast<size_t>(r->step)], 0, 0, 0,
+  r->history.push_back({r->step, r->steps[static_cast<size_t>(r->step)], 0, 0, 0, -1,
                         "rolled back by dais ctl", NowMs()});
   r->state = "aborted";
   r->reason = "rolled back by dais ctl";
@@ -207,13 +208,15 @@ int Status_(etcd::Client& c, const RolloutCliOptions& o) {
   }
   fmt::print(
       "route {}: v{} -> v{}, {}; step {} of {} ({} %), interval {} ms, limits: errors "
-      "{:.2f} %, {}\n",
+      "{:.2f} %, {}, {}\n",
       r->route, r->from, r->to, r->state, r->step + 1, r->steps.size(),
-      r->steps[static_cast<size_t>(r->step)], r->interval_ms, r->max_error_rate * 100, p99);
+      r->steps[static_cast<size_t>(r->step)], r->interval_ms, r->max_error_rate * 100, p99,
+      r->max_psi > 0 ? fmt::format("score PSI {:g}", r->max_psi) : "scores unchecked");
+  if (!r->reason.empty()) fmt::print("reason: {}\n", r->reason);
   // A p99 is known only to its latency bucket: the gateway's analysis reads the bucket's upper
   // bound, Prometheus interpolates inside it. BUCKET shows which one held it.
-  fmt::print("{:<6} {:>7} {:>9} {:>9} {:>9} {:>16}  {}\n", "STEP", "WEIGHT", "REQUESTS", "ERRORS",
-             "P99 MS", "P99 BUCKET MS", "DECISION");
+  fmt::print("{:<6} {:>7} {:>9} {:>9} {:>9} {:>16} {:>7}  {}\n", "STEP", "WEIGHT", "REQUESTS",
+             "ERRORS", "P99 MS", "P99 BUCKET MS", "PSI", "DECISION");
   for (const auto& h : r->history) {
     std::string bucket = "-";
     if (h.requests > 0 && h.p99_ms > 0) {
@@ -221,8 +224,9 @@ int Status_(etcd::Client& c, const RolloutCliOptions& o) {
       bucket = std::isinf(b.upper_ms) ? fmt::format("({:g}, +Inf)", b.lower_ms)
                                       : fmt::format("({:g}, {:g}]", b.lower_ms, b.upper_ms);
     }
-    fmt::print("{:<6} {:>6}% {:>9} {:>8.2f}% {:>9.1f} {:>16}  {}\n", h.step + 1, h.weight,
-               h.requests, h.error_rate * 100, h.p99_ms, bucket, h.decision);
+    fmt::print("{:<6} {:>6}% {:>9} {:>8.2f}% {:>9.1f} {:>16} {:>7}  {}\n", h.step + 1, h.weight,
+               h.requests, h.error_rate * 100, h.p99_ms, bucket,
+               h.psi >= 0 ? fmt::format("{:.3f}", h.psi) : "-", h.decision);
   }
   return 0;
 }
@@ -252,6 +256,13 @@ void AddRolloutCommands(CLI::App* ctl, RolloutCliOptions* o) {
   start
       ->add_option("--min-requests", o->min_requests,
                    "Canary requests a step needs before it is judged.")
+      ->capture_default_str();
+  start
+      ->add_option("--max-psi", o->max_psi,
+                   "Model quality: the population stability index of the canary's scores "
+                   "against the stable version's in the same step (the nodes' "
+                   "dais_inference_score) that rolls back; 0.25 is the usual 'shifted' reading "
+                   "(0: unchecked). Measured while both answer at least --min-requests rows.")
       ->capture_default_str();
   CLI::App* status = rollout->add_subcommand("status", "The step, the figures, the decisions");
   status->add_option("route", o->route, "The route (alias).")->required();

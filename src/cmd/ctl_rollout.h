@@ -21,6 +21,7 @@ struct RolloutCliOptions {
   std::string max_error_rate = "1%";
   double max_p99_ms = 0;
   int64_t min_requests = 20;
+  double max_psi = 0;
 };
 
 // Adds `rollout` (start, status) and `rollback` under `ctl`.

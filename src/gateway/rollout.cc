@@ -4,6 +4,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -66,6 +67,8 @@ std::string Rollout::ToJson() const {
   w.Double(max_p99_ms);
   w.Key("min_requests");
   w.Int64(min_requests);
+  w.Key("max_psi");
+  w.Double(max_psi);
   Str(w, "state", state);
   w.Key("step");
   w.Int(step);
@@ -86,6 +89,8 @@ std::string Rollout::ToJson() const {
     w.Double(h.error_rate);
     w.Key("p99_ms");
     w.Double(h.p99_ms);
+    w.Key("psi");
+    w.Double(h.psi);
     Str(w, "decision", h.decision);
     w.Key("time_ms");
     w.Int64(h.time_ms);
@@ -119,6 +124,7 @@ Status ValidateRollout(const Rollout& r) {
   if (!(r.max_p99_ms >= 0 && r.max_p99_ms <= 3.6e6))
     return InvalidArgument("max-p99-ms: 0 to 3600000");
   if (r.min_requests < 1) return InvalidArgument("min-requests: at least 1");
+  if (!(r.max_psi >= 0 && r.max_psi <= 10)) return InvalidArgument("max-psi: 0 to 10");
   return OkStatus();
 }
 
@@ -143,6 +149,7 @@ StatusOr<Rollout> RolloutFromJson(const std::string& json) {
   dbl("max_error_rate", &r.max_error_rate);
   dbl("max_p99_ms", &r.max_p99_ms);
   i64("min_requests", &r.min_requests);
+  dbl("max_psi", &r.max_psi);
   str("state", &r.state);
   int64_t step = 0;
   i64("step", &step);
@@ -167,6 +174,7 @@ StatusOr<Rollout> RolloutFromJson(const std::string& json) {
         rec.error_rate = h["error_rate"].GetDouble();
       }
       if (h.HasMember("p99_ms") && h["p99_ms"].IsNumber()) rec.p99_ms = h["p99_ms"].GetDouble();
+      if (h.HasMember("psi") && h["psi"].IsNumber()) rec.psi = h["psi"].GetDouble();
       if (h.HasMember("decision") && h["decision"].IsString())
         rec.decision = h["decision"].GetString();
       if (h.HasMember("time_ms") && h["time_ms"].IsInt64()) rec.time_ms = h["time_ms"].GetInt64();
@@ -197,12 +205,14 @@ RouteSpec RouteAtWeight(const RouteSpec& route, int64_t stable, int64_t canary, 
 Scrape ParseGatewayMetrics(const std::string& text) {
   static const std::string kRequests = "dais_gateway_requests_total{";
   static const std::string kBuckets = "dais_gateway_request_duration_seconds_bucket{";
+  static const std::string kScores = "dais_inference_score_bucket{";
   Scrape s;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     const bool requests = line.rfind(kRequests, 0) == 0;
     const bool buckets = !requests && line.rfind(kBuckets, 0) == 0;
-    if (!requests && !buckets) continue;
+    const bool scores = !requests && !buckets && line.rfind(kScores, 0) == 0;
+    if (!requests && !buckets && !scores) continue;
     const size_t open = line.find('{');
     const size_t close = line.rfind('}');
     if (close == std::string::npos || close < open) continue;
@@ -214,14 +224,19 @@ Scrape ParseGatewayMetrics(const std::string& text) {
     } catch (...) {
       continue;
     }
+    auto bound_of = [](const std::string& le) {
+      return le == "+Inf" ? std::numeric_limits<double>::infinity()
+                          : std::strtod(le.c_str(), nullptr);
+    };
+    if (scores) {
+      s.scores[{labels["model"], labels["version"]}][bound_of(labels["le"])] += value;
+      continue;
+    }
     Scrape::Series& series = s.series[{labels["route"], labels["version"]}];
     if (requests) {
       series.by_code[labels["code"]] += value;
     } else {
-      const std::string& le = labels["le"];
-      const double bound =
-          le == "+Inf" ? std::numeric_limits<double>::infinity() : std::strtod(le.c_str(), nullptr);
-      series.buckets[bound] += value;
+      series.buckets[bound_of(labels["le"])] += value;
     }
   }
   return s;
@@ -232,6 +247,10 @@ void Merge(Scrape* a, const Scrape& b) {
     Scrape::Series& into = a->series[key];
     for (const auto& [code, n] : series.by_code) into.by_code[code] += n;
     for (const auto& [le, n] : series.buckets) into.buckets[le] += n;
+  }
+  for (const auto& [key, buckets] : b.scores) {
+    auto& into = a->scores[key];
+    for (const auto& [le, n] : buckets) into[le] += n;
   }
 }
 
@@ -291,7 +310,53 @@ Scrape DeltaScrape(const Scrape& before, const Scrape& after) {
       d.buckets[le] = delta(n, then);
     }
   }
+  for (const auto& [key, buckets] : after.scores) {
+    auto b = before.scores.find(key);
+    auto& d = out.scores[key];
+    for (const auto& [le, n] : buckets) {
+      double then = 0;
+      if (b != before.scores.end()) {
+        auto it = b->second.find(le);
+        if (it != b->second.end()) then = it->second;
+      }
+      d[le] = delta(n, then);
+    }
+  }
   return out;
+}
+
+double Psi(const std::map<double, double>& a, const std::map<double, double>& b, int64_t* na,
+           int64_t* nb) {
+  // Cumulative counts -> per-bin counts over the union of the bounds.
+  std::map<double, std::pair<double, double>> cum;
+  for (const auto& [le, n] : a) cum[le].first = n;
+  for (const auto& [le, n] : b) cum[le].second = n;
+  const double ta = a.empty() ? 0 : a.rbegin()->second;
+  const double tb = b.empty() ? 0 : b.rbegin()->second;
+  *na = static_cast<int64_t>(ta);
+  *nb = static_cast<int64_t>(tb);
+  if (ta <= 0 || tb <= 0) return -1;
+  double psi = 0, prev_a = 0, prev_b = 0;
+  for (const auto& [le, n] : cum) {
+    const double pa = std::max(n.first - prev_a, 0.0) / ta;
+    const double pb = std::max(n.second - prev_b, 0.0) / tb;
+    prev_a = std::max(prev_a, n.first);
+    prev_b = std::max(prev_b, n.second);
+    const double qa = std::max(pa, 1e-4), qb = std::max(pb, 1e-4);
+    psi += (qa - qb) * std::log(qa / qb);
+  }
+  return psi;
+}
+
+void AddScores(const Scrape& since, const std::string& model, int64_t canary, int64_t stable,
+               int64_t min_requests, Figures* f) {
+  static const std::map<double, double> kNone;
+  auto find = [&](int64_t v) -> const std::map<double, double>& {
+    auto it = since.scores.find({model, std::to_string(v)});
+    return it == since.scores.end() ? kNone : it->second;
+  };
+  const double psi = Psi(find(canary), find(stable), &f->canary_scores, &f->stable_scores);
+  f->psi = f->canary_scores >= min_requests && f->stable_scores >= min_requests ? psi : -1;
 }
 
 LimitResolution ResolveP99Limit(double limit_ms) {
@@ -332,8 +397,16 @@ std::string LimitResolution::Describe() const {
 }
 
 Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms) {
-  const std::string figures = fmt::format("{} requests, {:.2f} % errors, p99 {:.1f} ms", f.requests,
-                                          f.error_rate() * 100, f.p99_ms);
+  std::string figures = fmt::format("{} requests, {:.2f} % errors, p99 {:.1f} ms", f.requests,
+                                    f.error_rate() * 100, f.p99_ms);
+  if (r.max_psi > 0) {
+    figures += f.psi >= 0 ? fmt::format(", score PSI {:.3f} ({} canary / {} stable rows)", f.psi,
+                                        f.canary_scores, f.stable_scores)
+                          : fmt::format(
+                                ", score PSI not measured yet ({} canary / {} stable "
+                                "rows scored)",
+                                f.canary_scores, f.stable_scores);
+  }
   if (f.requests >= r.min_requests) {
     if (f.error_rate() > r.max_error_rate) {
       return {Decision::kRollBack,
@@ -344,6 +417,12 @@ Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms) {
       return {Decision::kRollBack, fmt::format("p99 {:.1f} ms over the limit {:.1f} ms ({})",
                                                f.p99_ms, r.max_p99_ms, figures)};
     }
+  }
+  if (r.max_psi > 0 && f.psi > r.max_psi) {
+    return {Decision::kRollBack,
+            fmt::format("the canary's scores shifted from the stable version's: PSI {:.3f} over "
+                        "the limit {:.3f} ({})",
+                        f.psi, r.max_psi, figures)};
   }
   if (now_ms - r.step_started_ms < r.interval_ms) return {Decision::kWait, figures};
   if (f.requests < r.min_requests) {

@@ -32,6 +32,10 @@ struct Rollout {
   double max_error_rate = 0.01;  // share of 5xx answers
   double max_p99_ms = 0;         // 0: latency not checked
   int64_t min_requests = 20;     // fewer in a step: not judged yet
+  // Model quality: the population stability index of the canary's scores against the stable
+  // version's over the same step (the nodes' dais_inference_score); above it, rolled back.
+  // 0: scores not compared.
+  double max_psi = 0;
   // "running", "promoted", "rolled_back" (by the analysis), "aborted" (dais ctl rollback).
   std::string state = "running";
   int step = 0;
@@ -43,6 +47,7 @@ struct Rollout {
     int64_t requests = 0;
     double error_rate = 0;
     double p99_ms = 0;
+    double psi = -1;  // -1: not measured
     std::string decision;
     int64_t time_ms = 0;
   };
@@ -65,6 +70,10 @@ struct Figures {
   int64_t requests = 0;
   int64_t errors = 0;  // 5xx answers
   double p99_ms = 0;   // from the duration histogram's buckets (upper bound of the bucket)
+  // The scores' population stability index, canary against stable, when both answered at least
+  // min_requests scored rows in the step; -1 otherwise.
+  double psi = -1;
+  int64_t canary_scores = 0, stable_scores = 0;
   double error_rate() const { return requests > 0 ? double(errors) / double(requests) : 0; }
 };
 
@@ -76,9 +85,12 @@ struct Scrape {
     std::map<double, double> buckets;       // le -> cumulative count
   };
   std::map<std::pair<std::string, std::string>, Series> series;  // (route, version)
+  // The nodes' dais_inference_score buckets: (model, version) -> le -> cumulative count.
+  std::map<std::pair<std::string, std::string>, std::map<double, double>> scores;
 };
-// Parses the Prometheus text exposition of a gateway (only dais_gateway_requests_total and
-// dais_gateway_request_duration_seconds_bucket are kept); malformed lines are skipped.
+// Parses the Prometheus text exposition of a gateway or a node (only
+// dais_gateway_requests_total, dais_gateway_request_duration_seconds_bucket and
+// dais_inference_score_bucket are kept); malformed lines are skipped.
 Scrape ParseGatewayMetrics(const std::string& text);
 // Adds `b` into `a` (several gateways).
 void Merge(Scrape* a, const Scrape& b);
@@ -104,6 +116,17 @@ struct LimitResolution {
 };
 LimitResolution ResolveP99Limit(double limit_ms);
 LimitResolution ResolveP99Limit(double limit_ms, const std::vector<double>& bounds_seconds);
+
+// The population stability index of two histograms given as cumulative buckets (le -> count):
+// sum over the bins of (a - b) ln(a / b), a and b the bins' shares (a share of 0 counts as
+// 0.0001, so one empty bin does not make it infinite). Below 0.1: the same population; above
+// 0.25: a shifted one (the usual reading). `*na` / `*nb`: the observations in each.
+double Psi(const std::map<double, double>& a, const std::map<double, double>& b, int64_t* na,
+           int64_t* nb);
+// Sets f->psi (and the counts) from the score buckets in `since` for `model`'s canary and
+// stable versions: measured when both have at least `min_requests` scored rows.
+void AddScores(const Scrape& since, const std::string& model, int64_t canary, int64_t stable,
+               int64_t min_requests, Figures* f);
 
 struct Decision {
   enum Kind { kWait, kNext, kPromote, kRollBack } kind = kWait;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <future>
 
+#include "cluster/keys.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "fmt/format.h"
@@ -38,7 +39,8 @@ Status RolloutController::Start() {
   pool_ = std::make_unique<UpstreamPool>(UpstreamOptions{1, 16, 64ull << 20});
   for (auto [prefix, view] :
        {std::pair{kRolloutsPrefix, &rollouts_}, std::pair{kRoutesPrefix, &routes_},
-        std::pair{kGatewaysPrefix, &gateways_}}) {
+        std::pair{kGatewaysPrefix, &gateways_},
+        std::pair{static_cast<const char*>(cluster::kNodesPrefix), &nodes_}}) {
     etcd::Watcher::Callbacks cb;
     cb.on_snapshot = [this, view = view](const etcd::RangeResult& r)
                          DAIS_NO_THREAD_SAFETY_ANALYSIS {
@@ -150,11 +152,11 @@ bool RolloutController::QueryPrometheus(const Rollout& r, int64_t now_ms, Figure
   return true;
 }
 
-bool RolloutController::ScrapeGateways(std::map<std::string, Scrape>* out) {
+bool RolloutController::ScrapeRegistered(bool nodes, std::map<std::string, Scrape>* out) {
   std::vector<std::string> addresses;
   {
     MutexLock l(&mu_);
-    for (const auto& [key, json] : gateways_) {
+    for (const auto& [key, json] : nodes ? nodes_ : gateways_) {
       rapidjson::Document d;
       if (json::ParseJson(json, &d).ok() && d.IsObject() && d.HasMember("http") &&
           d["http"].IsString()) {
@@ -176,7 +178,8 @@ bool RolloutController::ScrapeGateways(std::map<std::string, Scrape>* out) {
   for (size_t i = 0; i < answers.size(); ++i) {
     UpstreamResult r = answers[i].get();
     if (!r.status.ok() || r.response.status != 200) {
-      LOG_WARNING("rollouts: gateway {} did not answer /metrics: {}", addresses[i],
+      LOG_WARNING("rollouts: {} {} did not answer /metrics: {}", nodes ? "node" : "gateway",
+                  addresses[i],
                   r.status.ok() ? "HTTP " + std::to_string(r.response.status) : r.status.message());
       continue;
     }
@@ -184,6 +187,26 @@ bool RolloutController::ScrapeGateways(std::map<std::string, Scrape>* out) {
     any = true;
   }
   return any;
+}
+
+bool RolloutController::SinceBaseline(std::map<std::string, Scrape>& baseline,
+                                      std::map<std::string, Scrape> now, bool reset,
+                                      Scrape* since) {
+  if (reset) {
+    baseline = std::move(now);
+    return false;
+  }
+  // Per address, since its baseline; one seen for the first time counts from now on (its
+  // history belongs to earlier steps), one that did not answer this round adds nothing.
+  for (auto& [address, scrape] : now) {
+    auto b = baseline.find(address);
+    if (b == baseline.end()) {
+      baseline[address] = std::move(scrape);
+    } else {
+      Merge(since, DeltaScrape(b->second, scrape));
+    }
+  }
+  return true;
 }
 
 void RolloutController::Loop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
@@ -212,32 +235,48 @@ void RolloutController::Loop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   }
 }
 
+bool RolloutController::Measure(const Rollout& current, int64_t now_ms, Figures* f) {
+  Baseline& base = baselines_[current.route];
+  const bool reset = base.step != current.step || base.step_started_ms != current.step_started_ms;
+  if (reset) {
+    base = Baseline{current.step, current.step_started_ms, {}, {}};
+    if (current.max_psi > 0) ScrapeRegistered(true, &base.node_scrapes);
+  }
+  if (!prometheus_.empty()) {
+    if (!QueryPrometheus(current, now_ms, f)) return false;
+  } else {
+    std::map<std::string, Scrape> now;
+    if (!ScrapeRegistered(false, &now))
+      return false;  // no gateway: nothing measured, nothing decided
+    Scrape since;
+    if (!SinceBaseline(base.scrapes, std::move(now), reset, &since)) return false;
+    *f = Delta(Scrape{}, since, current.route, current.to);
+  }
+  if (current.max_psi > 0) {
+    std::string model = current.route;
+    {
+      MutexLock l(&mu_);
+      auto it = routes_.find(kRoutesPrefix + current.route);
+      if (it != routes_.end()) {
+        if (auto route = ParseRoute(it->second); route.ok() && !route->model.empty()) {
+          model = route->model;
+        }
+      }
+    }
+    std::map<std::string, Scrape> now;
+    Scrape since;
+    if (!reset && ScrapeRegistered(true, &now) &&
+        SinceBaseline(base.node_scrapes, std::move(now), false, &since)) {
+      AddScores(since, model, current.to, current.from, current.min_requests, f);
+    }
+  }
+  return true;
+}
+
 void RolloutController::Step(const Rollout& current, const std::string& json, int64_t revision) {
   const int64_t now_ms = NowMs();
   Figures f;
-  if (!prometheus_.empty()) {
-    if (!QueryPrometheus(current, now_ms, &f)) return;
-  } else {
-    std::map<std::string, Scrape> now;
-    if (!ScrapeGateways(&now)) return;  // no gateway: nothing measured, nothing decided
-    Baseline& base = baselines_[current.route];
-    if (base.step != current.step || base.step_started_ms != current.step_started_ms) {
-      base = Baseline{current.step, current.step_started_ms, std::move(now)};
-      return;
-    }
-    // Per gateway, since its baseline; a gateway seen for the first time counts from now on (its
-    // history belongs to earlier steps), one that did not answer this round adds nothing.
-    Scrape since;
-    for (auto& [address, scrape] : now) {
-      auto b = base.scrapes.find(address);
-      if (b == base.scrapes.end()) {
-        base.scrapes[address] = std::move(scrape);
-      } else {
-        Merge(&since, DeltaScrape(b->second, scrape));
-      }
-    }
-    f = Delta(Scrape{}, since, current.route, current.to);
-  }
+  if (!Measure(current, now_ms, &f)) return;
   const Decision d = Decide(current, f, now_ms);
   if (d.kind == Decision::kWait) return;
   std::string route_json;
@@ -266,7 +305,7 @@ void RolloutController::Step(const Rollout& current, const std::string& json, in
                          : d.kind == Decision::kPromote ? "promoted"
                                                         : "next step";
   next.history.push_back(
-      {current.step, weight, f.requests, f.error_rate(), f.p99_ms, decision, now_ms});
+      {current.step, weight, f.requests, f.error_rate(), f.p99_ms, f.psi, decision, now_ms});
   int new_weight = 0;
   if (d.kind == Decision::kRollBack) {
     next.state = "rolled_back";

@@ -103,7 +103,7 @@ TEST(RolloutTest, RouteWeightsPerStep) {
 
 TEST(RolloutTest, JsonRoundTripAndValidation) {
   Rollout r = Running();
-  r.history.push_back({0, 10, 100, 0.01, 12.5, "next step", 11000});
+  r.history.push_back({0, 10, 100, 0.01, 12.5, -1, "next step", 11000});
   ASSERT_OK_AND_ASSIGN(Rollout back, RolloutFromJson(r.ToJson()));
   EXPECT_EQ(back.ToJson(), r.ToJson());
   r.steps = {50, 25, 100};
@@ -133,6 +133,70 @@ TEST(RolloutTest, P99LimitResolution) {
   EXPECT_EQ(ResolveP99Limit(20000).Describe(), "above the last bucket bound (10000 ms)");
   // The old layout could not resolve 20 ms: between 10 and 25 ms.
   EXPECT_FALSE(ResolveP99Limit(20, {0.005, 0.01, 0.025, 0.05}).resolved);
+}
+
+// Cumulative score buckets of the nodes' dais_inference_score for one (model, version).
+std::string ScoreLines(const std::string& version, const std::vector<int>& per_bin) {
+  std::string out;
+  int cum = 0;
+  for (size_t i = 0; i < per_bin.size(); ++i) {
+    cum += per_bin[i];
+    out += "dais_inference_score_bucket{model=\"fraud\",version=\"" + version + "\",le=\"" +
+           (i + 1 == per_bin.size() ? std::string("+Inf") : std::to_string((i + 1) / 10.0)) +
+           "\"} " + std::to_string(cum) + "\n";
+  }
+  return out;
+}
+
+TEST(RolloutTest, ScorePsiComparesCanaryWithStable) {
+  // Ten bins of 0.1 and +Inf (empty). Stable: mostly low scores; a same-shaped canary; a
+  // shifted one (mostly high).
+  const std::vector<int> low = {40, 20, 10, 8, 6, 5, 4, 3, 2, 2, 0};
+  const std::vector<int> high = {2, 2, 3, 4, 5, 6, 8, 10, 20, 40, 0};
+  const Scrape same = ParseGatewayMetrics(ScoreLines("1", low) + ScoreLines("2", low));
+  const Scrape shifted = ParseGatewayMetrics(ScoreLines("1", low) + ScoreLines("2", high));
+  ASSERT_EQ(shifted.scores.size(), 2u);
+  Figures f;
+  AddScores(same, "fraud", 2, 1, 20, &f);
+  EXPECT_NEAR(f.psi, 0, 1e-9);
+  EXPECT_EQ(f.canary_scores, 100);
+  EXPECT_EQ(f.stable_scores, 100);
+  Figures g;
+  AddScores(shifted, "fraud", 2, 1, 20, &g);
+  EXPECT_GT(g.psi, 2);  // far past the usual 0.25
+  Figures few;
+  AddScores(shifted, "fraud", 2, 1, 1000, &few);  // fewer rows than min_requests: not measured
+  EXPECT_EQ(few.psi, -1);
+  Figures other;
+  AddScores(shifted, "other", 2, 1, 20, &other);
+  EXPECT_EQ(other.psi, -1);
+  // Deltas and merges carry the scores too.
+  const Scrape d = DeltaScrape(same, shifted);
+  int64_t na = 0, nb = 0;
+  EXPECT_EQ(Psi(d.scores.at({"fraud", "1"}), d.scores.at({"fraud", "1"}), &na, &nb), -1);  // 0 new
+  Scrape merged = same;
+  Merge(&merged, same);
+  EXPECT_EQ(merged.scores.at({"fraud", "2"}).rbegin()->second, 200);
+
+  Rollout r = Running();
+  r.max_psi = 0.25;
+  g.requests = 50;
+  const Decision back = Decide(r, g, r.step_started_ms + 10);
+  EXPECT_EQ(back.kind, Decision::kRollBack);
+  EXPECT_NE(back.reason.find("the canary's scores shifted"), std::string::npos) << back.reason;
+  f.requests = 50;
+  EXPECT_EQ(Decide(r, f, r.step_started_ms + 10).kind, Decision::kWait);
+  EXPECT_EQ(Decide(r, f, r.step_started_ms + 5000).kind, Decision::kNext);
+  r.max_psi = 0;  // unchecked: the shift does not matter
+  EXPECT_EQ(Decide(r, g, r.step_started_ms + 5000).kind, Decision::kNext);
+
+  r.max_psi = 0.25;
+  r.history.push_back({0, 10, 50, 0, 5, 3.5, "rolled back", 1});
+  ASSERT_OK_AND_ASSIGN(Rollout back_again, RolloutFromJson(r.ToJson()));
+  EXPECT_EQ(back_again.max_psi, 0.25);
+  EXPECT_EQ(back_again.history[0].psi, 3.5);
+  r.max_psi = 11;
+  EXPECT_FALSE(ValidateRollout(r).ok());
 }
 
 }  // namespace

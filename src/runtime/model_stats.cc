@@ -4,9 +4,17 @@
 #include <rapidjson/writer.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 
 namespace dais::runtime {
 namespace {
+
+std::vector<double> ScoreBuckets() {
+  std::vector<double> b;
+  for (int i = 1; i <= 10; ++i) b.push_back(i / 10.0);
+  return b;
+}
 
 // The per-version series (docs/metrics.md), each family declared once: the constructor takes
 // its children from here and RemoveMetrics drops them from the same list.
@@ -25,6 +33,7 @@ struct VersionFamilies {
   metrics::Family<metrics::Gauge>& load_seconds;
   metrics::Family<metrics::Counter>& dispatches;  // + reason
   metrics::Family<metrics::Histogram>& batch_wait;
+  metrics::Family<metrics::Histogram>& scores;
 
   static VersionFamilies& Get() {
     static VersionFamilies f = Make(metrics::Registry::Global());
@@ -62,6 +71,11 @@ struct VersionFamilies {
                      {"model", "version", "reason"}),
         latency("dais_batch_wait_seconds",
                 "How long the oldest request of each dispatched batch had waited for it."),
+        r.AddHistogram("dais_inference_score",
+                       "Scores answered, one per row: the last value of the first output when it "
+                       "is FP32/FP64 with 1 or 2 values per row (a binary classifier's p). Ten "
+                       "bins of 0.1: what a quality-gated rollout compares (PSI).",
+                       l, ScoreBuckets()),
     };
   }
 };
@@ -115,6 +129,28 @@ ModelStats::ModelStats(const std::string& m, const std::string& v) : model_(m), 
     dispatches_[i] = &f.dispatches.Get({m, v, DispatchReasonLabel(kAllDispatchReasons[i])});
   }
   batch_wait_seconds_ = &f.batch_wait.Get({m, v});
+  scores_ = &f.scores.Get({m, v});
+}
+
+void ModelStats::RecordScores(const Tensor& t) {
+  if ((t.dtype != DataType::kFp32 && t.dtype != DataType::kFp64) || t.shape.empty()) return;
+  const int64_t rows = t.shape.size() == 1 ? 1 : t.shape[0];
+  const size_t width = t.dtype == DataType::kFp32 ? sizeof(float) : sizeof(double);
+  if (rows <= 0 || t.data.size() % (static_cast<size_t>(rows) * width) != 0) return;
+  const size_t per_row = t.data.size() / static_cast<size_t>(rows) / width;
+  if (per_row != 1 && per_row != 2) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    const size_t at = (static_cast<size_t>(i) * per_row + per_row - 1) * width;
+    double v = 0;
+    if (t.dtype == DataType::kFp32) {
+      float f = 0;
+      std::memcpy(&f, t.data.data() + at, sizeof(f));
+      v = f;
+    } else {
+      std::memcpy(&v, t.data.data() + at, sizeof(v));
+    }
+    if (std::isfinite(v)) scores_->Observe(v);
+  }
 }
 
 void ModelStats::RecordDispatch(DispatchReason reason, uint64_t wait_ns) {
@@ -160,8 +196,8 @@ void ModelStats::RecordExecution(int64_t batch_size, uint64_t input_ns, uint64_t
 void ModelStats::RemoveMetrics(const std::string& m, const std::string& v) {
   VersionFamilies& f = VersionFamilies::Get();
   for (auto* family : {&f.success, &f.inferences, &f.executions}) family->Remove({m, v});
-  for (auto* family :
-       {&f.request, &f.queue, &f.input, &f.infer, &f.output, &f.batch_size, &f.batch_wait}) {
+  for (auto* family : {&f.request, &f.queue, &f.input, &f.infer, &f.output, &f.batch_size,
+                       &f.batch_wait, &f.scores}) {
     family->Remove({m, v});
   }
   for (auto* family : {&f.pending, &f.load_seconds}) family->Remove({m, v});

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/mutex.h"
+#include "dais/tensor.h"
 #include "metrics/registry.h"
 #include "runtime/adaptive_batching.h"
 
@@ -37,6 +38,10 @@ class ModelStats {
 
   void RecordSuccess(uint64_t request_ns, uint64_t queue_ns);
   void RecordFailure(FailReason reason, uint64_t request_ns);
+  // The response's scores into dais_inference_score: for the first output, when it is FP32 or
+  // FP64 with 1 or 2 values per row (a binary classifier's p, or [1 - p, p]), each row's last
+  // value. The distribution per version is what a quality-gated rollout compares (PSI).
+  void RecordScores(const Tensor& first_output);
   // One executed batch of `batch_size` inferences.
   void RecordExecution(int64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
                        uint64_t output_ns);
@@ -73,6 +78,7 @@ class ModelStats {
   metrics::Gauge* load_seconds_;
   metrics::Counter* dispatches_[std::size(kAllDispatchReasons)];
   metrics::Histogram* batch_wait_seconds_;
+  metrics::Histogram* scores_;
 };
 
 }  // namespace dais::runtime

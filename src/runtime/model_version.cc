@@ -694,6 +694,9 @@ void ModelVersion::Answer(std::vector<RequestPtr>& batch, Executed& done) {
   for (size_t i = 0; i < batch.size() && i < done.responses.size(); ++i) {
     if (!batch[i]) continue;
     stats_->RecordSuccess(done.end_ns - batch[i]->arrival_ns, done.start_ns - batch[i]->enqueue_ns);
+    if (done.responses[i] != nullptr && !done.responses[i]->outputs.empty()) {
+      stats_->RecordScores(done.responses[i]->outputs[0]);
+    }
     RequestPtr r = std::move(batch[i]);
     r->on_complete(std::move(done.responses[i]));
   }
