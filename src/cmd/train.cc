@@ -191,7 +191,9 @@ int RunTrain(const TrainCliOptions& o) {
                spec->metric);
     return 1;
   }
-  const bool better = improvement >= spec->min_improvement;
+  // Strictly better: a candidate that only ties the serving version is not published.
+  const bool better = improvement > spec->min_improvement ||
+                      (spec->min_improvement > 0 && improvement == spec->min_improvement);
   const bool publish = better && !o.dry_run;
   const std::string metrics =
       MetricsJson(*spec, base, *all, train, holdout_from, cutoff, st, *r, improvement, publish);

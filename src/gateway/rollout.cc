@@ -425,6 +425,15 @@ Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms) {
                         f.psi, r.max_psi, figures)};
   }
   if (now_ms - r.step_started_ms < r.interval_ms) return {Decision::kWait, figures};
+  // A quality gate that measured nothing does not let the canary through: it waits (the
+  // operator sees why in the reason; `dais ctl rollback` ends it). Not on a last step of 100 %,
+  // where the stable version has no traffic to compare with.
+  const bool last_step = r.step + 1 >= static_cast<int>(r.steps.size());
+  if (r.max_psi > 0 && f.psi < 0 &&
+      !(last_step && r.steps.back() == 100 && r.steps[static_cast<size_t>(r.step)] == 100)) {
+    return {Decision::kWait,
+            "waiting for scored rows of both versions to compare (" + figures + ")"};
+  }
   if (f.requests < r.min_requests) {
     return {Decision::kWait,
             fmt::format("waiting for {} requests to the canary ({})", r.min_requests, figures)};

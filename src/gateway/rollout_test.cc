@@ -187,6 +187,14 @@ TEST(RolloutTest, ScorePsiComparesCanaryWithStable) {
   f.requests = 50;
   EXPECT_EQ(Decide(r, f, r.step_started_ms + 10).kind, Decision::kWait);
   EXPECT_EQ(Decide(r, f, r.step_started_ms + 5000).kind, Decision::kNext);
+  Figures unmeasured;  // the gate measured nothing: the canary does not move on
+  unmeasured.requests = 50;
+  const Decision waiting = Decide(r, unmeasured, r.step_started_ms + 5000);
+  EXPECT_EQ(waiting.kind, Decision::kWait);
+  EXPECT_NE(waiting.reason.find("waiting for scored rows"), std::string::npos);
+  Rollout at_last = r;
+  at_last.step = 2;  // 100 %: nothing to compare with, the earlier steps judged
+  EXPECT_EQ(Decide(at_last, unmeasured, r.step_started_ms + 5000).kind, Decision::kPromote);
   r.max_psi = 0;  // unchecked: the shift does not matter
   EXPECT_EQ(Decide(r, g, r.step_started_ms + 5000).kind, Decision::kNext);
 

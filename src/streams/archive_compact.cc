@@ -86,7 +86,10 @@ Status CompactDay(const fs::path& day, const CompactOptions& o,
     uint64_t seq = 0;
     const uint64_t size = f.file_size(ec);
     if (ParsePartName(name, &consumer, &seq)) {
-      if (seq == newest[consumer]) continue;
+      // Its consumer's newest flush, or one written since the scan (a newer seq, or a consumer
+      // not seen then): left alone, its archiver's restart reads it.
+      auto it = newest.find(consumer);
+      if (it == newest.end() || seq >= it->second) continue;
     } else if (!IsCompacted(name) || size >= o.target_bytes / 10 * 9) {
       continue;  // not ours, or already a full compacted file
     }
