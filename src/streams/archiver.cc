@@ -45,15 +45,23 @@ void AppendJsonString(std::string_view s, std::string* out) {
 }
 
 // A value that is itself a JSON object or array (the feedback stream's record).
+// Accepts any value nested at most `max_depth` deep (what ParseJson accepts when the archive's
+// lines are read back: by a restart's ReadIds and by `dais train`).
 struct IgnoreAll : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, IgnoreAll> {
+  int depth = 0, max_depth = json::kDefaultMaxDepth - 1;  // the line's object is one more level
   bool Default() { return true; }
+  bool StartObject() { return ++depth <= max_depth; }
+  bool StartArray() { return ++depth <= max_depth; }
+  bool EndObject(rapidjson::SizeType) { return --depth, true; }
+  bool EndArray(rapidjson::SizeType) { return --depth, true; }
 };
 
 bool IsJsonDocument(const std::string& v) {
   if (v.empty() || (v.front() != '{' && v.front() != '[')) return false;
   if (v.find('\0') != std::string::npos) return false;
   // Validated by rapidjson's SAX reader without building a document (iterative: no recursion
-  // however deep; numbers checked but not converted).
+  // however deep; numbers checked but not converted). Nested deeper than ParseJson reads back:
+  // archived as a string instead.
   rapidjson::Reader reader;
   rapidjson::MemoryStream ms(v.data(), v.size());
   IgnoreAll ignore;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/json.h"
+
 namespace dais::streams {
 namespace {
 
@@ -20,6 +22,19 @@ TEST(ArchiverTest, LineEmbedsJsonFieldsAndQuotesTheRest) {
   Entry control{"5-2", {{"k", std::string("a\x01", 2)}}};
   EXPECT_EQ(ArchiveLine("s", control),
             "{\"entry_id\":\"5-2\",\"stream\":\"s\",\"k\":\"a\\u0001\"}");
+}
+
+TEST(ArchiverTest, EveryLineReadsBackThroughParseJsonHoweverDeepItsFields) {
+  // A restart (ReadIds) and `dais train` read the lines with ParseJson's nesting limit: a field
+  // nested deeper is archived as a string, so its line still reads back.
+  for (int depth :
+       {json::kDefaultMaxDepth - 2, json::kDefaultMaxDepth - 1, json::kDefaultMaxDepth, 5000}) {
+    const std::string v = std::string(depth, '[') + std::string(depth, ']');
+    const std::string line = ArchiveLine("s", Entry{"7-1", {{"deep", v}}});
+    rapidjson::Document doc;
+    ASSERT_TRUE(json::ParseJson(line, &doc).ok()) << depth;
+    EXPECT_EQ(doc["deep"].IsString(), depth > json::kDefaultMaxDepth - 1) << depth;
+  }
 }
 
 }  // namespace

@@ -170,16 +170,23 @@ std::string FeedbackRecordJson(const server::FeedbackRecord& r) {
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+StatusOr<std::unique_ptr<redis::Client>> ConnectStreamClient(const StreamAddress& address,
+                                                             const tls::ClientConfig& tls,
+                                                             std::chrono::milliseconds timeout) {
+  ASSIGN_OR_RETURN(redis::ClientOptions co, redis::ParseSeeds(address.redis));
+  const bool rediss = co.tls.enabled;
+  co.tls = tls;
+  co.tls.enabled = co.tls.enabled || rediss;
+  co.connections_per_node = 1;
+  co.command_timeout = timeout;
+  return redis::Client::Create(co);
+}
+
 StatusOr<std::unique_ptr<RedisFeedbackStream>> RedisFeedbackStream::Create(
     FeedbackStreamOptions options) {
   ASSIGN_OR_RETURN(StreamAddress address, ParseStreamUrl(options.url));
-  ASSIGN_OR_RETURN(redis::ClientOptions co, redis::ParseSeeds(address.redis));
-  const bool rediss = co.tls.enabled;
-  co.tls = options.tls;
-  co.tls.enabled = co.tls.enabled || rediss;
-  co.connections_per_node = 1;
-  co.command_timeout = std::chrono::milliseconds(1000);
-  ASSIGN_OR_RETURN(std::unique_ptr<redis::Client> client, redis::Client::Create(co));
+  ASSIGN_OR_RETURN(std::unique_ptr<redis::Client> client,
+                   ConnectStreamClient(address, options.tls, std::chrono::milliseconds(1000)));
   Metrics::Get();  // the metrics exist from the start
   if (!client->WaitUntilReachable(std::chrono::seconds(2))) {
     LOG_WARNING(

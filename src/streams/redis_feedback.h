@@ -11,6 +11,7 @@
 // Thread-safety: Offer from any thread; the rest from the owner.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -38,6 +39,12 @@ struct StreamAddress {
 };
 // "redis://HOST:PORT/STREAM" -> {HOST:PORT, STREAM}; InvalidArgument naming what is wrong.
 StatusOr<StreamAddress> ParseStreamUrl(const std::string& url);
+
+// A client for a stream's Redis (one connection; TLS from a rediss:// URL or `tls`), for the
+// feedback and label streams.
+StatusOr<std::unique_ptr<redis::Client>> ConnectStreamClient(const StreamAddress& address,
+                                                             const tls::ClientConfig& tls,
+                                                             std::chrono::milliseconds timeout);
 
 // The JSON of a record (the entry's `record` field).
 std::string FeedbackRecordJson(const server::FeedbackRecord& r);

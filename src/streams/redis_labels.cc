@@ -28,13 +28,8 @@ int64_t NowMs() {
 
 StatusOr<std::unique_ptr<RedisLabelStream>> RedisLabelStream::Create(LabelStreamOptions options) {
   ASSIGN_OR_RETURN(StreamAddress address, ParseStreamUrl(options.url));
-  ASSIGN_OR_RETURN(redis::ClientOptions co, redis::ParseSeeds(address.redis));
-  const bool rediss = co.tls.enabled;
-  co.tls = options.tls;
-  co.tls.enabled = co.tls.enabled || rediss;
-  co.connections_per_node = 1;
-  co.command_timeout = std::chrono::milliseconds(2000);
-  ASSIGN_OR_RETURN(std::unique_ptr<redis::Client> client, redis::Client::Create(co));
+  ASSIGN_OR_RETURN(std::unique_ptr<redis::Client> client,
+                   ConnectStreamClient(address, options.tls, std::chrono::milliseconds(2000)));
   LabelsTotal().Get({"stored"});
   LabelsTotal().Get({"failed"});
   if (!client->WaitUntilReachable(std::chrono::seconds(2))) {
