@@ -26,6 +26,10 @@ std::string Assignment::ToJson() const {
   w.Int(gpu_milli);
   w.Key("priority");
   w.String(priority.c_str());
+  if (!training.empty()) {
+    w.Key("training");
+    w.RawValue(training.data(), training.size(), rapidjson::kObjectType);
+  }
   w.EndObject();
   return sb.GetString();
 }
@@ -64,6 +68,14 @@ StatusOr<Assignment> AssignmentFromJson(const std::string& json) {
       if (!g.IsInt()) return InvalidArgument("assignment: 'gpus' must hold GPU indices");
       a.gpus.push_back(g.GetInt());
     }
+  }
+  if (d.HasMember("training")) {
+    if (!d["training"].IsObject())
+      return InvalidArgument("assignment: 'training' must be an object");
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+    d["training"].Accept(w);
+    a.training = sb.GetString();
   }
   return a;
 }

@@ -5,6 +5,8 @@
 // the node (empty for a CPU instance), with `gpu_milli` the share of each (1000: whole GPUs).
 // Written by the scheduler, read by the node (which loads that version and reports the GPUs in
 // its instance state) and by the scheduler itself (what each node already holds).
+// A training job's assignment (key .../training:<job>) also carries the job's spec as the object
+// `training` (training_job.h): the node runs the job instead of loading a model.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,7 @@ struct Assignment {
   std::vector<int> gpus;
   int gpu_milli = 0;
   std::string priority = "latency-sensitive";
+  std::string training;  // the training job's spec (JSON object); empty for a model
 
   std::string ToJson() const;
 };

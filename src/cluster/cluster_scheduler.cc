@@ -11,6 +11,7 @@
 #include "cluster/keys.h"
 #include "cluster/pending_reason.h"
 #include "cluster/scheduler_metrics.h"
+#include "cluster/training_job.h"
 #include "cluster/version_resolution.h"
 #include "common/json.h"
 #include "common/logging.h"
@@ -125,6 +126,7 @@ Status ClusterScheduler::Start() {
   ASSIGN_OR_RETURN(client_, etcd::Client::Create({options_.etcd_endpoints}));
   Watch(kNodesPrefix, &nodes_);
   Watch("/dais/deployments/", &deployments_);
+  Watch(kTrainingsPrefix, &trainings_);
   Watch(kAssignmentsPrefix, &assignments_);
   Watch(kInstancesPrefix, &instances_);
   Watch(kLeaderKey, &leader_view_);
@@ -254,6 +256,7 @@ struct ClusterScheduler::Plan {
   std::set<std::string> resolved;            // deployments whose version came from `versions`
   std::map<std::string, int> index;          // node name -> position
   std::map<std::string, DeploymentSpec> wanted;
+  std::map<std::string, std::string> training;  // "training:<job>" -> the job's spec (JSON)
   std::map<std::string, std::string> cordoned;  // node -> "cordon" | "drain"
   std::unique_ptr<placement::Cluster> cluster;
   std::map<std::string, int> count;  // deployment -> replicas assigned
@@ -272,11 +275,12 @@ struct ClusterScheduler::Plan {
 bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   const auto started = std::chrono::steady_clock::now();
   Plan plan;
-  std::map<std::string, std::string> nodes, deployments;
+  std::map<std::string, std::string> nodes, deployments, trainings;
   {
     MutexLock l(&mu_);
     nodes = nodes_.kv;
     deployments = deployments_.kv;
+    trainings = trainings_.kv;
     plan.assignments = assignments_.kv;
     plan.instances = instances_.kv;
     for (const auto& [key, value] : cordoned_.kv) {
@@ -306,6 +310,19 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       if (d->version >= 0) plan.resolved.insert(d->name);
     }
     plan.wanted[d->name] = std::move(*d);
+  }
+  // A training job is placed as a one-replica best-effort deployment "training:<job>"; its
+  // assignment carries the spec, which the node runs (training_job.h).
+  for (const auto& [key, json] : trainings) {
+    auto job = ParseTrainingJobYaml(json);
+    if (!job.ok()) {
+      LOG_WARNING("scheduler {}: ignoring the training job at {}: {}", options_.id, key,
+                  job.status().message());
+      continue;
+    }
+    DeploymentSpec d = job->AsDeployment();
+    plan.training[d.name] = TrainingJobToJson(*job);
+    plan.wanted[d.name] = std::move(d);
   }
   plan.cluster = std::make_unique<placement::Cluster>(plan.specs);
   KeepOrDrop(plan);
@@ -432,6 +449,7 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
       continue;
     }
     Assignment now = *assignment;
+    now.training = plan.training.count(name) ? plan.training[name] : "";
     now.version = d->second.version;
     now.priority = d->second.priority;
     now.gpus = p.gpus;
@@ -566,7 +584,8 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
       }
       const std::string node = plan.specs[static_cast<size_t>(p->node)].name;
       plan.cluster->Apply(task, *p);
-      Assignment a{name, d->model, d->version, p->gpus, task.gpu_milli, d->priority};
+      Assignment a{name, d->model, d->version, p->gpus, task.gpu_milli, d->priority, ""};
+      if (auto t = plan.training.find(name); t != plan.training.end()) a.training = t->second;
       const std::string key = AssignmentsPrefix(node) + d->model;
       plan.assignments[key] = a.ToJson();
       plan.kept.push_back({key, name, task, *p});

@@ -93,6 +93,7 @@ class ClusterScheduler {
   bool dirty_ DAIS_GUARDED_BY(mu_) = true;
   View nodes_ DAIS_GUARDED_BY(mu_);
   View deployments_ DAIS_GUARDED_BY(mu_);
+  View trainings_ DAIS_GUARDED_BY(mu_);  // training jobs (training_job.h)
   View assignments_ DAIS_GUARDED_BY(mu_);
   View instances_ DAIS_GUARDED_BY(mu_);
   View leader_view_ DAIS_GUARDED_BY(mu_);

@@ -106,6 +106,28 @@ std::string InstanceJson(const std::string& node, const runtime::IndexEntry& e,
   return sb.GetString();
 }
 
+std::string JobJson(const std::string& node, const std::string& name,
+                    const AssignedJob::State& state) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("node");
+  Str(w, node);
+  w.Key("model");
+  Str(w, name);
+  w.Key("version");
+  Str(w, "");
+  w.Key("state");
+  Str(w, state.state);
+  w.Key("reason");
+  Str(w, state.reason);
+  w.Key("gpus");
+  w.StartArray();
+  w.EndArray();
+  w.EndObject();
+  return sb.GetString();
+}
+
 std::string ModelOfKey(const std::string& key, const std::string& prefix) {
   return key.size() > prefix.size() ? key.substr(prefix.size()) : "";
 }
@@ -145,10 +167,13 @@ void NodeAgent::Stop(bool leave) {
   if (registration_.joinable()) registration_.join();
   if (reconcile_.joinable()) reconcile_.join();
   int64_t lease = 0;
+  std::map<std::string, std::shared_ptr<AssignedJob>> jobs;
   {
     MutexLock l(&mu_);
     lease = lease_;
+    jobs.swap(jobs_);
   }
+  jobs.clear();  // each waits for what it started
   if (leave && lease != 0 && client_) {
     if (Status s = client_->RevokeLease(lease); !s.ok()) {
       LOG_WARNING("node {}: could not leave the cluster now ({}); its entry expires with the lease",
@@ -240,15 +265,21 @@ void NodeAgent::Publish() {
   std::map<std::string, Assignment> models;
   std::map<std::string, std::string> published;
   std::map<std::string, std::string> failed;
+  std::map<std::string, std::shared_ptr<AssignedJob>> jobs;
   {
     MutexLock l(&mu_);
     lease = lease_;
     models = desired_;
     published = published_;
     failed = failed_;
+    jobs = jobs_;
   }
   if (lease == 0) return;
   std::map<std::string, std::string> now;
+  for (const auto& [name, job] : jobs) {
+    if (!models.count(name)) continue;
+    now[name] = JobJson(options_.node_id, name, job->Current());
+  }
   for (const auto& [model, reason] : failed) {
     if (!models.count(model)) continue;
     runtime::IndexEntry e;
@@ -337,6 +368,7 @@ void NodeAgent::OnAssignments(const std::vector<etcd::Event>& events,
 // a time (a load can take minutes; the watch and the lease do not wait for it).
 void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   std::map<std::string, int64_t> held;  // models this agent loaded -> version asked (-1: policy)
+  std::map<std::string, std::string> held_jobs;  // jobs running -> their spec
   while (true) {
     std::map<std::string, Assignment> desired;
     {
@@ -346,7 +378,9 @@ void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       desired_changed_ = false;
       desired = desired_;
     }
+    ReconcileJobs(desired, &held_jobs);
     for (const auto& [model, assignment] : desired) {
+      if (!assignment.training.empty()) continue;  // a job (ReconcileJobs)
       auto h = held.find(model);
       if (h != held.end() && h->second == assignment.version) continue;
       const std::string which =
@@ -369,7 +403,7 @@ void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       }
     }
     for (auto it = held.begin(); it != held.end();) {
-      if (desired.count(it->first)) {
+      if (auto d = desired.find(it->first); d != desired.end() && d->second.training.empty()) {
         ++it;
         continue;
       }
@@ -383,6 +417,62 @@ void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       }
       it = held.erase(it);
     }
+  }
+}
+
+}  // namespace dais::cluster
+
+namespace dais::cluster {
+
+void NodeAgent::ReconcileJobs(const std::map<std::string, Assignment>& desired,
+                              std::map<std::string, std::string>* held) {
+  auto stop = [this](const std::string& name) {
+    std::shared_ptr<AssignedJob> job;
+    {
+      MutexLock l(&mu_);
+      auto it = jobs_.find(name);
+      if (it == jobs_.end()) return;
+      job = std::move(it->second);
+      jobs_.erase(it);
+    }
+    job.reset();  // outside the lock: it waits for what the job started
+  };
+  for (auto it = held->begin(); it != held->end();) {
+    auto d = desired.find(it->first);
+    if (d != desired.end() && d->second.training == it->second) {
+      ++it;
+      continue;
+    }
+    LOG_INFO("node {}: job '{}' {}: stopping it", options_.node_id, it->first,
+             d == desired.end() ? "no longer assigned" : "changed");
+    stop(it->first);
+    {
+      MutexLock l(&mu_);
+      failed_.erase(it->first);
+    }
+    it = held->erase(it);
+  }
+  for (const auto& [name, assignment] : desired) {
+    if (assignment.training.empty() || held->count(name)) continue;
+    (*held)[name] = assignment.training;
+    LOG_INFO("node {}: assigned job '{}': starting it", options_.node_id, name);
+    StatusOr<std::unique_ptr<AssignedJob>> job = options_.jobs
+                                                     ? options_.jobs(assignment,
+                                                                     [this] {
+                                                                       MutexLock l(&mu_);
+                                                                       cv_.SignalAll();
+                                                                     })
+                                                     : FailedPrecondition("this node runs no jobs");
+    MutexLock l(&mu_);
+    if (job.ok()) {
+      jobs_[name] = std::move(*job);
+      failed_.erase(name);
+    } else {
+      LOG_WARNING("node {}: job '{}' cannot run: {}", options_.node_id, name,
+                  job.status().message());
+      failed_[name] = job.status().message();
+    }
+    cv_.SignalAll();
   }
 }
 

@@ -13,6 +13,8 @@
 //   - Publishes /dais/instances/<id>/<model> (version, LOADING / READY / FAILED with the reason,
 //     the GPU indices the assignment gave) under the same lease, written only when a state
 //     changes.
+//   - An assignment that carries a job (a training job: assigned_job.h) is not loaded: the
+//     `jobs` factory creates it, and its state is published like an instance's.
 // The request path never touches etcd: with etcd unreachable the node keeps serving what it has
 // and catches up when etcd is back.
 //
@@ -26,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/assigned_job.h"
 #include "cluster/assignment.h"
 #include "cluster/capacity.h"
 #include "cluster/version_resolution.h"
@@ -46,6 +49,8 @@ struct NodeAgentOptions {
   // Scanned for the versions of each model, published in the registration ("versions") so
   // the scheduler can resolve a deployment without `version:` (version_resolution.h).
   std::vector<std::string> repositories;
+  // Runs the jobs assigned to the node (training jobs); absent: such an assignment is FAILED.
+  JobFactory jobs;
 };
 
 class NodeAgent {
@@ -67,6 +72,9 @@ class NodeAgent {
   void Publish();
   void ReconcileLoop();
   void OnAssignments(const std::vector<etcd::Event>& events, const etcd::RangeResult* snapshot);
+  // Starts, restarts (its spec changed) and stops the jobs of `desired` (reconcile thread).
+  void ReconcileJobs(const std::map<std::string, Assignment>& desired,
+                     std::map<std::string, std::string>* held);
 
   const NodeAgentOptions options_;
   runtime::ModelManager* manager_;
@@ -86,6 +94,8 @@ class NodeAgent {
   // Assigned models whose load failed before the manager knew them (not in the repository).
   std::map<std::string, std::string> failed_ DAIS_GUARDED_BY(mu_);  // model -> reason
   bool desired_changed_ DAIS_GUARDED_BY(mu_) = false;
+  // The jobs running here: name -> job (created and destroyed on the reconcile thread).
+  std::map<std::string, std::shared_ptr<AssignedJob>> jobs_ DAIS_GUARDED_BY(mu_);
 };
 
 }  // namespace dais::cluster

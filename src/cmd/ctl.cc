@@ -16,7 +16,9 @@
 #include "cluster/deployment.h"
 #include "cluster/events.h"
 #include "cluster/keys.h"
+#include "cluster/training_job.h"
 #include "cmd/ctl_rollout.h"
+#include "cmd/ctl_training.h"
 #include "cmd/ctl_watch.h"
 #include "common/json.h"
 #include "etcd/client.h"
@@ -100,8 +102,14 @@ Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
     doc->key = "/dais/deployments/" + d.name;
     doc->json = cluster::DeploymentToJson(d);
     doc->what = fmt::format("deployment {} applied ({} x {})", d.name, d.replicas, d.model);
+  } else if (kind == "training") {
+    ASSIGN_OR_RETURN(cluster::TrainingJobSpec t, cluster::ParseTrainingJobYaml(doc->text));
+    doc->key = cluster::kTrainingsPrefix + t.name;
+    doc->json = cluster::TrainingJobToJson(t);
+    doc->what =
+        fmt::format("training {} applied ({}; release {})", t.name, t.config, t.release.strategy);
   } else {
-    return InvalidArgument("kind: '" + kind + "' is not deployment, route or tenant");
+    return InvalidArgument("kind: '" + kind + "' is not deployment, route, tenant or training");
   }
   return OkStatus();
 }
@@ -304,7 +312,27 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
           version == "-1" ? "latest" : version, Gpus(d)};
 }
 
+int GetTrainings(etcd::Client& c, const CtlOptions& o) {
+  if (o.output == "json") {
+    auto json = TrainingJson(c);
+    if (!json.ok()) {
+      fmt::print(stderr, "dais ctl get: {}\n", json.status().message());
+      return 1;
+    }
+    fmt::print("{}\n", *json);
+    return 0;
+  }
+  auto rows = TrainingRows(c);
+  if (!rows.ok()) {
+    fmt::print(stderr, "dais ctl get: {}\n", rows.status().message());
+    return 1;
+  }
+  Table(*rows);
+  return 0;
+}
+
 int Get(etcd::Client& c, const CtlOptions& o) {
+  if (o.what == "trainings") return GetTrainings(c, o);
   static const std::map<std::string, std::string> kPrefix = {
       {"nodes", cluster::kNodesPrefix},         {"deployments", "/dais/deployments/"},
       {"instances", cluster::kInstancesPrefix}, {"assignments", cluster::kAssignmentsPrefix},
@@ -314,7 +342,7 @@ int Get(etcd::Client& c, const CtlOptions& o) {
   if (it == kPrefix.end()) {
     fmt::print(stderr,
                "dais ctl get: '{}' is not nodes, deployments, instances, assignments, events, "
-               "routes or tenants\n",
+               "routes, tenants or trainings\n",
                o.what);
     return 2;
   }
@@ -371,19 +399,20 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
       ->capture_default_str();
   CLI::App* apply = cmd->add_subcommand(
       "apply",
-      "Create or update a deployment, a route or a tenant from a YAML spec ('kind:'; validated "
-      "before writing)");
+      "Create or update a deployment, a route, a tenant or a training job from a YAML spec "
+      "('kind:'; validated before writing)");
   apply
       ->add_option("-f,--file", o->file,
-                   "The spec: a deployment (docs/cluster.md), or 'kind: route' / 'kind: tenant' "
-                   "(docs/gateway.md); several YAML documents (---) in one file, a directory of "
+                   "The spec: a deployment (docs/cluster.md), 'kind: route' / 'kind: tenant' "
+                   "(docs/gateway.md) or 'kind: training' (docs/learning-loop.md); several YAML "
+                   "documents (---) in one file, a directory of "
                    "*.yaml / *.yml files, or - for stdin. All are validated first: one refusal "
                    "and nothing is written.")
       ->required();
   CLI::App* get = cmd->add_subcommand("get", "List nodes, deployments, instances or assignments");
   get->add_option("what", o->what,
                   "nodes | deployments | instances | assignments | events (the scheduler's "
-                  "decisions of the last 30-60 min) | routes | tenants")
+                  "decisions of the last 30-60 min) | routes | tenants | trainings")
       ->required();
   get->add_option("-o,--output", o->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
@@ -401,10 +430,12 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
   watch->add_option("--for", o->watch_seconds, "Stop after this many seconds (default: Ctrl-C).");
   AddRolloutCommands(cmd, &o->rollout);
   CLI::App* del = cmd->add_subcommand(
-      "delete", "Delete a deployment (its instances are unloaded), a route or a tenant");
-  del->add_option("what", o->what, "deployment | route | tenant")
+      "delete",
+      "Delete a deployment (its instances are unloaded), a route, a tenant or a training job "
+      "(its run in progress is stopped; its run records stay)");
+  del->add_option("what", o->what, "deployment | route | tenant | training")
       ->required()
-      ->check(CLI::IsMember({"deployment", "route", "tenant"}));
+      ->check(CLI::IsMember({"deployment", "route", "tenant", "training"}));
   del->add_option("name", o->name, "Its name.")->required();
   return cmd;
 }
@@ -433,15 +464,19 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
                                                : "cordoned");
     return 0;
   }
-  const std::string prefix = o.what == "route"    ? gateway::kRoutesPrefix
-                             : o.what == "tenant" ? gateway::kTenantsPrefix
-                                                  : "/dais/deployments/";
+  const std::string prefix = o.what == "route"      ? gateway::kRoutesPrefix
+                             : o.what == "tenant"   ? gateway::kTenantsPrefix
+                             : o.what == "training" ? cluster::kTrainingsPrefix
+                                                    : "/dais/deployments/";
   auto r = (*client)->Delete(prefix + o.name);
   if (!r.ok()) {
     fmt::print(stderr, "dais ctl delete: {}\n", r.status().message());
     return 1;
   }
   if (o.what == "deployment") (void)(*client)->Delete("/dais/status/" + o.name);
+  if (o.what == "training") {
+    (void)(*client)->Delete(std::string("/dais/status/") + cluster::kTrainingTaskPrefix + o.name);
+  }
   fmt::print("{} {} deleted\n", o.what, o.name);
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "fmt/format.h"
 #include "gateway/rollout.h"
+#include "gateway/rollout_start.h"
 #include "gateway/route.h"
 
 namespace dais::cmd {
@@ -49,67 +50,20 @@ double ParseRate(const std::string& s) {
   return s.substr(end).empty() ? v : -1;
 }
 
-// The route and rollout records with their mod revisions (0: absent).
-struct Records {
-  std::string route, rollout;
-  int64_t route_revision = 0, rollout_revision = 0;
-};
+using Records = gateway::RouteAndRollout;
 
 StatusOr<Records> Read(etcd::Client& c, const std::string& route) {
-  Records r;
-  ASSIGN_OR_RETURN(etcd::RangeResult a, c.Get(gateway::kRoutesPrefix + route));
-  ASSIGN_OR_RETURN(etcd::RangeResult b, c.Get(gateway::kRolloutsPrefix + route));
-  if (!a.kvs.empty()) {
-    r.route = a.kvs[0].value;
-    r.route_revision = a.kvs[0].mod_revision;
-  }
-  if (!b.kvs.empty()) {
-    r.rollout = b.kvs[0].value;
-    r.rollout_revision = b.kvs[0].mod_revision;
-  }
-  return r;
+  return gateway::ReadRouteAndRollout(c, route);
 }
 
-// Writes both records (the route only when `rollout` is empty) if neither changed since `read`.
 Status Write(etcd::Client& c, const Records& read, const std::string& route_name,
              const std::string& rollout, const std::string& route) {
-  using etcd::Compare;
-  std::vector<Compare> unchanged = {
-      {gateway::kRoutesPrefix + route_name, Compare::Target::kModRevision, Compare::Op::kEqual,
-       read.route_revision, ""},
-      {gateway::kRolloutsPrefix + route_name, Compare::Target::kModRevision, Compare::Op::kEqual,
-       read.rollout_revision, ""}};
-  std::vector<etcd::Op> ops = {
-      {etcd::Op::Kind::kPut, gateway::kRoutesPrefix + route_name, route, 0, false}};
-  if (!rollout.empty()) {
-    ops.push_back({etcd::Op::Kind::kPut, gateway::kRolloutsPrefix + route_name, rollout, 0, false});
-  }
-  ASSIGN_OR_RETURN(etcd::TxnResult t, c.Txn(unchanged, ops));
-  if (!t.succeeded)
-    return FailedPrecondition("the route or its rollout changed meanwhile: try again");
-  return OkStatus();
+  return gateway::WriteRouteAndRollout(c, read, route_name, rollout, route);
 }
 
 int Start(etcd::Client& c, const RolloutCliOptions& o) {
-  auto read = Read(c, o.route);
-  if (!read.ok()) {
-    fmt::print(stderr, "dais ctl rollout start: {}\n", read.status().message());
-    return 1;
-  }
-  auto route = gateway::ParseRoute(read->route);
-  if (read->route.empty() || !route.ok()) {
-    fmt::print(stderr, "dais ctl rollout start: no route '{}' (dais ctl apply -f route.yaml)\n",
-               o.route);
-    return 2;
-  }
-  if (auto old = gateway::RolloutFromJson(read->rollout); old.ok() && old->state == "running") {
-    fmt::print(stderr, "dais ctl rollout start: {} is already rolling out v{} (step {} of {})\n",
-               o.route, old->to, old->step + 1, old->steps.size());
-    return 2;
-  }
   gateway::Rollout r;
   r.route = o.route;
-  r.from = route->stable;
   r.to = o.to;
   r.steps = o.steps;
   r.interval_ms = ParseDurationMs(o.interval);
@@ -117,7 +71,6 @@ int Start(etcd::Client& c, const RolloutCliOptions& o) {
   r.max_p99_ms = o.max_p99_ms;
   r.min_requests = o.min_requests;
   r.max_psi = o.max_psi;
-  r.step_started_ms = NowMs();
   if (r.interval_ms < 0) {
     fmt::print(stderr, "dais ctl rollout start: --interval '{}': e.g. 30s, 500ms, 2m\n",
                o.interval);
@@ -126,10 +79,6 @@ int Start(etcd::Client& c, const RolloutCliOptions& o) {
   if (r.max_error_rate < 0) {
     fmt::print(stderr, "dais ctl rollout start: --max-error-rate '{}': e.g. 1% or 0.01\n",
                o.max_error_rate);
-    return 2;
-  }
-  if (Status s = gateway::ValidateRollout(r); !s.ok()) {
-    fmt::print(stderr, "dais ctl rollout start: {}\n", s.message());
     return 2;
   }
   if (r.max_p99_ms > 0) {
@@ -142,13 +91,18 @@ int Start(etcd::Client& c, const RolloutCliOptions& o) {
                  r.max_p99_ms, res.Describe());
     }
   }
-  const gateway::RouteSpec next = gateway::RouteAtWeight(*route, r.from, r.to, r.steps[0]);
-  if (Status s = Write(c, *read, o.route, r.ToJson(), gateway::RouteToJson(next)); !s.ok()) {
-    fmt::print(stderr, "dais ctl rollout start: {}\n", s.message());
-    return 1;
+  auto started = gateway::StartRollout(c, r, NowMs());
+  if (!started.ok()) {
+    fmt::print(stderr, "dais ctl rollout start: {}\n", started.status().message());
+    const StatusCode code = started.status().code();
+    return code == StatusCode::kNotFound || code == StatusCode::kAlreadyExists ||
+                   code == StatusCode::kInvalidArgument
+               ? 2
+               : 1;
   }
-  fmt::print("rollout of {} v{} -> v{} started: {} % now, steps {} every {}\n", o.route, r.from,
-             r.to, r.steps[0], fmt::join(r.steps, ","), o.interval);
+  fmt::print("rollout of {} v{} -> v{} started: {} % now, steps {} every {}\n", o.route,
+             started->from, started->to, started->steps[0], fmt::join(started->steps, ","),
+             o.interval);
   return 0;
 }
 

@@ -1,10 +1,14 @@
 #include "cmd/node.h"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 
 #include "cluster/node_agent.h"
 #include "cluster/nvml.h"
 #include "common/logging.h"
+#ifdef DAIS_HAVE_LEARN
+#include "cmd/training_runner.h"
+#endif
 
 namespace dais::cmd {
 
@@ -71,6 +75,16 @@ int RunNode(const NodeCliOptions& o) {
   ao.capacity.gpus = std::move(*gpus);
   ao.capacity.labels = std::move(*labels);
   ao.repositories = o.serve.model_repositories;
+#ifdef DAIS_HAVE_LEARN
+  TrainingRunnerOptions training;
+  training.node_id = ao.node_id;
+  training.etcd_endpoints = o.etcd;
+  std::error_code ec;
+  training.dais_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  ao.jobs = [training](const cluster::Assignment& a, std::function<void()> changed) {
+    return StartTrainingJob(training, a, std::move(changed));
+  };
+#endif
   ServeOptions serve = o.serve;
   serve.model_control_mode = "explicit";
   std::unique_ptr<cluster::NodeAgent> agent;

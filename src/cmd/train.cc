@@ -104,6 +104,43 @@ bool WriteSynced(const fs::path& path, const std::string& text) {
   return Fsync(path);
 }
 
+// Where the held-out rows begin: the newest `holdout` before the cut-off, or for a share, the
+// time of the first row of the newest share (rows are in time order).
+int64_t HoldoutFrom(const learn::TrainingSpec& spec, const learn::Dataset& all, int64_t cutoff) {
+  if (spec.holdout_fraction <= 0 || all.rows() == 0) return cutoff - spec.holdout_ms;
+  const auto first =
+      static_cast<size_t>(static_cast<double>(all.rows()) * (1 - spec.holdout_fraction));
+  return all.time_ms[std::min(all.rows() - 1, first)];
+}
+
+// Moves the candidate in `tmp` (with its metrics.json) to `target`: the version appears whole,
+// written in a hidden folder, fsynced, renamed. False (and said why) when it cannot.
+bool Publish(const fs::path& tmp, const std::string& file, const std::string& metrics,
+             const fs::path& target) {
+  std::error_code ec;
+  if (fs::exists(target, ec)) {
+    fmt::print(stderr, "dais train: {} exists already (nothing published)\n", target.string());
+    return false;
+  }
+  if (!WriteSynced(tmp / "metrics.json", metrics) || !Fsync(tmp / file) || !Fsync(tmp) ||
+      (fs::rename(tmp, target, ec), ec) || !Fsync(target.parent_path())) {
+    fmt::print(stderr, "dais train: cannot publish {}: {}\n", target.string(), ec.message());
+    return false;
+  }
+  return true;
+}
+
+// --result-file's JSON (nothing without the flag).
+void WriteResult(const std::string& path, bool published, int64_t version,
+                 const std::string& metric, double candidate, double serving, double improvement) {
+  if (path.empty()) return;
+  std::ofstream(path) << fmt::format(
+      R"({{"published": {}, "version": {}, "metric": "{}", "candidate": {:.6f}, )"
+      R"("serving": {:.6f}, "improvement": {:.6f}}})"
+      "\n",
+      published ? "true" : "false", version, metric, candidate, serving, improvement);
+}
+
 }  // namespace
 
 CLI::App* AddTrainCommand(CLI::App* app, TrainCliOptions* o) {
@@ -120,6 +157,9 @@ CLI::App* AddTrainCommand(CLI::App* app, TrainCliOptions* o) {
                   "The training cut-off, ms since the epoch: labels received later and "
                   "predictions made later do not exist for this run (default: now).");
   cmd->add_flag("--dry-run", o->dry_run, "Train and compare; publish nothing.");
+  cmd->add_option("--result-file", o->result_file,
+                  "Also write the outcome as JSON here (exit 0 or 3): published, version, "
+                  "metric and the two scores.");
   return cmd;
 }
 
@@ -151,7 +191,7 @@ int RunTrain(const TrainCliOptions& o) {
                   spec->has_unlabeled ? fmt::format(" (-> {})", spec->unlabeled) : "", st.left_out,
                   st.labels_unmatched, st.unusable,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
-  const int64_t holdout_from = cutoff - spec->holdout_ms;
+  const int64_t holdout_from = HoldoutFrom(*spec, *all, cutoff);
   const learn::Dataset train = learn::Slice(*all, 0, holdout_from);
   const learn::Dataset holdout = learn::Slice(*all, holdout_from, cutoff);
   if (train.rows() == 0 || holdout.rows() == 0) {
@@ -197,7 +237,11 @@ int RunTrain(const TrainCliOptions& o) {
   const bool publish = better && !o.dry_run;
   const std::string metrics =
       MetricsJson(*spec, base, *all, train, holdout_from, cutoff, st, *r, improvement, publish);
+  auto result = [&](bool published, int64_t version) {
+    WriteResult(o.result_file, published, version, spec->metric, cand, serv, improvement);
+  };
   if (!better) {
+    result(false, base);
     fmt::print(
         "not published: the candidate's {} is {:.4f}, the serving version's {:.4f}: "
         "{:+.4f}, the spec asks for at least {:+.4f}\n",
@@ -205,20 +249,13 @@ int RunTrain(const TrainCliOptions& o) {
     return 3;
   }
   if (o.dry_run) {
+    result(false, base);
     fmt::print("better by {:+.4f} {} (--dry-run: nothing published)\n", improvement, spec->metric);
     return 0;
   }
   const fs::path target = model_dir / std::to_string(base + 1);
-  if (fs::exists(target, ec)) {
-    fmt::print(stderr, "dais train: {} exists already (nothing published)\n", target.string());
-    return 1;
-  }
-  // The version appears whole: written in a hidden folder, fsynced, renamed.
-  if (!WriteSynced(tmp / "metrics.json", metrics) || !Fsync(tmp / file) || !Fsync(tmp) ||
-      (fs::rename(tmp, target, ec), ec) || !Fsync(model_dir)) {
-    fmt::print(stderr, "dais train: cannot publish {}: {}\n", target.string(), ec.message());
-    return 1;
-  }
+  if (!Publish(tmp, file, metrics, target)) return 1;
+  result(true, base + 1);
   fmt::print("published {} version {} (better by {:+.4f} {}): {}\n", spec->model, base + 1,
              improvement, spec->metric, target.string());
   return 0;

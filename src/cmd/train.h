@@ -16,6 +16,10 @@ struct TrainCliOptions {
   std::string config;     // training.yaml
   int64_t cutoff_ms = 0;  // 0: now
   bool dry_run = false;   // train and compare, publish nothing
+  // Written when the run ends with 0 or 3: {"published": bool, "version": N (the new version, or
+  // the serving one), "metric", "candidate", "serving"}; read by training jobs
+  // (training_runner.h).
+  std::string result_file;
 };
 
 CLI::App* AddTrainCommand(CLI::App* app, TrainCliOptions* options);

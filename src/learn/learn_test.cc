@@ -79,6 +79,19 @@ TEST_F(LearnTest, SpecErrorsNameTheField) {
   text.replace(text.find("window: 10s"), 11, "window: soon");
   auto window = LoadTrainingSpec(Write("w.yaml", text));
   EXPECT_NE(window.status().message().find("window: a positive duration"), std::string::npos);
+  text.replace(text.find("window: soon"), 12, "window: 10s");
+  for (const char* share : {"holdout: 25%", "holdout: 0%", "holdout: 100%", "holdout: x%"}) {
+    text.replace(text.find("holdout: "),
+                 text.find('\n', text.find("holdout: ")) - text.find("holdout: "), share);
+    auto h = LoadTrainingSpec(Write("h.yaml", text));
+    if (std::string(share) == "holdout: 25%") {
+      ASSERT_OK(h.status());
+      EXPECT_DOUBLE_EQ(h->holdout_fraction, 0.25);
+      EXPECT_EQ(h->holdout_ms, 0);
+    } else {
+      EXPECT_NE(h.status().message().find("holdout: a share"), std::string::npos) << share;
+    }
+  }
   fs::remove_all(dir_ / "offline/labels");
   auto no_labels = LoadTrainingSpec(Spec());
   EXPECT_EQ(no_labels.status().code(), StatusCode::kNotFound);

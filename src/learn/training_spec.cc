@@ -135,7 +135,22 @@ StatusOr<TrainingSpec> LoadTrainingSpec(const std::string& path) {
   ASSIGN_OR_RETURN(std::string label, Str(c, root, "label", false));
   if (!label.empty()) s.label = label;
   ASSIGN_OR_RETURN(s.window_ms, DurationMs(c, root, "window", s.window_ms, false));
-  ASSIGN_OR_RETURN(s.holdout_ms, DurationMs(c, root, "holdout", 0, true));
+  if (const YAML::Node h = root["holdout"];
+      h.IsDefined() && h.IsScalar() && !h.Scalar().empty() && h.Scalar().back() == '%') {
+    const std::string share = h.Scalar().substr(0, h.Scalar().size() - 1);
+    try {
+      size_t end = 0;
+      s.holdout_fraction = std::stod(share, &end) / 100;
+      if (end != share.size()) s.holdout_fraction = -1;
+    } catch (const std::exception&) {
+      s.holdout_fraction = -1;
+    }
+    if (!(s.holdout_fraction > 0 && s.holdout_fraction < 1)) {
+      return c.Error(h, "holdout", "a share from 0% to 100% (exclusive), such as 25%");
+    }
+  } else {
+    ASSIGN_OR_RETURN(s.holdout_ms, DurationMs(c, root, "holdout", 0, true));
+  }
   if (root["unlabeled"].IsDefined()) {
     s.has_unlabeled = true;
     ASSIGN_OR_RETURN(s.unlabeled, Number(c, root["unlabeled"], "unlabeled"));

@@ -9,7 +9,9 @@
 //   window: 1d                     # a label counts if it arrived within this after the prediction
 //   unlabeled: 0                   # the value of a prediction whose window closed unlabeled
 //                                  # (absent: such predictions are left out)
-//   holdout: 1h                    # the newest part before the cut-off: scores both versions
+//   holdout: 1h                    # the newest part before the cut-off: scores both versions;
+//                                  # or a share of the rows ("25%": the newest quarter), which
+//                                  # suits scheduled runs whose data does not arrive steadily
 //   metric: auc                    # auc | logloss | accuracy: what the candidate must beat
 //   min_improvement: 0.01          # ... by at least this much
 //   xgboost:
@@ -38,6 +40,7 @@ struct TrainingSpec {
   bool has_unlabeled = false;
   double unlabeled = 0;
   int64_t holdout_ms = 0;
+  double holdout_fraction = 0;  // "holdout: 25%": 0.25 (then holdout_ms is 0)
   std::string metric = "auc";
   double min_improvement = 0;
   int rounds = 50;

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/duration.h"
 #include "dais/datatype.h"
 #include "dais/status.h"
 
@@ -104,9 +105,8 @@ StatusOr<FeatureSpecPtr> LoadFeatureSpecFile(const std::string& path);
 // can run on a version loaded with the other.
 bool SameLayout(const FeatureSpec* a, const FeatureSpec* b);
 
-// Durations as written in specs and flags: "250ms", "30s", "10m", "1h", "7d"; a bare number is
-// seconds. Returns microseconds.
-StatusOr<int64_t> ParseDurationUs(std::string_view text);
+// Durations ("250ms", "30s", "10m"): common/duration.h.
+using ::dais::ParseDurationUs;
 
 // The canonical string form of an entity id of `type` (what goes into the Redis key).
 // InvalidArgument when an int64 key is not a decimal integer, or a string key is empty, longer
