@@ -380,8 +380,7 @@ class TrainingRunner : public cluster::AssignedJob {
         RunOnce(labels, why);
         continue;
       }
-      Set("RUNNING", fmt::format("{} run(s){}; {}", run_.runs,
-                                 run_.runs > 0 ? "; last: " + run_.last_result : "", why));
+      Set("RUNNING", "waiting: " + why);  // the runs and their results: the run record
       Sleep(wait);
     }
   }
