@@ -61,9 +61,8 @@ Status ParseSchedule(const YAML::Node& s, TrainingJobSpec* j) {
 Status ParseRelease(const YAML::Node& r, TrainingRelease* rel) {
   if (!r.IsMap()) return InvalidArgument("release: expected a mapping");
   RETURN_IF_ERROR(Unknown(r,
-                          {"strategy", "route", "deployment", "steps", "interval",
-                           "max_error_rate", "max_p99_ms", "max_psi", "min_requests",
-                           "ready_timeout"},
+                          {"strategy", "route", "deployment", "steps", "interval", "max_error_rate",
+                           "max_p99_ms", "max_psi", "min_requests", "ready_timeout"},
                           "release."));
   RETURN_IF_ERROR(Get(r, "strategy", "release.", &rel->strategy));
   RETURN_IF_ERROR(Get(r, "route", "release.", &rel->route));

@@ -84,10 +84,10 @@ struct TrainingRunState {
   int64_t runs = 0;
   int64_t last_start_ms = 0;  // Unix time; 0: never ran
   int64_t last_end_ms = 0;
-  int last_exit = -1;          // dais train's exit status (0 published, 3 not better, ...)
-  std::string last_result;     // one line for people
-  int64_t labels_seen = -1;    // the label stream's entries-added when the last run started
-  int64_t published = 0;       // the last version a run published (0: none)
+  int last_exit = -1;           // dais train's exit status (0 published, 3 not better, ...)
+  std::string last_result;      // one line for people
+  int64_t labels_seen = -1;     // the label stream's entries-added when the last run started
+  int64_t published = 0;        // the last version a run published (0: none)
   int64_t release_pending = 0;  // a published version whose release has not been started yet
   std::string node;             // where the last run ran
 };

@@ -83,8 +83,7 @@ TEST(TrainingJobTest, RunStateRoundTrips) {
   s.published = 4;
   s.release_pending = 4;
   s.node = "n1";
-  ASSERT_OK_AND_ASSIGN(TrainingRunState back,
-                       TrainingRunStateFromJson(TrainingRunStateToJson(s)));
+  ASSERT_OK_AND_ASSIGN(TrainingRunState back, TrainingRunStateFromJson(TrainingRunStateToJson(s)));
   EXPECT_EQ(TrainingRunStateToJson(back), TrainingRunStateToJson(s));
   EXPECT_FALSE(TrainingRunStateFromJson("[1]").ok());
 }

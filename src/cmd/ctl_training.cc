@@ -105,8 +105,8 @@ std::string JsonString(const std::string& s) {
 
 StatusOr<std::vector<std::vector<std::string>>> TrainingRows(etcd::Client& c) {
   ASSIGN_OR_RETURN(auto jobs, Gather(c));
-  std::vector<std::vector<std::string>> rows = {
-      {"TRAINING", "SCHEDULE", "NODE", "STATE", "RUNS", "LAST RUN (UTC)", "LAST RESULT", "RELEASE"}};
+  std::vector<std::vector<std::string>> rows = {{"TRAINING", "SCHEDULE", "NODE", "STATE", "RUNS",
+                                                 "LAST RUN (UTC)", "LAST RESULT", "RELEASE"}};
   for (const auto& [name, v] : jobs) {
     const std::string release = v.spec.release.strategy == "canary"
                                     ? "canary " + v.spec.release.route
@@ -124,10 +124,10 @@ StatusOr<std::string> TrainingJson(etcd::Client& c) {
   ASSIGN_OR_RETURN(auto jobs, Gather(c));
   std::string out = "[";
   for (const auto& [name, v] : jobs) {
-    out += fmt::format(R"({}{{"job":{},"node":{},"state":{},"reason":{},"runs":{}}})",
-                       out.size() > 1 ? "," : "", v.spec_json, JsonString(v.node),
-                       JsonString(v.state), JsonString(v.reason),
-                       v.runs_json.empty() ? "null" : v.runs_json);
+    out +=
+        fmt::format(R"({}{{"job":{},"node":{},"state":{},"reason":{},"runs":{}}})",
+                    out.size() > 1 ? "," : "", v.spec_json, JsonString(v.node), JsonString(v.state),
+                    JsonString(v.reason), v.runs_json.empty() ? "null" : v.runs_json);
   }
   return out + "]";
 }

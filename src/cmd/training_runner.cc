@@ -52,7 +52,9 @@ std::string ExitMeaning(int exit) {
 class TrainingRunner : public cluster::AssignedJob {
  public:
   TrainingRunner(TrainingRunnerOptions options, TrainingJobSpec spec, std::function<void()> changed)
-      : options_(std::move(options)), spec_(std::move(spec)), changed_(std::move(changed)),
+      : options_(std::move(options)),
+        spec_(std::move(spec)),
+        changed_(std::move(changed)),
         cv_(&mu_) {
     Set("RUNNING", "starting");
     thread_ = std::thread([this] { Loop(); });
@@ -200,8 +202,8 @@ class TrainingRunner : public cluster::AssignedJob {
 
   // Runs `dais train` and waits for it; its exit status, or -1 when it was stopped / not started.
   int RunTrain(const std::string& result_file) {
-    std::vector<std::string> args = {options_.dais_binary, "train", "--config", spec_.config,
-                                     "--result-file", result_file};
+    std::vector<std::string> args = {options_.dais_binary, "train",         "--config",
+                                     spec_.config,         "--result-file", result_file};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -276,7 +278,8 @@ class TrainingRunner : public cluster::AssignedJob {
   StatusOr<std::string> ApplyDeployment(int64_t version) {
     const cluster::TrainingRelease& rel = spec_.release;
     ASSIGN_OR_RETURN(etcd::RangeResult t, client_->Get("/dais/deployments/" + rel.deployment));
-    if (t.kvs.empty()) return NotFound("release.deployment: no deployment '" + rel.deployment + "'");
+    if (t.kvs.empty())
+      return NotFound("release.deployment: no deployment '" + rel.deployment + "'");
     ASSIGN_OR_RETURN(cluster::DeploymentSpec d, cluster::DeploymentFromJson(t.kvs[0].value));
     d.name = fmt::format("{}-v{}", rel.route, version);
     d.version = version;
@@ -333,8 +336,8 @@ class TrainingRunner : public cluster::AssignedJob {
         r.min_requests = rel.min_requests;
         auto started = gateway::StartRollout(*client_, r, NowMs());
         if (started.ok()) {
-          outcome = fmt::format("canary rollout of {} v{} -> v{} started", rel.route,
-                                started->from, version);
+          outcome = fmt::format("canary rollout of {} v{} -> v{} started", rel.route, started->from,
+                                version);
           break;
         }
         s = started.status();
@@ -344,10 +347,10 @@ class TrainingRunner : public cluster::AssignedJob {
         }
       }
       if (NowMs() >= deadline) {
-        outcome = "release failed: " +
-                  (s.ok() ? fmt::format("no READY instance of {} v{} within {} s", model, version,
-                                        rel.ready_timeout_ms / 1000)
-                          : s.message());
+        outcome =
+            "release failed: " + (s.ok() ? fmt::format("no READY instance of {} v{} within {} s",
+                                                       model, version, rel.ready_timeout_ms / 1000)
+                                         : s.message());
         break;
       }
       Set("RUNNING", fmt::format("releasing v{}: {}", version,
