@@ -1,25 +1,28 @@
 #!/usr/bin/python3
-"""The learning loop end to end (docs/learning-loop.md), on loopback, then everything stopped.
+"""The learning loop end to end (docs/learning-loop.md), on a loopback cluster, then everything
+stopped.
 
-Starts redis-server and `dais serve` (poll mode) with the fraud model of the `dais txn` example
-(scripts/gen_fraud_model.py: version 1, trained on the old fraud patterns), with
---feedback-stream and --label-stream. A seeded generator replays orders: first with the old
+Starts redis-server, etcd, two `dais node` (with --feedback-stream and --label-stream), a
+`dais scheduler`, a `dais gateway` and two `dais archive` (feedback, labels), all on free
+loopback ports. The fraud model of the `dais txn` example (scripts/gen_fraud_model.py: version 1,
+trained on the old fraud patterns) is deployed (`fraud-v1`) behind the route `fraud`, and a
+training job is applied (`kind: training`): run `dais train` once 2 x --orders labels arrived,
+release by canary. A seeded generator replays orders through the gateway: first with the old
 patterns only, then, from a known moment, with a new fraud ring as well (mid-size orders of 4-5
-items from accounts 30-90 days old) that version 1 never saw. Every order is scored by the
-server with its id; its label (fraud or not) is posted to /labels a little later, as
-chargebacks come. Then `dais archive --drain` archives both streams, `dais train` joins them
-point in time, trains a candidate and compares it with version 1 on the newest orders (after
-the change), and publishes version 2 when better; the server, polling its repository, loads it
-and unloads version 1. A fresh batch of new-ring orders is then scored by the server again.
+items from accounts 30-90 days old) that version 1 never saw; each batch's labels (fraud or not)
+are posted to /labels after it, as chargebacks come. The labels trigger the job on the node the
+scheduler placed it on: it joins the archived predictions and labels point in time, trains a
+candidate, compares it with version 1 on the newest 30 % of the orders (all after the change),
+publishes version 2, deploys it (`fraud-v2`) and starts the route's canary. Live traffic goes on
+through the gateway while the leading scheduler analyses each step (errors, p99, and the score
+distribution's PSI against v1) and promotes v2. A fresh batch of new-ring orders is then scored
+through the gateway again.
 
-Prints a table: AUC of v1 and v2 on the held-out post-change window, frauds of the new ring
-caught before and after, the time from the first labelled new-ring fraud to v2 serving 100 %,
-records archived and files written.
+Prints `dais ctl get trainings`, `dais ctl rollout status fraud` and a table: AUC of v1 and v2 on
+the held-out post-change window, frauds of the new ring caught before and after, the time from
+the first labelled new-ring fraud to v2 serving 100 %, records archived and files written.
 
-Not shown (not built): a canary analysed on quality (v2 replaces v1 at once, by the
-repository's version policy) and a training job scheduled by the control plane.
-
-usage: scripts/loop_demo.py [--build build/release] [--orders 3000]
+usage: scripts/loop_demo.py [--build build/release] [--orders 3000] [--max-psi 3.0]
 """
 import argparse
 import gzip
@@ -93,29 +96,73 @@ class Demo:
         self.tmp = tmp
         self.procs = []
 
-    def start(self):
-        repo = self.tmp / "models"
-        subprocess.run(["/usr/bin/python3", str(ROOT / "scripts/gen_fraud_model.py"), str(repo)],
-                       check=True, stdout=subprocess.DEVNULL)
-        self.repo = repo
-        self.redis_port = free_port()
-        self.procs.append(subprocess.Popen(
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.tmp)], stdout=subprocess.DEVNULL))
-        redis = f"redis://127.0.0.1:{self.redis_port}"
-        log = open(self.tmp / "serve.log", "w")
-        self.procs.append(subprocess.Popen(
-            [self.dais, "serve", "--model-repository", str(repo), "--model-control-mode", "poll",
-             "--repository-poll-secs", "1", "--http-port", "0", "--allow-grpc", "false",
-             "--feedback-stream", f"{redis}/feedback", "--label-stream", f"{redis}/labels"],
-            stdout=log, stderr=subprocess.STDOUT))
+    def spawn(self, name, args):
+        log = open(self.tmp / f"{name}.log", "w")
+        self.procs.append(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
+                                           stderr=subprocess.STDOUT))
+        return self.tmp / f"{name}.log"
 
-        def port():
-            text = (self.tmp / "serve.log").read_text()
-            return "dais serve ready" in text and "ports: http=" in text
-        wait_for(port, 60, "dais serve ready")
-        text = (self.tmp / "serve.log").read_text()
-        self.url = f"http://127.0.0.1:{text.split('ports: http=')[1].split()[0]}"
+    def port_of(self, log, what):
+        """The http port a dais role logged ('ports: http=N')."""
+        found = []
+
+        def ready():
+            text = log.read_text()
+            if what in text and "ports: http=" in text:
+                found.append(int(text.split("ports: http=")[1].split()[0]))
+            return found
+        wait_for(ready, 60, f"{log.stem} started")
+        return found[0]
+
+    def ctl(self, *args, check=True):
+        r = subprocess.run([self.dais, "ctl", "--etcd", self.etcd, *args], capture_output=True,
+                           text=True, timeout=30)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"dais ctl {' '.join(args)}: {r.stdout}{r.stderr}")
+        return r.stdout
+
+    def apply(self, text):
+        path = self.tmp / f"spec-{time.monotonic_ns()}.yaml"
+        path.write_text(text)
+        print(self.ctl("apply", "-f", str(path)).strip())
+
+    def start(self):
+        self.repo = self.tmp / "models"
+        subprocess.run(["/usr/bin/python3", str(ROOT / "scripts/gen_fraud_model.py"),
+                        str(self.repo)], check=True, stdout=subprocess.DEVNULL)
+        self.redis_port = free_port()
+        self.spawn("redis", ["redis-server", "--port", str(self.redis_port), "--bind",
+                             "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+                             str(self.tmp)])
+        client, peer = free_port(), free_port()
+        self.etcd = f"127.0.0.1:{client}"
+        self.spawn("etcd", ["etcd", "--name", "demo", "--data-dir", str(self.tmp / "etcd"),
+                            "--listen-client-urls", f"http://{self.etcd}",
+                            "--advertise-client-urls", f"http://{self.etcd}",
+                            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                            "--initial-cluster", f"demo=http://127.0.0.1:{peer}"])
+        wait_for(lambda: subprocess.run([self.dais, "ctl", "--etcd", self.etcd, "get", "nodes"],
+                                        capture_output=True).returncode == 0, 30, "etcd")
+        redis = f"redis://127.0.0.1:{self.redis_port}"
+        self.nodes = []
+        for n in ("n1", "n2"):
+            log = self.spawn(n, [self.dais, "node", "--etcd", self.etcd, "--node-id", n,
+                                 "--lease-ttl-secs", "2", "--model-repository", str(self.repo),
+                                 "--http-port", "0", "--allow-grpc", "false",
+                                 "--feedback-stream", f"{redis}/feedback",
+                                 "--label-stream", f"{redis}/labels"])
+            self.nodes.append(f"http://127.0.0.1:{self.port_of(log, 'dais serve ready')}")
+        self.spawn("scheduler", [self.dais, "scheduler", "--etcd", self.etcd, "--id", "s1",
+                                 "--lease-ttl-secs", "2"])
+        log = self.spawn("gateway", [self.dais, "gateway", "--etcd", self.etcd, "--http-port",
+                                     "0", "--grpc-port", "-1"])
+        self.url = f"http://127.0.0.1:{self.port_of(log, 'ports')}"
+        for stream in ("feedback", "labels"):
+            self.spawn(f"archive-{stream}", [
+                self.dais, "archive", "--redis", f"127.0.0.1:{self.redis_port}", "--stream",
+                stream, "--consumer", "demo", "--root", str(self.tmp / "offline"), "--dataset",
+                stream, "--max-age-ms", "500"])
 
     def score(self, x, ids):
         p = []
@@ -129,7 +176,7 @@ class Demo:
         return np.array(p)
 
     def label(self, ids, y):
-        code, body = http("POST", f"{self.url}/labels", {"labels": [
+        code, body = http("POST", f"{self.nodes[0]}/labels", {"labels": [
             {"request_id": rid, "labels": {"fraud": int(v)}, "source": "chargebacks"}
             for rid, v in zip(ids, y)]})
         if code != 200:
@@ -148,13 +195,12 @@ class Demo:
             ring_all.append(ring)
         return int(np.concatenate(ring_all).sum())
 
-    def archive(self, stream, dataset):
-        r = subprocess.run([self.dais, "archive", "--redis", f"127.0.0.1:{self.redis_port}",
-                            "--stream", stream, "--consumer", "demo", "--root",
-                            str(self.tmp / "offline"), "--dataset", dataset, "--drain"],
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise RuntimeError(r.stderr)
+    def rollout(self):
+        r = subprocess.run([self.dais, "ctl", "--etcd", self.etcd, "rollout", "status", "fraud"],
+                           capture_output=True, text=True, timeout=30)
+        return r.stdout if r.returncode == 0 else ""
+
+    def archived(self, dataset):
         files = list((self.tmp / "offline" / dataset).glob("dt=*/*.jsonl.gz"))
         records = sum(sum(1 for _ in gzip.open(f, "rt")) for f in files)
         return records, len(files)
@@ -169,54 +215,101 @@ class Demo:
                 p.kill()
 
 
+TRAINING_YAML = """model: fraud
+repository: {repo}
+feedback: {tmp}/offline/feedback
+labels: {tmp}/offline/labels
+label: fraud
+input: input__0
+window: 1h
+holdout: 30%
+metric: auc
+min_improvement: 0.02
+xgboost: {{rounds: 40, params: {{max_depth: 4, eta: 0.3, objective: 'binary:logistic'}}}}
+"""
+
+TRAINING_JOB = """kind: training
+name: fraud-retrain
+config: {config}
+schedule: {{after_labels: {labels}, label_stream: redis://127.0.0.1:{port}/labels}}
+resources: {{cpu_milli: 1000, memory_mib: 512}}
+release:
+  strategy: canary
+  route: fraud
+  deployment: fraud-v1
+  steps: [50, 100]
+  interval: 3s
+  min_requests: 300
+  max_error_rate: 1%
+  max_psi: {max_psi}
+  ready_timeout: 2m
+"""
+
+
+def canary(demo, rng, first):
+    """Live traffic through the gateway until the job's canary ends; its end state."""
+    state = ""
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        x, _, _ = orders(50, rng, True)
+        demo.score(x, [f"live-{time.monotonic_ns()}-{i}" for i in range(len(x))])
+        status = demo.rollout()
+        for end in ("promoted", "rolled_back", "aborted"):
+            if f", {end};" in status:
+                return end, time.time()
+        if "running" in status and not state:
+            state = "running"
+            print(f"the training job started the canary {time.time() - first[0]:.1f} s after "
+                  "the first labelled new-ring fraud ...")
+    raise RuntimeError("the canary did not end within 600 s:\n" + demo.rollout())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--orders", type=int, default=3000,
                     help="orders before and after the change, each")
+    ap.add_argument("--max-psi", type=float, default=3.0,
+                    help="the canary's limit on the score PSI of v2 against v1")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="dais-loop-demo-"))
     demo = Demo(args.build, tmp)
     rng = np.random.default_rng(SEED)
     try:
-        print("starting redis-server and dais serve (fraud model v1, poll mode) ...")
+        print("starting redis-server, etcd, 2 dais node, dais scheduler, dais gateway and "
+              "2 dais archive ...")
         demo.start()
+        demo.apply("name: fraud-v1\nmodel: fraud\nversion: 1\nreplicas: 1\n")
+        demo.apply("kind: route\nname: fraud\nmodel: fraud\nversions: [{version: 1, weight: 100}]\n")
+        wait_for(lambda: http("POST", f"{demo.url}/v2/models/fraud/infer", {
+            "inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 5],
+                        "data": [1, 1, 1, 1, 1]}]})[0] == 200, 60, "fraud v1 behind the gateway")
+        config = tmp / "training.yaml"
+        config.write_text(TRAINING_YAML.format(repo=demo.repo, tmp=tmp))
+        demo.apply(TRAINING_JOB.format(config=config, labels=2 * args.orders,
+                                       port=demo.redis_port, max_psi=args.max_psi))
         first = [None]
         print(f"replaying {args.orders} orders with the old fraud patterns ...")
         demo.replay(args.orders, rng, False, "old", first)
         change_ms = int(time.time() * 1000)
         print(f"the new fraud ring starts; replaying {args.orders} more orders ...")
         ring_n = demo.replay(args.orders, rng, True, "new", first)
-        holdout_from_ms = int(time.time() * 1000)
-        demo.replay(args.orders // 2, rng, True, "late", first)
-        cutoff_ms = int(time.time() * 1000) + 1
-        fb_records, fb_files = demo.archive("feedback", "feedback")
-        lb_records, lb_files = demo.archive("labels", "labels")
-        spec = tmp / "training.yaml"
-        spec.write_text("\n".join([
-            "model: fraud", f"repository: {demo.repo}", f"feedback: {tmp}/offline/feedback",
-            f"labels: {tmp}/offline/labels", "label: fraud", "input: input__0", "window: 1h",
-            f"holdout: {cutoff_ms - holdout_from_ms}ms", "metric: auc", "min_improvement: 0.02",
-            "xgboost: {rounds: 40, params: {max_depth: 4, eta: 0.3, "
-            "objective: 'binary:logistic'}}"]) + "\n")
-        print("dais train ...")
-        t = subprocess.run([demo.dais, "train", "--config", str(spec), "--cutoff-ms",
-                            str(cutoff_ms)], capture_output=True, text=True, timeout=600)
-        print(t.stdout + t.stderr)
-        if t.returncode != 0:
-            raise RuntimeError(f"dais train exited {t.returncode}")
-        wait_for(lambda: http("GET", f"{demo.url}/v2/models/fraud/versions/2/ready")[0] == 200
-                 and http("GET", f"{demo.url}/v2/models/fraud/versions/1/ready")[0] != 200,
-                 60, "version 2 serving alone")
-        v2_serving = time.time()
+        print("live traffic until the training job's canary ends ...")
+        end, ended = canary(demo, rng, first)
+        print(demo.ctl("get", "trainings"))
+        print(demo.rollout())
+        if end != "promoted":
+            raise RuntimeError(f"the canary was {end}")
         metrics = json.loads((demo.repo / "fraud/2/metrics.json").read_text())
-        # A fresh batch of new-ring orders, scored by the server (now v2) and by v1 offline.
+        # A fresh batch of new-ring orders, scored through the gateway (now v2) and by v1 offline.
         x, y, ring = orders(1000, np.random.default_rng(SEED + 1), True)
         p2 = demo.score(x, [f"check-{i}" for i in range(len(y))])
         import xgboost as xgb
         v1 = xgb.Booster(model_file=str(demo.repo / "fraud/1/xgboost.json"))
         p1 = v1.predict(xgb.DMatrix(x))
         caught1, caught2 = int((p1[ring] > 0.5).sum()), int((p2[ring] > 0.5).sum())
+        fb_records, fb_files = demo.archived("feedback")
+        lb_records, lb_files = demo.archived("labels")
     finally:
         demo.stop()
     rows = [
@@ -225,10 +318,10 @@ def main():
         ("held-out orders", f"{metrics['data']['holdout_rows']}"),
         ("new-ring frauds caught in a fresh batch, v1", f"{caught1} of {int(ring.sum())}"),
         ("new-ring frauds caught in a fresh batch, v2 (served)", f"{caught2} of {int(ring.sum())}"),
-        ("first labelled new-ring fraud -> v2 serving 100 %", f"{v2_serving - first[0]:.1f} s"),
+        ("first labelled new-ring fraud -> v2 serving 100 %", f"{ended - first[0]:.1f} s"),
         ("records archived (feedback + labels)", f"{fb_records} + {lb_records}"),
         ("files written (feedback + labels)", f"{fb_files} + {lb_files}"),
-        ("new-ring orders replayed before the cut-off", f"{ring_n} (+ those after)"),
+        ("new-ring orders replayed before the cut-off", f"{ring_n}"),
     ]
     width = max(len(k) for k, _ in rows)
     print(f"\n| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|---:|")

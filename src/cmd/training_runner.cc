@@ -166,6 +166,39 @@ class TrainingRunner : public cluster::AssignedJob {
     return length;  // Redis before 7: the length (trimming makes it undercount)
   }
 
+  // The label stream's entries not yet committed by its archivers (every consumer group's
+  // pending and lag: `dais archive` acknowledges an entry only once its file is durable); -1 when
+  // Redis cannot be asked or no group reads the stream.
+  int64_t LabelsNotArchived() {
+    if (!redis_) return -1;
+    auto r = redis_->Run({stream_, {"XINFO", "GROUPS", stream_}}, std::chrono::milliseconds(2000));
+    if (!r.ok() || r->is_error() || r->elements.empty()) return -1;
+    int64_t left = 0;
+    for (const redis::Reply& group : r->elements) {
+      for (size_t i = 0; i + 1 < group.elements.size(); i += 2) {
+        const std::string& k = group.elements[i].str;
+        if (k == "pending" || k == "lag")
+          left += std::max<int64_t>(group.elements[i + 1].integer, 0);
+      }
+    }
+    return left;
+  }
+
+  // A run triggered by labels waits (up to a minute) until the archivers committed them, so that
+  // it trains on what triggered it.
+  void WaitForArchive() {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int64_t left = LabelsNotArchived(); left > 0; left = LabelsNotArchived()) {
+      if (std::chrono::steady_clock::now() >= until) {
+        LOG_WARNING("training {}: {} labels still not archived after 60 s; running anyway",
+                    spec_.name, left);
+        return;
+      }
+      Set("RUNNING", fmt::format("waiting for the archivers to commit {} labels", left));
+      if (!Sleep(200)) return;
+    }
+  }
+
   // When the next run is due: 0 now, else the milliseconds to wait (polling the labels).
   int64_t Due(int64_t labels, std::string* why) {
     const int64_t now = NowMs();
@@ -380,6 +413,8 @@ class TrainingRunner : public cluster::AssignedJob {
       const int64_t labels = LabelsAdded();
       const int64_t wait = Due(labels, &why);
       if (wait == 0) {
+        if (spec_.after_labels > 0) WaitForArchive();
+        if (Stopping()) return;
         RunOnce(labels, why);
         continue;
       }

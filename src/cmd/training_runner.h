@@ -9,6 +9,8 @@
 //   - manual: nothing more; the run's result says which version waits.
 // The run state lives in etcd, not here: a job re-placed after its node died keeps its schedule,
 // and a release that a dead node published but did not start is started by the next one.
+// A run of a job with after_labels first waits (up to a minute) until the label stream's consumer
+// groups have nothing pending or unread (the archivers committed the labels that triggered it).
 // A job never runs before its first schedule point, except that a job with `every` that never
 // ran runs at once. The child dies with the node (PR_SET_PDEATHSIG) and is stopped (SIGTERM) when
 // the job is unassigned.

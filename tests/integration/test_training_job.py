@@ -126,6 +126,7 @@ release:
         more = [{"request_id": f"tx-{i}", "labels": {"fraud": int(fraud[i])}, "source": "cb"}
                 for i in range(100)]
         assert nodes[survivor].post("/labels", json={"labels": more}).json() == {"accepted": 100}
+        archive(dais_bin, redis_server, "labels", root, "labels")  # the run waits for this
         state = wait_for(lambda: runs(etcd_server).get("runs") == 2 and
                          runs(etcd_server).get("last_end_ms", 0) > state["last_end_ms"] and
                          runs(etcd_server), 180, "run 2 on the survivor")
