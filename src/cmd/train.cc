@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -67,12 +69,13 @@ std::string MetricsJson(const learn::TrainingSpec& spec, int64_t base, const lea
       "{}, \"cutoff_ms\": {}, \"train_rows\": {}, \"holdout_rows\": {}}},\n"
       "  \"join\": {{\"predictions\": {}, \"labels\": {}, \"labels_after_cutoff\": {}, "
       "\"labels_unmatched\": {}, \"labeled\": {}, \"defaulted\": {}, \"left_out\": {}, "
-      "\"unusable\": {}}}\n}}\n",
+      "\"unusable\": {}, \"duplicates\": {}}}\n}}\n",
       spec.model, base, spec.metric, spec.min_improvement, improvement,
       published ? "true" : "false", ScoresJson(r.candidate), ScoresJson(r.serving), r.rounds,
       spec.continue_training ? "true" : "false", all.time_ms.front(), all.time_ms.back(),
       holdout_from, cutoff, train.rows(), r.candidate.rows, st.predictions, st.labels,
-      st.labels_late, st.labels_unmatched, st.labeled, st.defaulted, st.left_out, st.unusable);
+      st.labels_late, st.labels_unmatched, st.labeled, st.defaulted, st.left_out, st.unusable,
+      st.duplicates);
 }
 
 void PrintComparison(const learn::TrainingSpec& spec, int64_t base, const learn::TrainResult& r) {
@@ -117,14 +120,20 @@ int64_t HoldoutFrom(const learn::TrainingSpec& spec, const learn::Dataset& all, 
 // written in a hidden folder, fsynced, renamed. False (and said why) when it cannot.
 bool Publish(const fs::path& tmp, const std::string& file, const std::string& metrics,
              const fs::path& target) {
-  std::error_code ec;
-  if (fs::exists(target, ec)) {
-    fmt::print(stderr, "dais train: {} exists already (nothing published)\n", target.string());
+  if (!WriteSynced(tmp / "metrics.json", metrics) || !Fsync(tmp / file) || !Fsync(tmp)) {
+    fmt::print(stderr, "dais train: cannot write {}: {}\n", tmp.string(), std::strerror(errno));
     return false;
   }
-  if (!WriteSynced(tmp / "metrics.json", metrics) || !Fsync(tmp / file) || !Fsync(tmp) ||
-      (fs::rename(tmp, target, ec), ec) || !Fsync(target.parent_path())) {
-    fmt::print(stderr, "dais train: cannot publish {}: {}\n", target.string(), ec.message());
+  // RENAME_NOREPLACE: a version published meanwhile (another trainer) is never replaced, even an
+  // empty folder, which a plain rename would.
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0) {
+    fmt::print(stderr, "dais train: cannot publish {}: {}{}\n", target.string(),
+               std::strerror(errno), errno == EEXIST ? " (nothing published)" : "");
+    return false;
+  }
+  if (!Fsync(target.parent_path())) {
+    fmt::print(stderr, "dais train: published {}, but fsync of its folder failed: {}\n",
+               target.string(), std::strerror(errno));
     return false;
   }
   return true;

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -55,6 +56,9 @@ std::vector<fs::path> DataFiles(const std::string& dir) {
 Status ForEachLine(const fs::path& path,
                    const std::function<Status(std::string_view, size_t)>& line) {
   gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr && errno == ENOENT) {
+    return NotFound("vanished: " + path.string());  // listed, then removed (a compaction)
+  }
   if (f == nullptr) return Internal("cannot open " + path.string());
   gzbuffer(f, 1 << 17);
   std::string pending;
@@ -150,8 +154,21 @@ bool ReadPrediction(const rapidjson::Value& line, const TrainingSpec& spec, Pred
   return false;
 }
 
+// True the first time a line's stream entry is seen: a compaction's sources and target both
+// listed (between its rename and its removals) hold the same entries.
+bool FirstSeen(const rapidjson::Document& doc, std::unordered_set<std::string>* seen) {
+  const rapidjson::Value* id = Member(doc, "entry_id");
+  if (id == nullptr || !id->IsString()) return true;
+  const rapidjson::Value* stream = Member(doc, "stream");
+  std::string key = stream && stream->IsString() ? stream->GetString() : "";
+  key += '\n';
+  key += id->GetString();
+  return seen->insert(std::move(key)).second;
+}
+
 Status ReadLabels(const TrainingSpec& spec, int64_t cutoff_ms, JoinStats* stats,
                   std::vector<LabelRow>* rows) {
+  std::unordered_set<std::string> seen;
   for (const fs::path& file : DataFiles(spec.labels)) {
     ++stats->files;
     RETURN_IF_ERROR(ForEachLine(file, [&](std::string_view text, size_t n) -> Status {
@@ -159,6 +176,10 @@ Status ReadLabels(const TrainingSpec& spec, int64_t cutoff_ms, JoinStats* stats,
       if (Status s = json::ParseJson(text, &doc); !s.ok()) {
         return InvalidArgument(file.string() + ":" + std::to_string(n) + ": " +
                                std::string(s.message()));
+      }
+      if (!FirstSeen(doc, &seen)) {
+        ++stats->duplicates;
+        return OkStatus();
       }
       const rapidjson::Value* values = Member(doc, "labels");
       const rapidjson::Value* v = values ? Member(*values, spec.label.c_str()) : nullptr;
@@ -184,9 +205,8 @@ Status ReadLabels(const TrainingSpec& spec, int64_t cutoff_ms, JoinStats* stats,
 
 }  // namespace
 
-StatusOr<Dataset> JoinFeedbackAndLabels(const TrainingSpec& spec, int64_t cutoff_ms,
-                                        JoinStats* stats,
-                                        const std::function<void(const std::string&)>& progress) {
+static StatusOr<Dataset> JoinOnce(const TrainingSpec& spec, int64_t cutoff_ms, JoinStats* stats,
+                                  const std::function<void(const std::string&)>& progress) {
   std::vector<LabelRow> labels;
   RETURN_IF_ERROR(ReadLabels(spec, cutoff_ms, stats, &labels));
   progress(std::to_string(stats->labels) + " labels '" + spec.label + "' received by the " +
@@ -200,6 +220,7 @@ StatusOr<Dataset> JoinFeedbackAndLabels(const TrainingSpec& spec, int64_t cutoff
     }
   }
   std::vector<Prediction> predictions;
+  std::unordered_set<std::string> seen;
   int width = 0;
   const auto files = DataFiles(spec.feedback);
   auto last_report = std::chrono::steady_clock::now();
@@ -210,6 +231,10 @@ StatusOr<Dataset> JoinFeedbackAndLabels(const TrainingSpec& spec, int64_t cutoff
       if (Status s = json::ParseJson(text, &doc); !s.ok()) {
         return InvalidArgument(files[i].string() + ":" + std::to_string(n) + ": " +
                                std::string(s.message()));
+      }
+      if (!FirstSeen(doc, &seen)) {
+        ++stats->duplicates;
+        return OkStatus();
       }
       Prediction p;
       bool other = false;
@@ -290,6 +315,24 @@ Dataset Slice(const Dataset& d, int64_t from_ms, int64_t to_ms) {
     out.time_ms.push_back(d.time_ms[i]);
   }
   return out;
+}
+
+// A file removed between the listing and its reading (a compaction moved its entries into a new
+// file the listing may not hold): the whole read starts again, up to five times.
+StatusOr<Dataset> JoinFeedbackAndLabels(const TrainingSpec& spec, int64_t cutoff_ms,
+                                        JoinStats* stats,
+                                        const std::function<void(const std::string&)>& progress) {
+  for (int attempt = 1;; ++attempt) {
+    JoinStats fresh;
+    StatusOr<Dataset> d = JoinOnce(spec, cutoff_ms, &fresh, progress);
+    const bool vanished = !d.ok() && d.status().code() == StatusCode::kNotFound &&
+                          d.status().message().rfind("vanished: ", 0) == 0;
+    if (!vanished || attempt == 5) {
+      *stats = fresh;
+      return d;
+    }
+    progress(std::string(d.status().message()) + " (compacted meanwhile): reading again");
+  }
 }
 
 }  // namespace dais::learn

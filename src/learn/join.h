@@ -39,6 +39,7 @@ struct JoinStats {
   uint64_t labeled = 0;
   uint64_t defaulted = 0;  // window closed without a label: the `unlabeled` value
   uint64_t left_out = 0;   // no label: window still open, or no `unlabeled` value
+  uint64_t duplicates = 0;  // lines of a stream entry already read (compaction overlap)
 };
 
 // Reads <dir>/dt=*/*.jsonl.gz (parts and compacted files) of both datasets. `progress` gets a

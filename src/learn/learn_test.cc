@@ -48,15 +48,16 @@ class LearnTest : public ::testing::Test {
     std::string data = std::to_string(x) + "," + std::to_string(x * 2);
     std::string shape = "[" + std::to_string(rows) + ",2]";
     if (rows == 2) data += "," + data;
-    return R"({"entry_id":"1-0","stream":"fb","record":{"id":")" + id +
-           R"(","model":"fraud","time_ms":)" + std::to_string(t) +
+    return R"({"entry_id":")" + id + "-" + std::to_string(t) +
+           R"(","stream":"fb","record":{"id":")" + id + R"(","model":"fraud","time_ms":)" +
+           std::to_string(t) +
            R"(,"entity_ids":["u1"],"inputs":[{"name":"input__0","datatype":"FP32","shape":)" +
            shape + R"(,"data":[)" + data + "]}]}}";
   }
   static std::string Label(const std::string& id, int64_t received, int value) {
-    return R"({"entry_id":"1-0","stream":"labels","request_id":")" + id +
-           R"(","entity_ids":[],"time_ms":")" + std::to_string(received) +
-           R"(","labels":{"fraud":)" + std::to_string(value) +
+    return R"({"entry_id":")" + id + "-" + std::to_string(received) +
+           R"(","stream":"labels","request_id":")" + id + R"(","entity_ids":[],"time_ms":")" +
+           std::to_string(received) + R"(","labels":{"fraud":)" + std::to_string(value) +
            R"(},"source":"cb","received_ms":")" + std::to_string(received) + R"("})";
   }
   fs::path dir_;
@@ -127,6 +128,23 @@ TEST_F(LearnTest, JoinUsesNoLabelReceivedAfterTheCutoff) {
   ASSERT_OK_AND_ASSIGN(Dataset d3, JoinFeedbackAndLabels(with_default, 5000, &st, [](auto&) {}));
   EXPECT_EQ(d3.rows(), 2u);
   EXPECT_EQ(Slice(d2, 0, 2500).rows(), 2u);
+}
+
+TEST_F(LearnTest, AnEntryInTwoFilesCountsOnce) {
+  // A compaction's target renamed in, its sources not yet removed: both hold the same entries.
+  const std::vector<std::string> fb = {Prediction("r1", 1000, 0.1f), Prediction("r2", 2000, 0.2f)};
+  const std::vector<std::string> lb = {Label("r1", 1500, 1), Label("r2", 2500, 0)};
+  Gz("offline/feedback/dt=2026-12-05/part-a-1.jsonl.gz", fb);
+  Gz("offline/feedback/dt=2026-12-05/compacted-1-0.jsonl.gz", fb);
+  Gz("offline/labels/dt=2026-12-05/part-a-1.jsonl.gz", lb);
+  Gz("offline/labels/dt=2026-12-05/compacted-1-0.jsonl.gz", lb);
+  ASSERT_OK_AND_ASSIGN(TrainingSpec spec, LoadTrainingSpec(Spec()));
+  JoinStats st;
+  ASSERT_OK_AND_ASSIGN(Dataset d, JoinFeedbackAndLabels(spec, 20000, &st, [](auto&) {}));
+  EXPECT_EQ(d.rows(), 2u);
+  EXPECT_EQ(st.predictions, 2u);
+  EXPECT_EQ(st.labels, 2u);
+  EXPECT_EQ(st.duplicates, 4u);
 }
 
 TEST_F(LearnTest, NothingToTrainOnIsAClearError) {
