@@ -59,9 +59,9 @@ StatusOr<bool> Recover(const fs::path& day) {
       fs::remove(day / ("." + t + ".tmp"), ec);
     }
   }
-  SyncDirectory(day);
+  RETURN_IF_ERROR(SyncDirectory(day));
   fs::remove(intent, ec);
-  SyncDirectory(day);
+  RETURN_IF_ERROR(SyncDirectory(day));
   return true;
 }
 
@@ -132,9 +132,9 @@ Status CompactDay(const fs::path& day, const CompactOptions& o,
     RETURN_IF_ERROR(out.Commit());
   }
   for (const Source& s : sources) fs::remove(day / s.name, ec);
-  SyncDirectory(day);
+  RETURN_IF_ERROR(SyncDirectory(day));
   fs::remove(day / kIntent, ec);
-  SyncDirectory(day);
+  RETURN_IF_ERROR(SyncDirectory(day));
   stats->days += 1;
   stats->files_before += sources.size();
   stats->files_after += groups.size();

@@ -96,8 +96,7 @@ Status DurableFile::Commit() {
   std::error_code ec;
   fs::rename(tmp_, final_, ec);
   if (ec) return Internal("cannot rename " + tmp_.string() + ": " + ec.message());
-  SyncDirectory(final_.parent_path());
-  return OkStatus();
+  return SyncDirectory(final_.parent_path());
 }
 
 Status WriteDurably(const fs::path& tmp, const fs::path& final_path, std::string_view bytes) {
@@ -107,12 +106,14 @@ Status WriteDurably(const fs::path& tmp, const fs::path& final_path, std::string
   return f.Commit();
 }
 
-void SyncDirectory(const fs::path& dir) {
+Status SyncDirectory(const fs::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  if (fd < 0) return Internal("cannot open " + dir.string() + ": " + std::strerror(errno));
+  const bool ok = ::fsync(fd) == 0;
+  const std::string why = ok ? "" : std::strerror(errno);
+  ::close(fd);
+  if (!ok) return Internal("cannot sync " + dir.string() + ": " + why);
+  return OkStatus();
 }
 
 }  // namespace dais::streams

@@ -41,7 +41,8 @@ class DurableFile {
 Status WriteDurably(const std::filesystem::path& tmp, const std::filesystem::path& final_path,
                     std::string_view bytes);
 
-// fsync of a directory (after a rename or a removal in it).
-void SyncDirectory(const std::filesystem::path& dir);
+// fsync of a directory (after a rename, a removal or a creation in it); Internal naming it when
+// the directory cannot be opened or synced.
+Status SyncDirectory(const std::filesystem::path& dir);
 
 }  // namespace dais::streams

@@ -258,7 +258,9 @@ Status Archiver::Start() {
   }
   RETURN_IF_ERROR(stream_->EnsureGroup(options_.stream, options_.group));
   std::error_code ec;
-  fs::create_directories(DatasetDir(), ec);
+  if (fs::create_directories(DatasetDir(), ec)) {
+    RETURN_IF_ERROR(SyncDirectory(fs::path(DatasetDir()).parent_path()));
+  }
   if (ec) return Internal("cannot create " + DatasetDir() + ": " + ec.message());
   RETURN_IF_ERROR(ScanNewest(/*mine=*/true));
   RETURN_IF_ERROR(ScanNewest(/*mine=*/false));
@@ -345,7 +347,10 @@ Status Archiver::Flush() {
   for (const auto& [day, part] : parts_) {
     const fs::path dir = fs::path(DatasetDir()) / ("dt=" + day);
     std::error_code ec;
-    fs::create_directories(dir, ec);
+    if (fs::create_directories(dir, ec)) {
+      // A new day: its directory entry must be durable before a part in it is acknowledged.
+      RETURN_IF_ERROR(SyncDirectory(dir.parent_path()));
+    }
     if (ec) return Internal("cannot create " + dir.string() + ": " + ec.message());
     RETURN_IF_ERROR(part->Finish());
     const std::string& gz = part->output();
