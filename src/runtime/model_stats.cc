@@ -132,9 +132,8 @@ ModelStats::ModelStats(const std::string& m, const std::string& v) : model_(m), 
   scores_ = &f.scores.Get({m, v});
 }
 
-void ModelStats::RecordScores(const Tensor& t) {
+void ModelStats::RecordScores(const Tensor& t, int64_t rows) {
   if ((t.dtype != DataType::kFp32 && t.dtype != DataType::kFp64) || t.shape.empty()) return;
-  const int64_t rows = t.shape.size() == 1 ? 1 : t.shape[0];
   const size_t width = t.dtype == DataType::kFp32 ? sizeof(float) : sizeof(double);
   if (rows <= 0 || t.data.size() % (static_cast<size_t>(rows) * width) != 0) return;
   const size_t per_row = t.data.size() / static_cast<size_t>(rows) / width;

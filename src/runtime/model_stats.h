@@ -40,8 +40,10 @@ class ModelStats {
   void RecordFailure(FailReason reason, uint64_t request_ns);
   // The response's scores into dais_inference_score: for the first output, when it is FP32 or
   // FP64 with 1 or 2 values per row (a binary classifier's p, or [1 - p, p]), each row's last
-  // value. The distribution per version is what a quality-gated rollout compares (PSI).
-  void RecordScores(const Tensor& first_output);
+  // value. `rows`: the request's rows (its batch size; 1 for a model that does not batch), so a
+  // [N] output of N rows counts N scores and a [2] answer of one row counts one. The
+  // distribution per version is what a quality-gated rollout compares (PSI).
+  void RecordScores(const Tensor& first_output, int64_t rows);
   // One executed batch of `batch_size` inferences.
   void RecordExecution(int64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
                        uint64_t output_ns);

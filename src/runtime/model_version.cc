@@ -695,7 +695,7 @@ void ModelVersion::Answer(std::vector<RequestPtr>& batch, Executed& done) {
     if (!batch[i]) continue;
     stats_->RecordSuccess(done.end_ns - batch[i]->arrival_ns, done.start_ns - batch[i]->enqueue_ns);
     if (done.responses[i] != nullptr && !done.responses[i]->outputs.empty()) {
-      stats_->RecordScores(done.responses[i]->outputs[0]);
+      stats_->RecordScores(done.responses[i]->outputs[0], batch[i]->batch_size);
     }
     RequestPtr r = std::move(batch[i]);
     r->on_complete(std::move(done.responses[i]));
