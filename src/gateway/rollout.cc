@@ -325,6 +325,28 @@ Scrape DeltaScrape(const Scrape& before, const Scrape& after) {
   return out;
 }
 
+bool WentDown(const Scrape& before, const Scrape& after) {
+  auto below = [](const auto& then, const auto& now) {
+    for (const auto& [k, v] : now) {
+      auto it = then.find(k);
+      if (it != then.end() && v < it->second) return true;
+    }
+    return false;
+  };
+  for (const auto& [key, series] : after.series) {
+    auto b = before.series.find(key);
+    if (b != before.series.end() &&
+        (below(b->second.by_code, series.by_code) || below(b->second.buckets, series.buckets))) {
+      return true;
+    }
+  }
+  for (const auto& [key, buckets] : after.scores) {
+    auto b = before.scores.find(key);
+    if (b != before.scores.end() && below(b->second, buckets)) return true;
+  }
+  return false;
+}
+
 double Psi(const std::map<double, double>& a, const std::map<double, double>& b, int64_t* na,
            int64_t* nb) {
   // Cumulative counts -> per-bin counts over the union of the bounds.

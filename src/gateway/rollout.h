@@ -99,6 +99,9 @@ Figures Delta(const Scrape& before, const Scrape& after, const std::string& rout
 // down was reset (the gateway restarted): its new value is what it counted since, as
 // Prometheus's increase() takes it.
 Scrape DeltaScrape(const Scrape& before, const Scrape& after);
+// True when any counter or bucket of `after` is below `before`'s: the process restarted (its
+// counters began again at zero), so what it counted since `before` is all of `after`.
+bool WentDown(const Scrape& before, const Scrape& after);
 
 // How finely the gateways' latency buckets (dais_gateway_request_duration_seconds, FineLatency-
 // Buckets) resolve a p99 limit. The gateway's own analysis reads a p99 as the upper bound of its

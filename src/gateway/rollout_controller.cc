@@ -202,9 +202,13 @@ bool RolloutController::SinceBaseline(std::map<std::string, Scrape>& baseline,
     auto b = baseline.find(address);
     if (b == baseline.end()) {
       baseline[address] = std::move(scrape);
-    } else {
-      Merge(since, DeltaScrape(b->second, scrape));
+      continue;
     }
+    // Restarted since the baseline: its counters began again at zero, so from now on its
+    // baseline is zero (otherwise each series would be judged against the old baseline again
+    // once it grew past it, and its histogram's buckets mixed from both).
+    if (WentDown(b->second, scrape)) b->second = Scrape{};
+    Merge(since, DeltaScrape(b->second, scrape));
   }
   return true;
 }

@@ -60,6 +60,10 @@ TEST(RolloutTest, AResetCounterCountsFromZero) {
   const Figures f = Delta(Scrape{}, DeltaScrape(a, restarted), "ranker", 2);
   EXPECT_EQ(f.requests, 101) << "everything counted since the restart";
   EXPECT_EQ(Delta(Scrape{}, DeltaScrape(restarted, a), "ranker", 2).requests, 100);
+  EXPECT_TRUE(WentDown(a, restarted));
+  EXPECT_FALSE(WentDown(restarted, a));
+  EXPECT_FALSE(WentDown(a, a));
+  EXPECT_FALSE(WentDown(Scrape{}, a));
 }
 
 TEST(RolloutTest, DecisionsRollBackAtOnceAdvanceAfterTheIntervalAndPromoteAtTheEnd) {
