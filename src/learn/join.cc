@@ -278,6 +278,14 @@ static StatusOr<Dataset> JoinOnce(const TrainingSpec& spec, int64_t cutoff_ms, J
       pick(it == by_entities.end() ? nullptr : &it->second, true);
     }
     double y = 0;
+    if (spec.has_unlabeled && end > cutoff_ms) {
+      // Its window is still open: with a value for "no label" it is left out labelled or not;
+      // keeping the labelled ones would fill the newest rows (the held-out ones) with the
+      // outcomes that come as labels (frauds) and none of those that come as silence.
+      if (best != nullptr) best->used = true;
+      ++stats->left_out;
+      continue;
+    }
     if (best != nullptr) {
       best->used = true;
       y = best->value;

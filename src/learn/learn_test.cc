@@ -124,9 +124,14 @@ TEST_F(LearnTest, JoinUsesNoLabelReceivedAfterTheCutoff) {
   ASSERT_OK_AND_ASSIGN(TrainingSpec with_default, LoadTrainingSpec(Spec("unlabeled: 0\n")));
   ASSERT_OK_AND_ASSIGN(Dataset d2, JoinFeedbackAndLabels(with_default, 20000, &st, [](auto&) {}));
   EXPECT_EQ(d2.y, (std::vector<float>{1, 0, 0}));  // r3 unlabelled after its window: 0
-  // A cut-off inside r3's window: it is left out (its label might still come).
-  ASSERT_OK_AND_ASSIGN(Dataset d3, JoinFeedbackAndLabels(with_default, 5000, &st, [](auto&) {}));
-  EXPECT_EQ(d3.rows(), 2u);
+  // A cut-off inside r3's window: it is left out (its label might still come). With a value for
+  // "no label", so are r1 and r2 while their windows are open, labelled or not (else the newest
+  // rows would hold only what comes as labels).
+  ASSERT_OK_AND_ASSIGN(Dataset d3, JoinFeedbackAndLabels(with_default, 12500, &st, [](auto&) {}));
+  EXPECT_EQ(d3.y, (std::vector<float>{1, 0}));
+  EXPECT_EQ(st.left_out, 1u);
+  EXPECT_EQ(JoinFeedbackAndLabels(with_default, 5000, &st, [](auto&) {}).status().code(),
+            StatusCode::kFailedPrecondition);
   EXPECT_EQ(Slice(d2, 0, 2500).rows(), 2u);
 }
 
