@@ -60,10 +60,11 @@ Status ParseSchedule(const YAML::Node& s, TrainingJobSpec* j) {
 
 Status ParseRelease(const YAML::Node& r, TrainingRelease* rel) {
   if (!r.IsMap()) return InvalidArgument("release: expected a mapping");
-  RETURN_IF_ERROR(Unknown(r,
-                          {"strategy", "route", "deployment", "steps", "interval", "max_error_rate",
-                           "max_p99_ms", "max_psi", "min_requests", "ready_timeout"},
-                          "release."));
+  RETURN_IF_ERROR(Unknown(
+      r,
+      {"strategy", "route", "deployment", "steps", "interval", "max_error_rate", "max_p99_ms",
+       "max_psi", "min_requests", "accuracy_label", "min_accuracy_delta", "ready_timeout"},
+      "release."));
   RETURN_IF_ERROR(Get(r, "strategy", "release.", &rel->strategy));
   RETURN_IF_ERROR(Get(r, "route", "release.", &rel->route));
   RETURN_IF_ERROR(Get(r, "deployment", "release.", &rel->deployment));
@@ -73,6 +74,8 @@ Status ParseRelease(const YAML::Node& r, TrainingRelease* rel) {
   RETURN_IF_ERROR(Get(r, "max_p99_ms", "release.", &rel->max_p99_ms));
   RETURN_IF_ERROR(Get(r, "max_psi", "release.", &rel->max_psi));
   RETURN_IF_ERROR(Get(r, "min_requests", "release.", &rel->min_requests));
+  RETURN_IF_ERROR(Get(r, "accuracy_label", "release.", &rel->accuracy_label));
+  RETURN_IF_ERROR(Get(r, "min_accuracy_delta", "release.", &rel->min_accuracy_delta));
   RETURN_IF_ERROR(GetDuration(r, "ready_timeout", "release.", &rel->ready_timeout_ms));
   return OkStatus();
 }
@@ -103,6 +106,9 @@ Status ValidateRelease(const TrainingRelease& r) {
   if (!(r.max_p99_ms >= 0)) return InvalidArgument("release.max_p99_ms: must not be negative");
   if (!(r.max_psi >= 0)) return InvalidArgument("release.max_psi: must not be negative");
   if (r.min_requests < 1) return InvalidArgument("release.min_requests: at least 1");
+  if (!(r.min_accuracy_delta >= -1 && r.min_accuracy_delta <= 1)) {
+    return InvalidArgument("release.min_accuracy_delta: -1 to 1");
+  }
   if (r.ready_timeout_ms <= 0) return InvalidArgument("release.ready_timeout: must be positive");
   return OkStatus();
 }
@@ -232,6 +238,10 @@ std::string TrainingJobToJson(const TrainingJobSpec& j) {
   w.Double(r.max_psi);
   w.Key("min_requests");
   w.Int64(r.min_requests);
+  w.Key("accuracy_label");
+  Str(w, r.accuracy_label);
+  w.Key("min_accuracy_delta");
+  w.Double(r.min_accuracy_delta);
   w.Key("ready_timeout");
   Str(w, std::to_string(r.ready_timeout_ms) + "ms");
   w.EndObject();

@@ -23,6 +23,8 @@
 //     max_p99_ms: 150
 //     max_psi: 0.25
 //     min_requests: 20
+//     accuracy_label: fraud       # live accuracy on the labels of the canary's answers
+//     min_accuracy_delta: 0       # ... at least the stable version's
 //     ready_timeout: 10m          # the new deployment's instances must be READY within this
 #pragma once
 
@@ -54,6 +56,8 @@ struct TrainingRelease {
   double max_p99_ms = 0;
   double max_psi = 0;
   int64_t min_requests = 20;
+  std::string accuracy_label;  // empty: not compared
+  double min_accuracy_delta = 0;
   int64_t ready_timeout_ms = 600000;
 };
 

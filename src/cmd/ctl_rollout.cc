@@ -71,6 +71,8 @@ int Start(etcd::Client& c, const RolloutCliOptions& o) {
   r.max_p99_ms = o.max_p99_ms;
   r.min_requests = o.min_requests;
   r.max_psi = o.max_psi;
+  r.accuracy_label = o.accuracy_label;
+  r.min_accuracy_delta = o.min_accuracy_delta;
   if (r.interval_ms < 0) {
     fmt::print(stderr, "dais ctl rollout start: --interval '{}': e.g. 30s, 500ms, 2m\n",
                o.interval);
@@ -134,7 +136,7 @@ int Rollback(etcd::Client& c, const RolloutCliOptions& o) {
                route->stable);
     return 0;
   }
-  r->history.push_back({r->step, r->steps[static_cast<size_t>(r->step)], 0, 0, 0, -1,
+  r->history.push_back({r->step, r->steps[static_cast<size_t>(r->step)], 0, 0, 0, -1, -2,
                         "rolled back by dais ctl", NowMs()});
   r->state = "aborted";
   r->reason = "rolled back by dais ctl";
@@ -162,15 +164,18 @@ int Status_(etcd::Client& c, const RolloutCliOptions& o) {
   }
   fmt::print(
       "route {}: v{} -> v{}, {}; step {} of {} ({} %), interval {} ms, limits: errors "
-      "{:.2f} %, {}, {}\n",
+      "{:.2f} %, {}, {}, {}\n",
       r->route, r->from, r->to, r->state, r->step + 1, r->steps.size(),
       r->steps[static_cast<size_t>(r->step)], r->interval_ms, r->max_error_rate * 100, p99,
-      r->max_psi > 0 ? fmt::format("score PSI {:g}", r->max_psi) : "scores unchecked");
+      r->max_psi > 0 ? fmt::format("score PSI {:g}", r->max_psi) : "scores unchecked",
+      r->accuracy_label.empty()
+          ? "accuracy unchecked"
+          : fmt::format("accuracy on '{}' {:+g}", r->accuracy_label, r->min_accuracy_delta));
   if (!r->reason.empty()) fmt::print("reason: {}\n", r->reason);
   // A p99 is known only to its latency bucket: the gateway's analysis reads the bucket's upper
   // bound, Prometheus interpolates inside it. BUCKET shows which one held it.
-  fmt::print("{:<6} {:>7} {:>9} {:>9} {:>9} {:>16} {:>7}  {}\n", "STEP", "WEIGHT", "REQUESTS",
-             "ERRORS", "P99 MS", "P99 BUCKET MS", "PSI", "DECISION");
+  fmt::print("{:<6} {:>7} {:>9} {:>9} {:>9} {:>16} {:>7} {:>7}  {}\n", "STEP", "WEIGHT", "REQUESTS",
+             "ERRORS", "P99 MS", "P99 BUCKET MS", "PSI", "ACC +/-", "DECISION");
   for (const auto& h : r->history) {
     std::string bucket = "-";
     if (h.requests > 0 && h.p99_ms > 0) {
@@ -178,9 +183,10 @@ int Status_(etcd::Client& c, const RolloutCliOptions& o) {
       bucket = std::isinf(b.upper_ms) ? fmt::format("({:g}, +Inf)", b.lower_ms)
                                       : fmt::format("({:g}, {:g}]", b.lower_ms, b.upper_ms);
     }
-    fmt::print("{:<6} {:>6}% {:>9} {:>8.2f}% {:>9.1f} {:>16} {:>7}  {}\n", h.step + 1, h.weight,
-               h.requests, h.error_rate * 100, h.p99_ms, bucket,
-               h.psi >= 0 ? fmt::format("{:.3f}", h.psi) : "-", h.decision);
+    fmt::print("{:<6} {:>6}% {:>9} {:>8.2f}% {:>9.1f} {:>16} {:>7} {:>7}  {}\n", h.step + 1,
+               h.weight, h.requests, h.error_rate * 100, h.p99_ms, bucket,
+               h.psi >= 0 ? fmt::format("{:.3f}", h.psi) : "-",
+               h.accuracy_delta >= -1 ? fmt::format("{:+.3f}", h.accuracy_delta) : "-", h.decision);
   }
   return 0;
 }
@@ -217,6 +223,17 @@ void AddRolloutCommands(CLI::App* ctl, RolloutCliOptions* o) {
                    "against the stable version's in the same step (the nodes' "
                    "dais_inference_score) that rolls back; 0.25 is the usual 'shifted' reading "
                    "(0: unchecked). Measured while both answer at least --min-requests rows.")
+      ->capture_default_str();
+  start->add_option("--accuracy-label", o->accuracy_label,
+                    "Model quality from outcomes: the label (POST /labels) that judges the "
+                    "answers; the canary's live accuracy on its labelled answers is compared with "
+                    "the stable version's in the same step (needs dais scheduler "
+                    "--feedback-stream and --label-stream). Measured once both have "
+                    "--min-requests labelled answers; until then the step waits.");
+  start
+      ->add_option("--min-accuracy-delta", o->min_accuracy_delta,
+                   "With --accuracy-label: the canary's accuracy minus the stable version's below "
+                   "this rolls back (e.g. -0.01: at most a point worse; 0: at least as good).")
       ->capture_default_str();
   CLI::App* status = rollout->add_subcommand("status", "The step, the figures, the decisions");
   status->add_option("route", o->route, "The route (alias).")->required();

@@ -22,6 +22,8 @@ struct RolloutCliOptions {
   double max_p99_ms = 0;
   int64_t min_requests = 20;
   double max_psi = 0;
+  std::string accuracy_label;  // empty: live accuracy not compared
+  double min_accuracy_delta = 0;
 };
 
 // Adds `rollout` (start, status) and `rollback` under `ctl`.

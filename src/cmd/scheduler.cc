@@ -13,6 +13,7 @@
 
 #include "cluster/cluster_scheduler.h"
 #include "gateway/rollout_controller.h"
+#include "streams/live_accuracy.h"
 #endif
 #include "cmd/metrics_port.h"
 #include "frontends/http/http_server.h"
@@ -147,9 +148,27 @@ int RunLive(const SchedulerCliOptions& o) {
     LOG_ERROR("dais scheduler: {}", s.message());
     return 2;
   }
+  gateway::AccuracySource accuracy;
+  if (!o.feedback_stream.empty() || !o.label_stream.empty()) {
+    auto live = streams::LiveAccuracy::Create(o.feedback_stream, o.label_stream);
+    if (!live.ok()) {
+      LOG_ERROR("dais scheduler: --feedback-stream / --label-stream: {}", live.status().message());
+      return 2;
+    }
+    std::shared_ptr<streams::LiveAccuracy> join = std::move(*live);
+    accuracy = [join](const gateway::AccuracyQuery& q)
+        -> StatusOr<std::map<int64_t, gateway::LabelledAnswers>> {
+      ASSIGN_OR_RETURN(auto counts,
+                       join->Counts(q.model, {q.canary, q.stable}, q.label, q.since_ms));
+      std::map<int64_t, gateway::LabelledAnswers> out;
+      for (const auto& [version, c] : counts) out[version] = {c.labeled, c.correct};
+      return out;
+    };
+    LOG_INFO("rollouts: live accuracy from {} joined with {}", o.feedback_stream, o.label_stream);
+  }
   gateway::RolloutController rollouts(
       o.etcd, [&scheduler] { return scheduler.leader_revision(); }, "/dais/scheduler/leader",
-      o.prometheus);
+      o.prometheus, std::move(accuracy));
   if (Status s = rollouts.Start(); !s.ok()) {
     LOG_ERROR("dais scheduler: rollouts: {}", s.message());
     return 2;
@@ -198,6 +217,12 @@ CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
   cmd->add_option("--prometheus", o->prometheus,
                   "host:port of a Prometheus that scrapes the gateways: rollout analysis queries "
                   "it (PromQL). Default: the gateways' /metrics are scraped directly.");
+  cmd->add_option("--feedback-stream", o->feedback_stream,
+                  "redis://HOST:PORT/STREAM: the nodes' --feedback-stream. With --label-stream, "
+                  "rollouts started with --accuracy-label compare the live accuracy of canary "
+                  "and stable on the labels posted for their answers.");
+  cmd->add_option("--label-stream", o->label_stream,
+                  "redis://HOST:PORT/STREAM: the nodes' --label-stream (with --feedback-stream).");
   CLI::App* sim = cmd->add_subcommand(
       "simulate",
       "The FGD paper's experiment: tasks of --pods arrive in order (then sampled with "

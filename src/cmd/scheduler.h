@@ -30,6 +30,9 @@ struct SchedulerCliOptions {
   int metrics_port = -1;  // -1: no metrics listener; 0: a free port (logged)
   std::string metrics_address = "0.0.0.0";
   std::string prometheus;  // host:port; empty: rollouts scrape the gateways
+  // redis://HOST:PORT/STREAM of the nodes' feedback and label streams: rollouts with an accuracy
+  // label join them (streams/live_accuracy.h).
+  std::string feedback_stream, label_stream;
 };
 
 CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* options);

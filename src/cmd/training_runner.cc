@@ -367,6 +367,8 @@ class TrainingRunner : public cluster::AssignedJob {
         r.max_p99_ms = rel.max_p99_ms;
         r.max_psi = rel.max_psi;
         r.min_requests = rel.min_requests;
+        r.accuracy_label = rel.accuracy_label;
+        r.min_accuracy_delta = rel.min_accuracy_delta;
         auto started = gateway::StartRollout(*client_, r, NowMs());
         if (started.ok()) {
           outcome = fmt::format("canary rollout of {} v{} -> v{} started", rel.route, started->from,

@@ -69,6 +69,9 @@ std::string Rollout::ToJson() const {
   w.Int64(min_requests);
   w.Key("max_psi");
   w.Double(max_psi);
+  Str(w, "accuracy_label", accuracy_label);
+  w.Key("min_accuracy_delta");
+  w.Double(min_accuracy_delta);
   Str(w, "state", state);
   w.Key("step");
   w.Int(step);
@@ -91,6 +94,8 @@ std::string Rollout::ToJson() const {
     w.Double(h.p99_ms);
     w.Key("psi");
     w.Double(h.psi);
+    w.Key("accuracy_delta");
+    w.Double(h.accuracy_delta);
     Str(w, "decision", h.decision);
     w.Key("time_ms");
     w.Int64(h.time_ms);
@@ -125,6 +130,9 @@ Status ValidateRollout(const Rollout& r) {
     return InvalidArgument("max-p99-ms: 0 to 3600000");
   if (r.min_requests < 1) return InvalidArgument("min-requests: at least 1");
   if (!(r.max_psi >= 0 && r.max_psi <= 10)) return InvalidArgument("max-psi: 0 to 10");
+  if (!(r.min_accuracy_delta >= -1 && r.min_accuracy_delta <= 1)) {
+    return InvalidArgument("min-accuracy-delta: -1 to 1 (the canary's accuracy minus stable's)");
+  }
   return OkStatus();
 }
 
@@ -150,6 +158,8 @@ StatusOr<Rollout> RolloutFromJson(const std::string& json) {
   dbl("max_p99_ms", &r.max_p99_ms);
   i64("min_requests", &r.min_requests);
   dbl("max_psi", &r.max_psi);
+  str("accuracy_label", &r.accuracy_label);
+  dbl("min_accuracy_delta", &r.min_accuracy_delta);
   str("state", &r.state);
   int64_t step = 0;
   i64("step", &step);
@@ -175,6 +185,9 @@ StatusOr<Rollout> RolloutFromJson(const std::string& json) {
       }
       if (h.HasMember("p99_ms") && h["p99_ms"].IsNumber()) rec.p99_ms = h["p99_ms"].GetDouble();
       if (h.HasMember("psi") && h["psi"].IsNumber()) rec.psi = h["psi"].GetDouble();
+      if (h.HasMember("accuracy_delta") && h["accuracy_delta"].IsNumber()) {
+        rec.accuracy_delta = h["accuracy_delta"].GetDouble();
+      }
       if (h.HasMember("decision") && h["decision"].IsString())
         rec.decision = h["decision"].GetString();
       if (h.HasMember("time_ms") && h["time_ms"].IsInt64()) rec.time_ms = h["time_ms"].GetInt64();
@@ -418,6 +431,21 @@ std::string LimitResolution::Describe() const {
   return fmt::format("between the bucket bounds {:g} and {:g} ms", lower_ms, upper_ms);
 }
 
+void AddAccuracy(const std::map<int64_t, LabelledAnswers>& counts, int64_t canary, int64_t stable,
+                 int64_t min_requests, Figures* f) {
+  auto of = [&counts](int64_t v) {
+    auto it = counts.find(v);
+    return it == counts.end() ? LabelledAnswers{} : it->second;
+  };
+  const LabelledAnswers c = of(canary), s = of(stable);
+  f->canary_labeled = c.labeled;
+  f->stable_labeled = s.labeled;
+  if (c.labeled >= min_requests && s.labeled >= min_requests && c.labeled > 0 && s.labeled > 0) {
+    f->canary_accuracy = static_cast<double>(c.correct) / static_cast<double>(c.labeled);
+    f->stable_accuracy = static_cast<double>(s.correct) / static_cast<double>(s.labeled);
+  }
+}
+
 Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms) {
   std::string figures = fmt::format("{} requests, {:.2f} % errors, p99 {:.1f} ms", f.requests,
                                     f.error_rate() * 100, f.p99_ms);
@@ -428,6 +456,16 @@ Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms) {
                                 ", score PSI not measured yet ({} canary / {} stable "
                                 "rows scored)",
                                 f.canary_scores, f.stable_scores);
+  }
+  if (!r.accuracy_label.empty()) {
+    figures +=
+        f.accuracy_measured()
+            ? fmt::format(", live accuracy {:.3f} vs {:.3f} ({} / {} labelled)", f.canary_accuracy,
+                          f.stable_accuracy, f.canary_labeled, f.stable_labeled)
+            : fmt::format(
+                  ", live accuracy not measured yet ({} canary / {} stable "
+                  "answers labelled)",
+                  f.canary_labeled, f.stable_labeled);
   }
   if (f.requests >= r.min_requests) {
     if (f.error_rate() > r.max_error_rate) {
@@ -446,15 +484,26 @@ Decision Decide(const Rollout& r, const Figures& f, int64_t now_ms) {
                         "the limit {:.3f} ({})",
                         f.psi, r.max_psi, figures)};
   }
+  if (!r.accuracy_label.empty() && f.accuracy_measured() &&
+      f.canary_accuracy - f.stable_accuracy < r.min_accuracy_delta) {
+    return {Decision::kRollBack,
+            fmt::format("the canary's live accuracy is {:+.3f} from the stable version's, under "
+                        "the limit {:+.3f} ({})",
+                        f.canary_accuracy - f.stable_accuracy, r.min_accuracy_delta, figures)};
+  }
   if (now_ms - r.step_started_ms < r.interval_ms) return {Decision::kWait, figures};
   // A quality gate that measured nothing does not let the canary through: it waits (the
   // operator sees why in the reason; `dais ctl rollback` ends it). Not on a last step of 100 %,
   // where the stable version has no traffic to compare with.
   const bool last_step = r.step + 1 >= static_cast<int>(r.steps.size());
-  if (r.max_psi > 0 && f.psi < 0 &&
-      !(last_step && r.steps.back() == 100 && r.steps[static_cast<size_t>(r.step)] == 100)) {
+  const bool alone = last_step && r.steps[static_cast<size_t>(r.step)] == 100;
+  if (r.max_psi > 0 && f.psi < 0 && !alone) {
     return {Decision::kWait,
             "waiting for scored rows of both versions to compare (" + figures + ")"};
+  }
+  if (!r.accuracy_label.empty() && !f.accuracy_measured() && !alone) {
+    return {Decision::kWait,
+            "waiting for labelled answers of both versions to compare (" + figures + ")"};
   }
   if (f.requests < r.min_requests) {
     return {Decision::kWait,

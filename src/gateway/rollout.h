@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ struct Rollout {
   // version's over the same step (the nodes' dais_inference_score); above it, rolled back.
   // 0: scores not compared.
   double max_psi = 0;
+  // Live accuracy: with a label name, the canary's accuracy on the labels of its own answers
+  // (`dais scheduler --feedback-stream/--label-stream`: predictions joined with the labels posted
+  // for them) minus the stable version's, over the same step, must be at least
+  // min_accuracy_delta (e.g. -0.01: at most a point worse). Empty: accuracy not compared.
+  std::string accuracy_label;
+  double min_accuracy_delta = 0;
   // "running", "promoted", "rolled_back" (by the analysis), "aborted" (dais ctl rollback).
   std::string state = "running";
   int step = 0;
@@ -47,7 +54,8 @@ struct Rollout {
     int64_t requests = 0;
     double error_rate = 0;
     double p99_ms = 0;
-    double psi = -1;  // -1: not measured
+    double psi = -1;             // -1: not measured
+    double accuracy_delta = -2;  // canary - stable; -2: not measured
     std::string decision;
     int64_t time_ms = 0;
   };
@@ -74,6 +82,11 @@ struct Figures {
   // min_requests scored rows in the step; -1 otherwise.
   double psi = -1;
   int64_t canary_scores = 0, stable_scores = 0;
+  // Live accuracy (labelled answers of each version in the step; accuracies -1 until both have
+  // min_requests labelled answers).
+  int64_t canary_labeled = 0, stable_labeled = 0;
+  double canary_accuracy = -1, stable_accuracy = -1;
+  bool accuracy_measured() const { return canary_accuracy >= 0 && stable_accuracy >= 0; }
   double error_rate() const { return requests > 0 ? double(errors) / double(requests) : 0; }
 };
 
@@ -128,6 +141,25 @@ double Psi(const std::map<double, double>& a, const std::map<double, double>& b,
            int64_t* nb);
 // Sets f->psi (and the counts) from the score buckets in `since` for `model`'s canary and
 // stable versions: measured when both have at least `min_requests` scored rows.
+// Live accuracy: the answers of one version made since a step began whose label arrived, and
+// how many of them were right (a score >= 0.5 for a label >= 0.5, or both below).
+struct LabelledAnswers {
+  int64_t labeled = 0, correct = 0;
+};
+struct AccuracyQuery {
+  std::string model;  // the route's model
+  int64_t canary = 0, stable = 0;
+  std::string label;     // the label's name
+  int64_t since_ms = 0;  // the step's start: answers before it do not count
+};
+// Where the controller gets them (cmd/scheduler.cc joins the feedback and label streams,
+// streams/live_accuracy.h); by version.
+using AccuracySource =
+    std::function<StatusOr<std::map<int64_t, LabelledAnswers>>(const AccuracyQuery&)>;
+// Into the figures; the accuracies only once both versions have min_requests labelled answers.
+void AddAccuracy(const std::map<int64_t, LabelledAnswers>& counts, int64_t canary, int64_t stable,
+                 int64_t min_requests, Figures* f);
+
 void AddScores(const Scrape& since, const std::string& model, int64_t canary, int64_t stable,
                int64_t min_requests, Figures* f);
 

@@ -25,11 +25,13 @@ int64_t NowMs() {
 
 RolloutController::RolloutController(std::vector<std::string> etcd_endpoints,
                                      std::function<int64_t()> leader_revision,
-                                     std::string leader_key, std::string prometheus)
+                                     std::string leader_key, std::string prometheus,
+                                     AccuracySource accuracy)
     : endpoints_(std::move(etcd_endpoints)),
       leader_revision_(std::move(leader_revision)),
       leader_key_(std::move(leader_key)),
       prometheus_(std::move(prometheus)),
+      accuracy_(std::move(accuracy)),
       cv_(&mu_) {}
 
 RolloutController::~RolloutController() { Stop(); }
@@ -256,17 +258,26 @@ bool RolloutController::Measure(const Rollout& current, int64_t now_ms, Figures*
     if (!SinceBaseline(base.scrapes, std::move(now), reset, &since)) return false;
     *f = Delta(Scrape{}, since, current.route, current.to);
   }
-  if (current.max_psi > 0) {
-    std::string model = current.route;
-    {
-      MutexLock l(&mu_);
-      auto it = routes_.find(kRoutesPrefix + current.route);
-      if (it != routes_.end()) {
-        if (auto route = ParseRoute(it->second); route.ok() && !route->model.empty()) {
-          model = route->model;
-        }
+  std::string model = current.route;
+  {
+    MutexLock l(&mu_);
+    auto it = routes_.find(kRoutesPrefix + current.route);
+    if (it != routes_.end()) {
+      if (auto route = ParseRoute(it->second); route.ok() && !route->model.empty()) {
+        model = route->model;
       }
     }
+  }
+  if (!current.accuracy_label.empty() && accuracy_) {
+    auto counts = accuracy_(
+        {model, current.to, current.from, current.accuracy_label, current.step_started_ms});
+    if (counts.ok()) {
+      AddAccuracy(*counts, current.to, current.from, current.min_requests, f);
+    } else {
+      LOG_WARNING("rollouts: {}: live accuracy: {}", current.route, counts.status().message());
+    }
+  }
+  if (current.max_psi > 0) {
     std::map<std::string, Scrape> now;
     Scrape since;
     if (!reset && ScrapeRegistered(true, &now) &&
@@ -308,8 +319,9 @@ void RolloutController::Step(const Rollout& current, const std::string& json, in
   const char* decision = d.kind == Decision::kRollBack  ? "rolled back"
                          : d.kind == Decision::kPromote ? "promoted"
                                                         : "next step";
-  next.history.push_back(
-      {current.step, weight, f.requests, f.error_rate(), f.p99_ms, f.psi, decision, now_ms});
+  next.history.push_back({current.step, weight, f.requests, f.error_rate(), f.p99_ms, f.psi,
+                          f.accuracy_measured() ? f.canary_accuracy - f.stable_accuracy : -2,
+                          decision, now_ms});
   int new_weight = 0;
   if (d.kind == Decision::kRollBack) {
     next.state = "rolled_back";

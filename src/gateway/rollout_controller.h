@@ -35,9 +35,11 @@ class RolloutController {
   // `leader_revision` returns the create revision of this replica's leadership key, 0 when it
   // does not lead.
   // `prometheus` ("host:port", empty: scrape the gateways) is where the figures come from.
+  // `accuracy` (absent: rollouts with an accuracy label wait, saying the scheduler has no
+  // feedback and label streams) answers the live-accuracy joins.
   RolloutController(std::vector<std::string> etcd_endpoints,
                     std::function<int64_t()> leader_revision, std::string leader_key,
-                    std::string prometheus = "");
+                    std::string prometheus = "", AccuracySource accuracy = {});
   ~RolloutController();
   Status Start();
   void Stop();
@@ -67,6 +69,7 @@ class RolloutController {
   const std::function<int64_t()> leader_revision_;
   const std::string leader_key_;
   const std::string prometheus_;
+  const AccuracySource accuracy_;
   std::unique_ptr<etcd::Client> client_;
   std::unique_ptr<UpstreamPool> pool_;
   std::vector<std::unique_ptr<etcd::Watcher>> watchers_;

@@ -107,7 +107,7 @@ TEST(RolloutTest, RouteWeightsPerStep) {
 
 TEST(RolloutTest, JsonRoundTripAndValidation) {
   Rollout r = Running();
-  r.history.push_back({0, 10, 100, 0.01, 12.5, -1, "next step", 11000});
+  r.history.push_back({0, 10, 100, 0.01, 12.5, -1, 0.05, "next step", 11000});
   ASSERT_OK_AND_ASSIGN(Rollout back, RolloutFromJson(r.ToJson()));
   EXPECT_EQ(back.ToJson(), r.ToJson());
   r.steps = {50, 25, 100};
@@ -203,12 +203,47 @@ TEST(RolloutTest, ScorePsiComparesCanaryWithStable) {
   EXPECT_EQ(Decide(r, g, r.step_started_ms + 5000).kind, Decision::kNext);
 
   r.max_psi = 0.25;
-  r.history.push_back({0, 10, 50, 0, 5, 3.5, "rolled back", 1});
+  r.history.push_back({0, 10, 50, 0, 5, 3.5, -2, "rolled back", 1});
   ASSERT_OK_AND_ASSIGN(Rollout back_again, RolloutFromJson(r.ToJson()));
   EXPECT_EQ(back_again.max_psi, 0.25);
   EXPECT_EQ(back_again.history[0].psi, 3.5);
   r.max_psi = 11;
   EXPECT_FALSE(ValidateRollout(r).ok());
+}
+
+TEST(RolloutTest, LiveAccuracyGate) {
+  Rollout r = Running();
+  r.accuracy_label = "fraud";
+  r.min_accuracy_delta = -0.01;
+  Figures f;
+  f.requests = 50;
+  f.p99_ms = 1;
+  // Not measured yet: the step waits past its interval (not on a last step of 100 %).
+  f.canary_labeled = 10;
+  f.stable_labeled = 40;
+  const Decision waiting = Decide(r, f, r.step_started_ms + r.interval_ms + 1);
+  EXPECT_EQ(waiting.kind, Decision::kWait);
+  EXPECT_NE(waiting.reason.find("waiting for labelled answers"), std::string::npos);
+  Rollout at_last = r;
+  at_last.step = static_cast<int>(r.steps.size()) - 1;
+  EXPECT_EQ(Decide(at_last, f, r.step_started_ms + r.interval_ms + 1).kind, Decision::kPromote);
+  // Worse by more than the limit: rolled back at once, before the interval.
+  f.canary_labeled = f.stable_labeled = 40;
+  f.canary_accuracy = 0.60;
+  f.stable_accuracy = 0.95;
+  const Decision worse = Decide(r, f, r.step_started_ms + 1);
+  EXPECT_EQ(worse.kind, Decision::kRollBack);
+  EXPECT_NE(worse.reason.find("live accuracy is -0.350"), std::string::npos) << worse.reason;
+  // Within the limit (or better): the step holds for its interval, then moves on.
+  f.canary_accuracy = 0.945;
+  EXPECT_EQ(Decide(r, f, r.step_started_ms + 1).kind, Decision::kWait);
+  EXPECT_EQ(Decide(r, f, r.step_started_ms + r.interval_ms + 1).kind, Decision::kNext);
+  r.min_accuracy_delta = 2;
+  EXPECT_FALSE(ValidateRollout(r).ok());
+  r.min_accuracy_delta = 0.02;
+  ASSERT_OK_AND_ASSIGN(Rollout back, RolloutFromJson(r.ToJson()));
+  EXPECT_EQ(back.accuracy_label, "fraud");
+  EXPECT_EQ(back.min_accuracy_delta, 0.02);
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ struct JoinStats {
   uint64_t labels_late = 0;       // received after the cut-off: ignored
   uint64_t labels_unmatched = 0;  // by the cut-off, matching no prediction
   uint64_t labeled = 0;
-  uint64_t defaulted = 0;  // window closed without a label: the `unlabeled` value
-  uint64_t left_out = 0;   // no label: window still open, or no `unlabeled` value
+  uint64_t defaulted = 0;   // window closed without a label: the `unlabeled` value
+  uint64_t left_out = 0;    // no label: window still open, or no `unlabeled` value
   uint64_t duplicates = 0;  // lines of a stream entry already read (compaction overlap)
 };
 
