@@ -14,15 +14,16 @@ are posted to /labels after it, as chargebacks come. The labels trigger the job 
 scheduler placed it on: it joins the archived predictions and labels point in time, trains a
 candidate, compares it with version 1 on the newest 30 % of the orders (all after the change),
 publishes version 2, deploys it (`fraud-v2`) and starts the route's canary. Live traffic goes on
-through the gateway while the leading scheduler analyses each step (errors, p99, and the score
-distribution's PSI against v1) and promotes v2. A fresh batch of new-ring orders is then scored
+through the gateway, its labels posted as they come, while the leading scheduler analyses each
+step (errors, p99, and the live accuracy of v2 against v1 on the labels of their own answers,
+joined from the feedback and label streams) and promotes v2. A fresh batch of new-ring orders is then scored
 through the gateway again.
 
 Prints `dais ctl get trainings`, `dais ctl rollout status fraud` and a table: AUC of v1 and v2 on
 the held-out post-change window, frauds of the new ring caught before and after, the time from
 the first labelled new-ring fraud to v2 serving 100 %, records archived and files written.
 
-usage: scripts/loop_demo.py [--build build/release] [--orders 3000] [--max-psi 3.0]
+usage: scripts/loop_demo.py [--build build/release] [--orders 3000] [--max-psi 0]
 """
 import argparse
 import gzip
@@ -154,7 +155,8 @@ class Demo:
                                  "--label-stream", f"{redis}/labels"])
             self.nodes.append(f"http://127.0.0.1:{self.port_of(log, 'dais serve ready')}")
         self.spawn("scheduler", [self.dais, "scheduler", "--etcd", self.etcd, "--id", "s1",
-                                 "--lease-ttl-secs", "2"])
+                                 "--lease-ttl-secs", "2", "--feedback-stream",
+                                 f"{redis}/feedback", "--label-stream", f"{redis}/labels"])
         log = self.spawn("gateway", [self.dais, "gateway", "--etcd", self.etcd, "--http-port",
                                      "0", "--grpc-port", "-1"])
         self.url = f"http://127.0.0.1:{self.port_of(log, 'ports')}"
@@ -241,18 +243,23 @@ release:
   interval: 3s
   min_requests: 300
   max_error_rate: 1%
+  accuracy_label: fraud
+  min_accuracy_delta: 0
   max_psi: {max_psi}
   ready_timeout: 2m
 """
 
 
 def canary(demo, rng, first):
-    """Live traffic through the gateway until the job's canary ends; its end state."""
+    """Live traffic through the gateway, labelled as chargebacks come, until the job's canary
+    ends; its end state."""
     state = ""
     deadline = time.time() + 600
     while time.time() < deadline:
-        x, _, _ = orders(50, rng, True)
-        demo.score(x, [f"live-{time.monotonic_ns()}-{i}" for i in range(len(x))])
+        x, y, _ = orders(50, rng, True)
+        ids = [f"live-{time.monotonic_ns()}-{i}" for i in range(len(x))]
+        demo.score(x, ids)
+        demo.label(ids, y)
         status = demo.rollout()
         for end in ("promoted", "rolled_back", "aborted"):
             if f", {end};" in status:
@@ -269,8 +276,9 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--orders", type=int, default=3000,
                     help="orders before and after the change, each")
-    ap.add_argument("--max-psi", type=float, default=3.0,
-                    help="the canary's limit on the score PSI of v2 against v1")
+    ap.add_argument("--max-psi", type=float, default=0,
+                    help="the canary's limit on the score PSI of v2 against v1 (0: unchecked; "
+                    "the canary is judged on live accuracy)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="dais-loop-demo-"))
     demo = Demo(args.build, tmp)

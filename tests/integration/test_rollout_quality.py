@@ -33,22 +33,32 @@ b.save_model(sys.argv[1])
 
 
 class Traffic:
-    """Requests with random inputs to the route from a thread until stopped."""
+    """Requests with random inputs to the route from a thread until stopped; with `labels_url`,
+    each request has an id and its label (fraud when the first feature is above 0.5) is posted
+    there after its answer."""
 
-    def __init__(self, url):
-        self.url, self.stop_flag, self.failures, self.count = url, False, [], 0
+    def __init__(self, url, labels_url=None):
+        self.url, self.labels_url = url, labels_url
+        self.stop_flag, self.failures, self.count = False, [], 0
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
     def run(self):
         s, rng = requests.Session(), np.random.default_rng(9)
         while not self.stop_flag:
-            body = {"inputs": [{"name": "input__0", "shape": [1, 8], "datatype": "FP32",
-                                "data": rng.random(8).round(4).tolist()}]}
+            x = rng.random(8).round(4)
+            body = {"id": f"q-{self.count}", "inputs": [
+                {"name": "input__0", "shape": [1, 8], "datatype": "FP32", "data": x.tolist()}]}
             r = s.post(self.url, json=body, timeout=10)
-            self.count += 1
             if r.status_code != 200:
                 self.failures.append((r.status_code, r.text))
+            elif self.labels_url:
+                label = {"request_id": body["id"], "labels": {"fraud": int(x[0] > 0.5)},
+                         "source": "test"}
+                lr = s.post(self.labels_url, json=label, timeout=10)
+                if lr.status_code != 200:
+                    self.failures.append((lr.status_code, lr.text))
+            self.count += 1
 
     def stop(self):
         self.stop_flag = True
@@ -107,6 +117,70 @@ def test_a_canary_whose_scores_shifted_is_rolled_back(etcd_server, start_server,
         assert route["versions"] == [{"version": 1, "weight": 100}]
         status = ctl(dais_bin, etcd_server, "rollout", "status", "fraud").stdout
         assert "score PSI 0.25" in status and "scores shifted" in status, status
+        print(status)
+    finally:
+        if gw:
+            gw.stop()
+        sched.stop()
+        print(f"--- scheduler log:\n{sched.log()[-3000:]}")
+
+
+def test_a_canary_less_accurate_on_its_labels_is_rolled_back(etcd_server, redis_server,
+                                                             start_server, repo_copy, dais_bin,
+                                                             tmp_path):
+    """Live accuracy: the nodes stream their answers (feedback) and take labels; the leading
+    scheduler joins the two and rolls back the canary whose answers the labels prove wrong, with
+    the score PSI unchecked and latency fine."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    for v, kind in ((1, "v1"), (2, "shifted")):
+        (repo_copy / "xgb_binary" / str(v)).mkdir(exist_ok=True)
+        subprocess.run(["/usr/bin/python3", str(script),
+                        str(repo_copy / "xgb_binary" / str(v) / "xgboost.json"), kind],
+                       check=True, timeout=120)
+    streams = [f"redis://127.0.0.1:{redis_server.port}/fb",
+               f"redis://127.0.0.1:{redis_server.port}/labels"]
+    nodes = [start_server(repo_copy, "--etcd", etcd_server.endpoint, "--node-id", f"n{i}",
+                          "--lease-ttl-secs", str(TTL), "--feedback-stream", streams[0],
+                          "--label-stream", streams[1], command="node") for i in (1, 2)]
+    sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path, "--feedback-stream", streams[0],
+                      "--label-stream", streams[1])
+    gw = None
+    try:
+        for v in (1, 2):
+            apply(dais_bin, etcd_server, tmp_path,
+                  f"name: fraud-v{v}\nmodel: xgb_binary\nversion: {v}\nreplicas: 1\n")
+        wait_for(lambda: sorted((i["version"], i["state"]) for i in
+                                instances(etcd_server, "xgb_binary").values()) ==
+                 [("1", "READY"), ("2", "READY")], 60, "v1 and v2 READY")
+        apply(dais_bin, etcd_server, tmp_path, "kind: route\nname: fraud\nmodel: xgb_binary\n"
+              "versions: [{version: 1, weight: 100}]\n")
+        gw = Gateway(dais_bin, etcd_server, tmp_path)
+        url = gw.url + "/v2/models/fraud/infer"
+        wait_for(lambda: requests.post(url, json={"inputs": [{
+            "name": "input__0", "shape": [1, 8], "datatype": "FP32", "data": [0.5] * 8}]},
+            timeout=5).status_code == 200, 20, "the route served")
+        traffic = Traffic(url, labels_url=nodes[0].url + "/labels")
+        try:
+            out = ctl(dais_bin, etcd_server, "rollout", "start", "fraud", "--to", "2", "--steps",
+                      "50,100", "--interval", "30s", "--min-requests", "30",
+                      "--accuracy-label", "fraud", "--min-accuracy-delta", "-0.05").stdout
+            assert "started: 50 %" in out, out
+
+            def decided():
+                raw = etcd_server.get_prefix("/dais/rollouts/fraud").get("/dais/rollouts/fraud")
+                r = json.loads(raw) if raw else None
+                return r if r and r["state"] != "running" else None
+            done = wait_for(decided, 60, "the rollout decided")
+        finally:
+            traffic.stop()
+        assert done["state"] == "rolled_back", done
+        assert "live accuracy is -" in done["reason"], done["reason"]
+        (step,) = done["history"]
+        assert step["accuracy_delta"] < -0.05 and step["decision"] == "rolled back", step
+        assert not traffic.failures, traffic.failures[:3]
+        status = ctl(dais_bin, etcd_server, "rollout", "status", "fraud").stdout
+        assert "accuracy on 'fraud' -0.05" in status and "live accuracy" in status, status
         print(status)
     finally:
         if gw:
