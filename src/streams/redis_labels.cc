@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "metrics/registry.h"
+#include "redis/script.h"
 #include "streams/redis_feedback.h"
 
 namespace dais::streams {
@@ -22,6 +23,26 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// One request's labels, appended in one script: atomic on a standalone Redis and on Redis
+// Cluster alike (one key, so one slot; a MOVED redirect re-sends the whole script, where a
+// MULTI / EXEC pipeline had its commands redirected one by one outside the transaction). The
+// shebang makes Redis refuse the script before it runs when it is out of memory, so a script
+// never stops half-way on OOM. ARGV: max_len, received_ms, then per label request_id,
+// entity_ids, time_ms, labels, source.
+const redis::Script& AppendLabels() {
+  static const redis::Script kScript(R"(#!lua
+local n = (#ARGV - 2) / 5
+for i = 0, n - 1 do
+  local b = 2 + i * 5
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'request_id', ARGV[b + 1],
+             'entity_ids', ARGV[b + 2], 'time_ms', ARGV[b + 3], 'labels', ARGV[b + 4],
+             'source', ARGV[b + 5], 'received_ms', ARGV[2])
+end
+return n
+)");
+  return kScript;
 }
 
 }  // namespace
@@ -46,35 +67,30 @@ RedisLabelStream::RedisLabelStream(LabelStreamOptions options, std::string strea
     : options_(std::move(options)), stream_(std::move(stream)), client_(std::move(client)) {}
 
 void RedisLabelStream::Write(std::vector<server::Label> labels, std::function<void(Status)> done) {
-  const std::string received = std::to_string(NowMs());
-  const std::string max_len = std::to_string(options_.max_len);
-  std::vector<redis::KeyedCommand> cmds;
-  cmds.reserve(labels.size() + 2);
-  cmds.push_back({stream_, {"MULTI"}});
+  std::vector<std::string> args;
+  args.reserve(2 + labels.size() * 5);
+  args.push_back(std::to_string(options_.max_len));
+  args.push_back(std::to_string(NowMs()));
   for (const server::Label& l : labels) {
-    cmds.push_back(
-        {stream_,
-         {"XADD", stream_, "MAXLEN", "~", max_len, "*", "request_id", l.request_id, "entity_ids",
-          server::EntityIdsJson(l), "time_ms", std::to_string(l.time_ms), "labels",
-          server::LabelValuesJson(l), "source", l.source, "received_ms", received}});
+    args.push_back(l.request_id);
+    args.push_back(server::EntityIdsJson(l));
+    args.push_back(std::to_string(l.time_ms));
+    args.push_back(server::LabelValuesJson(l));
+    args.push_back(l.source);
   }
-  cmds.push_back({stream_, {"EXEC"}});
-  const size_t n = labels.size();
-  client_->ExecuteBatch(
-      std::move(cmds), std::chrono::steady_clock::now() + std::chrono::seconds(2),
-      [n, done = std::move(done)](std::vector<StatusOr<redis::Reply>> replies) {
+  const auto n = static_cast<int64_t>(labels.size());
+  client_->Eval(
+      AppendLabels(), {stream_}, std::move(args),
+      std::chrono::steady_clock::now() + std::chrono::seconds(2),
+      [n, done = std::move(done)](StatusOr<redis::Reply> reply) {
         Status s;
-        const StatusOr<redis::Reply>& exec = replies.back();
-        if (!exec.ok()) {
-          s = Unavailable("label stream: " + std::string(exec.status().message()));
-        } else if (exec->is_error()) {
-          s = Unavailable("label stream: " + exec->str);
-        } else if (exec->is_nil() || exec->elements.size() != n) {
-          s = Unavailable("label stream: the transaction was not applied");
-        } else {
-          for (const redis::Reply& r : exec->elements) {
-            if (r.is_error()) s = Unavailable("label stream: XADD: " + r.str);
-          }
+        if (!reply.ok()) {
+          s = Unavailable("label stream: " + std::string(reply.status().message()));
+        } else if (reply->is_error()) {
+          s = Unavailable("label stream: " + reply->str);
+        } else if (reply->integer != n) {
+          s = Unavailable("label stream: the script appended " + std::to_string(reply->integer) +
+                          " of " + std::to_string(n) + " labels");
         }
         LabelsTotal().Get({s.ok() ? "stored" : "failed"}).Increment(static_cast<double>(n));
         done(s);

@@ -3,8 +3,9 @@
 // fields request_id, entity_ids (a JSON array), time_ms, labels (a JSON object), source and
 // received_ms; `dais archive` archives the stream like the feedback stream.
 //
-// A request's labels are written in one MULTI/EXEC: all of them or none, and the client's 200
-// comes only after Redis answered EXEC (a 503 means nothing was stored: send again).
+// A request's labels are written by one Lua script (one key: one slot on Redis Cluster too): all
+// of them or none, and the client's 200 comes only after Redis answered (a 503 means nothing
+// was stored, or, when the answer was lost, that the retry may store them twice).
 #pragma once
 
 #include <memory>

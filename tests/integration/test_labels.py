@@ -125,3 +125,19 @@ def test_labels_over_grpc(start_server, repo_copy, redis_server, tmp_path):
     assert first["request_id"] == "g-1"
     assert json.loads(first["labels"]) == {"amount": 3.5, "fraud": 1}  # by name: stable JSON
     assert json.loads(second["entity_ids"]) == ["7"] and second["time_ms"] == "1764900000000"
+
+
+def test_labels_on_redis_cluster_are_one_script_on_the_key_owner(start_server, repo_copy,
+                                                                 redis_cluster):
+    """On Redis Cluster a request's labels are appended whole through a node that does not own
+    the stream's slot (the client follows MOVED with the whole script)."""
+    key = "labels-on-cluster"
+    owner = redis_cluster.owner_of_key(key)
+    other = next(n for n in redis_cluster.nodes if n.port != owner.port)
+    srv = start_server(repo_copy, "--label-stream", f"redis://127.0.0.1:{other.port}/{key}")
+    labels = [{"request_id": f"r{i}", "label": i % 2, "source": "test"} for i in range(50)]
+    r = srv.post("/labels", json={"labels": labels})
+    assert r.status_code == 200 and r.json() == {"accepted": 50}, r.text
+    entries = redis_cluster.call_key(key, "XRANGE", key, "-", "+")
+    assert [dict(zip(kv[::2], kv[1::2]))[b"request_id"] for _, kv in entries] == [
+        f"r{i}".encode() for i in range(50)]
