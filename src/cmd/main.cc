@@ -4,6 +4,7 @@
 #include "cmd/archive.h"
 #include "cmd/check_model.h"
 #include "cmd/features.h"
+#include "cmd/label_events.h"
 #include "cmd/locks.h"
 #include "cmd/train.h"
 #ifdef DAIS_HAVE_GRPC
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   CLI::App* stream_cmd = dais::cmd::AddStreamCommand(&app, &stream);
   dais::cmd::ArchiveCliOptions archive;
   CLI::App* archive_cmd = dais::cmd::AddArchiveCommand(&app, &archive);
+  dais::cmd::LabelEventsCliOptions label_events;
+  CLI::App* label_events_cmd = dais::cmd::AddLabelEventsCommand(&app, &label_events);
   dais::cmd::SchedulerCliOptions scheduler;
   CLI::App* scheduler_cmd = dais::cmd::AddSchedulerCommand(&app, &scheduler);
 #ifdef DAIS_HAVE_GRPC
@@ -85,5 +88,6 @@ int main(int argc, char** argv) {
   if (scheduler_cmd->parsed()) return dais::cmd::RunScheduler(scheduler_cmd, scheduler);
   if (stream_cmd->parsed()) return dais::cmd::RunStream(stream_cmd, stream);
   if (archive_cmd->parsed()) return dais::cmd::RunArchive(archive, archive_cmd);
+  if (label_events_cmd->parsed()) return dais::cmd::RunLabelEvents(label_events);
   return 1;
 }
