@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -137,7 +139,7 @@ class TrainingRunner : public cluster::AssignedJob {
     e.deployment = cluster::kTrainingTaskPrefix + spec_.name;
     e.node = options_.node_id;
     e.message = message;
-    e.scheduler = options_.node_id;
+    e.scheduler = options_.node_id + "." + spec_.name;  // the key's writer: one per job
     if (!client_->Put(e.Key(++event_sequence_), e.ToJson(), events_lease_).ok()) {
       events_lease_ = 0;  // a new lease next time
     }
@@ -233,7 +235,9 @@ class TrainingRunner : public cluster::AssignedJob {
     return std::max<int64_t>(sleep, 1);
   }
 
-  // Runs `dais train` and waits for it; its exit status, or -1 when it was stopped / not started.
+  // Runs `dais train` and waits for it; its exit status, kStopped when the job was stopped
+  // meanwhile, or kNotStarted (fork or waitpid failed; errno says why).
+  static constexpr int kStopped = -2, kNotStarted = -1;
   int RunTrain(const std::string& result_file) {
     std::vector<std::string> args = {options_.dais_binary, "train",         "--config",
                                      spec_.config,         "--result-file", result_file};
@@ -242,7 +246,7 @@ class TrainingRunner : public cluster::AssignedJob {
     argv.push_back(nullptr);
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
-    if (pid < 0) return -1;
+    if (pid < 0) return kNotStarted;
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the node
       if (::getppid() != parent) ::_exit(127);
@@ -253,11 +257,12 @@ class TrainingRunner : public cluster::AssignedJob {
     while (true) {
       const pid_t w = ::waitpid(pid, &status, WNOHANG);
       if (w == pid) break;
-      if (w < 0) return -1;
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return kNotStarted;
       if (Stopping()) {
         ::kill(pid, SIGTERM);
         ::waitpid(pid, &status, 0);
-        return -1;
+        return kStopped;
       }
       Sleep(100);
     }
@@ -276,10 +281,15 @@ class TrainingRunner : public cluster::AssignedJob {
          fmt::format("dais-training-{}-{}.json", spec_.name, ::getpid()))
             .string();
     const int exit = RunTrain(result_file);
-    if (exit < 0) return;  // stopped: the next node runs it again
+    const int err = errno;
+    if (exit == kStopped) return;  // the next node runs it again
     run_.last_end_ms = NowMs();
     run_.last_exit = exit;
-    run_.last_result = ExitMeaning(exit);
+    // Not started: recorded like a failed run, so the schedule waits for its next point instead
+    // of trying again at once.
+    run_.last_result = exit == kNotStarted
+                           ? "could not run dais train: " + std::string(std::strerror(err))
+                           : ExitMeaning(exit);
     int64_t version = 0;
     if (exit == 0 || exit == 3) {
       std::ifstream in(result_file);
