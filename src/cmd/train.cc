@@ -15,6 +15,9 @@
 #include "learn/join.h"
 #include "learn/training_spec.h"
 #include "learn/xgb_train.h"
+#ifdef DAIS_HAVE_LEARN_TORCH
+#include "learn/torch_train.h"
+#endif
 
 namespace dais::cmd {
 namespace {
@@ -29,7 +32,8 @@ int64_t NowMs() {
 
 void Progress(const std::string& line) { fmt::print(stderr, "dais train: {}\n", line); }
 
-// The newest numbered version of the model with an XGBoost file, and that file's name.
+// The newest numbered version of the model with an XGBoost file or a TorchScript model.pt, and
+// that file's name.
 bool ServingVersion(const learn::TrainingSpec& spec, int64_t* version, std::string* file) {
   *version = 0;
   std::error_code ec;
@@ -39,7 +43,7 @@ bool ServingVersion(const learn::TrainingSpec& spec, int64_t* version, std::stri
         name.size() > 15) {
       continue;
     }
-    for (const char* f : {"xgboost.json", "xgboost.ubj", "xgboost.model"}) {
+    for (const char* f : {"xgboost.json", "xgboost.ubj", "xgboost.model", "model.pt"}) {
       if (fs::exists(d.path() / f, ec) && std::stoll(name) > *version) {
         *version = std::stoll(name);
         *file = f;
@@ -139,6 +143,20 @@ bool Publish(const fs::path& tmp, const std::string& file, const std::string& me
   return true;
 }
 
+// XGBoost, or LibTorch for a TorchScript model.pt.
+StatusOr<learn::TrainResult> Train(const learn::TrainingSpec& spec, const learn::Dataset& train,
+                                   const learn::Dataset& holdout, const std::string& serving,
+                                   const std::string& candidate, const std::string& file) {
+  if (file != "model.pt") {
+    return learn::TrainAndScore(spec, train, holdout, serving, candidate, Progress);
+  }
+#ifdef DAIS_HAVE_LEARN_TORCH
+  return learn::TrainTorchAndScore(spec, train, holdout, serving, candidate, Progress);
+#else
+  return Unimplemented("model: " + serving + " is TorchScript; this build has no LibTorch");
+#endif
+}
+
 // --result-file's JSON (nothing without the flag).
 void WriteResult(const std::string& path, bool published, int64_t version,
                  const std::string& metric, double candidate, double serving, double improvement) {
@@ -181,7 +199,9 @@ int RunTrain(const TrainCliOptions& o) {
   int64_t base = 0;
   std::string file;
   if (!ServingVersion(*spec, &base, &file)) {
-    fmt::print(stderr, "dais train: {}: model: no version of '{}' with an XGBoost model in {}\n",
+    fmt::print(stderr,
+               "dais train: {}: model: no version of '{}' with an XGBoost model or a TorchScript "
+               "model.pt in {}\n",
                o.config, spec->model, spec->repository);
     return 2;
   }
@@ -223,8 +243,7 @@ int RunTrain(const TrainCliOptions& o) {
     }
   } cleanup{tmp};
   const std::string serving_path = (model_dir / std::to_string(base) / file).string();
-  auto r =
-      learn::TrainAndScore(*spec, train, holdout, serving_path, (tmp / file).string(), Progress);
+  auto r = Train(*spec, train, holdout, serving_path, (tmp / file).string(), file);
   if (!r.ok()) {
     fmt::print(stderr, "dais train: {}\n", r.status().message());
     return 1;

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -103,6 +104,40 @@ Status ParseXgboost(const Ctx& c, const YAML::Node& x, TrainingSpec* s) {
   return OkStatus();
 }
 
+// torch: {epochs: 20, learning_rate: 0.01, batch_size: 64}
+Status ParseTorch(const Ctx& c, const YAML::Node& t, TrainingSpec* s) {
+  if (!t.IsDefined()) return OkStatus();
+  if (!t.IsMap()) return c.Error(t, "torch", "a mapping is needed");
+  for (const auto& kv : t) {
+    const std::string key = kv.first.Scalar();
+    if (key != "epochs" && key != "learning_rate" && key != "batch_size") {
+      return c.Error(kv.first, "torch." + key,
+                     "unknown field (expected epochs, learning_rate, batch_size)");
+    }
+  }
+  if (t["epochs"].IsDefined()) {
+    ASSIGN_OR_RETURN(const double e, Number(c, t["epochs"], "torch.epochs"));
+    if (e < 1 || e > 100000 || e != std::floor(e)) {
+      return c.Error(t["epochs"], "torch.epochs", "an integer from 1 to 100000 is needed");
+    }
+    s->epochs = static_cast<int>(e);
+  }
+  if (t["learning_rate"].IsDefined()) {
+    ASSIGN_OR_RETURN(s->learning_rate, Number(c, t["learning_rate"], "torch.learning_rate"));
+    if (!(s->learning_rate > 0 && s->learning_rate <= 10)) {
+      return c.Error(t["learning_rate"], "torch.learning_rate", "a number in (0, 10] is needed");
+    }
+  }
+  if (t["batch_size"].IsDefined()) {
+    ASSIGN_OR_RETURN(const double b, Number(c, t["batch_size"], "torch.batch_size"));
+    if (b < 1 || b > 1000000 || b != std::floor(b)) {
+      return c.Error(t["batch_size"], "torch.batch_size", "an integer from 1 to 1000000");
+    }
+    s->batch_size = static_cast<int64_t>(b);
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<TrainingSpec> LoadTrainingSpec(const std::string& path) {
@@ -117,13 +152,13 @@ StatusOr<TrainingSpec> LoadTrainingSpec(const std::string& path) {
   }
   if (!root.IsMap()) return InvalidArgument(path + ": a mapping of fields is needed");
   static const std::set<std::string> kFields = {
-      "model",  "repository", "feedback", "labels", "label",           "input",
-      "window", "unlabeled",  "holdout",  "metric", "min_improvement", "xgboost"};
+      "model",     "repository", "feedback", "labels",          "label",   "input", "window",
+      "unlabeled", "holdout",    "metric",   "min_improvement", "xgboost", "torch"};
   for (const auto& kv : root) {
     if (!kFields.count(kv.first.Scalar())) {
       return c.Error(kv.first, kv.first.Scalar(),
                      "unknown field (expected model, repository, feedback, labels, label, input, "
-                     "window, unlabeled, holdout, metric, min_improvement, xgboost)");
+                     "window, unlabeled, holdout, metric, min_improvement, xgboost, torch)");
     }
   }
   TrainingSpec s;
@@ -167,6 +202,7 @@ StatusOr<TrainingSpec> LoadTrainingSpec(const std::string& path) {
     }
   }
   RETURN_IF_ERROR(ParseXgboost(c, root["xgboost"], &s));
+  RETURN_IF_ERROR(ParseTorch(c, root["torch"], &s));
   s.repository = Absolute(path, s.repository);
   s.feedback = Absolute(path, s.feedback);
   s.labels = Absolute(path, s.labels);

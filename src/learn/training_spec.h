@@ -18,6 +18,10 @@
 //     rounds: 50
 //     continue: true               # from the serving version's booster (default: from scratch)
 //     params: {max_depth: 4, eta: 0.3, objective: "binary:logistic"}
+//   torch:                         # for a TorchScript model (model.pt): trained further
+//     epochs: 20
+//     learning_rate: 0.01          # Adam
+//     batch_size: 64
 #pragma once
 
 #include <cstdint>
@@ -46,6 +50,9 @@ struct TrainingSpec {
   int rounds = 50;
   bool continue_training = false;
   std::vector<std::pair<std::string, std::string>> params;  // XGBoosterSetParam, in order
+  int epochs = 20;                                          // torch
+  double learning_rate = 0.01;
+  int64_t batch_size = 64;
 };
 
 // Parses training.yaml. InvalidArgument "<file>:<line>: <field>: <what>" naming the field; paths

@@ -139,3 +139,48 @@ def test_train_spec_errors_name_the_field(repo_copy, dais_bin, tmp_path):
     assert r.returncode == 1 and "nothing to train on" in r.stderr, r.stderr
 
 
+
+
+def test_train_continues_a_torchscript_mlp_with_libtorch(start_server, repo_copy, redis_server,
+                                                         dais_bin, tmp_path):
+    """The MLP example (TorchScript, 16 inputs -> 4 logits) trained further with the LibTorch C++
+    API on labels that name a class, scored against the serving version on accuracy, published
+    as version 2 and served."""
+    srv = start_server(repo_copy,
+                       "--feedback-stream", f"redis://127.0.0.1:{redis_server.port}/fb",
+                       "--label-stream", f"redis://127.0.0.1:{redis_server.port}/labels")
+    rng = np.random.default_rng(3)
+    x = rng.random((800, 16), dtype=np.float32)
+    cls = x[:, :4].argmax(axis=1)  # the class: which of the first four features is largest
+    for i in range(800):
+        r = srv.infer("mlp_small", {"INPUT__0": x[i:i + 1]}, id=f"m-{i}")
+        assert r.status_code == 200, r.text
+    labels = [{"request_id": f"m-{i}", "labels": {"cls": int(cls[i])}, "source": "t"}
+              for i in range(800)]
+    assert srv.post("/labels", json={"labels": labels}).json() == {"accepted": 800}
+    root = tmp_path / "offline"
+    archive(dais_bin, redis_server, "fb", root, "feedback")
+    archive(dais_bin, redis_server, "labels", root, "labels")
+    spec = tmp_path / "mlp.yaml"
+    spec.write_text("\n".join([
+        "model: mlp_small", f"repository: {repo_copy}", f"feedback: {root}/feedback",
+        f"labels: {root}/labels", "label: cls", "input: INPUT__0", "window: 1h",
+        "holdout: 25%", "metric: accuracy", "min_improvement: 0.1",
+        "torch: {epochs: 40, learning_rate: 0.01, batch_size: 32}"]) + "\n")
+    r = run_train(dais_bin, spec)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "published mlp_small version 2" in r.stdout, r.stdout
+    assert "epoch 40/40" in r.stderr, r.stderr
+    metrics = json.loads((repo_copy / "mlp_small" / "2" / "metrics.json").read_text())
+    assert 190 <= metrics["data"]["holdout_rows"] <= 210, metrics  # 25 %, ties in ms aside
+    assert metrics["candidate"]["accuracy"] > metrics["serving"]["accuracy"] + 0.1, metrics
+    assert (repo_copy / "mlp_small" / "2" / "model.pt").exists()
+    print(json.dumps({k: metrics[k] for k in ("candidate", "serving", "rounds")}))
+    srv2 = start_server(repo_copy)
+    assert srv2.get("/v2/models/mlp_small/versions/2/ready").status_code == 200
+
+    # AUC needs a binary model: refused naming the field, nothing published.
+    spec.write_text(spec.read_text().replace("metric: accuracy", "metric: auc"))
+    r = run_train(dais_bin, spec)
+    assert r.returncode == 1 and "metric: auc needs a binary model" in r.stderr, r.stderr
+    assert not (repo_copy / "mlp_small" / "3").exists()
