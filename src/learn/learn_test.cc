@@ -73,6 +73,15 @@ TEST_F(LearnTest, SpecErrorsNameTheField) {
       << unknown.status().message();
   auto metric = LoadTrainingSpec(Spec("metric: f1\n"));
   EXPECT_NE(metric.status().message().find("metric: auc, logloss or accuracy"), std::string::npos);
+  auto epochs = LoadTrainingSpec(Spec("torch: {epochs: 0}\n"));
+  EXPECT_NE(epochs.status().message().find("torch.epochs"), std::string::npos);
+  auto torch_field = LoadTrainingSpec(Spec("torch: {lr: 1}\n"));
+  EXPECT_NE(torch_field.status().message().find("torch.lr: unknown field"), std::string::npos);
+  ASSERT_OK_AND_ASSIGN(TrainingSpec torch_spec,
+                       LoadTrainingSpec(Spec("torch: {epochs: 5, learning_rate: 0.1}\n")));
+  EXPECT_EQ(torch_spec.epochs, 5);
+  EXPECT_EQ(torch_spec.learning_rate, 0.1);
+  EXPECT_EQ(torch_spec.batch_size, 64);
   auto rounds = LoadTrainingSpec(Spec("xgboost: {rounds: 0}\n"));
   EXPECT_NE(rounds.status().message().find("xgboost.rounds"), std::string::npos);
   std::string text;
