@@ -80,34 +80,10 @@ std::string NodeJson(const NodeAgentOptions& o, const RepositoryVersions& versio
   return sb.GetString();
 }
 
-std::string InstanceJson(const std::string& node, const runtime::IndexEntry& e,
-                         const std::vector<int>& gpus) {
-  rapidjson::StringBuffer sb;
-  Writer w(sb);
-  w.StartObject();
-  w.Key("node");
-  Str(w, node);
-  w.Key("model");
-  Str(w, e.name);
-  w.Key("version");
-  Str(w, e.version);
-  w.Key("state");
-  // The cluster's words: LOADING, READY, FAILED (a load that did not succeed), UNLOADED.
-  std::string state(runtime::ModelStateName(e.state));
-  if (state == "UNAVAILABLE") state = e.reason == "unloaded" ? "UNLOADED" : "FAILED";
-  Str(w, state);
-  w.Key("reason");
-  Str(w, e.reason);
-  w.Key("gpus");
-  w.StartArray();
-  for (int g : gpus) w.Int(g);
-  w.EndArray();
-  w.EndObject();
-  return sb.GetString();
-}
-
-std::string JobJson(const std::string& node, const std::string& name,
-                    const AssignedJob::State& state) {
+// /dais/instances/<node>/<name>: a model instance's state, or a job's (training_job.h).
+std::string StateJson(const std::string& node, const std::string& name, const std::string& version,
+                      const std::string& state, const std::string& reason,
+                      const std::vector<int>& gpus) {
   rapidjson::StringBuffer sb;
   Writer w(sb);
   w.StartObject();
@@ -116,16 +92,30 @@ std::string JobJson(const std::string& node, const std::string& name,
   w.Key("model");
   Str(w, name);
   w.Key("version");
-  Str(w, "");
+  Str(w, version);
   w.Key("state");
-  Str(w, state.state);
+  Str(w, state);
   w.Key("reason");
-  Str(w, state.reason);
+  Str(w, reason);
   w.Key("gpus");
   w.StartArray();
+  for (int g : gpus) w.Int(g);
   w.EndArray();
   w.EndObject();
   return sb.GetString();
+}
+
+std::string InstanceJson(const std::string& node, const runtime::IndexEntry& e,
+                         const std::vector<int>& gpus) {
+  // The cluster's words: LOADING, READY, FAILED (a load that did not succeed), UNLOADED.
+  std::string state(runtime::ModelStateName(e.state));
+  if (state == "UNAVAILABLE") state = e.reason == "unloaded" ? "UNLOADED" : "FAILED";
+  return StateJson(node, e.name, e.version, state, e.reason, gpus);
+}
+
+std::string JobJson(const std::string& node, const std::string& name,
+                    const AssignedJob::State& state) {
+  return StateJson(node, name, "", state.state, state.reason, {});
 }
 
 std::string ModelOfKey(const std::string& key, const std::string& prefix) {

@@ -65,8 +65,7 @@ class Traffic:
         self.thread.join(20)
 
 
-def test_a_canary_whose_scores_shifted_is_rolled_back(etcd_server, start_server, repo_copy,
-                                                      dais_bin, tmp_path):
+def train_v1_and_shifted_v2(repo_copy, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
     for v, kind in ((1, "v1"), (2, "shifted")):
@@ -74,25 +73,41 @@ def test_a_canary_whose_scores_shifted_is_rolled_back(etcd_server, start_server,
         subprocess.run(["/usr/bin/python3", str(script),
                         str(repo_copy / "xgb_binary" / str(v) / "xgboost.json"), kind],
                        check=True, timeout=120)
+
+
+def deploy_v1_v2_and_route(dais_bin, etcd_server, tmp_path):
+    """fraud-v1 and fraud-v2 READY, the route fraud at v1 100 %, a gateway serving it."""
+    for v in (1, 2):
+        apply(dais_bin, etcd_server, tmp_path,
+              f"name: fraud-v{v}\nmodel: xgb_binary\nversion: {v}\nreplicas: 1\n")
+    wait_for(lambda: sorted((i["version"], i["state"]) for i in
+                            instances(etcd_server, "xgb_binary").values()) ==
+             [("1", "READY"), ("2", "READY")], 60, "v1 and v2 READY")
+    apply(dais_bin, etcd_server, tmp_path, "kind: route\nname: fraud\nmodel: xgb_binary\n"
+          "versions: [{version: 1, weight: 100}]\n")
+    gw = Gateway(dais_bin, etcd_server, tmp_path)
+    url = gw.url + "/v2/models/fraud/infer"
+    try:
+        wait_for(lambda: requests.post(url, json={"inputs": [{
+            "name": "input__0", "shape": [1, 8], "datatype": "FP32", "data": [0.5] * 8}]},
+            timeout=5).status_code == 200, 20, "the route served")
+    except BaseException:
+        gw.stop()
+        raise
+    return gw
+
+
+def test_a_canary_whose_scores_shifted_is_rolled_back(etcd_server, start_server, repo_copy,
+                                                      dais_bin, tmp_path):
+    train_v1_and_shifted_v2(repo_copy, tmp_path)
     for i in (1, 2):
         start_server(repo_copy, "--etcd", etcd_server.endpoint, "--node-id", f"n{i}",
                      "--lease-ttl-secs", str(TTL), command="node")
     sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path)
     gw = None
     try:
-        for v in (1, 2):
-            apply(dais_bin, etcd_server, tmp_path,
-                  f"name: fraud-v{v}\nmodel: xgb_binary\nversion: {v}\nreplicas: 1\n")
-        wait_for(lambda: sorted((i["version"], i["state"]) for i in
-                                instances(etcd_server, "xgb_binary").values()) ==
-                 [("1", "READY"), ("2", "READY")], 60, "v1 and v2 READY")
-        apply(dais_bin, etcd_server, tmp_path, "kind: route\nname: fraud\nmodel: xgb_binary\n"
-              "versions: [{version: 1, weight: 100}]\n")
-        gw = Gateway(dais_bin, etcd_server, tmp_path)
+        gw = deploy_v1_v2_and_route(dais_bin, etcd_server, tmp_path)
         url = gw.url + "/v2/models/fraud/infer"
-        wait_for(lambda: requests.post(url, json={"inputs": [{
-            "name": "input__0", "shape": [1, 8], "datatype": "FP32", "data": [0.5] * 8}]},
-            timeout=5).status_code == 200, 20, "the route served")
         traffic = Traffic(url)
         try:
             out = ctl(dais_bin, etcd_server, "rollout", "start", "fraud", "--to", "2", "--steps",
@@ -131,13 +146,7 @@ def test_a_canary_less_accurate_on_its_labels_is_rolled_back(etcd_server, redis_
     """Live accuracy: the nodes stream their answers (feedback) and take labels; the leading
     scheduler joins the two and rolls back the canary whose answers the labels prove wrong, with
     the score PSI unchecked and latency fine."""
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN)
-    for v, kind in ((1, "v1"), (2, "shifted")):
-        (repo_copy / "xgb_binary" / str(v)).mkdir(exist_ok=True)
-        subprocess.run(["/usr/bin/python3", str(script),
-                        str(repo_copy / "xgb_binary" / str(v) / "xgboost.json"), kind],
-                       check=True, timeout=120)
+    train_v1_and_shifted_v2(repo_copy, tmp_path)
     streams = [f"redis://127.0.0.1:{redis_server.port}/fb",
                f"redis://127.0.0.1:{redis_server.port}/labels"]
     nodes = [start_server(repo_copy, "--etcd", etcd_server.endpoint, "--node-id", f"n{i}",
@@ -147,19 +156,8 @@ def test_a_canary_less_accurate_on_its_labels_is_rolled_back(etcd_server, redis_
                       "--label-stream", streams[1])
     gw = None
     try:
-        for v in (1, 2):
-            apply(dais_bin, etcd_server, tmp_path,
-                  f"name: fraud-v{v}\nmodel: xgb_binary\nversion: {v}\nreplicas: 1\n")
-        wait_for(lambda: sorted((i["version"], i["state"]) for i in
-                                instances(etcd_server, "xgb_binary").values()) ==
-                 [("1", "READY"), ("2", "READY")], 60, "v1 and v2 READY")
-        apply(dais_bin, etcd_server, tmp_path, "kind: route\nname: fraud\nmodel: xgb_binary\n"
-              "versions: [{version: 1, weight: 100}]\n")
-        gw = Gateway(dais_bin, etcd_server, tmp_path)
+        gw = deploy_v1_v2_and_route(dais_bin, etcd_server, tmp_path)
         url = gw.url + "/v2/models/fraud/infer"
-        wait_for(lambda: requests.post(url, json={"inputs": [{
-            "name": "input__0", "shape": [1, 8], "datatype": "FP32", "data": [0.5] * 8}]},
-            timeout=5).status_code == 200, 20, "the route served")
         traffic = Traffic(url, labels_url=nodes[0].url + "/labels")
         try:
             out = ctl(dais_bin, etcd_server, "rollout", "start", "fraud", "--to", "2", "--steps",
