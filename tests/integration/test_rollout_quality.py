@@ -65,6 +65,13 @@ class Traffic:
         self.thread.join(20)
 
 
+def decided(etcd_server):
+    """The fraud route's rollout record once it is no longer running, else None."""
+    raw = etcd_server.get_prefix("/dais/rollouts/fraud").get("/dais/rollouts/fraud")
+    r = json.loads(raw) if raw else None
+    return r if r and r["state"] != "running" else None
+
+
 def train_v1_and_shifted_v2(repo_copy, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
@@ -115,11 +122,7 @@ def test_a_canary_whose_scores_shifted_is_rolled_back(etcd_server, start_server,
                       "1000", "--max-psi", "0.25").stdout
             assert "started: 50 %" in out, out
 
-            def decided():
-                raw = etcd_server.get_prefix("/dais/rollouts/fraud").get("/dais/rollouts/fraud")
-                r = json.loads(raw) if raw else None
-                return r if r and r["state"] != "running" else None
-            done = wait_for(decided, 60, "the rollout decided")
+            done = wait_for(lambda: decided(etcd_server), 60, "the rollout decided")
         finally:
             traffic.stop()
         assert done["state"] == "rolled_back", done
@@ -165,11 +168,7 @@ def test_a_canary_less_accurate_on_its_labels_is_rolled_back(etcd_server, redis_
                       "--accuracy-label", "fraud", "--min-accuracy-delta", "-0.05").stdout
             assert "started: 50 %" in out, out
 
-            def decided():
-                raw = etcd_server.get_prefix("/dais/rollouts/fraud").get("/dais/rollouts/fraud")
-                r = json.loads(raw) if raw else None
-                return r if r and r["state"] != "running" else None
-            done = wait_for(decided, 60, "the rollout decided")
+            done = wait_for(lambda: decided(etcd_server), 60, "the rollout decided")
         finally:
             traffic.stop()
         assert done["state"] == "rolled_back", done
