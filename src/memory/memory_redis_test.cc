@@ -1,0 +1,118 @@
+// Vector memory on a real redis-server (and a Redis Cluster): what a write stores, a restart
+// that restores collections and points from Redis, deletes, and expired points forgotten.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "memory/memory_service.h"
+#include "memory/redis_store.h"
+#include "redis/testing/redis_process.h"
+
+namespace dais::memory {
+namespace {
+
+using redis::testing::RedisCluster;
+using redis::testing::RedisProcess;
+
+Status Wait(const std::function<void(MemoryService::Done)>& op) {
+  std::promise<Status> p;
+  op([&](Status s) { p.set_value(s); });
+  return p.get_future().get();
+}
+
+CollectionSpecPtr Spec() {
+  return *ParseCollectionSpec(
+      R"({"name": "items", "tenant": "shop", "dimension": 3, "metric": "inner_product",
+          "shards": 4, "payload": {"cat": "string"}})");
+}
+
+std::vector<Point> Points(int n) {
+  std::vector<Point> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back({"p" + std::to_string(i), {static_cast<float>(i), 1, 0}, {{"cat", "c"}}});
+  }
+  return out;
+}
+
+void CheckRestartKeepsPoints(redis::Client* client) {
+  RedisStore store(client);
+  {
+    MemoryService service(&store);
+    ASSERT_TRUE(service.Create(Spec()).ok());
+    ASSERT_TRUE(Wait([&](auto d) { service.Upsert("items", Points(100), d); }).ok());
+    ASSERT_TRUE(Wait([&](auto d) { service.Delete("items", {"p99", "p7"}, d); }).ok());
+  }
+  MemoryService restarted(&store);
+  size_t reported = 0;
+  ASSERT_TRUE(restarted.Restore([&](const std::string&, int, size_t n) { reported += n; }).ok());
+  ASSERT_EQ(restarted.Stats().size(), 1u);
+  EXPECT_EQ(restarted.Stats()[0].points, 98u);
+  EXPECT_EQ(reported, 98u);
+  SearchRequest r;
+  r.vector = {1, 0, 0};
+  r.k = 2;
+  auto hits = restarted.Search("items", r);
+  ASSERT_TRUE(hits.ok());
+  EXPECT_EQ((*hits)[0].id, "p98");  // p99 was deleted
+  EXPECT_EQ((*hits)[1].id, "p97");
+  auto got = restarted.Get("items", {"p5"}, true);
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].vector, (std::vector<float>{5, 1, 0}));
+  EXPECT_EQ(PayloadJson((*got)[0].payload), R"({"cat":"c"})");
+  // A later write is applied over the restored one (its sequence continues in Redis).
+  ASSERT_TRUE(
+      Wait([&](auto d) { restarted.Upsert("items", {{"p5", {500, 1, 0}, {}}}, d); }).ok());
+  hits = restarted.Search("items", r);
+  EXPECT_EQ((*hits)[0].id, "p5");
+  ASSERT_TRUE(restarted.Drop("items").ok());
+  MemoryService empty(&store);
+  ASSERT_TRUE(empty.Restore().ok());
+  EXPECT_TRUE(empty.Stats().empty());
+}
+
+TEST(MemoryRedisTest, RestartRestoresFromRedis) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().message();
+  auto client = redis::Client::Create(redis::testing::FastClientOptions((*redis)->address()));
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->WaitUntilReachable(std::chrono::seconds(5)));
+  CheckRestartKeepsPoints(client->get());
+  // The shard keys carry the tenant and the hash tag.
+  auto keys = (*redis)->Call({"KEYS", "dais:shop:mem:*"});
+  ASSERT_TRUE(keys.ok());
+  EXPECT_TRUE(keys->elements.empty()) << "dropped collections leave no keys";
+}
+
+TEST(MemoryRedisTest, ShardsSpreadOverARedisCluster) {
+  auto cluster = RedisCluster::Start(3);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  auto client = redis::Client::Create(redis::testing::FastClientOptions((*cluster)->seeds()));
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->WaitUntilReachable(std::chrono::seconds(5)));
+  CheckRestartKeepsPoints(client->get());
+}
+
+TEST(MemoryRedisTest, ExpiredPointsAreForgottenInRedis) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis.ok());
+  auto client = redis::Client::Create(redis::testing::FastClientOptions((*redis)->address()));
+  ASSERT_TRUE((*client)->WaitUntilReachable(std::chrono::seconds(5)));
+  RedisStore store(client->get());
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count() -
+                60'000;  // the points were written a minute ago
+  MemoryService service(&store, {std::chrono::seconds(2), [&] { return now; }});
+  auto spec = *ParseCollectionSpec(R"({"name": "t", "dimension": 2, "ttl": "30s"})");
+  ASSERT_TRUE(service.Create(spec).ok());
+  ASSERT_TRUE(Wait([&](auto d) { service.Upsert("t", {{"a", {1, 0}, {}}}, d); }).ok());
+  const std::string key = RedisStore::ShardKey(*spec, 0, "points");
+  EXPECT_EQ((*redis)->Call({"HLEN", key})->integer, 1);
+  now += 31'000;
+  service.Sweep();
+  EXPECT_TRUE(redis::testing::WaitFor(
+      [&] { return (*redis)->Call({"HLEN", key})->integer == 0; }, std::chrono::seconds(5)));
+}
+
+}  // namespace
+}  // namespace dais::memory

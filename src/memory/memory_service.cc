@@ -1,0 +1,300 @@
+#include "memory/memory_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "common/logging.h"
+#include "metrics/registry.h"
+
+namespace dais::memory {
+namespace {
+
+struct MemoryMetrics {
+  metrics::Family<metrics::Counter>& requests;
+  metrics::Family<metrics::Histogram>& search_seconds;
+  metrics::Family<metrics::Gauge>& points;
+  metrics::Family<metrics::Gauge>& bytes;
+  metrics::Family<metrics::Counter>& expired;
+
+  static MemoryMetrics& Get() {
+    auto& r = metrics::Registry::Global();
+    static MemoryMetrics m{
+        r.AddCounter("dais_memory_requests_total",
+                     "Vector memory requests by collection, operation (upsert, delete, get, "
+                     "search) and result (ok or the error code)",
+                     {"collection", "op", "result"}),
+        r.AddHistogram("dais_memory_search_duration_seconds",
+                       "Time to search a collection's local shards and merge the hits",
+                       {"collection"},
+                       {5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.05, 0.1, 0.5}),
+        r.AddGauge("dais_memory_points", "Live points in a collection's local shards",
+                   {"collection"}),
+        r.AddGauge("dais_memory_index_bytes",
+                   "Memory of a collection's local shards: graph, vectors, payloads",
+                   {"collection"}),
+        r.AddCounter("dais_memory_expired_points_total",
+                     "Points removed because their collection's ttl passed", {"collection"}),
+    };
+    return m;
+  }
+};
+
+std::string CodeName(const Status& s) {
+  return s.ok() ? "ok" : std::string(StatusCodeName(s.code()));
+}
+
+}  // namespace
+
+int ShardOf(std::string_view id, int shards) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : id) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return static_cast<int>(h % static_cast<uint64_t>(shards));
+}
+
+struct MemoryService::Collection {
+  explicit Collection(CollectionSpecPtr s) : spec(std::move(s)) {
+    for (int i = 0; i < spec->shards; ++i) shards.push_back(std::make_unique<Shard>(spec, i));
+  }
+  CollectionSpecPtr spec;
+  std::vector<std::unique_ptr<Shard>> shards;
+  std::atomic<uint64_t> local_seq{0};  // without a store
+};
+
+MemoryService::MemoryService(MemoryStore* store, MemoryOptions options)
+    : store_(store), options_(std::move(options)) {}
+MemoryService::~MemoryService() = default;
+
+int64_t MemoryService::Now() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::shared_ptr<MemoryService::Collection> MemoryService::Find(const std::string& name) const {
+  MutexLock l(&mu_);
+  auto it = collections_.find(name);
+  return it == collections_.end() ? nullptr : it->second;
+}
+
+StatusOr<std::shared_ptr<MemoryService::Collection>> MemoryService::Found(
+    const std::string& name) const {
+  auto c = Find(name);
+  if (c == nullptr) return NotFound("collection " + name + " does not exist");
+  return c;
+}
+
+Status MemoryService::Restore(const std::function<void(const std::string&, int, size_t)>& progress) {
+  if (store_ == nullptr) return OkStatus();
+  ASSIGN_OR_RETURN(auto specs, store_->Specs());
+  const int64_t now = Now();
+  for (const auto& spec : specs) {
+    auto c = std::make_shared<Collection>(spec);
+    for (auto& shard : c->shards) {
+      size_t n = 0;
+      RETURN_IF_ERROR(store_->Load(*spec, shard->index(), [&](StoredPoint p) {
+        if (p.expires_ms != 0 && p.expires_ms <= now) return;
+        shard->Upsert({p.point}, p.expires_ms, p.seq);
+        if (++n % 10000 == 0 && progress) progress(spec->name, shard->index(), n);
+      }));
+      if (progress) progress(spec->name, shard->index(), n);
+    }
+    MutexLock l(&mu_);
+    collections_[spec->name] = std::move(c);
+  }
+  return OkStatus();
+}
+
+Status MemoryService::Create(CollectionSpecPtr spec) {
+  if (auto existing = Find(spec->name)) {
+    if (CollectionSpecJson(*existing->spec) == CollectionSpecJson(*spec)) return OkStatus();
+    return AlreadyExists("collection " + spec->name +
+                         " exists with a different spec: " + CollectionSpecJson(*existing->spec));
+  }
+  if (store_ != nullptr) RETURN_IF_ERROR(store_->SaveSpec(*spec));
+  MutexLock l(&mu_);
+  collections_.emplace(spec->name, std::make_shared<Collection>(spec));
+  return OkStatus();
+}
+
+Status MemoryService::Drop(const std::string& name) {
+  ASSIGN_OR_RETURN(auto c, Found(name));
+  if (store_ != nullptr) RETURN_IF_ERROR(store_->Drop(*c->spec));
+  MutexLock l(&mu_);
+  collections_.erase(name);
+  auto& m = MemoryMetrics::Get();
+  m.points.Remove({name});
+  m.bytes.Remove({name});
+  return OkStatus();
+}
+
+StatusOr<CollectionSpecPtr> MemoryService::Spec(const std::string& name) const {
+  ASSIGN_OR_RETURN(auto c, Found(name));
+  return c->spec;
+}
+
+std::vector<CollectionStats> MemoryService::Stats() const {
+  std::vector<std::shared_ptr<Collection>> all;
+  {
+    MutexLock l(&mu_);
+    for (const auto& [name, c] : collections_) all.push_back(c);
+  }
+  std::vector<CollectionStats> out;
+  for (const auto& c : all) {
+    CollectionStats s{c->spec};
+    for (const auto& shard : c->shards) {
+      s.points += shard->size();
+      s.memory_bytes += shard->memory_bytes();
+      s.exact_searches += shard->exact_searches();
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+namespace {
+
+// Calls `done` with the first error (or OK) once `n` parts have answered.
+struct Join {
+  Join(size_t n, MemoryService::Done d) : pending(n), done(std::move(d)) {}
+  void Part(Status s) {
+    if (!s.ok()) {
+      MutexLock l(&mu);
+      if (first.ok()) first = s;
+    }
+    if (pending.fetch_sub(1) == 1) done(first);
+  }
+  std::atomic<size_t> pending;
+  MemoryService::Done done;
+  Mutex mu;
+  Status first;
+};
+
+}  // namespace
+
+void MemoryService::Upsert(const std::string& name, std::vector<Point> points, Done done) {
+  auto found = Found(name);
+  if (!found.ok()) return done(found.status());
+  auto c = *found;
+  std::vector<std::vector<Point>> by_shard(c->shards.size());
+  for (Point& p : points) by_shard[ShardOf(p.id, c->spec->shards)].push_back(std::move(p));
+  const int64_t expires = c->spec->ttl.count() == 0 ? 0 : Now() + c->spec->ttl.count() * 1000;
+  size_t parts = 0;
+  for (const auto& b : by_shard) parts += !b.empty();
+  auto join = std::make_shared<Join>(parts, [done, name](Status s) {
+    MemoryMetrics::Get().requests.Get({name, "upsert", CodeName(s)}).Increment();
+    done(s);
+  });
+  for (size_t i = 0; i < by_shard.size(); ++i) {
+    if (by_shard[i].empty()) continue;
+    Shard* shard = c->shards[i].get();
+    if (store_ == nullptr) {
+      shard->Upsert(by_shard[i], expires, ++c->local_seq);
+      join->Part(OkStatus());
+      continue;
+    }
+    auto batch = std::make_shared<std::vector<Point>>(std::move(by_shard[i]));
+    store_->Upsert(*c->spec, static_cast<int>(i), *batch, expires,
+                   std::chrono::steady_clock::now() + options_.write_timeout,
+                   [c, shard, batch, expires, join](StatusOr<uint64_t> seq) {
+                     if (seq.ok()) shard->Upsert(*batch, expires, *seq);
+                     join->Part(seq.status());
+                   });
+  }
+}
+
+void MemoryService::Delete(const std::string& name, std::vector<std::string> ids, Done done) {
+  auto found = Found(name);
+  if (!found.ok()) return done(found.status());
+  auto c = *found;
+  std::vector<std::vector<std::string>> by_shard(c->shards.size());
+  for (std::string& id : ids) by_shard[ShardOf(id, c->spec->shards)].push_back(std::move(id));
+  size_t parts = 0;
+  for (const auto& b : by_shard) parts += !b.empty();
+  auto join = std::make_shared<Join>(parts, [done, name](Status s) {
+    MemoryMetrics::Get().requests.Get({name, "delete", CodeName(s)}).Increment();
+    done(s);
+  });
+  for (size_t i = 0; i < by_shard.size(); ++i) {
+    if (by_shard[i].empty()) continue;
+    Shard* shard = c->shards[i].get();
+    if (store_ == nullptr) {
+      shard->Delete(by_shard[i], ++c->local_seq, Now());
+      join->Part(OkStatus());
+      continue;
+    }
+    auto batch = std::make_shared<std::vector<std::string>>(std::move(by_shard[i]));
+    store_->Delete(*c->spec, static_cast<int>(i), *batch,
+                   std::chrono::steady_clock::now() + options_.write_timeout,
+                   [this, c, shard, batch, join](StatusOr<uint64_t> seq) {
+                     if (seq.ok()) shard->Delete(*batch, *seq, Now());
+                     join->Part(seq.status());
+                   });
+  }
+}
+
+StatusOr<std::vector<SearchHit>> MemoryService::Get(const std::string& name,
+                                                    const std::vector<std::string>& ids,
+                                                    bool with_vector) const {
+  ASSIGN_OR_RETURN(auto c, Found(name));
+  const int64_t now = Now();
+  std::vector<SearchHit> out;
+  for (const std::string& id : ids) {
+    auto hit = c->shards[ShardOf(id, c->spec->shards)]->Get(id, with_vector, now);
+    if (hit) out.push_back(std::move(*hit));
+  }
+  MemoryMetrics::Get().requests.Get({name, "get", "ok"}).Increment();
+  return out;
+}
+
+StatusOr<std::vector<SearchHit>> MemoryService::Search(const std::string& name,
+                                                       const SearchRequest& request) const {
+  ASSIGN_OR_RETURN(auto c, Found(name));
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t now = Now();
+  std::vector<SearchHit> hits;
+  for (const auto& shard : c->shards) {
+    auto part = shard->Search(request, now);
+    hits.insert(hits.end(), std::make_move_iterator(part.begin()),
+                std::make_move_iterator(part.end()));
+  }
+  const Metric m = c->spec->metric;
+  std::stable_sort(hits.begin(), hits.end(),
+                   [m](const auto& a, const auto& b) { return Better(m, a.score, b.score); });
+  if (hits.size() > static_cast<size_t>(request.k)) hits.resize(request.k);
+  auto& metrics = MemoryMetrics::Get();
+  metrics.search_seconds.Get({name}).Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  metrics.requests.Get({name, "search", "ok"}).Increment();
+  return hits;
+}
+
+void MemoryService::Sweep() {
+  std::vector<std::shared_ptr<Collection>> all;
+  {
+    MutexLock l(&mu_);
+    for (const auto& [name, c] : collections_) all.push_back(c);
+  }
+  const int64_t now = Now();
+  auto& m = MemoryMetrics::Get();
+  for (const auto& c : all) {
+    size_t points = 0, bytes = 0;
+    for (const auto& shard : c->shards) {
+      auto expired = shard->Expire(now);
+      if (!expired.empty()) {
+        m.expired.Get({c->spec->name}).Increment(static_cast<double>(expired.size()));
+        if (store_ != nullptr) store_->Forget(*c->spec, shard->index(), expired);
+      }
+      points += shard->size();
+      bytes += shard->memory_bytes();
+    }
+    m.points.Get({c->spec->name}).Set(static_cast<double>(points));
+    m.bytes.Get({c->spec->name}).Set(static_cast<double>(bytes));
+  }
+}
+
+}  // namespace dais::memory

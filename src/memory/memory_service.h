@@ -1,0 +1,78 @@
+// The vector collections one process serves (`dais serve`, `dais node`): create / drop, upsert,
+// delete, get and search, each routed to the shard that owns the id (ShardOf) or fanned out to
+// every local shard and merged. Writes go to the durable store first (when there is one) and are
+// applied in the store's order; searches run on the caller's thread. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+#include "dais/status.h"
+#include "memory/collection_spec.h"
+#include "memory/memory_store.h"
+#include "memory/point.h"
+#include "memory/shard.h"
+
+namespace dais::memory {
+
+// The shard of an id: FNV-1a 64 of its bytes modulo the shard count (the same in every process).
+int ShardOf(std::string_view id, int shards);
+
+struct MemoryOptions {
+  std::chrono::milliseconds write_timeout{2000};  // the durable store's answer
+  std::function<int64_t()> now_ms;                // Unix ms; default: the system clock
+};
+
+struct CollectionStats {
+  CollectionSpecPtr spec;
+  size_t points = 0;
+  size_t memory_bytes = 0;
+  uint64_t exact_searches = 0;
+};
+
+class MemoryService {
+ public:
+  // `store` may be null (memory only); borrowed.
+  explicit MemoryService(MemoryStore* store, MemoryOptions options = {});
+  ~MemoryService();
+
+  // Recreates the collections the store holds and loads their points; `progress` is told
+  // (collection, shard, points loaded so far) now and then. Before serving.
+  Status Restore(const std::function<void(const std::string&, int, size_t)>& progress = {});
+
+  // OK when created or when an identical spec exists; AlreadyExists for a different one.
+  Status Create(CollectionSpecPtr spec);
+  Status Drop(const std::string& name);
+  StatusOr<CollectionSpecPtr> Spec(const std::string& name) const;
+  std::vector<CollectionStats> Stats() const;
+
+  using Done = std::function<void(Status)>;
+  // `done` once, on any thread: OK when every point is stored and applied.
+  void Upsert(const std::string& name, std::vector<Point> points, Done done);
+  void Delete(const std::string& name, std::vector<std::string> ids, Done done);
+  StatusOr<std::vector<SearchHit>> Get(const std::string& name, const std::vector<std::string>& ids,
+                                       bool with_vector) const;
+  StatusOr<std::vector<SearchHit>> Search(const std::string& name,
+                                          const SearchRequest& request) const;
+  // Removes expired points (and tells the store). Call every second or so.
+  void Sweep();
+
+ private:
+  struct Collection;
+  std::shared_ptr<Collection> Find(const std::string& name) const;
+  StatusOr<std::shared_ptr<Collection>> Found(const std::string& name) const;
+  int64_t Now() const;
+
+  MemoryStore* store_;
+  const MemoryOptions options_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<Collection>> collections_ DAIS_GUARDED_BY(mu_);
+};
+
+}  // namespace dais::memory

@@ -1,0 +1,252 @@
+// Vector memory without a durable store: specs, request parsing and its refusals, the shard's
+// write ordering, filters, thresholds, expiry, and search quality against exact search.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <future>
+#include <random>
+
+#include "memory/memory_service.h"
+
+namespace dais::memory {
+namespace {
+
+CollectionSpecPtr Spec(const std::string& extra = "") {
+  auto spec = ParseCollectionSpec(R"({"name": "items", "dimension": 4, "metric": "l2", )"
+                                  R"("payload": {"cat": "string", "price": "number", )"
+                                  R"("ok": "bool"})" +
+                                  extra + "}");
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  return *spec;
+}
+
+Status Wait(const std::function<void(MemoryService::Done)>& op) {
+  std::promise<Status> p;
+  op([&](Status s) { p.set_value(s); });
+  return p.get_future().get();
+}
+
+TEST(CollectionSpecTest, ParsesAndRoundTrips) {
+  auto spec = ParseCollectionSpec(
+      R"({"name": "items", "tenant": "shop", "dimension": 128, "metric": "cosine", "shards": 4,
+          "ttl": "2h", "payload": {"cat": "string"}, "index": {"m": 8, "ef_search": 40}})");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ((*spec)->ttl, std::chrono::hours(2));
+  EXPECT_EQ((*spec)->index.m, 8);
+  auto again = ParseCollectionSpec(CollectionSpecJson(**spec));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(CollectionSpecJson(**again), CollectionSpecJson(**spec));
+}
+
+TEST(CollectionSpecTest, RefusalsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"dimension": 4})", "collection name: required"},
+      {R"({"name": "x"})", "collection dimension: required"},
+      {R"({"name": "x", "dimension": 0})", "collection dimension"},
+      {R"({"name": "x", "dimension": 4, "metric": "hamming"})", "collection metric"},
+      {R"({"name": "Bad Name", "dimension": 4})", "collection name"},
+      {R"({"name": "x", "dimension": 4, "payload": {"a": "date"}})", "collection payload.a"},
+      {R"({"name": "x", "dimension": 4, "index": {"m": 1}})", "collection index.m"},
+      {R"({"name": "x", "dimension": 4, "ttl": "1y"})", "collection ttl"},
+      {R"({"name": "x", "dimension": 4, "shard": 2})", "collection shard: unknown field"},
+  };
+  for (const auto& [json, want] : cases) {
+    auto spec = ParseCollectionSpec(json);
+    ASSERT_FALSE(spec.ok()) << json;
+    EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(spec.status().message().find(want), std::string::npos)
+        << json << " -> " << spec.status().message();
+  }
+}
+
+TEST(PointTest, RefusesBadRequestsNamingWhat) {
+  auto spec = Spec();
+  const std::pair<const char*, const char*> upserts[] = {
+      {R"({"points": [{"id": "a", "vector": [1, 2, 3]}]})",
+       "points[0].vector: has 3 values; collection items has dimension 4"},
+      {R"({"points": [{"id": "a", "vector": [1, NaN, 3, 4]}]})", "points[0].vector[1]: NaN"},
+      {R"({"points": [{"id": "a", "vector": [1, 1e39, 3, 4]}]})", "points[0].vector[1]: not finite"},
+      {R"({"points": [{"id": "a", "vector": [1, 2, 3, 4], "payload": {"colour": "red"}}]})",
+       "points[0].payload.colour: not a payload field"},
+      {R"({"points": [{"id": "a", "vector": [1, 2, 3, 4], "payload": {"price": "x"}}]})",
+       "points[0].payload.price: a finite number"},
+      {R"({"points": [{"vector": [1, 2, 3, 4]}]})", "points[0].id: required"},
+      {R"({"points": []})", "points: an array of 1 to"},
+      {R"([1])", "a JSON object is needed"},
+  };
+  for (const auto& [body, want] : upserts) {
+    auto r = ParseUpsert(body, *spec);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_NE(r.status().message().find(want), std::string::npos)
+        << body << " -> " << r.status().message();
+  }
+  const std::pair<const char*, const char*> searches[] = {
+      {R"({"vector": [1, 2, 3, 4], "k": 0})", "k: an integer from 1 to 1000"},
+      {R"({"vector": [1, 2, 3, 4], "k": 1000000})", "k: an integer from 1 to 1000"},
+      {R"({"vector": [1, 2, 3, 4], "filter": {"colour": "red"}})", "filter.colour: not a payload"},
+      {R"({"vector": [1, 2, 3, 4], "filter": {"cat": {"gt": "a"}}})",
+       "filter.cat.gt: ranges apply to number fields only"},
+      {R"({"vector": [1, 2, 3, 4], "filter": {"price": {"between": 1}}})",
+       "filter.price.between: unknown operator"},
+      {R"({"vector": [1, 2, 3, 4], "min_score": 0.5})", "min_score: collection items uses metric l2"},
+      {R"({"k": 3})", "vector: required"},
+  };
+  for (const auto& [body, want] : searches) {
+    auto r = ParseSearch(body, *spec);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_NE(r.status().message().find(want), std::string::npos)
+        << body << " -> " << r.status().message();
+  }
+}
+
+TEST(PointTest, CosineNormalisesAndRefusesZero) {
+  auto spec = *ParseCollectionSpec(R"({"name": "c", "dimension": 2})");
+  std::vector<float> v{3, 4};
+  ASSERT_TRUE(CheckVector(*spec, &v, "v").ok());
+  EXPECT_FLOAT_EQ(v[0], 0.6f);
+  std::vector<float> zero{0, 0};
+  EXPECT_NE(CheckVector(*spec, &zero, "v").message().find("zero vector"), std::string::npos);
+}
+
+TEST(ShardTest, OlderWritesDoNotWin) {
+  Shard shard(Spec(), 0);
+  shard.Upsert({{"a", {1, 0, 0, 0}, {}}}, 0, 5);
+  shard.Upsert({{"a", {9, 9, 9, 9}, {}}}, 0, 4);  // older: ignored
+  EXPECT_EQ(shard.Get("a", true, 0)->vector, (std::vector<float>{1, 0, 0, 0}));
+  shard.Delete({"a"}, 7, 0);
+  shard.Upsert({{"a", {1, 1, 1, 1}, {}}}, 0, 6);  // older than its deletion: ignored
+  EXPECT_FALSE(shard.Get("a", false, 0).has_value());
+  shard.Delete({"b"}, 9, 0);                       // a delete that overtook its upsert
+  shard.Upsert({{"b", {1, 1, 1, 1}, {}}}, 0, 8);
+  EXPECT_FALSE(shard.Get("b", false, 0).has_value());
+  shard.Upsert({{"a", {2, 2, 2, 2}, {}}}, 0, 10);
+  EXPECT_TRUE(shard.Get("a", false, 0).has_value());
+  EXPECT_EQ(shard.size(), 1u);
+}
+
+TEST(MemoryServiceTest, UpsertSearchFilterDeleteAcrossShards) {
+  MemoryService service(nullptr);
+  ASSERT_TRUE(service.Create(Spec(R"(, "shards": 3)")).ok());
+  std::vector<Point> points;
+  for (int i = 0; i < 300; ++i) {
+    const float x = static_cast<float>(i);
+    points.push_back({"p" + std::to_string(i), {x, 0, 0, 0},
+                      {{"cat", i % 2 ? "odd" : "even"}, {"price", static_cast<double>(i)}}});
+  }
+  ASSERT_TRUE(Wait([&](auto done) { service.Upsert("items", points, done); }).ok());
+  SearchRequest r;
+  r.vector = {10.2f, 0, 0, 0};
+  r.k = 3;
+  auto hits = service.Search("items", r);
+  ASSERT_TRUE(hits.ok());
+  ASSERT_EQ(hits->size(), 3u);
+  EXPECT_EQ((*hits)[0].id, "p10");
+  EXPECT_EQ((*hits)[1].id, "p11");
+  EXPECT_EQ((*hits)[2].id, "p9");
+  EXPECT_NEAR((*hits)[0].score, 0.2, 1e-4);
+
+  r.filter = *ParseFilterJson(R"({"cat": "odd", "price": {"gte": 100}})", *Spec());
+  hits = service.Search("items", r);
+  ASSERT_EQ(hits->size(), 3u);
+  EXPECT_EQ((*hits)[0].id, "p101");
+  EXPECT_EQ((*hits)[1].id, "p103");
+
+  r.filter.clear();
+  r.threshold = 0.9;  // max_distance
+  hits = service.Search("items", r);
+  EXPECT_EQ(hits->size(), 2u);  // p10 (0.2) and p11 (0.8)
+
+  ASSERT_TRUE(Wait([&](auto done) { service.Delete("items", {"p10", "p11"}, done); }).ok());
+  r.threshold.reset();
+  hits = service.Search("items", r);
+  EXPECT_EQ((*hits)[0].id, "p9");
+  auto got = service.Get("items", {"p10", "p12"}, true);
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].vector, (std::vector<float>{12, 0, 0, 0}));
+  EXPECT_EQ(service.Search("nope", r).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service.Stats()[0].points, 298u);
+}
+
+TEST(MemoryServiceTest, SelectiveFilterFallsBackToExactSearch) {
+  MemoryService service(nullptr);
+  ASSERT_TRUE(service.Create(Spec()).ok());
+  std::vector<Point> points;
+  for (int i = 0; i < 20000; ++i) {
+    points.push_back({std::to_string(i), {static_cast<float>(i), 1, 2, 3},
+                      {{"ok", i == 19999}}});
+  }
+  ASSERT_TRUE(Wait([&](auto done) { service.Upsert("items", points, done); }).ok());
+  SearchRequest r;
+  r.vector = {0, 1, 2, 3};
+  r.k = 5;
+  r.filter = *ParseFilterJson(R"({"ok": true})", *Spec());
+  auto hits = service.Search("items", r);
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].id, "19999");
+  EXPECT_EQ(service.Stats()[0].exact_searches, 1u);
+}
+
+TEST(MemoryServiceTest, PointsExpireAfterTheTtl) {
+  int64_t now = 1'000'000;
+  MemoryService service(nullptr, {std::chrono::seconds(1), [&] { return now; }});
+  ASSERT_TRUE(service.Create(Spec(R"(, "ttl": "10s")")).ok());
+  ASSERT_TRUE(Wait([&](auto d) { service.Upsert("items", {{"a", {1, 2, 3, 4}, {}}}, d); }).ok());
+  SearchRequest r;
+  r.vector = {1, 2, 3, 4};
+  now += 9'999;
+  EXPECT_EQ(service.Search("items", r)->size(), 1u);
+  now += 1;
+  EXPECT_EQ(service.Search("items", r)->size(), 0u);  // hidden at once
+  EXPECT_EQ(service.Get("items", {"a"}, false)->size(), 0u);
+  service.Sweep();
+  EXPECT_EQ(service.Stats()[0].points, 0u);  // and removed by the sweep
+}
+
+TEST(MemoryServiceTest, CreateIsIdempotentButRefusesAChange) {
+  MemoryService service(nullptr);
+  ASSERT_TRUE(service.Create(Spec()).ok());
+  EXPECT_TRUE(service.Create(Spec()).ok());
+  EXPECT_EQ(service.Create(Spec(R"(, "shards": 2)")).code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(service.Drop("items").ok());
+  EXPECT_EQ(service.Drop("items").code(), StatusCode::kNotFound);
+}
+
+// HNSW recall@10 against exact search on clustered data (the bench measures it at 1M).
+TEST(VectorIndexTest, RecallOnClusteredData) {
+  constexpr int kDim = 32, kN = 20000, kQueries = 200, kK = 10;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<std::vector<float>> centres(50, std::vector<float>(kDim));
+  for (auto& c : centres) for (float& x : c) x = normal(rng) * 4;
+  auto sample = [&] {
+    std::vector<float> v = centres[rng() % centres.size()];
+    for (float& x : v) x += normal(rng);
+    return v;
+  };
+  auto spec = *ParseCollectionSpec(R"({"name": "r", "dimension": 32, "metric": "l2"})");
+  VectorIndex index(kDim, Metric::kL2, spec->index);
+  std::vector<std::vector<float>> data;
+  for (int i = 0; i < kN; ++i) {
+    data.push_back(sample());
+    index.Upsert(i, data.back().data());
+  }
+  double found = 0;
+  for (int q = 0; q < kQueries; ++q) {
+    auto query = sample();
+    std::vector<std::pair<float, int>> exact;
+    for (int i = 0; i < kN; ++i) {
+      float d = 0;
+      for (int j = 0; j < kDim; ++j) d += (data[i][j] - query[j]) * (data[i][j] - query[j]);
+      exact.emplace_back(d, i);
+    }
+    std::partial_sort(exact.begin(), exact.begin() + kK, exact.end());
+    auto hits = index.Search(query.data(), kK, {}, 0);
+    for (const auto& h : hits) {
+      for (int j = 0; j < kK; ++j) found += exact[j].second == static_cast<int>(h.label);
+    }
+  }
+  EXPECT_GE(found / (kQueries * kK), 0.95);
+}
+
+}  // namespace
+}  // namespace dais::memory

@@ -1,0 +1,146 @@
+#include "memory/vector_index.h"
+
+#include <hnswlib/hnswlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <shared_mutex>
+
+namespace dais::memory {
+
+class VectorIndex::Impl {
+ public:
+  Impl(int dimension, Metric metric, IndexParams params, size_t capacity)
+      : metric_(metric), params_(params) {
+    if (metric == Metric::kL2) {
+      space_ = std::make_unique<hnswlib::L2Space>(dimension);
+    } else {
+      space_ = std::make_unique<hnswlib::InnerProductSpace>(dimension);
+    }
+    graph_ = std::make_unique<hnswlib::HierarchicalNSW<float>>(
+        space_.get(), std::max<size_t>(capacity, 16), params.m, params.ef_construction);
+    graph_->setEf(params.ef_search);
+  }
+
+  float Score(float distance) const {
+    // hnswlib's distances: squared L2; 1 - dot product for the inner product space.
+    return metric_ == Metric::kL2 ? std::sqrt(std::max(distance, 0.0f)) : 1.0f - distance;
+  }
+
+  void Upsert(uint64_t label, const float* v) {
+    std::unique_lock lock(mu_);
+    const bool known = graph_->label_lookup_.count(label) != 0;
+    if (!known && graph_->cur_element_count >= graph_->max_elements_) {
+      graph_->resizeIndex(graph_->max_elements_ * 2);
+    }
+    graph_->addPoint(v, label);
+    if (!known || deleted_.erase(label) != 0) ++live_;  // new, or back from removal
+  }
+
+  void Remove(uint64_t label) {
+    std::unique_lock lock(mu_);
+    auto it = graph_->label_lookup_.find(label);
+    if (it == graph_->label_lookup_.end() || graph_->isMarkedDeleted(it->second)) return;
+    graph_->markDelete(label);
+    deleted_.insert(label);
+    --live_;
+  }
+
+  std::vector<Hit> Search(const float* q, size_t k, const std::function<bool(uint64_t)>& keep,
+                          size_t max_candidates, bool* exhausted) const {
+    std::shared_lock lock(mu_);
+    std::vector<Hit> out;
+    if (exhausted != nullptr) *exhausted = false;
+    if (live_ == 0 || k == 0) return out;
+    size_t fetch = keep ? std::max<size_t>(k * 4, 64) : k;
+    for (;;) {
+      fetch = std::min(fetch, live_);
+      auto top = graph_->searchKnn(q, fetch);
+      out.clear();
+      const size_t found = top.size();
+      std::vector<Hit> all(found);
+      for (size_t i = found; i-- > 0;) {  // the queue pops the worst first
+        all[i] = {top.top().second, Score(top.top().first)};
+        top.pop();
+      }
+      for (const Hit& h : all) {
+        if (keep && !keep(h.label)) continue;
+        out.push_back(h);
+        if (out.size() == k) return out;
+      }
+      if (fetch >= live_ || found < fetch) return out;  // every live point was a candidate
+      if (fetch >= max_candidates) {
+        if (exhausted != nullptr) *exhausted = true;
+        return out;
+      }
+      fetch *= 4;
+    }
+  }
+
+  std::vector<float> Vector(uint64_t label) const {
+    std::shared_lock lock(mu_);
+    auto it = graph_->label_lookup_.find(label);
+    if (it == graph_->label_lookup_.end() || graph_->isMarkedDeleted(it->second)) return {};
+    return graph_->getDataByLabel<float>(label);
+  }
+
+  std::vector<Hit> ScoreLabels(const float* q, const std::vector<uint64_t>& labels) const {
+    std::shared_lock lock(mu_);
+    std::vector<Hit> out;
+    out.reserve(labels.size());
+    auto dist = space_->get_dist_func();
+    void* param = space_->get_dist_func_param();
+    for (uint64_t label : labels) {
+      auto it = graph_->label_lookup_.find(label);
+      if (it == graph_->label_lookup_.end() || graph_->isMarkedDeleted(it->second)) continue;
+      out.push_back({label, Score(dist(q, graph_->getDataByInternalId(it->second), param))});
+    }
+    return out;
+  }
+
+  size_t size() const {
+    std::shared_lock lock(mu_);
+    return live_;
+  }
+
+  size_t memory_bytes() const {
+    std::shared_lock lock(mu_);
+    // Level 0 (links + vector + label per slot), the upper levels' link lists, the label map.
+    size_t bytes = graph_->max_elements_ * graph_->size_data_per_element_;
+    for (size_t i = 0; i < graph_->cur_element_count; ++i) {
+      bytes += static_cast<size_t>(graph_->element_levels_[i]) * graph_->size_links_per_element_;
+    }
+    bytes += graph_->label_lookup_.size() * (sizeof(uint64_t) + sizeof(uint32_t) + 16);
+    return bytes;
+  }
+
+ private:
+  const Metric metric_;
+  const IndexParams params_;
+  std::unique_ptr<hnswlib::SpaceInterface<float>> space_;
+  std::unique_ptr<hnswlib::HierarchicalNSW<float>> graph_;
+  mutable std::shared_mutex mu_;
+  size_t live_ = 0;
+  std::unordered_set<uint64_t> deleted_;  // removed labels still in the graph
+};
+
+VectorIndex::VectorIndex(int dimension, Metric metric, IndexParams params, size_t capacity)
+    : dimension_(dimension), impl_(std::make_unique<Impl>(dimension, metric, params, capacity)) {}
+VectorIndex::~VectorIndex() = default;
+
+void VectorIndex::Upsert(uint64_t label, const float* vector) { impl_->Upsert(label, vector); }
+void VectorIndex::Remove(uint64_t label) { impl_->Remove(label); }
+std::vector<VectorIndex::Hit> VectorIndex::Search(const float* query, size_t k,
+                                                  const std::function<bool(uint64_t)>& keep,
+                                                  size_t max_candidates, bool* exhausted) const {
+  return impl_->Search(query, k, keep, max_candidates, exhausted);
+}
+std::vector<float> VectorIndex::Vector(uint64_t label) const { return impl_->Vector(label); }
+std::vector<VectorIndex::Hit> VectorIndex::Score(const float* query,
+                                                 const std::vector<uint64_t>& labels) const {
+  return impl_->ScoreLabels(query, labels);
+}
+size_t VectorIndex::size() const { return impl_->size(); }
+size_t VectorIndex::memory_bytes() const { return impl_->memory_bytes(); }
+
+}  // namespace dais::memory
