@@ -200,6 +200,7 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
   AddModelFlags(app, o);
   AddCoordinationFlags(app, o);
   AddFeatureFlags(app, &o->features);
+  AddMemoryFlags(app, &o->memory);
   app->add_option("--feedback-stream", o->feedback_stream,
                   "Append every answered inference (id, model, version, inputs with the features "
                   "used, outputs, latency) to this Redis stream: redis://HOST:PORT/STREAM. Off "
@@ -269,7 +270,7 @@ class Frontends {
   }
 
   Frontends(const ServeOptions& o, Restrictions restrictions, server::InferenceServer* server,
-            FeatureRuntime* features, server::LabelSink* labels)
+            FeatureRuntime* features, server::LabelSink* labels, MemoryRuntime* memory)
       : options_(o),
         grpc_restrictions_(std::move(restrictions.grpc)),
         kserve_(server, &http_ptr_,
@@ -278,6 +279,7 @@ class Frontends {
     if (features->api() != nullptr) features->api()->set_max_json_depth(o.http_max_json_depth);
     kserve_.SetFeatures(features->api());
     kserve_.SetLabels(labels);
+    if (memory != nullptr) kserve_.SetMemory(memory->api());
     labels_ = labels;
   }
 
@@ -492,6 +494,12 @@ sigset_t BlockStopSignals() {
   return stop_signals;
 }
 
+static std::string BackendList() {
+  std::string backends;
+  for (const auto& b : BackendNames()) backends += (backends.empty() ? "" : ", ") + b;
+  return backends;
+}
+
 int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   log::SetVerbosity(o.log_verbose);
   const sigset_t stop_signals = BlockStopSignals();
@@ -503,9 +511,7 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   }
   if (!RepositoriesExist(o)) return 1;
   const runtime::ManagerOptions mo = ManagerOptionsFrom(o);
-  std::string backends;
-  for (const auto& b : BackendNames()) backends += (backends.empty() ? "" : ", ") + b;
-  LOG_INFO("dais serve starting: backends [{}], model control mode {}", backends,
+  LOG_INFO("dais serve starting: backends [{}], model control mode {}", BackendList(),
            o.model_control_mode);
   runtime::ModelManager manager(mo);
   const bool isolate =
@@ -536,12 +542,18 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
     LOG_ERROR("{}", !feedback.ok() ? feedback.status().message() : labels.status().message());
     return 2;
   }
+  auto memory = MemoryRuntime::Create(o.memory, feature_flags);
+  if (!memory.ok()) {
+    LOG_ERROR("cannot start vector memory: {}", memory.status().message());
+    return 1;
+  }
   server::InferenceServer server(&manager);
   server.SetFeedback(feedback->get(), o.feedback_sample);
   server.SetStarting(true);  // until the offline features are in (below)
   features::FeatureStore* store = (*features)->store();
   server.SetFeatureHealth([store] { return store->Healthy(); }, (*features)->tier_name());
-  Frontends frontends(o, std::move(*restrictions), &server, features->get(), labels->get());
+  Frontends frontends(o, std::move(*restrictions), &server, features->get(), labels->get(),
+                      memory->get());
   // Listen first (health endpoints answer "not ready" while models load), then load.
   ApplyRequestMemoryLimit(o.limits);
   if (Status s = frontends.Start(frontends::ConnectionLimitsFromRlimit(), &server); !s.ok()) {

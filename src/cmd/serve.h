@@ -8,6 +8,7 @@
 
 #include "cmd/listener_flags.h"
 #include "cmd/serve_features.h"
+#include "cmd/serve_memory.h"
 #include "cmd/tls_flags.h"
 #include "dais/status.h"
 
@@ -58,6 +59,7 @@ struct ServeOptions {
   std::string lock_redis;  // empty: --redis
   int lock_wait_replicas = 0;
   FeatureFlags features;
+  MemoryFlags memory;
   // The inference feedback stream (docs/streams.md).
   std::string feedback_stream;  // redis://HOST:PORT/STREAM; empty: none
   double feedback_sample = 1.0;

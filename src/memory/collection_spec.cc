@@ -55,8 +55,7 @@ Status ParseIndex(const rapidjson::Value& v, IndexParams* index) {
     if (key == "m") {
       ASSIGN_OR_RETURN(index->m, IntField(m.value, "index.m", 2, 128));
     } else if (key == "ef_construction") {
-      ASSIGN_OR_RETURN(index->ef_construction,
-                       IntField(m.value, "index.ef_construction", 8, 4096));
+      ASSIGN_OR_RETURN(index->ef_construction, IntField(m.value, "index.ef_construction", 8, 4096));
     } else if (key == "ef_search") {
       ASSIGN_OR_RETURN(index->ef_search, IntField(m.value, "index.ef_search", 1, 4096));
     } else {
@@ -95,8 +94,9 @@ Status ParseField(const std::string& key, const rapidjson::Value& v, CollectionS
   } else if (key == "index") {
     return ParseIndex(v, &spec->index);
   } else {
-    return Bad(key, "unknown field (name, tenant, dimension, metric, shards, replicas, ttl, "
-                    "payload, index)");
+    return Bad(key,
+               "unknown field (name, tenant, dimension, metric, shards, replicas, ttl, "
+               "payload, index)");
   }
   return OkStatus();
 }

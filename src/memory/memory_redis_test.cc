@@ -60,8 +60,7 @@ void CheckRestartKeepsPoints(redis::Client* client) {
   EXPECT_EQ((*got)[0].vector, (std::vector<float>{5, 1, 0}));
   EXPECT_EQ(PayloadJson((*got)[0].payload), R"({"cat":"c"})");
   // A later write is applied over the restored one (its sequence continues in Redis).
-  ASSERT_TRUE(
-      Wait([&](auto d) { restarted.Upsert("items", {{"p5", {500, 1, 0}, {}}}, d); }).ok());
+  ASSERT_TRUE(Wait([&](auto d) { restarted.Upsert("items", {{"p5", {500, 1, 0}, {}}}, d); }).ok());
   hits = restarted.Search("items", r);
   EXPECT_EQ((*hits)[0].id, "p5");
   ASSERT_TRUE(restarted.Drop("items").ok());
@@ -111,7 +110,10 @@ TEST(MemoryRedisTest, ExpiredPointsAreForgottenInRedis) {
   now += 31'000;
   service.Sweep();
   EXPECT_TRUE(redis::testing::WaitFor(
-      [&] { return (*redis)->Call({"HLEN", key})->integer == 0; }, std::chrono::seconds(5)));
+      [&] {
+        return (*redis)->Call({"HLEN", key})->integer == 0;
+      },
+      std::chrono::seconds(5)));
 }
 
 }  // namespace

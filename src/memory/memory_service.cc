@@ -88,7 +88,8 @@ StatusOr<std::shared_ptr<MemoryService::Collection>> MemoryService::Found(
   return c;
 }
 
-Status MemoryService::Restore(const std::function<void(const std::string&, int, size_t)>& progress) {
+Status MemoryService::Restore(
+    const std::function<void(const std::string&, int, size_t)>& progress) {
   if (store_ == nullptr) return OkStatus();
   ASSIGN_OR_RETURN(auto specs, store_->Specs());
   const int64_t now = Now();

@@ -21,8 +21,8 @@ StatusOr<StoredPoint> DecodeStored(std::string_view id, std::string_view value, 
   p.seq = seq;
   const size_t colon = value.find(':');
   const auto bad = [&](const std::string& what) {
-    return Status(StatusCode::kDataLoss,"stored point " + std::string(id) + " of collection " + spec.name + ": " +
-                    what);
+    return Status(StatusCode::kDataLoss,
+                  "stored point " + std::string(id) + " of collection " + spec.name + ": " + what);
   };
   if (colon == std::string_view::npos ||
       std::from_chars(value.data(), value.data() + colon, p.expires_ms).ec != std::errc()) {

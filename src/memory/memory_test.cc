@@ -65,7 +65,8 @@ TEST(PointTest, RefusesBadRequestsNamingWhat) {
       {R"({"points": [{"id": "a", "vector": [1, 2, 3]}]})",
        "points[0].vector: has 3 values; collection items has dimension 4"},
       {R"({"points": [{"id": "a", "vector": [1, NaN, 3, 4]}]})", "points[0].vector[1]: NaN"},
-      {R"({"points": [{"id": "a", "vector": [1, 1e39, 3, 4]}]})", "points[0].vector[1]: not finite"},
+      {R"({"points": [{"id": "a", "vector": [1, 1e39, 3, 4]}]})",
+       "points[0].vector[1]: not finite"},
       {R"({"points": [{"id": "a", "vector": [1, 2, 3, 4], "payload": {"colour": "red"}}]})",
        "points[0].payload.colour: not a payload field"},
       {R"({"points": [{"id": "a", "vector": [1, 2, 3, 4], "payload": {"price": "x"}}]})",
@@ -88,7 +89,8 @@ TEST(PointTest, RefusesBadRequestsNamingWhat) {
        "filter.cat.gt: ranges apply to number fields only"},
       {R"({"vector": [1, 2, 3, 4], "filter": {"price": {"between": 1}}})",
        "filter.price.between: unknown operator"},
-      {R"({"vector": [1, 2, 3, 4], "min_score": 0.5})", "min_score: collection items uses metric l2"},
+      {R"({"vector": [1, 2, 3, 4], "min_score": 0.5})",
+       "min_score: collection items uses metric l2"},
       {R"({"k": 3})", "vector: required"},
   };
   for (const auto& [body, want] : searches) {
@@ -116,7 +118,7 @@ TEST(ShardTest, OlderWritesDoNotWin) {
   shard.Delete({"a"}, 7, 0);
   shard.Upsert({{"a", {1, 1, 1, 1}, {}}}, 0, 6);  // older than its deletion: ignored
   EXPECT_FALSE(shard.Get("a", false, 0).has_value());
-  shard.Delete({"b"}, 9, 0);                       // a delete that overtook its upsert
+  shard.Delete({"b"}, 9, 0);  // a delete that overtook its upsert
   shard.Upsert({{"b", {1, 1, 1, 1}, {}}}, 0, 8);
   EXPECT_FALSE(shard.Get("b", false, 0).has_value());
   shard.Upsert({{"a", {2, 2, 2, 2}, {}}}, 0, 10);
@@ -130,7 +132,8 @@ TEST(MemoryServiceTest, UpsertSearchFilterDeleteAcrossShards) {
   std::vector<Point> points;
   for (int i = 0; i < 300; ++i) {
     const float x = static_cast<float>(i);
-    points.push_back({"p" + std::to_string(i), {x, 0, 0, 0},
+    points.push_back({"p" + std::to_string(i),
+                      {x, 0, 0, 0},
                       {{"cat", i % 2 ? "odd" : "even"}, {"price", static_cast<double>(i)}}});
   }
   ASSERT_TRUE(Wait([&](auto done) { service.Upsert("items", points, done); }).ok());
@@ -172,8 +175,7 @@ TEST(MemoryServiceTest, SelectiveFilterFallsBackToExactSearch) {
   ASSERT_TRUE(service.Create(Spec()).ok());
   std::vector<Point> points;
   for (int i = 0; i < 20000; ++i) {
-    points.push_back({std::to_string(i), {static_cast<float>(i), 1, 2, 3},
-                      {{"ok", i == 19999}}});
+    points.push_back({std::to_string(i), {static_cast<float>(i), 1, 2, 3}, {{"ok", i == 19999}}});
   }
   ASSERT_TRUE(Wait([&](auto done) { service.Upsert("items", points, done); }).ok());
   SearchRequest r;
@@ -217,7 +219,8 @@ TEST(VectorIndexTest, RecallOnClusteredData) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   std::vector<std::vector<float>> centres(50, std::vector<float>(kDim));
-  for (auto& c : centres) for (float& x : c) x = normal(rng) * 4;
+  for (auto& c : centres)
+    for (float& x : c) x = normal(rng) * 4;
   auto sample = [&] {
     std::vector<float> v = centres[rng() % centres.size()];
     for (float& x : v) x += normal(rng);

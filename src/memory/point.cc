@@ -199,8 +199,9 @@ Status ParseSearchField(const std::string& key, const rapidjson::Value& v,
     }
     r->timeout_ms = v.GetInt64();
   } else {
-    return Bad(key, "unknown field (vector, k, filter, min_score, max_distance, with_payload, "
-                    "with_vector, timeout_ms)");
+    return Bad(key,
+               "unknown field (vector, k, filter, min_score, max_distance, with_payload, "
+               "with_vector, timeout_ms)");
   }
   return OkStatus();
 }

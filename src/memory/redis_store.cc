@@ -76,8 +76,8 @@ Status ReplyError(const StatusOr<redis::Reply>& r, const std::string& what) {
 }  // namespace
 
 std::string RedisStore::ShardKey(const CollectionSpec& spec, int shard, const char* what) {
-  return "dais:" + TenantPart(spec) + ":mem:{" + spec.name + "/" + std::to_string(shard) + "}:" +
-         what;
+  return "dais:" + TenantPart(spec) + ":mem:{" + spec.name + "/" + std::to_string(shard) +
+         "}:" + what;
 }
 
 void RedisStore::Upsert(const CollectionSpec& spec, int shard, const std::vector<Point>& points,
@@ -136,10 +136,10 @@ Status RedisStore::Load(const CollectionSpec& spec, int shard,
 
 void RedisStore::Forget(const CollectionSpec& spec, int shard,
                         const std::vector<std::string>& ids) {
-  std::vector<std::string> args{std::to_string(
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count())};
+  std::vector<std::string> args{
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count())};
   args.insert(args.end(), ids.begin(), ids.end());
   client_->Eval(ForgetScript(), {ShardKey(spec, shard, "points")}, std::move(args),
                 std::chrono::steady_clock::now() + kTimeout, [](StatusOr<redis::Reply> r) {
@@ -150,8 +150,8 @@ void RedisStore::Forget(const CollectionSpec& spec, int shard,
 }
 
 Status RedisStore::SaveSpec(const CollectionSpec& spec) {
-  auto r = client_->Run({kSpecsKey, {"HSET", kSpecsKey, spec.name, CollectionSpecJson(spec)}},
-                        kTimeout);
+  auto r =
+      client_->Run({kSpecsKey, {"HSET", kSpecsKey, spec.name, CollectionSpecJson(spec)}}, kTimeout);
   return ReplyError(r, "saving collection " + spec.name + " in Redis");
 }
 

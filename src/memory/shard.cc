@@ -129,8 +129,7 @@ std::vector<SearchHit> Shard::Search(const SearchRequest& r, int64_t now_ms) con
   return out;
 }
 
-std::optional<SearchHit> Shard::Get(const std::string& id, bool with_vector,
-                                    int64_t now_ms) const {
+std::optional<SearchHit> Shard::Get(const std::string& id, bool with_vector, int64_t now_ms) const {
   std::shared_lock lock(mu_);
   auto it = labels_.find(id);
   if (it == labels_.end() || !Keep(it->second, {}, now_ms)) return std::nullopt;

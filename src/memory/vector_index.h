@@ -39,8 +39,8 @@ class VectorIndex {
   // Exact distances for the given labels (for filters too selective for the graph).
   std::vector<Hit> Score(const float* query, const std::vector<uint64_t>& labels) const;
 
-  size_t size() const;           // live points
-  size_t memory_bytes() const;   // the graph and the vectors as allocated
+  size_t size() const;          // live points
+  size_t memory_bytes() const;  // the graph and the vectors as allocated
   int dimension() const { return dimension_; }
 
  private:

@@ -7,8 +7,8 @@ namespace dais::server {
 namespace {
 
 constexpr std::array<std::string_view, kApiGroupCount> kNames = {
-    "health",           "metadata",   "inference", "shared-memory", "model-config",
-    "model-repository", "statistics", "trace",     "logging",       "features"};
+    "health",     "metadata", "inference", "shared-memory", "model-config", "model-repository",
+    "statistics", "trace",    "logging",   "features",      "memory"};
 
 std::optional<ApiGroup> GroupFromName(std::string_view name) {
   for (size_t i = 0; i < kNames.size(); ++i) {

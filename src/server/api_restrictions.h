@@ -6,7 +6,8 @@
 // Flag syntax (repeatable; an API in one group only):
 //   <api>[,<api>...]:<key>=<value>
 // APIs: health, metadata, inference, shared-memory, model-config, model-repository, statistics,
-// trace, logging (Triton's), and features (dais's Feast endpoints). The header checked is <key>
+// trace, logging (Triton's), features (dais's Feast endpoints) and memory (vector memory,
+// docs/memory.md). The header checked is <key>
 // over HTTP and triton-grpc-protocol-<key> over gRPC (names compared without case, values
 // exactly).
 //
@@ -35,8 +36,9 @@ enum class ApiGroup {
   kTrace,
   kLogging,
   kFeatures,
+  kMemory,
 };
-inline constexpr size_t kApiGroupCount = 10;
+inline constexpr size_t kApiGroupCount = 11;
 
 // "health", "model-repository", ...
 std::string_view ApiGroupName(ApiGroup group);

@@ -190,6 +190,7 @@ Response InferResponse(const runtime::InferenceResponse& response) {
 KServeHttp::KServeHttp(server::InferenceServer* server, Server** io, KServeHttpOptions options)
     : server_(server), io_(io), options_(std::move(options)) {
   AddRoutes();
+  AddMemoryRoutes();
   AddUnimplementedRoutes();
 }
 
@@ -487,6 +488,43 @@ void KServeHttp::Features(Request& request, bool push, Responder& respond) {
   };
   if (push) return feast_->Push(request.body, std::move(reply));
   feast_->GetOnlineFeatures(request.body, std::move(reply));
+}
+
+Router::Route KServeHttp::MemoryRoute(
+    std::function<void(Request&, const RouteParams&, Responder&)> route) {
+  return Guard(ApiGroup::kMemory, [this, route = std::move(route)](Request& q, const RouteParams& p,
+                                                                   Responder& w) {
+    if (memory_ == nullptr) {
+      return w(ErrorResponse(404, q.path + ": this server has no vector memory (start it with "
+                                           "--memory; docs/memory.md)"));
+    }
+    route(q, p, w);
+  });
+}
+
+void KServeHttp::AddMemoryRoutes() {
+  const std::string base = "/v2/memory/collections";
+  router_.Add("GET", base, MemoryRoute([this](Request&, const RouteParams&, Responder& w) {
+                memory_->List(w);
+              }));
+  router_.Add("POST", base, MemoryRoute([this](Request& q, const RouteParams&, Responder& w) {
+                memory_->Create(q, w);
+              }));
+  router_.Add("GET", base + "/{c}",
+              MemoryRoute([this](Request&, const RouteParams& p, Responder& w) {
+                memory_->Describe(p.Get("c"), w);
+              }));
+  router_.Add("DELETE", base + "/{c}",
+              MemoryRoute([this](Request&, const RouteParams& p, Responder& w) {
+                memory_->Drop(p.Get("c"), w);
+              }));
+  for (const char* op : {"upsert", "delete", "get", "search"}) {
+    router_.Add(
+        "POST", base + "/{c}/" + op,
+        MemoryRoute([this, op = std::string(op)](Request& q, const RouteParams& p, Responder& w) {
+          memory_->Points(q, p.Get("c"), op, w);
+        }));
+  }
 }
 
 void KServeHttp::Labels(Request& request, Responder& respond) {

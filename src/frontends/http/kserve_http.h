@@ -10,6 +10,7 @@
 
 #include "frontends/http/feast_http.h"
 #include "frontends/http/http_server.h"
+#include "frontends/http/memory_http.h"
 #include "frontends/http/router.h"
 #include "server/api_restrictions.h"
 #include "server/inference_server.h"
@@ -46,6 +47,9 @@ class KServeHttp {
   // Serves POST /labels (server/labels.h) into `labels` (borrowed). Without it: 404 naming
   // --label-stream. In the restricted-API group "inference".
   void SetLabels(server::LabelSink* labels) { labels_ = labels; }
+  // Serves /v2/memory/... (memory_http.h) through `memory` (borrowed). Without it: 404 naming
+  // --memory. In the restricted-API group "memory".
+  void SetMemory(MemoryHttp* memory) { memory_ = memory; }
 
  private:
   using ModelRoute =
@@ -77,12 +81,16 @@ class KServeHttp {
                          runtime::InferenceRequest* r) const;
   void Features(Request& request, bool push, Responder& respond);
   void Labels(Request& request, Responder& respond);
+  void AddMemoryRoutes();
+  // The memory routes' route: 404 naming the flag when this server has no vector memory.
+  Router::Route MemoryRoute(std::function<void(Request&, const RouteParams&, Responder&)> route);
 
   server::InferenceServer* server_;
   Server** io_;
   const KServeHttpOptions options_;
   FeastHttp* feast_ = nullptr;
   server::LabelSink* labels_ = nullptr;
+  MemoryHttp* memory_ = nullptr;
   Router router_;
   Router metrics_router_;
 };

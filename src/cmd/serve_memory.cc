@@ -1,0 +1,165 @@
+#include "cmd/serve_memory.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/logging.h"
+#include "memory/redis_store.h"
+
+namespace dais::cmd {
+namespace {
+
+// YAML -> JSON text (scalars that read as numbers or booleans stay so).
+void QuotedJson(const std::string& s, std::string* out) {
+  *out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') *out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    *out += c;
+  }
+  *out += '"';
+}
+
+void ToJson(const YAML::Node& n, std::string* out) {
+  if (n.IsMap()) {
+    *out += '{';
+    bool first = true;
+    for (const auto& kv : n) {
+      const std::string key = kv.first.as<std::string>();
+      if (key == "kind") continue;
+      if (!first) *out += ',';
+      first = false;
+      QuotedJson(key, out);
+      *out += ':';
+      ToJson(kv.second, out);
+    }
+    *out += '}';
+  } else if (n.IsSequence()) {
+    *out += '[';
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (i) *out += ',';
+      ToJson(n[i], out);
+    }
+    *out += ']';
+  } else if (n.IsScalar()) {
+    const std::string s = n.Scalar();
+    int64_t i;
+    double d;
+    bool b;
+    if (n.Tag() != "!" && YAML::convert<int64_t>::decode(n, i)) {
+      *out += std::to_string(i);
+    } else if (n.Tag() != "!" && YAML::convert<double>::decode(n, d) && std::isfinite(d)) {
+      std::ostringstream o;
+      o.precision(17);
+      o << d;
+      *out += o.str();
+    } else if (n.Tag() != "!" && YAML::convert<bool>::decode(n, b)) {
+      *out += b ? "true" : "false";
+    } else {
+      QuotedJson(s, out);
+    }
+  } else {
+    *out += "null";
+  }
+}
+
+}  // namespace
+
+void AddMemoryFlags(CLI::App* app, MemoryFlags* f) {
+  app->add_flag("--memory", f->enabled,
+                "Serve vector memory: collections of vectors with payloads, similarity search "
+                "(/v2/memory/..., docs/memory.md). Durable in Redis with --redis (restored at "
+                "start), else in this process's memory only.");
+  app->add_option("--memory-collection", f->collections,
+                  "Create this collection at start (a JSON or YAML spec file; implies --memory; "
+                  "an existing identical one is kept). Repeatable.");
+}
+
+StatusOr<memory::CollectionSpecPtr> ParseCollectionYaml(const std::string& text,
+                                                        const std::string& where) {
+  YAML::Node node;
+  try {
+    node = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(where + ": not YAML or JSON: " + e.what());
+  }
+  if (!node.IsMap()) return InvalidArgument(where + ": a collection spec (a map) is needed");
+  if (node["kind"] && node["kind"].as<std::string>("") != "collection") {
+    return InvalidArgument(where + ": kind " + node["kind"].as<std::string>("") +
+                           " is not a collection");
+  }
+  std::string json;
+  ToJson(node, &json);
+  auto spec = memory::ParseCollectionSpec(json);
+  if (!spec.ok()) return InvalidArgument(where + ": " + spec.status().message());
+  return spec;
+}
+
+StatusOr<memory::CollectionSpecPtr> LoadCollectionSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read collection spec " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseCollectionYaml(text.str(), path);
+}
+
+MemoryRuntime::MemoryRuntime() : api_(nullptr) {}
+
+StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const MemoryFlags& flags,
+                                                               const FeatureFlags& redis_flags) {
+  if (!flags.enabled && flags.collections.empty()) return std::unique_ptr<MemoryRuntime>();
+  std::vector<memory::CollectionSpecPtr> specs;
+  for (const std::string& path : flags.collections) {
+    ASSIGN_OR_RETURN(auto spec, LoadCollectionSpecFile(path));
+    specs.push_back(std::move(spec));
+  }
+  std::unique_ptr<MemoryRuntime> r(new MemoryRuntime());
+  if (!redis_flags.redis.empty()) {
+    ASSIGN_OR_RETURN(r->redis_, ConnectRedis(redis_flags));
+    if (!r->redis_->WaitUntilReachable(std::chrono::seconds(10))) {
+      return Unavailable("vector memory: Redis " + redis_flags.redis +
+                         " is not reachable (the collections are restored from it)");
+    }
+    r->store_ = std::make_unique<memory::RedisStore>(r->redis_.get());
+  }
+  r->service_ = std::make_unique<memory::MemoryService>(r->store_.get());
+  r->api_ = frontends::http::MemoryHttp(r->service_.get());
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(r->service_->Restore([](const std::string& c, int shard, size_t n) {
+    LOG_INFO("vector memory: restoring {} shard {}: {} points", c, shard, n);
+  }));
+  for (const auto& s : r->service_->Stats()) {
+    LOG_INFO("vector memory: collection {} restored from Redis: {} points in {} shard(s), {:.1f} s",
+             s.spec->name, s.points, s.spec->shards,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  for (const auto& spec : specs) {
+    if (Status s = r->service_->Create(spec); !s.ok()) {
+      return Status(s.code(), "--memory-collection " + spec->name + ": " + s.message());
+    }
+  }
+  LOG_INFO("vector memory: {} collection(s), {}", r->service_->Stats().size(),
+           r->store_ ? "durable in Redis " + redis_flags.redis
+                     : std::string("in memory only (no --redis)"));
+  r->sweeper_ = std::thread([p = r.get()] { p->SweepLoop(); });
+  return r;
+}
+
+MemoryRuntime::~MemoryRuntime() {
+  stop_ = true;
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+void MemoryRuntime::SweepLoop() {
+  while (!stop_) {
+    service_->Sweep();
+    for (int i = 0; i < 10 && !stop_; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace dais::cmd

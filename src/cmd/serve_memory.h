@@ -1,0 +1,54 @@
+// Vector memory in `dais serve` / `dais node` (docs/memory.md): the --memory flags, the
+// MemoryService over Redis (when --redis is given) or memory only, the collections of
+// --memory-collection files created at start, and the TTL sweep.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cmd/serve_features.h"
+#include "frontends/http/memory_http.h"
+#include "memory/memory_service.h"
+
+namespace dais::cmd {
+
+struct MemoryFlags {
+  bool enabled = false;
+  std::vector<std::string> collections;  // spec files (JSON or YAML)
+};
+
+void AddMemoryFlags(CLI::App* app, MemoryFlags* flags);
+
+// A collection spec from a file: JSON, or YAML with the same fields (`kind: collection` allowed).
+StatusOr<memory::CollectionSpecPtr> LoadCollectionSpecFile(const std::string& path);
+// YAML text (a superset of JSON) as a collection spec.
+StatusOr<memory::CollectionSpecPtr> ParseCollectionYaml(const std::string& text,
+                                                        const std::string& where);
+
+class MemoryRuntime {
+ public:
+  // Null when vector memory is off. Restores what Redis holds (progress logged), then creates
+  // the --memory-collection collections.
+  static StatusOr<std::unique_ptr<MemoryRuntime>> Create(const MemoryFlags& flags,
+                                                         const FeatureFlags& redis_flags);
+  ~MemoryRuntime();
+  frontends::http::MemoryHttp* api() { return &api_; }
+  memory::MemoryService* service() { return service_.get(); }
+
+ private:
+  MemoryRuntime();
+  void SweepLoop();
+
+  std::unique_ptr<redis::Client> redis_;
+  std::unique_ptr<memory::MemoryStore> store_;
+  std::unique_ptr<memory::MemoryService> service_;
+  frontends::http::MemoryHttp api_;
+  std::atomic<bool> stop_{false};
+  std::thread sweeper_;
+};
+
+}  // namespace dais::cmd
