@@ -6,6 +6,7 @@
 #include "cmd/features.h"
 #include "cmd/label_events.h"
 #include "cmd/locks.h"
+#include "cmd/memory.h"
 #include "cmd/train.h"
 #ifdef DAIS_HAVE_GRPC
 #include "cmd/ctl.h"
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
   CLI::App* archive_cmd = dais::cmd::AddArchiveCommand(&app, &archive);
   dais::cmd::LabelEventsCliOptions label_events;
   CLI::App* label_events_cmd = dais::cmd::AddLabelEventsCommand(&app, &label_events);
+  dais::cmd::MemoryCliOptions memory;
+  CLI::App* memory_cmd = dais::cmd::AddMemoryCommand(&app, &memory);
   dais::cmd::SchedulerCliOptions scheduler;
   CLI::App* scheduler_cmd = dais::cmd::AddSchedulerCommand(&app, &scheduler);
 #ifdef DAIS_HAVE_GRPC
@@ -89,5 +92,6 @@ int main(int argc, char** argv) {
   if (stream_cmd->parsed()) return dais::cmd::RunStream(stream_cmd, stream);
   if (archive_cmd->parsed()) return dais::cmd::RunArchive(archive, archive_cmd);
   if (label_events_cmd->parsed()) return dais::cmd::RunLabelEvents(label_events);
+  if (memory_cmd->parsed()) return dais::cmd::RunMemory(memory_cmd, memory);
   return 1;
 }
