@@ -97,12 +97,19 @@ Status MemoryService::Restore(
     auto c = std::make_shared<Collection>(spec);
     for (auto& shard : c->shards) {
       size_t n = 0;
+      std::vector<StoredPoint> batch;
+      auto flush = [&] {
+        shard->Restore(batch);
+        n += batch.size();
+        batch.clear();
+        if (progress) progress(spec->name, shard->index(), n);
+      };
       RETURN_IF_ERROR(store_->Load(*spec, shard->index(), [&](StoredPoint p) {
         if (p.expires_ms != 0 && p.expires_ms <= now) return;
-        shard->Upsert({p.point}, p.expires_ms, p.seq);
-        if (++n % 10000 == 0 && progress) progress(spec->name, shard->index(), n);
+        batch.push_back(std::move(p));
+        if (batch.size() == 50000) flush();
       }));
-      if (progress) progress(spec->name, shard->index(), n);
+      flush();
     }
     MutexLock l(&mu_);
     collections_[spec->name] = std::move(c);

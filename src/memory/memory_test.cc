@@ -126,6 +126,20 @@ TEST(ShardTest, OlderWritesDoNotWin) {
   EXPECT_EQ(shard.size(), 1u);
 }
 
+TEST(ShardTest, ABatchInsertedInParallelKeepsTheLastVectorOfAnId) {
+  Shard shard(Spec(), 0, 16, 2);
+  std::vector<Point> batch;
+  for (int i = 0; i < 3000; ++i) batch.push_back({std::to_string(i), {float(i), 0, 0, 0}, {}});
+  batch.push_back({"7", {-1, -1, -1, -1}, {}});  // the same id again: the last one wins
+  shard.Upsert(batch, 0, 1);
+  EXPECT_EQ(shard.size(), 3000u);
+  EXPECT_EQ(shard.Get("7", true, 0)->vector, (std::vector<float>{-1, -1, -1, -1}));
+  SearchRequest r;
+  r.vector = {1500.2f, 0, 0, 0};
+  r.k = 1;
+  EXPECT_EQ(shard.Search(r, 0)[0].id, "1500");
+}
+
 TEST(MemoryServiceTest, UpsertSearchFilterDeleteAcrossShards) {
   MemoryService service(nullptr);
   ASSERT_TRUE(service.Create(Spec(R"(, "shards": 3)")).ok());

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <mutex>
+#include <thread>
+#include <tuple>
 
 namespace dais::memory {
 namespace {
@@ -27,9 +29,12 @@ bool WithinThreshold(Metric metric, const std::optional<double>& threshold, floa
 
 bool Better(Metric metric, float a, float b) { return HigherIsBetter(metric) ? a > b : a < b; }
 
-Shard::Shard(CollectionSpecPtr spec, int index, size_t initial_capacity)
+Shard::Shard(CollectionSpecPtr spec, int index, size_t initial_capacity, int insert_threads)
     : spec_(std::move(spec)),
       index_(index),
+      threads_(insert_threads > 0
+                   ? insert_threads
+                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       index_graph_(spec_->dimension, spec_->metric, spec_->index, initial_capacity) {}
 
 bool Shard::Newer(const std::string& id, uint64_t seq) const {
@@ -38,29 +43,45 @@ bool Shard::Newer(const std::string& id, uint64_t seq) const {
   return true;
 }
 
-void Shard::Upsert(const std::vector<Point>& points, int64_t expires_ms, uint64_t seq) {
-  std::unique_lock lock(mu_);
-  for (const Point& p : points) {
-    if (!Newer(p.id, seq)) continue;
-    tombstones_.erase(p.id);
+template <typename PointAt>
+void Shard::UpsertLocked(size_t n, const PointAt& get) {
+  std::vector<std::pair<uint64_t, const float*>> vectors;
+  vectors.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto [p, expires_ms, seq] = get(i);
+    if (!Newer(p->id, seq)) continue;
+    tombstones_.erase(p->id);
     uint64_t label;
-    if (auto it = labels_.find(p.id); it != labels_.end()) {
+    if (auto it = labels_.find(p->id); it != labels_.end()) {
       label = it->second;
     } else if (!free_labels_.empty()) {
       label = free_labels_.back();
       free_labels_.pop_back();
-      labels_.emplace(p.id, label);
+      labels_.emplace(p->id, label);
     } else {
       label = slots_.size();
       slots_.emplace_back();
-      labels_.emplace(p.id, label);
+      labels_.emplace(p->id, label);
     }
     Slot& s = slots_[label];
     payload_bytes_ -= s.live ? PayloadBytes(s.payload) + s.id.size() : 0;
-    s = Slot{p.id, p.payload, expires_ms, seq, true};
+    s = Slot{p->id, p->payload, expires_ms, seq, true};
     payload_bytes_ += PayloadBytes(s.payload) + s.id.size();
-    index_graph_.Upsert(label, p.vector.data());
+    vectors.emplace_back(label, p->vector.data());
   }
+  index_graph_.UpsertMany(vectors, threads_);
+}
+
+void Shard::Upsert(const std::vector<Point>& points, int64_t expires_ms, uint64_t seq) {
+  std::unique_lock lock(mu_);
+  UpsertLocked(points.size(), [&](size_t i) { return std::tuple(&points[i], expires_ms, seq); });
+}
+
+void Shard::Restore(const std::vector<StoredPoint>& points) {
+  std::unique_lock lock(mu_);
+  UpsertLocked(points.size(), [&](size_t i) {
+    return std::tuple(&points[i].point, points[i].expires_ms, points[i].seq);
+  });
 }
 
 void Shard::RemoveLocked(uint64_t label, uint64_t seq, int64_t now_ms) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "memory/collection_spec.h"
+#include "memory/memory_store.h"
 #include "memory/point.h"
 #include "memory/vector_index.h"
 
@@ -32,10 +33,14 @@ bool Better(Metric metric, float a, float b);
 
 class Shard {
  public:
-  Shard(CollectionSpecPtr spec, int index, size_t initial_capacity = 1024);
+  // `insert_threads`: threads that insert a large batch into the graph (0: one per core).
+  Shard(CollectionSpecPtr spec, int index, size_t initial_capacity = 1024, int insert_threads = 0);
 
   // `expires_ms` 0 = never (Unix ms).
   void Upsert(const std::vector<Point>& points, int64_t expires_ms, uint64_t seq);
+  // Points as the durable store holds them (each with its own expiry and sequence), inserted in
+  // parallel: a replica's start.
+  void Restore(const std::vector<StoredPoint>& points);
   void Delete(const std::vector<std::string>& ids, uint64_t seq, int64_t now_ms);
   // The k best live, unexpired points matching the request's filter and threshold.
   std::vector<SearchHit> Search(const SearchRequest& request, int64_t now_ms) const;
@@ -75,12 +80,16 @@ class Shard {
     int64_t at_ms;
   };
   bool Newer(const std::string& id, uint64_t seq) const;  // under mu_
+  // get(i) -> (const Point*, expires_ms, seq); under mu_ (exclusive).
+  template <typename PointAt>
+  void UpsertLocked(size_t n, const PointAt& get);
   void RemoveLocked(uint64_t label, uint64_t seq, int64_t now_ms);
   bool Keep(uint64_t label, const Filter& filter, int64_t now_ms) const;
   std::vector<VectorIndex::Hit> ExactSearch(const SearchRequest& r, int64_t now_ms) const;
 
   const CollectionSpecPtr spec_;
   const int index_;
+  const int threads_;
   mutable std::shared_mutex mu_;
   VectorIndex index_graph_;
   std::vector<Slot> slots_;  // by label

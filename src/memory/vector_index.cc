@@ -3,8 +3,11 @@
 #include <hnswlib/hnswlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <shared_mutex>
+#include <thread>
+#include <unordered_set>
 
 namespace dais::memory {
 
@@ -35,6 +38,38 @@ class VectorIndex::Impl {
     }
     graph_->addPoint(v, label);
     if (!known || deleted_.erase(label) != 0) ++live_;  // new, or back from removal
+  }
+
+  void UpsertMany(const std::vector<std::pair<uint64_t, const float*>>& points, int threads) {
+    std::unique_lock lock(mu_);
+    // Updates and repeated labels first, one by one; then the new labels in parallel.
+    std::vector<std::pair<uint64_t, const float*>> fresh;
+    std::unordered_set<uint64_t> seen;
+    for (auto it = points.rbegin(); it != points.rend(); ++it) {  // the last vector of a label wins
+      if (!seen.insert(it->first).second) continue;
+      if (graph_->label_lookup_.count(it->first) != 0) {
+        graph_->addPoint(it->second, it->first);
+        if (deleted_.erase(it->first) != 0) ++live_;
+      } else {
+        fresh.push_back(*it);
+      }
+    }
+    if (graph_->cur_element_count + fresh.size() > graph_->max_elements_) {
+      graph_->resizeIndex(
+          std::max(graph_->max_elements_ * 2, graph_->cur_element_count + fresh.size()));
+    }
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < fresh.size();) {
+        graph_->addPoint(fresh[i].second, fresh[i].first);
+      }
+    };
+    const int n = fresh.size() < 256 ? 1 : std::max(1, threads);
+    std::vector<std::thread> helpers;
+    for (int t = 1; t < n; ++t) helpers.emplace_back(work);
+    work();
+    for (auto& t : helpers) t.join();
+    live_ += fresh.size();
   }
 
   void Remove(uint64_t label) {
@@ -129,6 +164,10 @@ VectorIndex::VectorIndex(int dimension, Metric metric, IndexParams params, size_
 VectorIndex::~VectorIndex() = default;
 
 void VectorIndex::Upsert(uint64_t label, const float* vector) { impl_->Upsert(label, vector); }
+void VectorIndex::UpsertMany(const std::vector<std::pair<uint64_t, const float*>>& points,
+                             int threads) {
+  impl_->UpsertMany(points, threads);
+}
 void VectorIndex::Remove(uint64_t label) { impl_->Remove(label); }
 std::vector<VectorIndex::Hit> VectorIndex::Search(const float* query, size_t k,
                                                   const std::function<bool(uint64_t)>& keep,

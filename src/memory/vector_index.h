@@ -23,6 +23,9 @@ class VectorIndex {
 
   // Inserts or replaces the vector of `label` (dimension floats; cosine: already normalised).
   void Upsert(uint64_t label, const float* vector);
+  // The same for many points, inserted by up to `threads` threads (hnswlib inserts in parallel);
+  // a label given twice keeps its last vector.
+  void UpsertMany(const std::vector<std::pair<uint64_t, const float*>>& points, int threads);
   void Remove(uint64_t label);
 
   struct Hit {
