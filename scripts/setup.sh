@@ -21,6 +21,9 @@ PACKAGES=(
   # matrix products; the serial OpenBLAS is not safe across instance threads (docs/backends.md)
   libopenblas0-pthread
   # tests, fuzzing, formatting, benchmarks
+  # vector memory: the HNSW index (header-only); faiss for the bench's exact ground truth and
+  # the library comparison (docs/memory.md "Why hnswlib")
+  libhnswlib-dev libfaiss-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev wrk
   gnuplot-nox  # bench/scheduler_bench.py plots
   prometheus  # promtool: tests/integration/test_alert_rules.py

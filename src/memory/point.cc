@@ -193,6 +193,11 @@ Status ParseSearchField(const std::string& key, const rapidjson::Value& v,
   } else if (key == "with_payload" || key == "with_vector") {
     if (!v.IsBool()) return Bad(key, "true or false is needed");
     (key == "with_payload" ? r->with_payload : r->with_vector) = v.GetBool();
+  } else if (key == "ef") {
+    if (!v.IsInt64() || v.GetInt64() < 1 || v.GetInt64() > 4096) {
+      return Bad(key, "an integer from 1 to 4096 is needed");
+    }
+    r->ef = static_cast<int>(v.GetInt64());
   } else if (key == "timeout_ms") {
     if (!v.IsInt64() || v.GetInt64() < 1 || v.GetInt64() > 600000) {
       return Bad(key, "an integer from 1 to 600000 is needed");
@@ -201,7 +206,7 @@ Status ParseSearchField(const std::string& key, const rapidjson::Value& v,
   } else {
     return Bad(key,
                "unknown field (vector, k, filter, min_score, max_distance, with_payload, "
-               "with_vector, timeout_ms)");
+               "with_vector, ef, timeout_ms)");
   }
   return OkStatus();
 }

@@ -42,6 +42,7 @@ struct SearchRequest {
   Filter filter;
   // cosine / inner_product: keep scores >= it; l2: keep distances <= it ("max_distance").
   std::optional<double> threshold;
+  int ef = 0;  // HNSW candidates to consider (>= k); 0 = the collection's index.ef_search
   bool with_payload = true;
   bool with_vector = false;
   int64_t timeout_ms = 0;  // 0 = the server's default
@@ -56,7 +57,7 @@ StatusOr<std::vector<Point>> ParseUpsert(std::string_view body, const Collection
 // {"ids": ["a", ...]} (get and delete); `with_vector` is read when given.
 StatusOr<std::vector<std::string>> ParseIds(std::string_view body, bool* with_vector = nullptr);
 // {"vector": [...], "k": 10, "filter": {...}, "min_score": 0.5 | "max_distance": 1.2,
-//  "with_payload": true, "with_vector": false, "timeout_ms": 50}
+//  "with_payload": true, "with_vector": false, "ef": 128, "timeout_ms": 50}
 StatusOr<SearchRequest> ParseSearch(std::string_view body, const CollectionSpec& spec);
 // {"category": "shoes", "price": {"gte": 10, "lt": 50}, "brand": {"ne": "x"}}
 StatusOr<Filter> ParseFilterJson(std::string_view json, const CollectionSpec& spec);

@@ -132,7 +132,8 @@ std::vector<SearchHit> Shard::Search(const SearchRequest& r, int64_t now_ms) con
   // point in place of a live one.
   auto keep = [&](uint64_t label) { return Keep(label, r.filter, now_ms); };
   bool exhausted = false;
-  auto hits = index_graph_.Search(r.vector.data(), r.k, keep, kMaxGraphCandidates, &exhausted);
+  auto hits = index_graph_.Search(r.vector.data(), r.k, keep, kMaxGraphCandidates, &exhausted,
+                                  static_cast<size_t>(r.ef));
   if (exhausted) {
     exact_searches_.fetch_add(1, std::memory_order_relaxed);
     hits = ExactSearch(r, now_ms);

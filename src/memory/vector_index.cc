@@ -82,12 +82,14 @@ class VectorIndex::Impl {
   }
 
   std::vector<Hit> Search(const float* q, size_t k, const std::function<bool(uint64_t)>& keep,
-                          size_t max_candidates, bool* exhausted) const {
+                          size_t max_candidates, bool* exhausted, size_t ef) const {
     std::shared_lock lock(mu_);
     std::vector<Hit> out;
     if (exhausted != nullptr) *exhausted = false;
     if (live_ == 0 || k == 0) return out;
-    size_t fetch = keep ? std::max<size_t>(k * 4, 64) : k;
+    // Asking hnswlib for `fetch` results searches with max(ef_search, fetch) candidates: a larger
+    // fetch cut to k is a search with that ef.
+    size_t fetch = std::max(keep ? std::max<size_t>(k * 4, 64) : k, ef);
     for (;;) {
       fetch = std::min(fetch, live_);
       auto top = graph_->searchKnn(q, fetch);
@@ -103,6 +105,7 @@ class VectorIndex::Impl {
         out.push_back(h);
         if (out.size() == k) return out;
       }
+      if (!keep) return out;
       if (fetch >= live_ || found < fetch) return out;  // every live point was a candidate
       if (fetch >= max_candidates) {
         if (exhausted != nullptr) *exhausted = true;
@@ -171,8 +174,9 @@ void VectorIndex::UpsertMany(const std::vector<std::pair<uint64_t, const float*>
 void VectorIndex::Remove(uint64_t label) { impl_->Remove(label); }
 std::vector<VectorIndex::Hit> VectorIndex::Search(const float* query, size_t k,
                                                   const std::function<bool(uint64_t)>& keep,
-                                                  size_t max_candidates, bool* exhausted) const {
-  return impl_->Search(query, k, keep, max_candidates, exhausted);
+                                                  size_t max_candidates, bool* exhausted,
+                                                  size_t ef) const {
+  return impl_->Search(query, k, keep, max_candidates, exhausted, ef);
 }
 std::vector<float> VectorIndex::Vector(uint64_t label) const { return impl_->Vector(label); }
 std::vector<VectorIndex::Hit> VectorIndex::Score(const float* query,

@@ -33,10 +33,11 @@ class VectorIndex {
     float score;  // as the metric defines it (collection_spec.h)
   };
   // At most `k` labels for which `keep` holds, best first. Without a filter HNSW answers with the
-  // k best it finds (ef = max(ef_search, k)); with one, it fetches more candidates until k pass
-  // or `max_candidates` were looked at (the caller then searches exactly, see Shard).
+  // k best of max(ef, ef_search, k) candidates (`ef` 0: ef_search); with one, it fetches more
+  // candidates until k pass or `max_candidates` were looked at (the caller then searches
+  // exactly, see Shard).
   std::vector<Hit> Search(const float* query, size_t k, const std::function<bool(uint64_t)>& keep,
-                          size_t max_candidates, bool* exhausted = nullptr) const;
+                          size_t max_candidates, bool* exhausted = nullptr, size_t ef = 0) const;
   // The vector stored for `label` (cosine: normalised); empty when absent.
   std::vector<float> Vector(uint64_t label) const;
   // Exact distances for the given labels (for filters too selective for the graph).
