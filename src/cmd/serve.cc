@@ -547,6 +547,7 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
     LOG_ERROR("cannot start vector memory: {}", memory.status().message());
     return 1;
   }
+  if (*memory) (*features)->enricher()->SetKnnSearch((*memory)->KnnSearch());
   server::InferenceServer server(&manager);
   server.SetFeedback(feedback->get(), o.feedback_sample);
   server.SetStarting(true);  // until the offline features are in (below)

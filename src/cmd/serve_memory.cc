@@ -77,6 +77,15 @@ void AddMemoryFlags(CLI::App* app, MemoryFlags* f) {
   app->add_option("--memory-collection", f->collections,
                   "Create this collection at start (a JSON or YAML spec file; implies --memory; "
                   "an existing identical one is kept). Repeatable.");
+  app->add_option("--memory-snapshot-dir", f->snapshot_dir,
+                  "The cold tier: snapshots of every collection as gzip JSON lines in day "
+                  "partitions (<dir>/<collection>/dt=YYYY-MM-DD/shard-N.jsonl.gz), written every "
+                  "--memory-snapshot-secs and at a clean stop. A collection Redis does not hold "
+                  "at start is rebuilt from its newest snapshot (and written back to Redis).");
+  app->add_option("--memory-snapshot-secs", f->snapshot_secs,
+                  "Seconds between snapshots (0: only at a clean stop).")
+      ->check(CLI::Range(0, 86400 * 7))
+      ->capture_default_str();
 }
 
 StatusOr<memory::CollectionSpecPtr> ParseCollectionYaml(const std::string& text,
@@ -137,6 +146,15 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const MemoryFlags
              s.spec->name, s.points, s.spec->shards,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  if (!flags.snapshot_dir.empty()) {
+    RETURN_IF_ERROR(r->service_->RestoreFromSnapshots(
+        flags.snapshot_dir, [&](const std::string& c, int shard, size_t n) {
+          LOG_INFO("vector memory: {} shard {} rebuilt from the cold tier {}: {} points", c, shard,
+                   flags.snapshot_dir, n);
+        }));
+    r->snapshot_dir_ = flags.snapshot_dir;
+    r->snapshot_secs_ = flags.snapshot_secs;
+  }
   for (const auto& spec : specs) {
     if (Status s = r->service_->Create(spec); !s.ok()) {
       return Status(s.code(), "--memory-collection " + spec->name + ": " + s.message());
@@ -149,16 +167,55 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const MemoryFlags
   return r;
 }
 
+features::KnnSearch MemoryRuntime::KnnSearch() {
+  return [service = service_.get()](
+             const features::KnnSpec& knn,
+             std::vector<float> query) -> StatusOr<std::vector<features::KnnHit>> {
+    ASSIGN_OR_RETURN(auto spec, service->Spec(knn.collection));
+    RETURN_IF_ERROR(memory::CheckVector(*spec, &query, "query " + knn.query_name));
+    memory::SearchRequest r;
+    r.vector = std::move(query);
+    r.k = knn.k;
+    r.with_payload = false;
+    if (knn.has_min_score) r.threshold = knn.min_score;
+    ASSIGN_OR_RETURN(auto hits, service->Search(knn.collection, r));
+    std::vector<features::KnnHit> out;
+    out.reserve(hits.size());
+    for (auto& h : hits) out.push_back({std::move(h.id), h.score});
+    return out;
+  };
+}
+
 MemoryRuntime::~MemoryRuntime() {
   stop_ = true;
   if (sweeper_.joinable()) sweeper_.join();
+  if (!snapshot_dir_.empty() && service_ != nullptr) WriteSnapshot();
+}
+
+void MemoryRuntime::WriteSnapshot() {
+  const auto start = std::chrono::steady_clock::now();
+  if (Status s = service_->Snapshot(snapshot_dir_); !s.ok()) {
+    LOG_ERROR("vector memory: snapshot to {} failed: {}", snapshot_dir_, s.message());
+    return;
+  }
+  size_t points = 0;
+  for (const auto& c : service_->Stats()) points += c.points;
+  LOG_INFO("vector memory: snapshot of {} points written to {} in {:.2f} s", points, snapshot_dir_,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void MemoryRuntime::SweepLoop() {
+  auto next_snapshot = std::chrono::steady_clock::now() + std::chrono::seconds(snapshot_secs_);
   while (!stop_) {
     service_->Sweep();
-    for (int i = 0; i < 10 && !stop_; ++i)
+    if (!snapshot_dir_.empty() && snapshot_secs_ > 0 &&
+        std::chrono::steady_clock::now() >= next_snapshot) {
+      WriteSnapshot();
+      next_snapshot = std::chrono::steady_clock::now() + std::chrono::seconds(snapshot_secs_);
+    }
+    for (int i = 0; i < 10 && !stop_; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cmd/serve_features.h"
+#include "features/enrich/enricher.h"
 #include "frontends/http/memory_http.h"
 #include "memory/memory_service.h"
 
@@ -19,6 +20,8 @@ namespace dais::cmd {
 struct MemoryFlags {
   bool enabled = false;
   std::vector<std::string> collections;  // spec files (JSON or YAML)
+  std::string snapshot_dir;              // the cold tier; empty: none
+  int snapshot_secs = 3600;
 };
 
 void AddMemoryFlags(CLI::App* app, MemoryFlags* flags);
@@ -38,15 +41,20 @@ class MemoryRuntime {
   ~MemoryRuntime();
   frontends::http::MemoryHttp* api() { return &api_; }
   memory::MemoryService* service() { return service_.get(); }
+  // knn features (features.yaml `knn:`) searched in this server's collections.
+  features::KnnSearch KnnSearch();
 
  private:
   MemoryRuntime();
   void SweepLoop();
+  void WriteSnapshot();
 
   std::unique_ptr<redis::Client> redis_;
   std::unique_ptr<memory::MemoryStore> store_;
   std::unique_ptr<memory::MemoryService> service_;
   frontends::http::MemoryHttp api_;
+  std::string snapshot_dir_;
+  int snapshot_secs_ = 0;
   std::atomic<bool> stop_{false};
   std::thread sweeper_;
 };

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 
 #include "common/logging.h"
+#include "memory/snapshot_files.h"
 #include "metrics/registry.h"
 
 namespace dais::memory {
@@ -113,6 +115,65 @@ Status MemoryService::Restore(
     }
     MutexLock l(&mu_);
     collections_[spec->name] = std::move(c);
+  }
+  return OkStatus();
+}
+
+Status MemoryService::Snapshot(const std::string& root) {
+  std::vector<std::shared_ptr<Collection>> all;
+  {
+    MutexLock l(&mu_);
+    for (const auto& [name, c] : collections_) all.push_back(c);
+  }
+  const int64_t now = Now();
+  for (const auto& c : all) {
+    RETURN_IF_ERROR(WriteSnapshotSpec(root, *c->spec));
+    for (const auto& shard : c->shards) {
+      RETURN_IF_ERROR(WriteShardSnapshot(root, *c->spec, shard->index(), shard->Snapshot(), now));
+    }
+  }
+  return OkStatus();
+}
+
+Status MemoryService::WriteBack(const std::shared_ptr<Collection>& c, Shard* shard,
+                                std::vector<StoredPoint> points) {
+  if (store_ == nullptr) {
+    shard->Restore(points);
+    return OkStatus();
+  }
+  // Through the store (it hands out new sequences), one write per expiry time.
+  std::map<int64_t, std::vector<Point>> by_expiry;
+  for (auto& p : points) by_expiry[p.expires_ms].push_back(std::move(p.point));
+  for (auto& [expires, batch] : by_expiry) {
+    std::promise<StatusOr<uint64_t>> done;
+    store_->Upsert(*c->spec, shard->index(), batch, expires,
+                   std::chrono::steady_clock::now() + options_.write_timeout,
+                   [&](StatusOr<uint64_t> seq) { done.set_value(std::move(seq)); });
+    ASSIGN_OR_RETURN(uint64_t seq, done.get_future().get());
+    shard->Upsert(batch, expires, seq);
+  }
+  return OkStatus();
+}
+
+Status MemoryService::RestoreFromSnapshots(
+    const std::string& root, const std::function<void(const std::string&, int, size_t)>& progress) {
+  ASSIGN_OR_RETURN(auto specs, SnapshotSpecs(root));
+  const int64_t now = Now();
+  for (const auto& spec : specs) {
+    if (Find(spec->name) != nullptr) continue;  // the hot tier has it
+    RETURN_IF_ERROR(Create(spec));
+    auto c = Find(spec->name);
+    for (auto& shard : c->shards) {
+      std::vector<StoredPoint> points;
+      auto day = ReadShardSnapshot(root, *spec, shard->index(), [&](StoredPoint p) {
+        if (p.expires_ms == 0 || p.expires_ms > now) points.push_back(std::move(p));
+      });
+      if (!day.ok() && day.status().code() == StatusCode::kNotFound) continue;
+      if (!day.ok()) return day.status();
+      const size_t n = points.size();
+      RETURN_IF_ERROR(WriteBack(c, shard.get(), std::move(points)));
+      if (progress) progress(spec->name, shard->index(), n);
+    }
   }
   return OkStatus();
 }
@@ -265,7 +326,15 @@ StatusOr<std::vector<SearchHit>> MemoryService::Search(const std::string& name,
   const auto start = std::chrono::steady_clock::now();
   const int64_t now = Now();
   std::vector<SearchHit> hits;
+  const auto deadline = start + std::chrono::milliseconds(request.timeout_ms);
   for (const auto& shard : c->shards) {
+    if (request.timeout_ms > 0 && std::chrono::steady_clock::now() > deadline) {
+      MemoryMetrics::Get().requests.Get({name, "search", "deadline_exceeded"}).Increment();
+      return DeadlineExceeded("search of " + name + " passed its timeout_ms " +
+                              std::to_string(request.timeout_ms) + " after " +
+                              std::to_string(shard->index()) + " of " +
+                              std::to_string(c->shards.size()) + " shards");
+    }
     auto part = shard->Search(request, now);
     hits.insert(hits.end(), std::make_move_iterator(part.begin()),
                 std::make_move_iterator(part.end()));

@@ -46,6 +46,14 @@ class MemoryService {
   // (collection, shard, points loaded so far) now and then. Before serving.
   Status Restore(const std::function<void(const std::string&, int, size_t)>& progress = {});
 
+  // The cold tier (snapshot_files.h): writes every collection's spec and shards under `root`.
+  Status Snapshot(const std::string& root);
+  // Rebuilds from their newest snapshots the collections under `root` that this service does
+  // not hold after Restore (the hot tier lost them): created, written back to the store, indexed.
+  Status RestoreFromSnapshots(
+      const std::string& root,
+      const std::function<void(const std::string&, int, size_t)>& progress = {});
+
   // OK when created or when an identical spec exists; AlreadyExists for a different one.
   Status Create(CollectionSpecPtr spec);
   Status Drop(const std::string& name);
@@ -58,6 +66,8 @@ class MemoryService {
   void Delete(const std::string& name, std::vector<std::string> ids, Done done);
   StatusOr<std::vector<SearchHit>> Get(const std::string& name, const std::vector<std::string>& ids,
                                        bool with_vector) const;
+  // DeadlineExceeded when the request's timeout_ms passes before every shard was searched (a
+  // shard's search itself is not interrupted).
   StatusOr<std::vector<SearchHit>> Search(const std::string& name,
                                           const SearchRequest& request) const;
   // Removes expired points (and tells the store). Call every second or so.
@@ -68,6 +78,8 @@ class MemoryService {
   std::shared_ptr<Collection> Find(const std::string& name) const;
   StatusOr<std::shared_ptr<Collection>> Found(const std::string& name) const;
   int64_t Now() const;
+  Status WriteBack(const std::shared_ptr<Collection>& c, Shard* shard,
+                   std::vector<StoredPoint> points);
 
   MemoryStore* store_;
   const MemoryOptions options_;

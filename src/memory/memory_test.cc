@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <future>
 #include <random>
 
 #include "memory/memory_service.h"
+#include "memory/snapshot_files.h"
 
 namespace dais::memory {
 namespace {
@@ -225,6 +227,61 @@ TEST(MemoryServiceTest, CreateIsIdempotentButRefusesAChange) {
   EXPECT_EQ(service.Create(Spec(R"(, "shards": 2)")).code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(service.Drop("items").ok());
   EXPECT_EQ(service.Drop("items").code(), StatusCode::kNotFound);
+}
+
+TEST(SnapshotTest, TheColdTierRebuildsACollection) {
+  const std::string root = ::testing::TempDir() + "memory_snapshot_test";
+  std::filesystem::remove_all(root);
+  int64_t now = 1'764'900'000'000;
+  {
+    MemoryService service(nullptr, {std::chrono::seconds(1), [&] { return now; }});
+    ASSERT_TRUE(service.Create(Spec(R"(, "shards": 2, "ttl": "1h")")).ok());
+    std::vector<Point> points;
+    for (int i = 0; i < 50; ++i) {
+      points.push_back({"p" + std::to_string(i),
+                        {float(i), 0.5f, 0, 0},
+                        {{"cat", "c" + std::to_string(i % 3)}, {"ok", i % 2 == 0}}});
+    }
+    ASSERT_TRUE(Wait([&](auto d) { service.Upsert("items", points, d); }).ok());
+    now += 1000;
+    ASSERT_TRUE(Wait([&](auto d) {
+                  service.Upsert("items", {{"late", {1, 1, 1, 1}, {}}}, d);
+                }).ok());
+    ASSERT_TRUE(service.Snapshot(root).ok());
+  }
+  now += 3'600'000 - 500;  // the first 50 points expired, "late" not yet
+  MemoryService restored(nullptr, {std::chrono::seconds(1), [&] { return now; }});
+  size_t reported = 0;
+  ASSERT_TRUE(
+      restored.RestoreFromSnapshots(root, [&](const std::string&, int, size_t n) { reported += n; })
+          .ok());
+  EXPECT_EQ(reported, 1u);
+  EXPECT_EQ(restored.Stats()[0].points, 1u);
+  EXPECT_EQ(restored.Stats()[0].spec->shards, 2);
+  now -= 2000;  // before the 50 expired: restore again into a fresh service
+  MemoryService earlier(nullptr, {std::chrono::seconds(1), [&] { return now; }});
+  ASSERT_TRUE(earlier.RestoreFromSnapshots(root).ok());
+  EXPECT_EQ(earlier.Stats()[0].points, 51u);
+  auto got = earlier.Get("items", {"p7"}, true);
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].vector, (std::vector<float>{7, 0.5f, 0, 0}));
+  EXPECT_EQ(PayloadJson((*got)[0].payload), R"({"cat":"c1","ok":false})");
+  // A collection the service already holds is left alone.
+  ASSERT_TRUE(earlier.RestoreFromSnapshots(root).ok());
+  EXPECT_EQ(earlier.Stats()[0].points, 51u);
+}
+
+TEST(SnapshotTest, ALineRoundTripsAndABadOneIsRefused) {
+  auto spec = Spec();
+  StoredPoint p{{"a", {0.1f, 1e-30f, -3.25f, 7}, {{"price", 2.5}}}, 123, 9};
+  auto back = ParseSnapshotLine(SnapshotLine(p), *spec);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->point.vector, p.point.vector);
+  EXPECT_EQ(back->seq, 9u);
+  EXPECT_EQ(back->expires_ms, 123);
+  EXPECT_FALSE(ParseSnapshotLine(R"({"id": "a", "seq": 1, "vector": [1,2,3,4]})", *spec).ok());
+  EXPECT_FALSE(
+      ParseSnapshotLine(R"({"id": "a", "seq": 1, "expires_ms": 0, "vector": [1,2]})", *spec).ok());
 }
 
 // HNSW recall@10 against exact search on clustered data (the bench measures it at 1M).

@@ -184,9 +184,9 @@ std::vector<std::string> Shard::Expire(int64_t now_ms) {
   return ids;
 }
 
-std::vector<Shard::Stored> Shard::Snapshot() const {
+std::vector<StoredPoint> Shard::Snapshot() const {
   std::shared_lock lock(mu_);
-  std::vector<Stored> out;
+  std::vector<StoredPoint> out;
   out.reserve(labels_.size());
   for (uint64_t l = 0; l < slots_.size(); ++l) {
     const Slot& s = slots_[l];

@@ -50,12 +50,7 @@ class Shard {
   // window; returns the expired ids (for the durable tier).
   std::vector<std::string> Expire(int64_t now_ms);
   // Every live point (for snapshots), in label order.
-  struct Stored {
-    Point point;
-    int64_t expires_ms;
-    uint64_t seq;
-  };
-  std::vector<Stored> Snapshot() const;
+  std::vector<StoredPoint> Snapshot() const;
 
   size_t size() const;
   size_t memory_bytes() const;

@@ -1,7 +1,9 @@
 #include "features/enrich/enricher.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <map>
 
 #include "dais/clock.h"
 #include "features/spec/feature_codec.h"
@@ -44,6 +46,58 @@ StatusOr<std::vector<std::string>> IdsFromTensor(const Tensor& t) {
   }
   return InvalidArgument(fmt::format("entity id input '{}' must be INT64, INT32 or BYTES, got {}",
                                      t.name, DataTypeName(t.dtype)));
+}
+
+// Fills one row of a knn input: the neighbours' integer ids (-1 pads) or scores (0 pads),
+// converted to the input's datatype. A row whose query feature was not found has none.
+Status FillKnnRow(const LookupResult& res, size_t row, const InputMapping& m, const KnnSearch& knn,
+                  std::map<std::pair<int, size_t>, std::vector<KnnHit>>* memo, DataType dtype,
+                  char* dst) {
+  const FeatureSpec& spec = *res.spec;
+  const KnnSpec& k = spec.knn[static_cast<size_t>(m.knn)];
+  auto found = memo->find({m.knn, row});
+  if (found == memo->end()) {
+    std::vector<KnnHit> hits;
+    const size_t g =
+        std::find(res.groups.begin(), res.groups.end(), k.query.group) - res.groups.begin();
+    const FeatureStatus status = res.statuses[res.Index(row, g)];
+    if (status == FeatureStatus::kPresent || status == FeatureStatus::kStale) {
+      if (!knn) {
+        return FailedPrecondition(fmt::format(
+            "knn {}: this server has no vector memory (start it with --memory)", k.name));
+      }
+      const FeatureDef& f = spec.groups[k.query.group].features[k.query.feature];
+      std::vector<float> query(static_cast<size_t>(f.elements));
+      std::string_view v = res.Value(row, g, k.query.feature, /*stale_ok=*/true);
+      RETURN_IF_ERROR(ConvertElements(f.dtype, v.data(), DataType::kFp32,
+                                      reinterpret_cast<char*>(query.data()), f.elements));
+      auto searched = knn(k, std::move(query));
+      if (!searched.ok()) {
+        return Status(searched.status().code(),
+                      fmt::format("knn {}: {}", k.name, searched.status().message()));
+      }
+      hits = std::move(*searched);
+    }
+    found = memo->emplace(std::make_pair(m.knn, row), std::move(hits)).first;
+  }
+  const std::vector<KnnHit>& hits = found->second;
+  if (m.knn_scores) {
+    std::vector<float> scores(static_cast<size_t>(k.k), 0.0f);
+    for (size_t i = 0; i < hits.size() && i < scores.size(); ++i) scores[i] = hits[i].score;
+    return ConvertElements(DataType::kFp32, reinterpret_cast<const char*>(scores.data()), dtype,
+                           dst, k.k);
+  }
+  std::vector<int64_t> ids(static_cast<size_t>(k.k), -1);
+  for (size_t i = 0; i < hits.size() && i < ids.size(); ++i) {
+    const std::string& id = hits[i].id;
+    if (std::from_chars(id.data(), id.data() + id.size(), ids[i]).ec != std::errc()) {
+      return InvalidArgument(fmt::format(
+          "knn {}: point \"{}\" of collection {} has no integer id (output ids needs them)", k.name,
+          id, k.collection));
+    }
+  }
+  return ConvertElements(DataType::kInt64, reinterpret_cast<const char*>(ids.data()), dtype, dst,
+                         k.k);
 }
 
 }  // namespace
@@ -92,6 +146,12 @@ void Enricher::Enrich(runtime::RequestPtr request, std::shared_ptr<runtime::Mode
     ids.push_back(std::move(id).value());
   }
   for (const auto& m : spec->inputs) {
+    if (m.knn >= 0) {
+      const size_t g = spec->knn[static_cast<size_t>(m.knn)].query.group;
+      if (std::find(lr.groups.begin(), lr.groups.end(), g) == lr.groups.end()) {
+        lr.groups.push_back(g);
+      }
+    }
     for (const auto& r : m.refs) {
       if (std::find(lr.groups.begin(), lr.groups.end(), r.group) == lr.groups.end()) {
         lr.groups.push_back(r.group);
@@ -103,48 +163,56 @@ void Enricher::Enrich(runtime::RequestPtr request, std::shared_ptr<runtime::Mode
     lr.deadline = std::min(d, std::chrono::steady_clock::now() + store_->options().lookup_timeout);
   }
   auto shared = std::make_shared<runtime::RequestPtr>(std::move(request));
-  store_->Lookup(std::move(lr), [shared, version, next = std::move(next)](LookupResult res) {
-    runtime::RequestPtr req = std::move(*shared);
-    const FeatureSpec& spec = *res.spec;
-    const auto& config = version->config();
-    for (const auto& m : spec.inputs) {
-      const inference::ModelInput* in = nullptr;
-      for (const auto& i : config.input()) {
-        if (i.name() == m.input) in = &i;
-      }
-      Tensor t;
-      t.name = m.input;
-      t.dtype = runtime::ConfigDataType(in->data_type());
-      t.shape.push_back(static_cast<int64_t>(res.rows));
-      for (int64_t d : in->dims()) t.shape.push_back(d);
-      size_t width = DataTypeSize(t.dtype);
-      char* dst = t.Allocate(res.rows * static_cast<size_t>(m.elements) * width);
-      for (size_t row = 0; row < res.rows; ++row) {
-        for (const auto& ref : m.refs) {
-          size_t g =
-              std::find(res.groups.begin(), res.groups.end(), ref.group) - res.groups.begin();
-          const FeatureDef& f = spec.groups[ref.group].features[ref.feature];
-          std::string_view v = res.Value(row, g, ref.feature, /*stale_ok=*/false);
-          Status s = ConvertElements(f.dtype, v.data(), t.dtype, dst, f.elements);
-          if (!s.ok()) return req->on_complete(s);
-          dst += static_cast<size_t>(f.elements) * width;
+  store_->Lookup(
+      std::move(lr), [shared, version, knn = knn_, next = std::move(next)](LookupResult res) {
+        runtime::RequestPtr req = std::move(*shared);
+        const FeatureSpec& spec = *res.spec;
+        std::map<std::pair<int, size_t>, std::vector<KnnHit>> knn_memo;
+        const auto& config = version->config();
+        for (const auto& m : spec.inputs) {
+          const inference::ModelInput* in = nullptr;
+          for (const auto& i : config.input()) {
+            if (i.name() == m.input) in = &i;
+          }
+          Tensor t;
+          t.name = m.input;
+          t.dtype = runtime::ConfigDataType(in->data_type());
+          t.shape.push_back(static_cast<int64_t>(res.rows));
+          for (int64_t d : in->dims()) t.shape.push_back(d);
+          size_t width = DataTypeSize(t.dtype);
+          char* dst = t.Allocate(res.rows * static_cast<size_t>(m.elements) * width);
+          for (size_t row = 0; row < res.rows; ++row) {
+            if (m.knn >= 0) {
+              Status s = FillKnnRow(res, row, m, knn, &knn_memo, t.dtype, dst);
+              if (!s.ok()) return req->on_complete(s);
+              dst += static_cast<size_t>(m.elements) * width;
+              continue;
+            }
+            for (const auto& ref : m.refs) {
+              size_t g =
+                  std::find(res.groups.begin(), res.groups.end(), ref.group) - res.groups.begin();
+              const FeatureDef& f = spec.groups[ref.group].features[ref.feature];
+              std::string_view v = res.Value(row, g, ref.feature, /*stale_ok=*/false);
+              Status s = ConvertElements(f.dtype, v.data(), t.dtype, dst, f.elements);
+              if (!s.ok()) return req->on_complete(s);
+              dst += static_cast<size_t>(f.elements) * width;
+            }
+          }
+          req->inputs.push_back(std::move(t));
         }
-      }
-      req->inputs.push_back(std::move(t));
-    }
-    // One status per row: the worst over the row's groups (PRESENT < STALE < NOT_FOUND <
-    // DEFAULTED).
-    std::string statuses;
-    for (size_t row = 0; row < res.rows; ++row) {
-      FeatureStatus worst = FeatureStatus::kPresent;
-      for (size_t g = 0; g < res.groups.size(); ++g) {
-        worst = std::max(worst, res.statuses[res.Index(row, g)]);
-      }
-      statuses += (row ? "," : "") + std::string(FeatureStatusName(worst));
-    }
-    req->response_parameters.emplace_back("feature_status", std::move(statuses));
-    next(std::move(req));
-  });
+        // One status per row: the worst over the row's groups (PRESENT < STALE < NOT_FOUND <
+        // DEFAULTED).
+        std::string statuses;
+        for (size_t row = 0; row < res.rows; ++row) {
+          FeatureStatus worst = FeatureStatus::kPresent;
+          for (size_t g = 0; g < res.groups.size(); ++g) {
+            worst = std::max(worst, res.statuses[res.Index(row, g)]);
+          }
+          statuses += (row ? "," : "") + std::string(FeatureStatusName(worst));
+        }
+        req->response_parameters.emplace_back("feature_status", std::move(statuses));
+        next(std::move(req));
+      });
 }
 
 }  // namespace dais::features

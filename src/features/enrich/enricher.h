@@ -10,14 +10,27 @@
 
 namespace dais::features {
 
+// A neighbour found by a knn lookup (feature_spec.h KnnSpec).
+struct KnnHit {
+  std::string id;
+  float score = 0;
+};
+// Searches vector memory for a knn lookup (the server's collections; cmd wires it).
+using KnnSearch =
+    std::function<StatusOr<std::vector<KnnHit>>(const KnnSpec& knn, std::vector<float> query)>;
+
 class Enricher : public runtime::RequestEnricher {
  public:
   explicit Enricher(FeatureStore* store) : store_(store) {}  // borrows
   void Enrich(runtime::RequestPtr request, std::shared_ptr<runtime::ModelVersion> version,
               std::function<void(runtime::RequestPtr)> next) override;
+  // Serves the specs' knn inputs. Without it a knn input fails the request (FailedPrecondition
+  // naming --memory). Call before serving.
+  void SetKnnSearch(KnnSearch search) { knn_ = std::move(search); }
 
  private:
   FeatureStore* store_;
+  KnnSearch knn_;
 };
 
 }  // namespace dais::features

@@ -190,6 +190,78 @@ Status ParseGroup(const Ctx& ctx, const YAML::Node& n, const FeatureSpec& spec, 
   return OkStatus();
 }
 
+Status ParseKnn(const Ctx& ctx, const YAML::Node& n, FeatureSpec* spec) {
+  if (!n.IsSequence()) return ctx.Error(n, "knn", "`knn` must be a list");
+  for (const auto& e : n) {
+    if (!e.IsMap()) return ctx.Error(e, "knn", "each knn lookup must be a mapping");
+    KnnSpec k;
+    ASSIGN_OR_RETURN(k.name, NameField(ctx, e, "knn"));
+    const std::string where = fmt::format("knn {}", k.name);
+    for (const auto& kv : e) {
+      const std::string key = kv.first.as<std::string>();
+      if (key != "name" && key != "collection" && key != "query" && key != "k" &&
+          key != "min_score") {
+        return ctx.Error(kv.first, where,
+                         fmt::format("unknown field \"{}\" (name, collection, query, k, "
+                                     "min_score)",
+                                     key));
+      }
+    }
+    if (!e["collection"] || !e["query"]) {
+      return ctx.Error(e, where, "needs `collection` and `query` (group:feature)");
+    }
+    k.collection = e["collection"].as<std::string>();
+    k.query_name = e["query"].as<std::string>();
+    auto ref = spec->Resolve(k.query_name);
+    if (!ref.ok()) return ctx.Error(e["query"], where, ref.status().message());
+    k.query = *ref;
+    if (e["k"]) {
+      if (!YAML::convert<int>::decode(e["k"], k.k) || k.k < 1 || k.k > 1000) {
+        return ctx.Error(e["k"], where, "`k` must be an integer from 1 to 1000");
+      }
+    }
+    if (e["min_score"]) {
+      if (!YAML::convert<double>::decode(e["min_score"], k.min_score)) {
+        return ctx.Error(e["min_score"], where, "`min_score` must be a number");
+      }
+      k.has_min_score = true;
+    }
+    for (const auto& other : spec->knn) {
+      if (other.name == k.name) return ctx.Error(e, where, "declared twice");
+    }
+    if (spec->GroupIndex(k.name) >= 0) {
+      return ctx.Error(e, where, "a feature group has the same name");
+    }
+    spec->knn.push_back(std::move(k));
+  }
+  return OkStatus();
+}
+
+// An input filled by a knn lookup's ids or scores.
+Status ParseKnnInput(const Ctx& ctx, const YAML::Node& in, const std::string& where,
+                     FeatureSpec* spec, InputMapping* m) {
+  if (in["features"]) return ctx.Error(in, where, "give `features` or `knn`, not both");
+  const std::string name = in["knn"].as<std::string>();
+  for (size_t i = 0; i < spec->knn.size(); ++i) {
+    if (spec->knn[i].name == name) m->knn = static_cast<int>(i);
+  }
+  if (m->knn < 0) return ctx.Error(in["knn"], where, fmt::format("no knn lookup \"{}\"", name));
+  const std::string output = in["output"] ? in["output"].as<std::string>() : "";
+  if (output != "ids" && output != "scores") {
+    return ctx.Error(in, where, "`output` must be ids or scores");
+  }
+  m->knn_scores = output == "scores";
+  m->elements = spec->knn[static_cast<size_t>(m->knn)].k;
+  const GroupSpec& g = spec->groups[spec->knn[static_cast<size_t>(m->knn)].query.group];
+  if (spec->entity.empty()) spec->entity = g.entity;
+  if (g.entity != spec->entity) {
+    return ctx.Error(in, where,
+                     fmt::format("knn {} queries group {} keyed by {}, but the inputs use {}", name,
+                                 g.name, g.entity, spec->entity));
+  }
+  return OkStatus();
+}
+
 Status ParseInputs(const Ctx& ctx, const YAML::Node& n, FeatureSpec* spec) {
   if (!n.IsSequence()) return ctx.Error(n, "inputs", "`inputs` must be a list");
   std::set<std::string> seen;
@@ -199,6 +271,11 @@ Status ParseInputs(const Ctx& ctx, const YAML::Node& n, FeatureSpec* spec) {
     m.input = in["name"].as<std::string>();
     std::string where = fmt::format("input {}", m.input);
     if (!seen.insert(m.input).second) return ctx.Error(in, where, "input mapped twice");
+    if (in["knn"]) {
+      RETURN_IF_ERROR(ParseKnnInput(ctx, in, where, spec, &m));
+      spec->inputs.push_back(std::move(m));
+      continue;
+    }
     const YAML::Node fs = in["features"];
     if (!fs || !fs.IsSequence() || fs.size() == 0) {
       return ctx.Error(in, where, "`features` must be a non-empty list of group:feature");
@@ -226,14 +303,14 @@ Status ParseInputs(const Ctx& ctx, const YAML::Node& n, FeatureSpec* spec) {
 
 Status ParseSpec(const Ctx& ctx, const YAML::Node& root, FeatureSpec* spec) {
   if (!root.IsMap()) return ctx.Error(root, "top level", "a features.yaml must be a mapping");
-  static const std::set<std::string> kKnown = {"domain", "entities", "feature_groups", "inputs",
-                                               "entity_input"};
+  static const std::set<std::string> kKnown = {"domain", "entities", "feature_groups",
+                                               "knn",    "inputs",   "entity_input"};
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>();
     if (!kKnown.count(key)) {
       return ctx.Error(kv.first, "top level",
                        fmt::format("unknown field \"{}\" (expected domain, entities, "
-                                   "feature_groups, inputs, entity_input)",
+                                   "feature_groups, knn, inputs, entity_input)",
                                    key));
     }
   }
@@ -277,6 +354,7 @@ Status ParseSpec(const Ctx& ctx, const YAML::Node& root, FeatureSpec* spec) {
     }
     spec->groups.push_back(std::move(g));
   }
+  if (const YAML::Node k = root["knn"]) RETURN_IF_ERROR(ParseKnn(ctx, k, spec));
   if (const YAML::Node in = root["inputs"]) RETURN_IF_ERROR(ParseInputs(ctx, in, spec));
   if (const YAML::Node ei = root["entity_input"]) {
     spec->entity_input = ei.as<std::string>();
@@ -366,8 +444,17 @@ bool SameLayout(const FeatureSpec* a, const FeatureSpec* b) {
   for (size_t i = 0; i < a->inputs.size(); ++i) {
     const InputMapping& x = a->inputs[i];
     const InputMapping& y = b->inputs[i];
-    if (x.input != y.input || x.elements != y.elements || x.refs.size() != y.refs.size()) {
+    if (x.input != y.input || x.elements != y.elements || x.refs.size() != y.refs.size() ||
+        x.knn != y.knn || x.knn_scores != y.knn_scores) {
       return false;
+    }
+    if (x.knn >= 0) {
+      const KnnSpec& kx = a->knn[static_cast<size_t>(x.knn)];
+      const KnnSpec& ky = b->knn[static_cast<size_t>(y.knn)];
+      if (kx.name != ky.name || kx.collection != ky.collection || kx.query_name != ky.query_name ||
+          kx.k != ky.k || kx.has_min_score != ky.has_min_score || kx.min_score != ky.min_score) {
+        return false;
+      }
     }
     for (size_t k = 0; k < x.refs.size(); ++k) {
       const GroupSpec& gx = a->groups[x.refs[k].group];

@@ -68,13 +68,32 @@ struct FeatureRef {
   size_t feature = 0;
 };
 
+// A similarity lookup in vector memory (docs/memory.md, "As features"): the k points of
+// `collection` nearest to the entity's `query` feature (a vector of the collection's dimension).
+//   knn:
+//     - {name: similar_items, collection: items, query: user_profile:embedding, k: 10,
+//        min_score: 0.2}
+struct KnnSpec {
+  std::string name;
+  std::string collection;
+  std::string query_name;  // "group:feature", as written
+  FeatureRef query;
+  int k = 10;
+  bool has_min_score = false;
+  double min_score = 0;
+};
+
 // How one model input is filled: the referenced features of an entity, flattened and
-// concatenated in order, converted to the input's datatype.
+// concatenated in order, converted to the input's datatype; or one output of a knn lookup
+//   - {name: SIMILAR_IDS, knn: similar_items, output: ids}      # the ids (integers), -1 pads
+//   - {name: SIMILAR_SCORES, knn: similar_items, output: scores}  # their scores, 0 pads
 struct InputMapping {
   std::string input;
   std::vector<std::string> names;  // "group:feature", as written
   std::vector<FeatureRef> refs;
   int64_t elements = 0;  // per entity
+  int knn = -1;          // >= 0: filled by knn[knn] (refs is empty)
+  bool knn_scores = false;
 };
 
 struct FeatureSpec {
@@ -82,6 +101,7 @@ struct FeatureSpec {
   std::string domain = "default";
   std::vector<EntitySpec> entities;
   std::vector<GroupSpec> groups;
+  std::vector<KnnSpec> knn;
   std::vector<InputMapping> inputs;
   std::string entity_input;  // empty: entity ids come in parameters.entity_ids
   std::string entity;        // the entity of every group the inputs use (empty without inputs)

@@ -93,6 +93,41 @@ TEST(FeatureSpec, ErrorsNameTheGroupAndField) {
   ExpectError(Replace(kSpec, "shape: [3]", "shape: [-1]"), "positive integer");
 }
 
+TEST(FeatureSpec, KnnLookupsFillInputs) {
+  const std::string knn =
+      "knn:\n  - {name: near, collection: items, query: user_profile:clicks, k: 4, "
+      "min_score: 0.5}\ninputs:\n  - {name: NEAR_IDS, knn: near, output: ids}\n"
+      "  - {name: NEAR_SCORES, knn: near, output: scores}\n";
+  const std::string text = Replace(kSpec, "inputs:\n", knn);
+  auto spec = ParseFeatureSpec(text, "m/features.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const FeatureSpec& s = **spec;
+  ASSERT_EQ(s.knn.size(), 1u);
+  EXPECT_EQ(s.knn[0].collection, "items");
+  EXPECT_EQ(s.knn[0].k, 4);
+  EXPECT_TRUE(s.knn[0].has_min_score);
+  EXPECT_EQ(s.RefName(s.knn[0].query), "user_profile:clicks");
+  ASSERT_EQ(s.inputs.size(), 3u);
+  EXPECT_EQ(s.inputs[0].knn, 0);
+  EXPECT_FALSE(s.inputs[0].knn_scores);
+  EXPECT_TRUE(s.inputs[1].knn_scores);
+  EXPECT_EQ(s.inputs[1].elements, 4);
+  EXPECT_TRUE(SameLayout(spec->get(), spec->get()));
+  auto other = ParseFeatureSpec(Replace(text, "k: 4", "k: 5"), "m/features.yaml");
+  EXPECT_FALSE(SameLayout(spec->get(), other->get()));
+
+  ExpectError(Replace(text, "query: user_profile:clicks", "query: user_profile:nope"),
+              "knn near: feature reference");
+  ExpectError(Replace(text, "k: 4", "k: 0"), "`k` must be an integer from 1 to 1000");
+  ExpectError(Replace(text, "output: ids", "output: names"), "`output` must be ids or scores");
+  ExpectError(Replace(text, "knn: near, output: ids", "knn: far, output: ids"),
+              "no knn lookup \"far\"");
+  ExpectError(Replace(text, "collection: items", "collection: items, metric: l2"),
+              "unknown field \"metric\"");
+  ExpectError(Replace(text, "knn: near, output: ids", "knn: near, output: ids, features: [a:b]"),
+              "not both");
+}
+
 TEST(FeatureSpec, Durations) {
   EXPECT_EQ(*ParseDurationUs("250ms"), 250000);
   EXPECT_EQ(*ParseDurationUs("30"), 30000000);
