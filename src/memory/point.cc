@@ -11,7 +11,8 @@
 namespace dais::memory {
 namespace {
 
-constexpr unsigned kJsonFlags = rapidjson::kParseNanAndInfFlag;
+// Full precision: a number must read back as the same double from the JSON it is stored as.
+constexpr unsigned kJsonFlags = rapidjson::kParseNanAndInfFlag | rapidjson::kParseFullPrecisionFlag;
 
 Status Bad(const std::string& where, const std::string& what) {
   return InvalidArgument(where + ": " + what);
@@ -247,13 +248,14 @@ bool Matches(const Filter& filter, const Payload& payload) {
 StatusOr<std::vector<Point>> ParseUpsert(std::string_view body, const CollectionSpec& spec) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(ParseBody(body, &doc));
-  for (const auto& m : doc.GetObject()) {
+  const rapidjson::Value& root = doc;  // const iterators: clang's C++20 operator== rules
+  for (const auto& m : root.GetObject()) {
     if (std::string_view(m.name.GetString(), m.name.GetStringLength()) != "points") {
       return Bad(m.name.GetString(), "unknown field (points)");
     }
   }
-  auto points = doc.FindMember("points");
-  if (points == doc.MemberEnd() || !points->value.IsArray() || points->value.Empty() ||
+  auto points = root.FindMember("points");
+  if (points == root.MemberEnd() || !points->value.IsArray() || points->value.Empty() ||
       points->value.Size() > kMaxBatch) {
     return Bad("points", "an array of 1 to " + std::to_string(kMaxBatch) + " points is needed");
   }
@@ -270,9 +272,10 @@ StatusOr<std::vector<Point>> ParseUpsert(std::string_view body, const Collection
 StatusOr<std::vector<std::string>> ParseIds(std::string_view body, bool* with_vector) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(ParseBody(body, &doc));
+  const rapidjson::Value& root = doc;
   std::vector<std::string> out;
   bool has_ids = false;
-  for (const auto& m : doc.GetObject()) {
+  for (const auto& m : root.GetObject()) {
     const std::string key(m.name.GetString(), m.name.GetStringLength());
     if (key == "with_vector" && with_vector != nullptr) {
       if (!m.value.IsBool()) return Bad(key, "true or false is needed");
@@ -297,9 +300,10 @@ StatusOr<std::vector<std::string>> ParseIds(std::string_view body, bool* with_ve
 StatusOr<SearchRequest> ParseSearch(std::string_view body, const CollectionSpec& spec) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(ParseBody(body, &doc));
+  const rapidjson::Value& root = doc;
   SearchRequest r;
   bool has_vector = false;
-  for (const auto& m : doc.GetObject()) {
+  for (const auto& m : root.GetObject()) {
     RETURN_IF_ERROR(ParseSearchField(std::string(m.name.GetString(), m.name.GetStringLength()),
                                      m.value, spec, &r, &has_vector));
   }
@@ -309,7 +313,7 @@ StatusOr<SearchRequest> ParseSearch(std::string_view body, const CollectionSpec&
 
 StatusOr<Filter> ParseFilterJson(std::string_view text, const CollectionSpec& spec) {
   rapidjson::Document doc;
-  RETURN_IF_ERROR(json::ParseJson(text, &doc));
+  RETURN_IF_ERROR(json::ParseJson<kJsonFlags>(text, &doc));
   return ParseFilter(doc, spec);
 }
 
@@ -333,7 +337,7 @@ std::string PayloadJson(const Payload& payload) {
 
 StatusOr<Payload> ParsePayloadJson(std::string_view text, const CollectionSpec& spec) {
   rapidjson::Document doc;
-  RETURN_IF_ERROR(json::ParseJson(text, &doc));
+  RETURN_IF_ERROR(json::ParseJson<kJsonFlags>(text, &doc));
   return ParsePayload(doc, spec, "payload");
 }
 

@@ -75,13 +75,14 @@ std::string SnapshotLine(const StoredPoint& p) {
 
 StatusOr<StoredPoint> ParseSnapshotLine(std::string_view line, const CollectionSpec& spec) {
   rapidjson::Document doc;
-  RETURN_IF_ERROR(json::ParseJson(line, &doc));
+  RETURN_IF_ERROR(json::ParseJson<rapidjson::kParseFullPrecisionFlag>(line, &doc));
   if (!doc.IsObject()) return InvalidArgument("a JSON object is needed");
   StoredPoint p;
-  auto seq = doc.FindMember("seq");
-  auto expires = doc.FindMember("expires_ms");
-  if (seq == doc.MemberEnd() || !seq->value.IsUint64()) return InvalidArgument("seq: required");
-  if (expires == doc.MemberEnd() || !expires->value.IsInt64()) {
+  const rapidjson::Value& root = doc;  // const iterators: clang's C++20 operator== rules
+  auto seq = root.FindMember("seq");
+  auto expires = root.FindMember("expires_ms");
+  if (seq == root.MemberEnd() || !seq->value.IsUint64()) return InvalidArgument("seq: required");
+  if (expires == root.MemberEnd() || !expires->value.IsInt64()) {
     return InvalidArgument("expires_ms: required");
   }
   p.seq = seq->value.GetUint64();
