@@ -37,7 +37,7 @@ ALLOWED = {
     "frontends": {"common", "metrics", "tls"},
     "frontends/http": {"common", "metrics", "tls", "tensor", "runtime", "server", "frontends",
                        "features/spec", "features/offline", "features/store", "memory"},
-    "frontends/grpc": {"common", "metrics", "tls", "runtime", "server", "frontends"},
+    "frontends/grpc": {"common", "metrics", "tls", "runtime", "server", "frontends", "memory"},
     "perf": {"common", "tensor", "tls"},
     "gateway": {"common", "metrics", "tls", "etcd", "cluster", "frontends", "frontends/http",
                 "frontends/grpc"},

@@ -280,6 +280,7 @@ class Frontends {
     kserve_.SetFeatures(features->api());
     kserve_.SetLabels(labels);
     if (memory != nullptr) kserve_.SetMemory(memory->api());
+    memory_ = memory != nullptr ? memory->service() : nullptr;
     labels_ = labels;
   }
 
@@ -378,6 +379,7 @@ class Frontends {
     go.http2_max_pings_without_data = options_.grpc_http2_max_pings_without_data;
     go.restrictions = grpc_restrictions_;
     go.labels = labels_;
+    go.memory = memory_;
     ASSIGN_OR_RETURN(go.tls, ListenerTls("grpc", options_.grpc_tls, options_.tls_common, {"h2"}));
     ApplyListenerLimits(options_.limits, options_.limits.grpc_max_connections, limits.grpc, &go);
     grpc_ = std::make_unique<frontends::grpc::GrpcFrontend>(go, server);
@@ -394,7 +396,8 @@ class Frontends {
   const server::ApiRestrictions grpc_restrictions_;
   frontends::http::Server* http_ptr_ = nullptr;
   frontends::http::KServeHttp kserve_;
-  server::LabelSink* labels_ = nullptr;  // --label-stream (both protocols)
+  server::LabelSink* labels_ = nullptr;      // --label-stream (both protocols)
+  memory::MemoryService* memory_ = nullptr;  // --memory (both protocols)
   frontends::http::ServerOptions http_options_;
   std::unique_ptr<frontends::http::Server> http_;
   std::unique_ptr<frontends::http::Server> metrics_;

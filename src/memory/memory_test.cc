@@ -103,6 +103,27 @@ TEST(PointTest, RefusesBadRequestsNamingWhat) {
   }
 }
 
+TEST(PointTest, TheChecksForOtherCodecsApplyTheSameRules) {
+  auto spec = Spec();
+  Point p{"a", {1, 2, 3, 4}, {{"price", 2.0}, {"cat", std::string("x")}}};
+  ASSERT_TRUE(CheckPoint(*spec, &p, "points[0]").ok());
+  EXPECT_EQ(p.payload[0].first, "cat");  // sorted
+  Point wrong_kind{"a", {1, 2, 3, 4}, {{"price", std::string("cheap")}}};
+  EXPECT_NE(CheckPoint(*spec, &wrong_kind, "points[0]").message().find("points[0].payload.price"),
+            std::string::npos);
+  Point twice{"a", {1, 2, 3, 4}, {{"cat", std::string("x")}, {"cat", std::string("y")}}};
+  EXPECT_NE(CheckPoint(*spec, &twice, "p").message().find("given twice"), std::string::npos);
+  Point no_id{"", {1, 2, 3, 4}, {}};
+  EXPECT_NE(CheckPoint(*spec, &no_id, "p").message().find("p.id"), std::string::npos);
+  EXPECT_TRUE(CheckFilter(*spec, {{"price", CompareOp::kLt, 3.0}}).ok());
+  EXPECT_NE(CheckFilter(*spec, {{"cat", CompareOp::kGt, std::string("m")}})
+                .message()
+                .find("ranges apply to number fields only"),
+            std::string::npos);
+  EXPECT_NE(CheckFilter(*spec, {{"nope", CompareOp::kEq, 1.0}}).message().find("filter[0].field"),
+            std::string::npos);
+}
+
 TEST(PointTest, CosineNormalisesAndRefusesZero) {
   auto spec = *ParseCollectionSpec(R"({"name": "c", "dimension": 2})");
   std::vector<float> v{3, 4};

@@ -236,6 +236,68 @@ Status CheckVector(const CollectionSpec& spec, std::vector<float>* v, const std:
   return OkStatus();
 }
 
+namespace {
+
+Status CheckKind(const FieldValue& v, FieldType type, const std::string& where) {
+  switch (type) {
+    case FieldType::kString:
+      if (std::holds_alternative<std::string>(v)) return OkStatus();
+      return Bad(where, "a string is needed");
+    case FieldType::kNumber:
+      if (const double* d = std::get_if<double>(&v); d != nullptr && std::isfinite(*d)) {
+        return OkStatus();
+      }
+      return Bad(where, "a finite number is needed");
+    case FieldType::kBool:
+      if (std::holds_alternative<bool>(v)) return OkStatus();
+      return Bad(where, "true or false is needed");
+  }
+  return Bad(where, "unknown type");
+}
+
+}  // namespace
+
+Status CheckPoint(const CollectionSpec& spec, Point* p, const std::string& where) {
+  if (p->id.empty() || p->id.size() > kMaxIdBytes) {
+    return Bad(where + ".id",
+               "a non-empty string of at most " + std::to_string(kMaxIdBytes) + " bytes is needed");
+  }
+  RETURN_IF_ERROR(CheckVector(spec, &p->vector, where + ".vector"));
+  for (const auto& [name, value] : p->payload) {
+    auto type = spec.payload.find(name);
+    if (type == spec.payload.end()) {
+      return Bad(where + ".payload." + name, "not a payload field of collection " + spec.name);
+    }
+    RETURN_IF_ERROR(CheckKind(value, type->second, where + ".payload." + name));
+  }
+  std::sort(p->payload.begin(), p->payload.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 1; i < p->payload.size(); ++i) {
+    if (p->payload[i].first == p->payload[i - 1].first) {
+      return Bad(where + ".payload." + p->payload[i].first, "given twice");
+    }
+  }
+  return OkStatus();
+}
+
+Status CheckFilter(const CollectionSpec& spec, const Filter& filter) {
+  for (size_t i = 0; i < filter.size(); ++i) {
+    const Condition& c = filter[i];
+    const std::string where = "filter[" + std::to_string(i) + "]";
+    auto type = spec.payload.find(c.field);
+    if (type == spec.payload.end()) {
+      return Bad(where + ".field",
+                 "\"" + c.field + "\" is not a payload field of collection " + spec.name);
+    }
+    const bool ordered = c.op != CompareOp::kEq && c.op != CompareOp::kNe;
+    if (ordered && type->second != FieldType::kNumber) {
+      return Bad(where + ".op", "ranges apply to number fields only");
+    }
+    RETURN_IF_ERROR(CheckKind(c.value, type->second, where + ".value"));
+  }
+  return OkStatus();
+}
+
 bool Matches(const Filter& filter, const Payload& payload) {
   for (const Condition& c : filter) {
     auto it = std::lower_bound(payload.begin(), payload.end(), c.field,

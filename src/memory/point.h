@@ -66,6 +66,12 @@ StatusOr<Filter> ParseFilterJson(std::string_view json, const CollectionSpec& sp
 // cosine, normalised in place. `where` names it in the error.
 Status CheckVector(const CollectionSpec& spec, std::vector<float>* v, const std::string& where);
 
+// The same rules for requests another codec built (the gRPC API): the id, the vector (normalised
+// for cosine), the payload against the schema (sorted by field); the filter's fields, value
+// kinds and operators. InvalidArgument naming `where`.
+Status CheckPoint(const CollectionSpec& spec, Point* point, const std::string& where);
+Status CheckFilter(const CollectionSpec& spec, const Filter& filter);
+
 // The payload as a JSON object ("{}" when empty).
 std::string PayloadJson(const Payload& payload);
 // A payload from the JSON object text PayloadJson writes (the stored form), checked against the

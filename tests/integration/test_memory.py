@@ -306,3 +306,68 @@ def test_knn_features_give_a_model_the_nearest_items(start_server, tmp_path):
     push_users(plain)
     r = plain.post("/v2/models/recommender/infer", json=body)
     assert r.status_code == 400 and "no vector memory" in r.json()["error"], r.text
+
+
+def test_memory_over_grpc(start_server, empty_repo, tmp_path):
+    import grpc
+    import grpc_client
+
+    stubs = grpc_client.generate_stubs(tmp_path / "stubs")
+    srv = start_server(empty_repo, "--memory")
+    assert srv.grpc_port, "the server logged grpc=0: the gRPC frontend was not built"
+    spec = {"name": "items", "dimension": 3, "metric": "l2",
+            "payload": {"category": "string", "price": "number"}}
+    assert srv.post("/v2/memory/collections", json=spec).status_code == 200
+    pb = stubs.memory_pb
+
+    def val(x):
+        return pb.Value(string_value=x) if isinstance(x, str) else pb.Value(number_value=x)
+
+    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}") as ch:
+        stub = stubs.memory_grpc.MemoryStub(ch)
+        pts = [pb.Point(id=f"p{i}", vector=[float(i), 0, 0],
+                        payload={"category": val("a" if i % 2 else "b"), "price": val(float(i))})
+               for i in range(20)]
+        assert stub.Upsert(pb.UpsertRequest(collection="items", points=pts), timeout=10) \
+            .upserted == 20
+        got = stub.Search(pb.SearchRequest(collection="items", vector=[4.2, 0, 0], k=3),
+                          timeout=10).results
+        assert [h.id for h in got] == ["p4", "p5", "p3"]
+        assert got[0].score == pytest.approx(0.2, abs=1e-5)
+        assert got[0].payload["category"].string_value == "b"
+        cond = pb.Condition(field="price", op=pb.Condition.GTE, value=val(10.0))
+        got = stub.Search(pb.SearchRequest(collection="items", vector=[4.2, 0, 0], k=2,
+                                           filter=[cond], max_distance=6.0), timeout=10).results
+        assert [h.id for h in got] == ["p10"]  # p11 is 6.8 away
+        # The same answers over HTTP.
+        http = search(srv, {"vector": [4.2, 0, 0], "k": 3}).json()["results"]
+        assert [h["id"] for h in http] == ["p4", "p5", "p3"]
+        assert stub.Delete(pb.DeleteRequest(collection="items", ids=["p4"]), timeout=10) \
+            .deleted == 1
+        got = stub.Get(pb.GetRequest(collection="items", ids=["p4", "p5"], with_vector=True),
+                       timeout=10).results
+        assert [h.id for h in got] == ["p5"] and list(got[0].vector) == [5.0, 0.0, 0.0]
+        bad = [
+            (pb.UpsertRequest(collection="items", points=[pb.Point(id="x", vector=[1, 2])]),
+             stub.Upsert, grpc.StatusCode.INVALID_ARGUMENT, "points[0].vector: has 2 values"),
+            (pb.UpsertRequest(collection="items", points=[
+                pb.Point(id="x", vector=[1, 2, 3], payload={"colour": val("red")})]),
+             stub.Upsert, grpc.StatusCode.INVALID_ARGUMENT, "points[0].payload.colour"),
+            (pb.UpsertRequest(collection="items", points=[
+                pb.Point(id="x", vector=[1, 2, 3], payload={"price": val("cheap")})]),
+             stub.Upsert, grpc.StatusCode.INVALID_ARGUMENT, "points[0].payload.price"),
+            (pb.SearchRequest(collection="items", vector=[1, 2, 3], k=5000),
+             stub.Search, grpc.StatusCode.INVALID_ARGUMENT, "k: an integer from 1 to 1000"),
+            (pb.SearchRequest(collection="items", vector=[1, 2, 3], min_score=0.5),
+             stub.Search, grpc.StatusCode.INVALID_ARGUMENT, "give max_distance"),
+            (pb.SearchRequest(collection="items", vector=[1, 2, 3], filter=[
+                pb.Condition(field="category", op=pb.Condition.LT, value=val("m"))]),
+             stub.Search, grpc.StatusCode.INVALID_ARGUMENT, "ranges apply to number fields"),
+            (pb.SearchRequest(collection="nope", vector=[1, 2, 3]),
+             stub.Search, grpc.StatusCode.NOT_FOUND, "collection nope does not exist"),
+        ]
+        for req, call, code, words in bad:
+            with pytest.raises(grpc.RpcError) as e:
+                call(req, timeout=10)
+            assert e.value.code() == code and words in e.value.details(), e.value.details()
+    assert count(srv) == 19

@@ -8,6 +8,7 @@
 #include "common/mutex.h"
 #include "dais/clock.h"
 #include "frontends/grpc/grpc_codec.h"
+#include "frontends/grpc/memory_grpc.h"
 #include "grpc_service.pb.h"
 #include "health.pb.h"
 #include "labels.pb.h"
@@ -99,8 +100,8 @@ Method Sync(std::function<::grpc::Status(const Req&, Resp*)> fn) {
 class GrpcFrontend::Service final {
  public:
   Service(server::InferenceServer* server, server::ApiRestrictions restrictions,
-          server::LabelSink* labels)
-      : server_(server), restrictions_(std::move(restrictions)), labels_(labels) {}
+          server::LabelSink* labels, memory::MemoryService* memory)
+      : server_(server), restrictions_(std::move(restrictions)), labels_(labels), memory_(memory) {}
 
   MethodTable Methods();
   void SetNotServing();
@@ -200,6 +201,7 @@ class GrpcFrontend::Service final {
   server::InferenceServer* server_;
   const server::ApiRestrictions restrictions_;
   server::LabelSink* const labels_;
+  memory::MemoryService* const memory_;
   Mutex mu_;
   bool serving_ DAIS_GUARDED_BY(mu_) = true;
   std::vector<std::weak_ptr<ServerCall>> watchers_ DAIS_GUARDED_BY(mu_);  // Health/Watch calls
@@ -459,6 +461,7 @@ MethodTable GrpcFrontend::Service::Methods() {
   t["/dais.labels.v1.Labels/Post"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
     PostLabels(std::move(c), std::move(b));
   };
+  if (memory_ != nullptr) AddMemoryMethods(t, memory_);
   t[kService + "TraceSetting"] = NotImplemented("trace settings");
   t[kService + "LogSettings"] = NotImplemented("log settings");
   t["/grpc.health.v1.Health/Check"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
@@ -510,13 +513,19 @@ void GrpcFrontend::Service::Restrict(MethodTable& t) const {
   };
   for (const auto& [method, group] : kGroups) restrict(kService + method, group);
   restrict("/dais.labels.v1.Labels/Post", ApiGroup::kInference);
+  if (memory_ != nullptr) {
+    for (const char* m : {"Upsert", "Delete", "Get", "Search"}) {
+      restrict(std::string(kMemoryService) + m, ApiGroup::kMemory);
+    }
+  }
   restrict("/grpc.health.v1.Health/Check", ApiGroup::kHealth);
   restrict("/grpc.health.v1.Health/Watch", ApiGroup::kHealth);
 }
 
 GrpcFrontend::GrpcFrontend(GrpcOptions options, server::InferenceServer* server)
     : options_(std::move(options)),
-      service_(std::make_unique<Service>(server, options_.restrictions, options_.labels)) {}
+      service_(std::make_unique<Service>(server, options_.restrictions, options_.labels,
+                                         options_.memory)) {}
 
 GrpcFrontend::~GrpcFrontend() { Stop(0); }
 

@@ -10,6 +10,7 @@
 #include "dais/status.h"
 #include "frontends/endpoint.h"
 #include "frontends/grpc/h2_server.h"
+#include "memory/memory_service.h"
 #include "server/api_restrictions.h"
 #include "server/inference_server.h"
 #include "server/labels.h"
@@ -28,6 +29,8 @@ struct GrpcOptions : EndpointOptions {
   server::ApiRestrictions restrictions;
   // --label-stream: /dais.labels.v1.Labels/Post stores into it (borrowed; null: NOT_FOUND).
   server::LabelSink* labels = nullptr;
+  // --memory: /dais.memory.v1.Memory/* over it (borrowed; null: those methods are unknown).
+  memory::MemoryService* memory = nullptr;
 };
 
 class GrpcFrontend {
