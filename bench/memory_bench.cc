@@ -15,7 +15,8 @@
 //     ratio HTTP / in-process.
 //
 // Usage: memory_bench [--n 1000000] [--dim 128] [--queries 1000] [--compare-n 200000]
-//                     [--concurrency 16] [--seconds 10] [--wrk /usr/bin/wrk]
+//                     [--concurrency 16] [--seconds 10] [--io-threads 0] [--wrk /usr/bin/wrk]
+// (--compare-n 0 skips the library comparison.)
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVFFlat.h>
@@ -59,6 +60,7 @@ struct Args {
   std::string wrk = "/usr/bin/wrk";
   unsigned seed = 42;
   double spread = 1.0;  // noise around a centre, per dimension (centres are N(0, 1))
+  int io_threads = 0;   // the HTTP server's I/O threads (0: one per core, as dais serve)
 };
 
 double Secs(Clock::time_point since) {
@@ -190,7 +192,9 @@ Row Wrk(const Args& a, int port, const std::vector<float>& queries, int nq, int6
                           std::to_string(static_cast<int>(a.seconds)) + "s --latency -s " + dir +
                           "/search.lua http://127.0.0.1:" + std::to_string(port) +
                           "/v2/memory/collections/bench/search > " + out;
-  Row r{"dais serve HTTP search, c=" + std::to_string(a.concurrency) + " (wrk)"};
+  Row r{"dais serve HTTP search, c=" + std::to_string(a.concurrency) + ", " +
+        (a.io_threads > 0 ? std::to_string(a.io_threads) : std::string("default")) +
+        " I/O threads (wrk)"};
   if (std::system(cmd.c_str()) != 0) {
     std::fprintf(stderr, "wrk failed: %s\n", cmd.c_str());
     return r;
@@ -248,6 +252,8 @@ Args Parse(int argc, char** argv) {
       a.seed = static_cast<unsigned>(std::stoul(v));
     else if (k == "--spread")
       a.spread = std::stod(v);
+    else if (k == "--io-threads")
+      a.io_threads = std::stoi(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       std::exit(2);
@@ -419,6 +425,7 @@ int main(int argc, char** argv) {
   kserve.SetMemory(&memory_http);
   dais::frontends::http::ServerOptions so;
   so.address = "127.0.0.1";
+  so.threads = a.io_threads;
   dais::frontends::http::Server server(
       so, [&](auto q, auto w) { kserve.Handle(std::move(q), std::move(w)); });
   io = &server;
@@ -431,7 +438,7 @@ int main(int argc, char** argv) {
   rows.push_back(http);
   server.Stop();
 
-  CompareLibraries(a, data, queries, &rows);
+  if (a.compare_n > 0) CompareLibraries(a, data, queries, &rows);
   Print(rows);
   std::printf(
       "\nHTTP / in-process (%d threads) queries/s: %.2f; HTTP errors: %lld; index memory "

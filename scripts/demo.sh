@@ -9,7 +9,8 @@ scripts/gen_examples.sh
 
 LOG=$(mktemp /tmp/dais-demo.XXXXXX.log)
 build/release/src/cmd/dais serve --model-repository examples/model_repository \
-  --model-repository examples/feature_repository --http-port 0 --grpc-port 0 2>"$LOG" &
+  --model-repository examples/feature_repository --http-port 0 --grpc-port 0 --memory \
+  2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
 PORT=""
@@ -43,6 +44,11 @@ show curl -s -X POST "$URL/push" -d '{"push_source_name":"user_profile","df":{"u
 show curl -s -X POST "$URL/get-online-features" -d '{"features":["user_profile:age","user_profile:clicks_15d"],"entities":{"user_id":[7,8,9]}}'
 show curl -s -X POST "$URL/v2/models/mlp_features/infer" -d \
   '{"inputs":[{"name":"USER_ID","shape":[3],"datatype":"INT64","data":[7,8,9]}]}'
+echo "== vector memory (docs/memory.md; durable with --redis): a collection, four items, the two"
+echo "   nearest to a vector among those in stock under 50"
+show curl -s -X POST "$URL/v2/memory/collections" -d '{"name":"items","dimension":3,"metric":"cosine","payload":{"category":"string","price":"number","in_stock":"bool"}}'
+show curl -s -X POST "$URL/v2/memory/collections/items/upsert" -d '{"points":[{"id":"101","vector":[0.9,0.1,0],"payload":{"category":"shoes","price":40,"in_stock":true}},{"id":"102","vector":[0.8,0.3,0.1],"payload":{"category":"shoes","price":90,"in_stock":true}},{"id":"103","vector":[0.7,0.2,0.2],"payload":{"category":"bags","price":25,"in_stock":true}},{"id":"104","vector":[0,0.1,1],"payload":{"category":"hats","price":15,"in_stock":false}}]}'
+show curl -s -X POST "$URL/v2/memory/collections/items/search" -d '{"vector":[1,0.2,0],"k":2,"filter":{"in_stock":true,"price":{"lt":50}}}'
 show curl -s "$URL/healthz"
 echo "== a few of the metrics:"
 curl -s "$URL/metrics" | grep -E '^dais_(inference_request_success_total|batch_size_(sum|count)|feature_values_total)' | head -12

@@ -243,67 +243,74 @@ struct Join {
   Status first;
 };
 
+// Splits `items` by the shard of their ids and calls write(shard, batch, join) for each shard
+// that has some; `done` is called once every part answered (at once when there are none), and
+// the request is counted under `op`.
+template <typename Item, typename IdOf, typename Write>
+void WriteByShard(const std::string& name, const char* op, int shards, std::vector<Item> items,
+                  const IdOf& id_of, MemoryService::Done done, const Write& write) {
+  std::vector<std::vector<Item>> by_shard(static_cast<size_t>(shards));
+  for (Item& item : items) by_shard[ShardOf(id_of(item), shards)].push_back(std::move(item));
+  size_t parts = 0;
+  for (const auto& b : by_shard) parts += !b.empty();
+  auto join = std::make_shared<Join>(parts, [done, name, op](Status s) {
+    MemoryMetrics::Get().requests.Get({name, op, CodeName(s)}).Increment();
+    done(s);
+  });
+  if (parts == 0) return join->done(OkStatus());
+  for (size_t i = 0; i < by_shard.size(); ++i) {
+    if (by_shard[i].empty()) continue;
+    write(i, std::make_shared<std::vector<Item>>(std::move(by_shard[i])), join);
+  }
+}
+
 }  // namespace
 
 void MemoryService::Upsert(const std::string& name, std::vector<Point> points, Done done) {
   auto found = Found(name);
   if (!found.ok()) return done(found.status());
   auto c = *found;
-  std::vector<std::vector<Point>> by_shard(c->shards.size());
-  for (Point& p : points) by_shard[ShardOf(p.id, c->spec->shards)].push_back(std::move(p));
   const int64_t expires = c->spec->ttl.count() == 0 ? 0 : Now() + c->spec->ttl.count() * 1000;
-  size_t parts = 0;
-  for (const auto& b : by_shard) parts += !b.empty();
-  auto join = std::make_shared<Join>(parts, [done, name](Status s) {
-    MemoryMetrics::Get().requests.Get({name, "upsert", CodeName(s)}).Increment();
-    done(s);
-  });
-  for (size_t i = 0; i < by_shard.size(); ++i) {
-    if (by_shard[i].empty()) continue;
-    Shard* shard = c->shards[i].get();
-    if (store_ == nullptr) {
-      shard->Upsert(by_shard[i], expires, ++c->local_seq);
-      join->Part(OkStatus());
-      continue;
-    }
-    auto batch = std::make_shared<std::vector<Point>>(std::move(by_shard[i]));
-    store_->Upsert(*c->spec, static_cast<int>(i), *batch, expires,
-                   std::chrono::steady_clock::now() + options_.write_timeout,
-                   [c, shard, batch, expires, join](StatusOr<uint64_t> seq) {
-                     if (seq.ok()) shard->Upsert(*batch, expires, *seq);
-                     join->Part(seq.status());
-                   });
-  }
+  WriteByShard(
+      name, "upsert", c->spec->shards, std::move(points),
+      [](const Point& p) -> const std::string& { return p.id; }, std::move(done),
+      [this, c, expires](size_t i, std::shared_ptr<std::vector<Point>> batch,
+                         std::shared_ptr<Join> join) {
+        Shard* shard = c->shards[i].get();
+        if (store_ == nullptr) {
+          shard->Upsert(*batch, expires, ++c->local_seq);
+          return join->Part(OkStatus());
+        }
+        store_->Upsert(*c->spec, static_cast<int>(i), *batch, expires,
+                       std::chrono::steady_clock::now() + options_.write_timeout,
+                       [c, shard, batch, expires, join](StatusOr<uint64_t> seq) {
+                         if (seq.ok()) shard->Upsert(*batch, expires, *seq);
+                         join->Part(seq.status());
+                       });
+      });
 }
 
 void MemoryService::Delete(const std::string& name, std::vector<std::string> ids, Done done) {
   auto found = Found(name);
   if (!found.ok()) return done(found.status());
   auto c = *found;
-  std::vector<std::vector<std::string>> by_shard(c->shards.size());
-  for (std::string& id : ids) by_shard[ShardOf(id, c->spec->shards)].push_back(std::move(id));
-  size_t parts = 0;
-  for (const auto& b : by_shard) parts += !b.empty();
-  auto join = std::make_shared<Join>(parts, [done, name](Status s) {
-    MemoryMetrics::Get().requests.Get({name, "delete", CodeName(s)}).Increment();
-    done(s);
-  });
-  for (size_t i = 0; i < by_shard.size(); ++i) {
-    if (by_shard[i].empty()) continue;
-    Shard* shard = c->shards[i].get();
-    if (store_ == nullptr) {
-      shard->Delete(by_shard[i], ++c->local_seq, Now());
-      join->Part(OkStatus());
-      continue;
-    }
-    auto batch = std::make_shared<std::vector<std::string>>(std::move(by_shard[i]));
-    store_->Delete(*c->spec, static_cast<int>(i), *batch,
-                   std::chrono::steady_clock::now() + options_.write_timeout,
-                   [this, c, shard, batch, join](StatusOr<uint64_t> seq) {
-                     if (seq.ok()) shard->Delete(*batch, *seq, Now());
-                     join->Part(seq.status());
-                   });
-  }
+  WriteByShard(
+      name, "delete", c->spec->shards, std::move(ids),
+      [](const std::string& id) -> const std::string& { return id; }, std::move(done),
+      [this, c](size_t i, std::shared_ptr<std::vector<std::string>> batch,
+                std::shared_ptr<Join> join) {
+        Shard* shard = c->shards[i].get();
+        if (store_ == nullptr) {
+          shard->Delete(*batch, ++c->local_seq, Now());
+          return join->Part(OkStatus());
+        }
+        store_->Delete(*c->spec, static_cast<int>(i), *batch,
+                       std::chrono::steady_clock::now() + options_.write_timeout,
+                       [this, c, shard, batch, join](StatusOr<uint64_t> seq) {
+                         if (seq.ok()) shard->Delete(*batch, *seq, Now());
+                         join->Part(seq.status());
+                       });
+      });
 }
 
 StatusOr<std::vector<SearchHit>> MemoryService::Get(const std::string& name,

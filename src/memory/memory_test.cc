@@ -241,6 +241,13 @@ TEST(MemoryServiceTest, PointsExpireAfterTheTtl) {
   EXPECT_EQ(service.Stats()[0].points, 0u);  // and removed by the sweep
 }
 
+TEST(MemoryServiceTest, AnEmptyWriteAnswersAtOnce) {
+  MemoryService service(nullptr);
+  ASSERT_TRUE(service.Create(Spec()).ok());
+  EXPECT_TRUE(Wait([&](auto d) { service.Upsert("items", {}, d); }).ok());
+  EXPECT_TRUE(Wait([&](auto d) { service.Delete("items", {}, d); }).ok());
+}
+
 TEST(MemoryServiceTest, CreateIsIdempotentButRefusesAChange) {
   MemoryService service(nullptr);
   ASSERT_TRUE(service.Create(Spec()).ok());
