@@ -206,16 +206,19 @@ void MemoryRuntime::WriteSnapshot() {
 
 void MemoryRuntime::SweepLoop() {
   auto next_snapshot = std::chrono::steady_clock::now() + std::chrono::seconds(snapshot_secs_);
+  auto next_sweep = std::chrono::steady_clock::now();
   while (!stop_) {
-    service_->Sweep();
-    if (!snapshot_dir_.empty() && snapshot_secs_ > 0 &&
-        std::chrono::steady_clock::now() >= next_snapshot) {
+    service_->CatchUp();  // other processes' writes, every 100 ms
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_sweep) {
+      service_->Sweep();
+      next_sweep = now + std::chrono::seconds(1);
+    }
+    if (!snapshot_dir_.empty() && snapshot_secs_ > 0 && now >= next_snapshot) {
       WriteSnapshot();
       next_snapshot = std::chrono::steady_clock::now() + std::chrono::seconds(snapshot_secs_);
     }
-    for (int i = 0; i < 10 && !stop_; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

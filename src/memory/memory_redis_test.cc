@@ -91,6 +91,39 @@ TEST(MemoryRedisTest, ShardsSpreadOverARedisCluster) {
   CheckRestartKeepsPoints(client->get());
 }
 
+// Two processes on one Redis: each applies the other's writes from the shards' logs.
+TEST(MemoryRedisTest, ReplicasCatchUpFromTheLog) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis.ok());
+  auto client = redis::Client::Create(redis::testing::FastClientOptions((*redis)->address()));
+  ASSERT_TRUE((*client)->WaitUntilReachable(std::chrono::seconds(5)));
+  RedisStore store(client->get());
+  MemoryService a(&store);
+  ASSERT_TRUE(a.Create(Spec()).ok());
+  ASSERT_TRUE(Wait([&](auto d) { a.Upsert("items", Points(10), d); }).ok());
+  MemoryService b(&store);
+  ASSERT_TRUE(b.Restore().ok());
+  EXPECT_EQ(b.Stats()[0].points, 10u);
+  EXPECT_EQ(b.CatchUp(), 0u);  // nothing written since it loaded
+  // A batch larger than one log entry (1,000 points), an update and a delete, written by a.
+  ASSERT_TRUE(Wait([&](auto d) { a.Upsert("items", Points(2500), d); }).ok());
+  ASSERT_TRUE(Wait([&](auto d) { a.Upsert("items", {{"p3", {-9, 1, 0}, {}}}, d); }).ok());
+  ASSERT_TRUE(Wait([&](auto d) { a.Delete("items", {"p0", "p1"}, d); }).ok());
+  EXPECT_GT(b.CatchUp(), 2500u);
+  EXPECT_EQ(b.Stats()[0].points, 2498u);
+  EXPECT_EQ(b.Get("items", {"p3"}, true)->at(0).vector, (std::vector<float>{-9, 1, 0}));
+  EXPECT_TRUE(b.Get("items", {"p0"}, false)->empty());
+  // a reads its own writes back from the log: nothing changes.
+  const size_t before = a.Stats()[0].points;
+  a.CatchUp();
+  EXPECT_EQ(a.Stats()[0].points, before);
+  EXPECT_EQ(a.Get("items", {"p3"}, true)->at(0).vector, (std::vector<float>{-9, 1, 0}));
+  // And the other way round.
+  ASSERT_TRUE(Wait([&](auto d) { b.Upsert("items", {{"from-b", {0, 0, 1}, {}}}, d); }).ok());
+  a.CatchUp();
+  EXPECT_EQ(a.Get("items", {"from-b"}, false)->size(), 1u);
+}
+
 TEST(MemoryRedisTest, ExpiredPointsAreForgottenInRedis) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis.ok());

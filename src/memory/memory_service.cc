@@ -60,10 +60,13 @@ int ShardOf(std::string_view id, int shards) {
 struct MemoryService::Collection {
   explicit Collection(CollectionSpecPtr s) : spec(std::move(s)) {
     for (int i = 0; i < spec->shards; ++i) shards.push_back(std::make_unique<Shard>(spec, i));
+    log_position.resize(shards.size());
   }
   CollectionSpecPtr spec;
   std::vector<std::unique_ptr<Shard>> shards;
   std::atomic<uint64_t> local_seq{0};  // without a store
+  // Where each shard's replication log is read on (CatchUp's thread only, once published).
+  std::vector<std::string> log_position;
 };
 
 MemoryService::MemoryService(MemoryStore* store, MemoryOptions options)
@@ -98,6 +101,7 @@ Status MemoryService::Restore(
   for (const auto& spec : specs) {
     auto c = std::make_shared<Collection>(spec);
     for (auto& shard : c->shards) {
+      ASSIGN_OR_RETURN(c->log_position[shard->index()], store_->LogEnd(*spec, shard->index()));
       size_t n = 0;
       std::vector<StoredPoint> batch;
       auto flush = [&] {
@@ -184,9 +188,15 @@ Status MemoryService::Create(CollectionSpecPtr spec) {
     return AlreadyExists("collection " + spec->name +
                          " exists with a different spec: " + CollectionSpecJson(*existing->spec));
   }
-  if (store_ != nullptr) RETURN_IF_ERROR(store_->SaveSpec(*spec));
+  auto c = std::make_shared<Collection>(spec);
+  if (store_ != nullptr) {
+    RETURN_IF_ERROR(store_->SaveSpec(*spec));
+    for (int i = 0; i < spec->shards; ++i) {
+      ASSIGN_OR_RETURN(c->log_position[static_cast<size_t>(i)], store_->LogEnd(*spec, i));
+    }
+  }
   MutexLock l(&mu_);
-  collections_.emplace(spec->name, std::make_shared<Collection>(spec));
+  collections_.emplace(spec->name, std::move(c));
   return OkStatus();
 }
 
@@ -355,6 +365,59 @@ StatusOr<std::vector<SearchHit>> MemoryService::Search(const std::string& name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   metrics.requests.Get({name, "search", "ok"}).Increment();
   return hits;
+}
+
+size_t MemoryService::CatchUp() {
+  if (store_ == nullptr) return 0;
+  std::vector<std::shared_ptr<Collection>> all;
+  {
+    MutexLock l(&mu_);
+    for (const auto& [name, c] : collections_) all.push_back(c);
+  }
+  size_t applied = 0;
+  const int64_t now = Now();
+  for (const auto& c : all) {
+    for (const auto& shard : c->shards) {
+      std::string& position = c->log_position[shard->index()];
+      if (position.empty()) continue;  // the store keeps no log
+      for (;;) {
+        auto entries = store_->ReadLog(*c->spec, shard->index(), position, 100);
+        if (!entries.ok()) {
+          LOG_WARNING("vector memory: reading the log of {} shard {}: {}", c->spec->name,
+                      shard->index(), entries.status().message());
+          break;
+        }
+        for (const auto& e : *entries) {
+          position = e.position;
+          applied += ApplyLogEntry(*c->spec, shard.get(), e, now);
+        }
+        if (entries->size() < 100) break;
+      }
+    }
+  }
+  return applied;
+}
+
+size_t MemoryService::ApplyLogEntry(const CollectionSpec& spec, Shard* shard,
+                                    const MemoryStore::LogEntry& e, int64_t now) {
+  if (e.seq == 0) return 0;
+  if (!e.upsert) {
+    std::vector<std::string> ids;
+    for (const auto& [id, unused] : e.points) ids.push_back(id);
+    shard->Delete(ids, e.seq, now);
+    return ids.size();
+  }
+  std::vector<StoredPoint> points;
+  for (const auto& [id, value] : e.points) {
+    auto p = DecodeStored(id, value, e.seq, spec);
+    if (!p.ok()) {
+      LOG_WARNING("vector memory: {}; skipped", p.status().message());
+      continue;
+    }
+    points.push_back(std::move(*p));
+  }
+  shard->Restore(points);  // the sequence decides: this replica's own writes change nothing
+  return points.size();
 }
 
 void MemoryService::Sweep() {

@@ -70,6 +70,10 @@ class MemoryService {
   // shard's search itself is not interrupted).
   StatusOr<std::vector<SearchHit>> Search(const std::string& name,
                                           const SearchRequest& request) const;
+  // Applies the writes other processes made to the collections this one holds, read from the
+  // store's replication log (docs/memory.md, "Replicas"); returns how many points changed hands.
+  // Call often (every 100 ms), from one thread.
+  size_t CatchUp();
   // Removes expired points (and tells the store). Call every second or so.
   void Sweep();
 
@@ -78,6 +82,8 @@ class MemoryService {
   std::shared_ptr<Collection> Find(const std::string& name) const;
   StatusOr<std::shared_ptr<Collection>> Found(const std::string& name) const;
   int64_t Now() const;
+  size_t ApplyLogEntry(const CollectionSpec& spec, Shard* shard, const MemoryStore::LogEntry& e,
+                       int64_t now);
   Status WriteBack(const std::shared_ptr<Collection>& c, Shard* shard,
                    std::vector<StoredPoint> points);
 

@@ -50,6 +50,26 @@ class MemoryStore {
   virtual void Forget(const CollectionSpec& spec, int shard,
                       const std::vector<std::string>& ids) = 0;
 
+  // The replication log of a shard: every write in sequence order, so that every process that
+  // holds the shard applies the writes another one took (docs/memory.md, "Replicas").
+  struct LogEntry {
+    std::string position;  // read on from here
+    bool upsert = true;
+    uint64_t seq = 0;
+    // id -> stored value (EncodeStored's form) for an upsert; id -> "" for a delete.
+    std::vector<std::pair<std::string, std::string>> points;
+  };
+  // Where the log ends now ("" when the store keeps none). A replica that takes this before it
+  // loads the shard and then reads the log from it misses no write.
+  virtual StatusOr<std::string> LogEnd(const CollectionSpec& spec, int shard) {
+    return std::string();
+  }
+  // At most `max` entries after `position`, without waiting.
+  virtual StatusOr<std::vector<LogEntry>> ReadLog(const CollectionSpec& spec, int shard,
+                                                  const std::string& position, int max) {
+    return std::vector<LogEntry>{};
+  }
+
   // The collections this store holds (a standalone server's registry).
   virtual Status SaveSpec(const CollectionSpec& spec) = 0;
   virtual Status Drop(const CollectionSpec& spec) = 0;

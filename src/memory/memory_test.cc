@@ -137,6 +137,7 @@ TEST(ShardTest, OlderWritesDoNotWin) {
   Shard shard(Spec(), 0);
   shard.Upsert({{"a", {1, 0, 0, 0}, {}}}, 0, 5);
   shard.Upsert({{"a", {9, 9, 9, 9}, {}}}, 0, 4);  // older: ignored
+  shard.Upsert({{"a", {8, 8, 8, 8}, {}}}, 0, 5);  // the same write seen again: ignored
   EXPECT_EQ(shard.Get("a", true, 0)->vector, (std::vector<float>{1, 0, 0, 0}));
   shard.Delete({"a"}, 7, 0);
   shard.Upsert({{"a", {1, 1, 1, 1}, {}}}, 0, 6);  // older than its deletion: ignored

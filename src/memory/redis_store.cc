@@ -11,24 +11,42 @@ namespace {
 constexpr auto kTimeout = std::chrono::seconds(10);
 constexpr const char* kSpecsKey = "dais:mem:collections";
 
-// KEYS: points, seq. ARGV: id, value, id, value, ... Returns the write's sequence.
+// KEYS: points, seq, log. ARGV: log max length, then id, value, id, value, ... Returns the
+// write's sequence. The log gets the write in entries of at most 1,000 points (Lua's unpack
+// has a stack limit), all with its sequence.
 const redis::Script& UpsertScript() {
   static const redis::Script s(R"lua(
 local seq = redis.call('INCR', KEYS[2])
 local prefix = seq .. ':'
-for i = 1, #ARGV, 2 do
+local entry = {'_op', 'u', '_seq', seq}
+for i = 2, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], prefix .. ARGV[i + 1])
+  entry[#entry + 1] = ARGV[i]
+  entry[#entry + 1] = ARGV[i + 1]
+  if #entry >= 2004 or i + 1 >= #ARGV then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[1], '*', unpack(entry))
+    entry = {'_op', 'u', '_seq', seq}
+  end
 end
 return seq
 )lua");
   return s;
 }
 
-// KEYS: points, seq. ARGV: ids. Returns the write's sequence.
+// KEYS: points, seq, log. ARGV: log max length, then ids. Returns the write's sequence.
 const redis::Script& DeleteScript() {
   static const redis::Script s(R"lua(
 local seq = redis.call('INCR', KEYS[2])
-redis.call('HDEL', KEYS[1], unpack(ARGV))
+local entry = {'_op', 'd', '_seq', seq}
+for i = 2, #ARGV do
+  redis.call('HDEL', KEYS[1], ARGV[i])
+  entry[#entry + 1] = ARGV[i]
+  entry[#entry + 1] = ''
+  if #entry >= 2004 or i >= #ARGV then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[1], '*', unpack(entry))
+    entry = {'_op', 'd', '_seq', seq}
+  end
+end
 return seq
 )lua");
   return s;
@@ -82,26 +100,32 @@ std::string RedisStore::ShardKey(const CollectionSpec& spec, int shard, const ch
 
 void RedisStore::Upsert(const CollectionSpec& spec, int shard, const std::vector<Point>& points,
                         int64_t expires_ms, Deadline deadline, SeqCallback done) {
-  std::vector<std::string> args;
-  args.reserve(points.size() * 2);
+  std::vector<std::string> args{std::to_string(kLogMaxLen)};
+  args.reserve(points.size() * 2 + 1);
   for (const Point& p : points) {
     args.push_back(p.id);
     args.push_back(EncodeStored(p, expires_ms));
   }
-  client_->Eval(UpsertScript(), {ShardKey(spec, shard, "points"), ShardKey(spec, shard, "seq")},
-                std::move(args), deadline,
-                [done = std::move(done), name = spec.name](StatusOr<redis::Reply> r) {
-                  AnswerSeq(std::move(r), "storing points of " + name + " in Redis", done);
-                });
+  client_->Eval(
+      UpsertScript(),
+      {ShardKey(spec, shard, "points"), ShardKey(spec, shard, "seq"), ShardKey(spec, shard, "log")},
+      std::move(args), deadline,
+      [done = std::move(done), name = spec.name](StatusOr<redis::Reply> r) {
+        AnswerSeq(std::move(r), "storing points of " + name + " in Redis", done);
+      });
 }
 
 void RedisStore::Delete(const CollectionSpec& spec, int shard, const std::vector<std::string>& ids,
                         Deadline deadline, SeqCallback done) {
-  client_->Eval(DeleteScript(), {ShardKey(spec, shard, "points"), ShardKey(spec, shard, "seq")},
-                ids, deadline,
-                [done = std::move(done), name = spec.name](StatusOr<redis::Reply> r) {
-                  AnswerSeq(std::move(r), "deleting points of " + name + " in Redis", done);
-                });
+  std::vector<std::string> args{std::to_string(kLogMaxLen)};
+  args.insert(args.end(), ids.begin(), ids.end());
+  client_->Eval(
+      DeleteScript(),
+      {ShardKey(spec, shard, "points"), ShardKey(spec, shard, "seq"), ShardKey(spec, shard, "log")},
+      std::move(args), deadline,
+      [done = std::move(done), name = spec.name](StatusOr<redis::Reply> r) {
+        AnswerSeq(std::move(r), "deleting points of " + name + " in Redis", done);
+      });
 }
 
 Status RedisStore::Load(const CollectionSpec& spec, int shard,
@@ -149,6 +173,43 @@ void RedisStore::Forget(const CollectionSpec& spec, int shard,
                 });
 }
 
+StatusOr<std::string> RedisStore::LogEnd(const CollectionSpec& spec, int shard) {
+  const std::string key = ShardKey(spec, shard, "log");
+  auto r = client_->Run({key, {"XREVRANGE", key, "+", "-", "COUNT", "1"}}, kTimeout);
+  RETURN_IF_ERROR(ReplyError(r, "XREVRANGE " + key));
+  if (r->elements.empty()) return std::string("0-0");
+  return r->elements[0].elements[0].str;
+}
+
+StatusOr<std::vector<MemoryStore::LogEntry>> RedisStore::ReadLog(const CollectionSpec& spec,
+                                                                 int shard,
+                                                                 const std::string& position,
+                                                                 int max) {
+  const std::string key = ShardKey(spec, shard, "log");
+  auto r = client_->Run({key, {"XRANGE", key, "(" + position, "+", "COUNT", std::to_string(max)}},
+                        kTimeout);
+  RETURN_IF_ERROR(ReplyError(r, "XRANGE " + key));
+  std::vector<LogEntry> out;
+  for (const auto& e : r->elements) {
+    if (e.elements.size() != 2) return Internal("XRANGE " + key + ": unexpected reply");
+    LogEntry entry;
+    entry.position = e.elements[0].str;
+    const auto& f = e.elements[1].elements;
+    if (f.size() < 4 || f[0].str != "_op" || f[2].str != "_seq" ||
+        std::from_chars(f[3].str.data(), f[3].str.data() + f[3].str.size(), entry.seq).ec !=
+            std::errc()) {
+      LOG_WARNING("{}: entry {} is not a write; skipped", key, entry.position);
+      entry.seq = 0;
+    }
+    entry.upsert = f.size() >= 2 && f[1].str == "u";
+    for (size_t i = 4; entry.seq != 0 && i + 1 < f.size(); i += 2) {
+      entry.points.emplace_back(f[i].str, f[i + 1].str);
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 Status RedisStore::SaveSpec(const CollectionSpec& spec) {
   auto r =
       client_->Run({kSpecsKey, {"HSET", kSpecsKey, spec.name, CollectionSpecJson(spec)}}, kTimeout);
@@ -157,7 +218,7 @@ Status RedisStore::SaveSpec(const CollectionSpec& spec) {
 
 Status RedisStore::Drop(const CollectionSpec& spec) {
   for (int i = 0; i < spec.shards; ++i) {
-    for (const char* what : {"points", "seq"}) {
+    for (const char* what : {"points", "seq", "log"}) {
       const std::string key = ShardKey(spec, i, what);
       RETURN_IF_ERROR(ReplyError(client_->Run({key, {"UNLINK", key}}, kTimeout), "UNLINK " + key));
     }

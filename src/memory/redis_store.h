@@ -2,6 +2,9 @@
 //   dais:<tenant>:mem:{<collection>/<shard>}:points  hash id -> "<seq>:<expires_ms>:" + float32
 //                                                    vector + payload JSON
 //   dais:<tenant>:mem:{<collection>/<shard>}:seq     the shard's write sequence (INCR)
+//   dais:<tenant>:mem:{<collection>/<shard>}:log     stream: every write (fields _op u|d, _seq,
+//                                                    then id -> value / ""), capped near
+//                                                    kLogMaxLen entries (XADD MAXLEN ~)
 //   dais:mem:collections                             hash name -> spec JSON (a standalone
 //                                                    server's collections)
 // (<tenant> is "_" for a collection without one.) The hash tag keeps a shard's keys in one slot,
@@ -27,11 +30,15 @@ class RedisStore : public MemoryStore {
   Status Load(const CollectionSpec& spec, int shard,
               const std::function<void(StoredPoint)>& each) override;
   void Forget(const CollectionSpec& spec, int shard, const std::vector<std::string>& ids) override;
+  StatusOr<std::string> LogEnd(const CollectionSpec& spec, int shard) override;
+  StatusOr<std::vector<LogEntry>> ReadLog(const CollectionSpec& spec, int shard,
+                                          const std::string& position, int max) override;
   Status SaveSpec(const CollectionSpec& spec) override;
   Status Drop(const CollectionSpec& spec) override;
   StatusOr<std::vector<CollectionSpecPtr>> Specs() override;
 
-  // The key of a shard's points hash ("...:points") or sequence ("...:seq").
+  static constexpr int kLogMaxLen = 100000;
+  // The key of a shard's points hash ("...:points"), sequence ("...:seq") or log ("...:log").
   static std::string ShardKey(const CollectionSpec& spec, int shard, const char* what);
 
  private:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <tuple>
 
@@ -38,7 +39,8 @@ Shard::Shard(CollectionSpecPtr spec, int index, size_t initial_capacity, int ins
       index_graph_(spec_->dimension, spec_->metric, spec_->index, initial_capacity) {}
 
 bool Shard::Newer(const std::string& id, uint64_t seq) const {
-  if (auto it = labels_.find(id); it != labels_.end()) return seq >= slots_[it->second].seq;
+  // A write seen again (the replication log replays this replica's own writes) changes nothing.
+  if (auto it = labels_.find(id); it != labels_.end()) return seq > slots_[it->second].seq;
   if (auto it = tombstones_.find(id); it != tombstones_.end()) return seq > it->second.seq;
   return true;
 }
@@ -47,9 +49,14 @@ template <typename PointAt>
 void Shard::UpsertLocked(size_t n, const PointAt& get) {
   std::vector<std::pair<uint64_t, const float*>> vectors;
   vectors.reserve(n);
+  // An id given twice in one write: its last point is the one written.
+  std::unordered_map<std::string_view, size_t> last;
+  if (n > 1) {
+    for (size_t i = 0; i < n; ++i) last[std::get<0>(get(i))->id] = i;
+  }
   for (size_t i = 0; i < n; ++i) {
     const auto [p, expires_ms, seq] = get(i);
-    if (!Newer(p->id, seq)) continue;
+    if ((n > 1 && last[p->id] != i) || !Newer(p->id, seq)) continue;
     tombstones_.erase(p->id);
     uint64_t label;
     if (auto it = labels_.find(p->id); it != labels_.end()) {

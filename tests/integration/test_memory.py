@@ -105,7 +105,7 @@ def test_memory_on_redis_survives_a_restart(start_server, empty_repo, redis_serv
     # The hot tier: one hash per shard, keys with the tenant prefix and the shard's hash tag.
     keys = sorted(redis_call(redis_server.port, "KEYS", "dais:shop:mem:*"))
     assert keys == sorted([f"dais:shop:mem:{{items/{s}}}:{w}".encode()
-                           for s in range(3) for w in ("points", "seq")])
+                           for s in range(3) for w in ("log", "points", "seq")])
     stored = sum(redis_call(redis_server.port, "HLEN", f"dais:shop:mem:{{items/{s}}}:points")
                  for s in range(3))
     assert stored == 599
@@ -213,7 +213,7 @@ def test_a_collection_redis_lost_is_rebuilt_from_the_cold_tier(start_server, emp
     q = np.arange(8, dtype=np.float32)
     before = search(srv, {"vector": q.tolist(), "k": 5}, "memories").json()["results"]
     srv.stop()  # a clean stop writes the snapshot
-    assert "snapshot of 300 points written to" in srv.log_text()
+    assert "vector memory: snapshot of" in srv.log_text()
     files = sorted(p.relative_to(cold).as_posix() for p in (cold / "memories").rglob("*.gz"))
     assert len(files) == 2 and all(f.startswith("memories/dt=") for f in files), files
 
@@ -371,3 +371,23 @@ def test_memory_over_grpc(start_server, empty_repo, tmp_path):
                 call(req, timeout=10)
             assert e.value.code() == code and words in e.value.details(), e.value.details()
     assert count(srv) == 19
+
+
+def test_a_second_server_on_the_same_redis_follows_the_writes(start_server, empty_repo,
+                                                              redis_server):
+    flags = ("--memory", "--redis", redis_server.addr)
+    a = start_server(empty_repo, *flags)
+    spec = {"name": "shared", "dimension": 2, "metric": "l2", "shards": 2}
+    assert a.post("/v2/memory/collections", json=spec).status_code == 200
+    pts = [{"id": f"s{i}", "vector": [float(i), 0.0]} for i in range(50)]
+    assert a.post("/v2/memory/collections/shared/upsert", json={"points": pts}).status_code == 200
+    b = start_server(empty_repo, *flags)  # restores the collection from Redis
+    assert count(b, "shared") == 50
+    assert a.post("/v2/memory/collections/shared/upsert",
+                  json={"points": [{"id": "new", "vector": [100.0, 0.0]}]}).status_code == 200
+    assert a.post("/v2/memory/collections/shared/delete", json={"ids": ["s49"]}).status_code == 200
+    nearest = lambda srv: search(srv, {"vector": [99.0, 0.0], "k": 2}, "shared").json()  # noqa
+    got = wait_for(lambda: [h["id"] for h in nearest(b)["results"]] == ["new", "s48"] and
+                   nearest(b), 10, "b to apply a's writes")
+    assert got["results"][0]["score"] == pytest.approx(1.0)
+    assert count(b, "shared") == 50
