@@ -122,6 +122,21 @@ TEST(MemoryRedisTest, ReplicasCatchUpFromTheLog) {
   ASSERT_TRUE(Wait([&](auto d) { b.Upsert("items", {{"from-b", {0, 0, 1}, {}}}, d); }).ok());
   a.CatchUp();
   EXPECT_EQ(a.Get("items", {"from-b"}, false)->size(), 1u);
+  // b falls behind a log trimmed past what it read: it notices the gap and loads again.
+  ASSERT_TRUE(Wait([&](auto d) { a.Delete("items", {"p2", "p2000"}, d); }).ok());
+  for (int shard = 0; shard < 4; ++shard) {
+    const std::string log = RedisStore::ShardKey(*Spec(), shard, "log");
+    ASSERT_TRUE((*redis)->Call({"XTRIM", log, "MAXLEN", "0"}).ok());
+  }
+  ASSERT_TRUE(Wait([&](auto d) { a.Upsert("items", Points(12), d); }).ok());  // p0, p1 again
+  b.CatchUp();
+  EXPECT_EQ(b.Stats()[0].points, a.Stats()[0].points);
+  EXPECT_EQ(b.Get("items", {"p2"}, false)->size(), 1u);  // rewritten after the deletion
+  EXPECT_TRUE(b.Get("items", {"p2000"}, false)->empty());  // deleted in the gap
+  EXPECT_EQ(b.Get("items", {"p12"}, false)->size(), 1u);
+  ASSERT_TRUE(Wait([&](auto d) { a.Delete("items", {"p12"}, d); }).ok());
+  b.CatchUp();  // and follows the log again from where it reloaded
+  EXPECT_TRUE(b.Get("items", {"p12"}, false)->empty());
 }
 
 TEST(MemoryRedisTest, ExpiredPointsAreForgottenInRedis) {

@@ -18,6 +18,7 @@ struct MemoryMetrics {
   metrics::Family<metrics::Gauge>& points;
   metrics::Family<metrics::Gauge>& bytes;
   metrics::Family<metrics::Counter>& expired;
+  metrics::Family<metrics::Counter>& reloads;
 
   static MemoryMetrics& Get() {
     auto& r = metrics::Registry::Global();
@@ -37,6 +38,10 @@ struct MemoryMetrics {
                    {"collection"}),
         r.AddCounter("dais_memory_expired_points_total",
                      "Points removed because their collection's ttl passed", {"collection"}),
+        r.AddCounter("dais_memory_shard_reloads_total",
+                     "Shards loaded again because their replication log was trimmed past what "
+                     "this process had read",
+                     {"collection"}),
     };
     return m;
   }
@@ -65,8 +70,9 @@ struct MemoryService::Collection {
   CollectionSpecPtr spec;
   std::vector<std::unique_ptr<Shard>> shards;
   std::atomic<uint64_t> local_seq{0};  // without a store
-  // Where each shard's replication log is read on (CatchUp's thread only, once published).
-  std::vector<std::string> log_position;
+  // Where each shard's replication log is read on, and the sequence read last (CatchUp's thread
+  // only, once published).
+  std::vector<MemoryStore::LogEntry> log_position;
 };
 
 MemoryService::MemoryService(MemoryStore* store, MemoryOptions options)
@@ -101,25 +107,33 @@ Status MemoryService::Restore(
   for (const auto& spec : specs) {
     auto c = std::make_shared<Collection>(spec);
     for (auto& shard : c->shards) {
-      ASSIGN_OR_RETURN(c->log_position[shard->index()], store_->LogEnd(*spec, shard->index()));
-      size_t n = 0;
-      std::vector<StoredPoint> batch;
-      auto flush = [&] {
-        shard->Restore(batch);
-        n += batch.size();
-        batch.clear();
-        if (progress) progress(spec->name, shard->index(), n);
-      };
-      RETURN_IF_ERROR(store_->Load(*spec, shard->index(), [&](StoredPoint p) {
-        if (p.expires_ms != 0 && p.expires_ms <= now) return;
-        batch.push_back(std::move(p));
-        if (batch.size() == 50000) flush();
-      }));
-      flush();
+      RETURN_IF_ERROR(LoadShard(*c, shard.get(), now, progress));
     }
     MutexLock l(&mu_);
     collections_[spec->name] = std::move(c);
   }
+  return OkStatus();
+}
+
+Status MemoryService::LoadShard(
+    Collection& c, Shard* shard, int64_t now,
+    const std::function<void(const std::string&, int, size_t)>& progress) {
+  const CollectionSpec& spec = *c.spec;
+  ASSIGN_OR_RETURN(c.log_position[shard->index()], store_->LogEnd(spec, shard->index()));
+  size_t n = 0;
+  std::vector<StoredPoint> batch;
+  auto flush = [&] {
+    shard->Restore(batch);
+    n += batch.size();
+    batch.clear();
+    if (progress) progress(spec.name, shard->index(), n);
+  };
+  RETURN_IF_ERROR(store_->Load(spec, shard->index(), [&](StoredPoint p) {
+    if (p.expires_ms != 0 && p.expires_ms <= now) return;
+    batch.push_back(std::move(p));
+    if (batch.size() == 50000) flush();
+  }));
+  flush();
   return OkStatus();
 }
 
@@ -377,25 +391,43 @@ size_t MemoryService::CatchUp() {
   size_t applied = 0;
   const int64_t now = Now();
   for (const auto& c : all) {
-    for (const auto& shard : c->shards) {
-      std::string& position = c->log_position[shard->index()];
-      if (position.empty()) continue;  // the store keeps no log
-      for (;;) {
-        auto entries = store_->ReadLog(*c->spec, shard->index(), position, 100);
-        if (!entries.ok()) {
-          LOG_WARNING("vector memory: reading the log of {} shard {}: {}", c->spec->name,
-                      shard->index(), entries.status().message());
-          break;
-        }
-        for (const auto& e : *entries) {
-          position = e.position;
-          applied += ApplyLogEntry(*c->spec, shard.get(), e, now);
-        }
-        if (entries->size() < 100) break;
-      }
-    }
+    for (const auto& shard : c->shards) applied += CatchUpShard(*c, shard.get(), now);
   }
   return applied;
+}
+
+size_t MemoryService::CatchUpShard(Collection& c, Shard* shard, int64_t now) {
+  MemoryStore::LogEntry& at = c.log_position[shard->index()];
+  if (at.position.empty()) return 0;  // the store keeps no log
+  size_t applied = 0;
+  for (;;) {
+    auto entries = store_->ReadLog(*c.spec, shard->index(), at.position, 100);
+    if (!entries.ok()) {
+      LOG_WARNING("vector memory: reading the log of {} shard {}: {}", c.spec->name, shard->index(),
+                  entries.status().message());
+      return applied;
+    }
+    for (const auto& e : *entries) {
+      if (e.seq > at.seq + 1) {
+        // Entries were trimmed before this replica read them: load the shard again.
+        LOG_WARNING(
+            "vector memory: {} shard {} fell behind its log (write {} after {}): "
+            "loading it again from the store",
+            c.spec->name, shard->index(), e.seq, at.seq);
+        MemoryMetrics::Get().reloads.Get({c.spec->name}).Increment();
+        shard->Clear();
+        if (Status s = LoadShard(c, shard, now, {}); !s.ok()) {
+          LOG_ERROR("vector memory: reloading {} shard {}: {}", c.spec->name, shard->index(),
+                    s.message());
+        }
+        return applied;
+      }
+      at.position = e.position;
+      at.seq = std::max(at.seq, e.seq);
+      applied += ApplyLogEntry(*c.spec, shard, e, now);
+    }
+    if (entries->size() < 100) return applied;
+  }
 }
 
 size_t MemoryService::ApplyLogEntry(const CollectionSpec& spec, Shard* shard,

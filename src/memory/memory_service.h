@@ -82,6 +82,9 @@ class MemoryService {
   std::shared_ptr<Collection> Find(const std::string& name) const;
   StatusOr<std::shared_ptr<Collection>> Found(const std::string& name) const;
   int64_t Now() const;
+  Status LoadShard(Collection& c, Shard* shard, int64_t now,
+                   const std::function<void(const std::string&, int, size_t)>& progress);
+  size_t CatchUpShard(Collection& c, Shard* shard, int64_t now);
   size_t ApplyLogEntry(const CollectionSpec& spec, Shard* shard, const MemoryStore::LogEntry& e,
                        int64_t now);
   Status WriteBack(const std::shared_ptr<Collection>& c, Shard* shard,

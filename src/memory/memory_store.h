@@ -59,11 +59,11 @@ class MemoryStore {
     // id -> stored value (EncodeStored's form) for an upsert; id -> "" for a delete.
     std::vector<std::pair<std::string, std::string>> points;
   };
-  // Where the log ends now ("" when the store keeps none). A replica that takes this before it
-  // loads the shard and then reads the log from it misses no write.
-  virtual StatusOr<std::string> LogEnd(const CollectionSpec& spec, int shard) {
-    return std::string();
-  }
+  // Where the log ends now (position "" when the store keeps none) and the sequence of that
+  // last write (0: none). A replica that takes this before it loads the shard and then reads the
+  // log from it misses no write. Sequences in the log go up by one per write; a larger step
+  // means entries were trimmed before the replica read them (it then loads the shard again).
+  virtual StatusOr<LogEntry> LogEnd(const CollectionSpec& spec, int shard) { return LogEntry{}; }
   // At most `max` entries after `position`, without waiting.
   virtual StatusOr<std::vector<LogEntry>> ReadLog(const CollectionSpec& spec, int shard,
                                                   const std::string& position, int max) {

@@ -173,12 +173,40 @@ void RedisStore::Forget(const CollectionSpec& spec, int shard,
                 });
 }
 
-StatusOr<std::string> RedisStore::LogEnd(const CollectionSpec& spec, int shard) {
+namespace {
+
+// An XRANGE / XREVRANGE entry of a shard's log.
+MemoryStore::LogEntry ParseLogEntry(const redis::Reply& e, const std::string& key) {
+  MemoryStore::LogEntry entry;
+  entry.position = e.elements[0].str;
+  const auto& f = e.elements[1].elements;
+  if (f.size() < 4 || f[0].str != "_op" || f[2].str != "_seq" ||
+      std::from_chars(f[3].str.data(), f[3].str.data() + f[3].str.size(), entry.seq).ec !=
+          std::errc()) {
+    LOG_WARNING("{}: entry {} is not a write; skipped", key, entry.position);
+    entry.seq = 0;
+    return entry;
+  }
+  entry.upsert = f[1].str == "u";
+  for (size_t i = 4; i + 1 < f.size(); i += 2) entry.points.emplace_back(f[i].str, f[i + 1].str);
+  return entry;
+}
+
+bool IsEntry(const redis::Reply& e) {
+  return e.elements.size() == 2 && e.elements[1].type == redis::Reply::Type::kArray;
+}
+
+}  // namespace
+
+StatusOr<MemoryStore::LogEntry> RedisStore::LogEnd(const CollectionSpec& spec, int shard) {
   const std::string key = ShardKey(spec, shard, "log");
   auto r = client_->Run({key, {"XREVRANGE", key, "+", "-", "COUNT", "1"}}, kTimeout);
   RETURN_IF_ERROR(ReplyError(r, "XREVRANGE " + key));
-  if (r->elements.empty()) return std::string("0-0");
-  return r->elements[0].elements[0].str;
+  if (r->elements.empty()) return LogEntry{"0-0", true, 0, {}};
+  if (!IsEntry(r->elements[0])) return Internal("XREVRANGE " + key + ": unexpected reply");
+  LogEntry last = ParseLogEntry(r->elements[0], key);
+  last.points.clear();
+  return last;
 }
 
 StatusOr<std::vector<MemoryStore::LogEntry>> RedisStore::ReadLog(const CollectionSpec& spec,
@@ -191,21 +219,8 @@ StatusOr<std::vector<MemoryStore::LogEntry>> RedisStore::ReadLog(const Collectio
   RETURN_IF_ERROR(ReplyError(r, "XRANGE " + key));
   std::vector<LogEntry> out;
   for (const auto& e : r->elements) {
-    if (e.elements.size() != 2) return Internal("XRANGE " + key + ": unexpected reply");
-    LogEntry entry;
-    entry.position = e.elements[0].str;
-    const auto& f = e.elements[1].elements;
-    if (f.size() < 4 || f[0].str != "_op" || f[2].str != "_seq" ||
-        std::from_chars(f[3].str.data(), f[3].str.data() + f[3].str.size(), entry.seq).ec !=
-            std::errc()) {
-      LOG_WARNING("{}: entry {} is not a write; skipped", key, entry.position);
-      entry.seq = 0;
-    }
-    entry.upsert = f.size() >= 2 && f[1].str == "u";
-    for (size_t i = 4; entry.seq != 0 && i + 1 < f.size(); i += 2) {
-      entry.points.emplace_back(f[i].str, f[i + 1].str);
-    }
-    out.push_back(std::move(entry));
+    if (!IsEntry(e)) return Internal("XRANGE " + key + ": unexpected reply");
+    out.push_back(ParseLogEntry(e, key));
   }
   return out;
 }

@@ -30,7 +30,7 @@ class RedisStore : public MemoryStore {
   Status Load(const CollectionSpec& spec, int shard,
               const std::function<void(StoredPoint)>& each) override;
   void Forget(const CollectionSpec& spec, int shard, const std::vector<std::string>& ids) override;
-  StatusOr<std::string> LogEnd(const CollectionSpec& spec, int shard) override;
+  StatusOr<LogEntry> LogEnd(const CollectionSpec& spec, int shard) override;
   StatusOr<std::vector<LogEntry>> ReadLog(const CollectionSpec& spec, int shard,
                                           const std::string& position, int max) override;
   Status SaveSpec(const CollectionSpec& spec) override;

@@ -112,6 +112,19 @@ void Shard::Delete(const std::vector<std::string>& ids, uint64_t seq, int64_t no
   }
 }
 
+void Shard::Clear() {
+  std::unique_lock lock(mu_);
+  for (uint64_t l = 0; l < slots_.size(); ++l) {
+    if (!slots_[l].live) continue;
+    index_graph_.Remove(l);
+    slots_[l] = Slot{};
+    free_labels_.push_back(l);
+  }
+  labels_.clear();
+  tombstones_.clear();
+  payload_bytes_ = 0;
+}
+
 bool Shard::Keep(uint64_t label, const Filter& filter, int64_t now_ms) const {
   if (label >= slots_.size()) return false;
   const Slot& s = slots_[label];

@@ -42,6 +42,8 @@ class Shard {
   // parallel: a replica's start.
   void Restore(const std::vector<StoredPoint>& points);
   void Delete(const std::vector<std::string>& ids, uint64_t seq, int64_t now_ms);
+  // Forgets every point and tombstone (before loading the shard again).
+  void Clear();
   // The k best live, unexpired points matching the request's filter and threshold.
   std::vector<SearchHit> Search(const SearchRequest& request, int64_t now_ms) const;
   // The point (vector included when asked), if live and unexpired.
