@@ -131,7 +131,7 @@ TEST(MemoryRedisTest, ReplicasCatchUpFromTheLog) {
   ASSERT_TRUE(Wait([&](auto d) { a.Upsert("items", Points(12), d); }).ok());  // p0, p1 again
   b.CatchUp();
   EXPECT_EQ(b.Stats()[0].points, a.Stats()[0].points);
-  EXPECT_EQ(b.Get("items", {"p2"}, false)->size(), 1u);  // rewritten after the deletion
+  EXPECT_EQ(b.Get("items", {"p2"}, false)->size(), 1u);    // rewritten after the deletion
   EXPECT_TRUE(b.Get("items", {"p2000"}, false)->empty());  // deleted in the gap
   EXPECT_EQ(b.Get("items", {"p12"}, false)->size(), 1u);
   ASSERT_TRUE(Wait([&](auto d) { a.Delete("items", {"p12"}, d); }).ok());
