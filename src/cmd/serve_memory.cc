@@ -207,9 +207,16 @@ void MemoryRuntime::WriteSnapshot() {
 void MemoryRuntime::SweepLoop() {
   auto next_snapshot = std::chrono::steady_clock::now() + std::chrono::seconds(snapshot_secs_);
   auto next_sweep = std::chrono::steady_clock::now();
+  auto next_sync = next_sweep + std::chrono::seconds(2);
   while (!stop_) {
     service_->CatchUp();  // other processes' writes, every 100 ms
     const auto now = std::chrono::steady_clock::now();
+    if (now >= next_sync) {  // other processes' collections, every 2 s
+      if (Status s = service_->SyncCollections(); !s.ok()) {
+        LOG_WARNING("vector memory: reading the collections in Redis: {}", s.message());
+      }
+      next_sync = now + std::chrono::seconds(2);
+    }
     if (now >= next_sweep) {
       service_->Sweep();
       next_sweep = now + std::chrono::seconds(1);

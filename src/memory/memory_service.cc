@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <set>
 
 #include "common/logging.h"
 #include "memory/snapshot_files.h"
@@ -379,6 +380,33 @@ StatusOr<std::vector<SearchHit>> MemoryService::Search(const std::string& name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   metrics.requests.Get({name, "search", "ok"}).Increment();
   return hits;
+}
+
+Status MemoryService::SyncCollections() {
+  if (store_ == nullptr) return OkStatus();
+  ASSIGN_OR_RETURN(auto specs, store_->Specs());
+  std::set<std::string> stored;
+  const int64_t now = Now();
+  for (const auto& spec : specs) {
+    stored.insert(spec->name);
+    if (Find(spec->name) != nullptr) continue;
+    auto c = std::make_shared<Collection>(spec);
+    for (auto& shard : c->shards) RETURN_IF_ERROR(LoadShard(*c, shard.get(), now, {}));
+    LOG_INFO("vector memory: collection {} created elsewhere: {} shard(s) loaded", spec->name,
+             spec->shards);
+    MutexLock l(&mu_);
+    collections_.emplace(spec->name, std::move(c));
+  }
+  MutexLock l(&mu_);
+  for (auto it = collections_.begin(); it != collections_.end();) {
+    if (stored.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    LOG_INFO("vector memory: collection {} dropped elsewhere", it->first);
+    it = collections_.erase(it);
+  }
+  return OkStatus();
 }
 
 size_t MemoryService::CatchUp() {

@@ -70,6 +70,9 @@ class MemoryService {
   // shard's search itself is not interrupted).
   StatusOr<std::vector<SearchHit>> Search(const std::string& name,
                                           const SearchRequest& request) const;
+  // Takes up the collections other processes created in the store (loading them) and forgets
+  // those they dropped. Call every few seconds, from CatchUp's thread.
+  Status SyncCollections();
   // Applies the writes other processes made to the collections this one holds, read from the
   // store's replication log (docs/memory.md, "Replicas"); returns how many points changed hands.
   // Call often (every 100 ms), from one thread.

@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import numpy as np
+import requests
 import pytest
 
 from conftest import dais_binary, redis_call, wait_for
@@ -377,12 +378,15 @@ def test_a_second_server_on_the_same_redis_follows_the_writes(start_server, empt
                                                               redis_server):
     flags = ("--memory", "--redis", redis_server.addr)
     a = start_server(empty_repo, *flags)
+    b = start_server(empty_repo, *flags)
     spec = {"name": "shared", "dimension": 2, "metric": "l2", "shards": 2}
     assert a.post("/v2/memory/collections", json=spec).status_code == 200
     pts = [{"id": f"s{i}", "vector": [float(i), 0.0]} for i in range(50)]
     assert a.post("/v2/memory/collections/shared/upsert", json={"points": pts}).status_code == 200
-    b = start_server(empty_repo, *flags)  # restores the collection from Redis
-    assert count(b, "shared") == 50
+    # b takes up the collection a created (every 2 s) and its points.
+    wait_for(lambda: b.get("/v2/memory/collections/shared").status_code == 200 and
+             count(b, "shared") == 50, 15, "b to take up the collection")
+    assert "collection shared created elsewhere" in b.log_text()
     assert a.post("/v2/memory/collections/shared/upsert",
                   json={"points": [{"id": "new", "vector": [100.0, 0.0]}]}).status_code == 200
     assert a.post("/v2/memory/collections/shared/delete", json={"ids": ["s49"]}).status_code == 200
@@ -391,3 +395,6 @@ def test_a_second_server_on_the_same_redis_follows_the_writes(start_server, empt
                    nearest(b), 10, "b to apply a's writes")
     assert got["results"][0]["score"] == pytest.approx(1.0)
     assert count(b, "shared") == 50
+    assert requests.delete(a.url + "/v2/memory/collections/shared", timeout=10).status_code == 200
+    wait_for(lambda: b.get("/v2/memory/collections/shared").status_code == 404, 15,
+             "b to forget the dropped collection")
