@@ -30,6 +30,10 @@ std::string Assignment::ToJson() const {
     w.Key("training");
     w.RawValue(training.data(), training.size(), rapidjson::kObjectType);
   }
+  if (!memory.empty()) {
+    w.Key("memory");
+    w.RawValue(memory.data(), memory.size(), rapidjson::kObjectType);
+  }
   w.EndObject();
   return sb.GetString();
 }
@@ -69,13 +73,15 @@ StatusOr<Assignment> AssignmentFromJson(const std::string& json) {
       a.gpus.push_back(g.GetInt());
     }
   }
-  if (d.HasMember("training")) {
-    if (!d["training"].IsObject())
-      return InvalidArgument("assignment: 'training' must be an object");
+  for (auto [key, out] : {std::pair{"training", &a.training}, std::pair{"memory", &a.memory}}) {
+    if (!d.HasMember(key)) continue;
+    if (!d[key].IsObject()) {
+      return InvalidArgument(std::string("assignment: '") + key + "' must be an object");
+    }
     rapidjson::StringBuffer sb;
     rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-    d["training"].Accept(w);
-    a.training = sb.GetString();
+    d[key].Accept(w);
+    *out = sb.GetString();
   }
   return a;
 }

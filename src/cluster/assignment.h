@@ -6,7 +6,9 @@
 // Written by the scheduler, read by the node (which loads that version and reports the GPUs in
 // its instance state) and by the scheduler itself (what each node already holds).
 // A training job's assignment (key .../training:<job>) also carries the job's spec as the object
-// `training` (training_job.h): the node runs the job instead of loading a model.
+// `training` (training_job.h): the node runs the job instead of loading a model. A vector
+// memory shard's (key .../memory:<collection>:<shard>) carries `memory` (collection_placement.h):
+// the node holds that shard.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,11 @@ struct Assignment {
   int gpu_milli = 0;
   std::string priority = "latency-sensitive";
   std::string training;  // the training job's spec (JSON object); empty for a model
+  std::string memory;    // the shard's spec (JSON object); empty for a model
+
+  // A job (assigned_job.h) rather than a model, and its spec (compared to see it changed).
+  bool IsJob() const { return !training.empty() || !memory.empty(); }
+  std::string JobSpec() const { return training + memory; }
 
   std::string ToJson() const;
 };

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cluster/assignment.h"
+#include "cluster/collection_placement.h"
 #include "cluster/deployment.h"
 #include "cluster/keys.h"
 #include "cluster/pending_reason.h"
@@ -127,6 +128,7 @@ Status ClusterScheduler::Start() {
   Watch(kNodesPrefix, &nodes_);
   Watch("/dais/deployments/", &deployments_);
   Watch(kTrainingsPrefix, &trainings_);
+  Watch(kCollectionsPrefix, &collections_);
   Watch(kAssignmentsPrefix, &assignments_);
   Watch(kInstancesPrefix, &instances_);
   Watch(kLeaderKey, &leader_view_);
@@ -257,6 +259,7 @@ struct ClusterScheduler::Plan {
   std::map<std::string, int> index;          // node name -> position
   std::map<std::string, DeploymentSpec> wanted;
   std::map<std::string, std::string> training;  // "training:<job>" -> the job's spec (JSON)
+  std::map<std::string, std::string> memory;    // "memory:<c>:<shard>" -> the shard's (JSON)
   std::map<std::string, std::string> cordoned;  // node -> "cordon" | "drain"
   std::unique_ptr<placement::Cluster> cluster;
   std::map<std::string, int> count;  // deployment -> replicas assigned
@@ -275,12 +278,13 @@ struct ClusterScheduler::Plan {
 bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   const auto started = std::chrono::steady_clock::now();
   Plan plan;
-  std::map<std::string, std::string> nodes, deployments, trainings;
+  std::map<std::string, std::string> nodes, deployments, trainings, collections;
   {
     MutexLock l(&mu_);
     nodes = nodes_.kv;
     deployments = deployments_.kv;
     trainings = trainings_.kv;
+    collections = collections_.kv;
     plan.assignments = assignments_.kv;
     plan.instances = instances_.kv;
     for (const auto& [key, value] : cordoned_.kv) {
@@ -323,6 +327,21 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
     DeploymentSpec d = job->AsDeployment();
     plan.training[d.name] = TrainingJobToJson(*job);
     plan.wanted[d.name] = std::move(d);
+  }
+  // A collection's shard is a deployment "memory:<c>:<shard>" whose assignments carry the
+  // shard's spec; the node holds that shard (collection_placement.h).
+  for (const auto& [key, json] : collections) {
+    auto c = ParseCollectionPlacement(json);
+    if (!c.ok()) {
+      LOG_WARNING("scheduler {}: ignoring the collection at {}: {}", options_.id, key,
+                  c.status().message());
+      continue;
+    }
+    for (int s = 0; s < c->shards; ++s) {
+      DeploymentSpec d = c->ShardDeployment(s);
+      plan.memory[d.name] = c->ShardJob(s);
+      plan.wanted[d.name] = std::move(d);
+    }
   }
   plan.cluster = std::make_unique<placement::Cluster>(plan.specs);
   KeepOrDrop(plan);
@@ -450,6 +469,7 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
     }
     Assignment now = *assignment;
     now.training = plan.training.count(name) ? plan.training[name] : "";
+    now.memory = plan.memory.count(name) ? plan.memory[name] : "";
     now.version = d->second.version;
     now.priority = d->second.priority;
     now.gpus = p.gpus;
@@ -584,8 +604,9 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
       }
       const std::string node = plan.specs[static_cast<size_t>(p->node)].name;
       plan.cluster->Apply(task, *p);
-      Assignment a{name, d->model, d->version, p->gpus, task.gpu_milli, d->priority, ""};
+      Assignment a{name, d->model, d->version, p->gpus, task.gpu_milli, d->priority, "", ""};
       if (auto t = plan.training.find(name); t != plan.training.end()) a.training = t->second;
+      if (auto m = plan.memory.find(name); m != plan.memory.end()) a.memory = m->second;
       const std::string key = AssignmentsPrefix(node) + d->model;
       plan.assignments[key] = a.ToJson();
       plan.kept.push_back({key, name, task, *p});

@@ -93,7 +93,8 @@ class ClusterScheduler {
   bool dirty_ DAIS_GUARDED_BY(mu_) = true;
   View nodes_ DAIS_GUARDED_BY(mu_);
   View deployments_ DAIS_GUARDED_BY(mu_);
-  View trainings_ DAIS_GUARDED_BY(mu_);  // training jobs (training_job.h)
+  View trainings_ DAIS_GUARDED_BY(mu_);    // training jobs (training_job.h)
+  View collections_ DAIS_GUARDED_BY(mu_);  // vector memory (collection_placement.h)
   View assignments_ DAIS_GUARDED_BY(mu_);
   View instances_ DAIS_GUARDED_BY(mu_);
   View leader_view_ DAIS_GUARDED_BY(mu_);

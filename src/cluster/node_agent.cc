@@ -370,7 +370,7 @@ void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
     }
     ReconcileJobs(desired, &held_jobs);
     for (const auto& [model, assignment] : desired) {
-      if (!assignment.training.empty()) continue;  // a job (ReconcileJobs)
+      if (assignment.IsJob()) continue;  // a job (ReconcileJobs)
       auto h = held.find(model);
       if (h != held.end() && h->second == assignment.version) continue;
       const std::string which =
@@ -393,7 +393,7 @@ void NodeAgent::ReconcileLoop() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       }
     }
     for (auto it = held.begin(); it != held.end();) {
-      if (auto d = desired.find(it->first); d != desired.end() && d->second.training.empty()) {
+      if (auto d = desired.find(it->first); d != desired.end() && !d->second.IsJob()) {
         ++it;
         continue;
       }
@@ -429,7 +429,7 @@ void NodeAgent::ReconcileJobs(const std::map<std::string, Assignment>& desired,
   };
   for (auto it = held->begin(); it != held->end();) {
     auto d = desired.find(it->first);
-    if (d != desired.end() && d->second.training == it->second) {
+    if (d != desired.end() && d->second.JobSpec() == it->second) {
       ++it;
       continue;
     }
@@ -443,8 +443,8 @@ void NodeAgent::ReconcileJobs(const std::map<std::string, Assignment>& desired,
     it = held->erase(it);
   }
   for (const auto& [name, assignment] : desired) {
-    if (assignment.training.empty() || held->count(name)) continue;
-    (*held)[name] = assignment.training;
+    if (!assignment.IsJob() || held->count(name)) continue;
+    (*held)[name] = assignment.JobSpec();
     LOG_INFO("node {}: assigned job '{}': starting it", options_.node_id, name);
     StatusOr<std::unique_ptr<AssignedJob>> job = options_.jobs
                                                      ? options_.jobs(assignment,

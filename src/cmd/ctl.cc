@@ -17,6 +17,7 @@
 #include "cluster/events.h"
 #include "cluster/keys.h"
 #include "cluster/training_job.h"
+#include "cmd/ctl_collection.h"
 #include "cmd/ctl_rollout.h"
 #include "cmd/ctl_training.h"
 #include "cmd/ctl_watch.h"
@@ -108,8 +109,15 @@ Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
     doc->json = cluster::TrainingJobToJson(t);
     doc->what =
         fmt::format("training {} applied ({}; release {})", t.name, t.config, t.release.strategy);
+  } else if (kind == "collection") {
+    ASSIGN_OR_RETURN(cluster::CollectionPlacement c, ParseCollectionApply(doc->text));
+    doc->key = cluster::kCollectionsPrefix + c.name;
+    doc->json = cluster::CollectionPlacementToJson(c);
+    doc->what = fmt::format("collection {} applied ({} shard(s) x {} replica(s))", c.name, c.shards,
+                            c.replicas);
   } else {
-    return InvalidArgument("kind: '" + kind + "' is not deployment, route, tenant or training");
+    return InvalidArgument("kind: '" + kind +
+                           "' is not deployment, route, tenant, training or collection");
   }
   return OkStatus();
 }
@@ -331,8 +339,28 @@ int GetTrainings(etcd::Client& c, const CtlOptions& o) {
   return 0;
 }
 
+int GetCollections(etcd::Client& c, const CtlOptions& o) {
+  if (o.output == "json") {
+    auto json = CollectionJson(c);
+    if (!json.ok()) {
+      fmt::print(stderr, "dais ctl get: {}\n", json.status().message());
+      return 1;
+    }
+    fmt::print("{}\n", *json);
+    return 0;
+  }
+  auto rows = CollectionRows(c);
+  if (!rows.ok()) {
+    fmt::print(stderr, "dais ctl get: {}\n", rows.status().message());
+    return 1;
+  }
+  Table(*rows);
+  return 0;
+}
+
 int Get(etcd::Client& c, const CtlOptions& o) {
   if (o.what == "trainings") return GetTrainings(c, o);
+  if (o.what == "collections") return GetCollections(c, o);
   static const std::map<std::string, std::string> kPrefix = {
       {"nodes", cluster::kNodesPrefix},         {"deployments", "/dais/deployments/"},
       {"instances", cluster::kInstancesPrefix}, {"assignments", cluster::kAssignmentsPrefix},
@@ -342,7 +370,7 @@ int Get(etcd::Client& c, const CtlOptions& o) {
   if (it == kPrefix.end()) {
     fmt::print(stderr,
                "dais ctl get: '{}' is not nodes, deployments, instances, assignments, events, "
-               "routes, tenants or trainings\n",
+               "routes, tenants, trainings or collections\n",
                o.what);
     return 2;
   }
@@ -399,20 +427,25 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
       ->capture_default_str();
   CLI::App* apply = cmd->add_subcommand(
       "apply",
-      "Create or update a deployment, a route, a tenant or a training job from a YAML spec "
+      "Create or update a deployment, a route, a tenant, a training job or a vector memory "
+      "collection from a YAML spec "
       "('kind:'; validated before writing)");
   apply
-      ->add_option("-f,--file", o->file,
-                   "The spec: a deployment (docs/cluster.md), 'kind: route' / 'kind: tenant' "
-                   "(docs/gateway.md) or 'kind: training' (docs/learning-loop.md); several YAML "
-                   "documents (---) in one file, a directory of "
-                   "*.yaml / *.yml files, or - for stdin. All are validated first: one refusal "
-                   "and nothing is written.")
+      ->add_option(
+          "-f,--file", o->file,
+          "The spec: a deployment (docs/cluster.md), 'kind: route' / 'kind: tenant' "
+          "(docs/gateway.md), 'kind: training' (docs/learning-loop.md) or 'kind: collection' "
+          "(docs/memory.md); several YAML "
+          "documents (---) in one file, a directory of "
+          "*.yaml / *.yml files, or - for stdin. All are validated first: one refusal "
+          "and nothing is written.")
       ->required();
   CLI::App* get = cmd->add_subcommand("get", "List nodes, deployments, instances or assignments");
-  get->add_option("what", o->what,
-                  "nodes | deployments | instances | assignments | events (the scheduler's "
-                  "decisions of the last 30-60 min) | routes | tenants | trainings")
+  get->add_option(
+         "what", o->what,
+         "nodes | deployments | instances | assignments | events (the scheduler's "
+         "decisions of the last 30-60 min) | routes | tenants | trainings | collections (each "
+         "shard's replicas)")
       ->required();
   get->add_option("-o,--output", o->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
@@ -431,11 +464,12 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
   AddRolloutCommands(cmd, &o->rollout);
   CLI::App* del = cmd->add_subcommand(
       "delete",
-      "Delete a deployment (its instances are unloaded), a route, a tenant or a training job "
-      "(its run in progress is stopped; its run records stay)");
-  del->add_option("what", o->what, "deployment | route | tenant | training")
+      "Delete a deployment (its instances are unloaded), a route, a tenant, a training job "
+      "(its run in progress is stopped; its run records stay) or a collection (its shards are "
+      "let go; its points stay in Redis)");
+  del->add_option("what", o->what, "deployment | route | tenant | training | collection")
       ->required()
-      ->check(CLI::IsMember({"deployment", "route", "tenant", "training"}));
+      ->check(CLI::IsMember({"deployment", "route", "tenant", "training", "collection"}));
   del->add_option("name", o->name, "Its name.")->required();
   return cmd;
 }
@@ -464,10 +498,11 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
                                                : "cordoned");
     return 0;
   }
-  const std::string prefix = o.what == "route"      ? gateway::kRoutesPrefix
-                             : o.what == "tenant"   ? gateway::kTenantsPrefix
-                             : o.what == "training" ? cluster::kTrainingsPrefix
-                                                    : "/dais/deployments/";
+  const std::string prefix = o.what == "route"        ? gateway::kRoutesPrefix
+                             : o.what == "tenant"     ? gateway::kTenantsPrefix
+                             : o.what == "training"   ? cluster::kTrainingsPrefix
+                             : o.what == "collection" ? cluster::kCollectionsPrefix
+                                                      : "/dais/deployments/";
   auto r = (*client)->Delete(prefix + o.name);
   if (!r.ok()) {
     fmt::print(stderr, "dais ctl delete: {}\n", r.status().message());
@@ -476,6 +511,10 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
   if (o.what == "deployment") (void)(*client)->Delete("/dais/status/" + o.name);
   if (o.what == "training") {
     (void)(*client)->Delete(std::string("/dais/status/") + cluster::kTrainingTaskPrefix + o.name);
+  }
+  if (o.what == "collection") {
+    (void)(*client)->Delete(
+        std::string("/dais/status/") + cluster::kMemoryTaskPrefix + o.name + ":", /*prefix=*/true);
   }
   fmt::print("{} {} deleted\n", o.what, o.name);
   return 0;

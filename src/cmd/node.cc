@@ -5,6 +5,7 @@
 
 #include "cluster/node_agent.h"
 #include "cluster/nvml.h"
+#include "cmd/memory_shard_job.h"
 #include "common/logging.h"
 #ifdef DAIS_HAVE_LEARN
 #include "cmd/training_runner.h"
@@ -75,20 +76,30 @@ int RunNode(const NodeCliOptions& o) {
   ao.capacity.gpus = std::move(*gpus);
   ao.capacity.labels = std::move(*labels);
   ao.repositories = o.serve.model_repositories;
+  // The jobs a node runs: vector memory shards and (with LibTorch / XGBoost) training jobs.
+  memory::MemoryService* memory = nullptr;  // set before the agent starts (on_memory)
 #ifdef DAIS_HAVE_LEARN
   TrainingRunnerOptions training;
   training.node_id = ao.node_id;
   training.etcd_endpoints = o.etcd;
   std::error_code ec;
   training.dais_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  ao.jobs = [training](const cluster::Assignment& a, std::function<void()> changed) {
-    return StartTrainingJob(training, a, std::move(changed));
-  };
 #endif
+  ao.jobs = [&](const cluster::Assignment& a,
+                std::function<void()> changed) -> StatusOr<std::unique_ptr<cluster::AssignedJob>> {
+    if (!a.memory.empty()) return StartMemoryShard(memory, a, std::move(changed));
+#ifdef DAIS_HAVE_LEARN
+    return StartTrainingJob(training, a, std::move(changed));
+#else
+    return FailedPrecondition("this build of dais runs no training jobs (no LibTorch/XGBoost)");
+#endif
+  };
   ServeOptions serve = o.serve;
   serve.model_control_mode = "explicit";
+  serve.memory.managed = true;
   std::unique_ptr<cluster::NodeAgent> agent;
   ServeHooks hooks;
+  hooks.on_memory = [&memory](memory::MemoryService* m) { memory = m; };
   hooks.on_ready = [&](runtime::ModelManager* manager, int http_port, int grpc_port) {
     ao.http_endpoint = o.advertise_host + ":" + std::to_string(http_port);
     ao.grpc_endpoint = grpc_port > 0 ? o.advertise_host + ":" + std::to_string(grpc_port) : "";

@@ -503,6 +503,22 @@ static std::string BackendList() {
   return backends;
 }
 
+namespace {
+
+// Vector memory (--memory; null without): the knn features search it, and a role built on
+// serve (dais node) gets the service.
+StatusOr<std::unique_ptr<MemoryRuntime>> StartMemory(const ServeOptions& o,
+                                                     const FeatureFlags& feature_flags,
+                                                     FeatureRuntime* features,
+                                                     const ServeHooks* hooks) {
+  ASSIGN_OR_RETURN(auto memory, MemoryRuntime::Create(o.memory, feature_flags));
+  if (memory) features->enricher()->SetKnnSearch(memory->KnnSearch());
+  if (hooks != nullptr && hooks->on_memory) hooks->on_memory(memory ? memory->service() : nullptr);
+  return memory;
+}
+
+}  // namespace
+
 int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   log::SetVerbosity(o.log_verbose);
   const sigset_t stop_signals = BlockStopSignals();
@@ -545,12 +561,11 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
     LOG_ERROR("{}", !feedback.ok() ? feedback.status().message() : labels.status().message());
     return 2;
   }
-  auto memory = MemoryRuntime::Create(o.memory, feature_flags);
+  auto memory = StartMemory(o, feature_flags, features->get(), hooks);
   if (!memory.ok()) {
     LOG_ERROR("cannot start vector memory: {}", memory.status().message());
     return 1;
   }
-  if (*memory) (*features)->enricher()->SetKnnSearch((*memory)->KnnSearch());
   server::InferenceServer server(&manager);
   server.SetFeedback(feedback->get(), o.feedback_sample);
   server.SetStarting(true);  // until the offline features are in (below)

@@ -20,6 +20,10 @@ namespace CLI {
 class App;
 }
 
+namespace dais::memory {
+class MemoryService;
+}
+
 namespace dais::cmd {
 
 struct ServeOptions {
@@ -78,6 +82,8 @@ struct ServeOptions {
 struct ServeHooks {
   std::function<Status(runtime::ModelManager* manager, int http_port, int grpc_port)> on_ready;
   std::function<void()> on_stop;
+  // With --memory: the vector memory service (null without), before the listeners start.
+  std::function<void(memory::MemoryService* memory)> on_memory;
 };
 
 void AddServeFlags(CLI::App* app, ServeOptions* options);

@@ -126,7 +126,14 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const MemoryFlags
     ASSIGN_OR_RETURN(auto spec, LoadCollectionSpecFile(path));
     specs.push_back(std::move(spec));
   }
+  if (flags.managed && (redis_flags.redis.empty() || !flags.collections.empty())) {
+    return InvalidArgument(
+        "a node's vector memory holds the shards the scheduler assigns, loaded from Redis: "
+        "--memory needs --redis, and collections are declared with `dais ctl apply` (kind: "
+        "collection), not --memory-collection");
+  }
   std::unique_ptr<MemoryRuntime> r(new MemoryRuntime());
+  r->managed_ = flags.managed;
   if (!redis_flags.redis.empty()) {
     ASSIGN_OR_RETURN(r->redis_, ConnectRedis(redis_flags));
     if (!r->redis_->WaitUntilReachable(std::chrono::seconds(10))) {
@@ -137,6 +144,15 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const MemoryFlags
   }
   r->service_ = std::make_unique<memory::MemoryService>(r->store_.get());
   r->api_ = frontends::http::MemoryHttp(r->service_.get());
+  if (flags.managed) {
+    r->api_.set_managed(true);
+    r->snapshot_dir_ = flags.snapshot_dir;
+    r->snapshot_secs_ = flags.snapshot_secs;
+    LOG_INFO("vector memory: holding the shards the scheduler assigns, durable in Redis {}",
+             redis_flags.redis);
+    r->sweeper_ = std::thread([p = r.get()] { p->SweepLoop(); });
+    return r;
+  }
   const auto start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(r->service_->Restore([](const std::string& c, int shard, size_t n) {
     LOG_INFO("vector memory: restoring {} shard {}: {} points", c, shard, n);
@@ -211,7 +227,7 @@ void MemoryRuntime::SweepLoop() {
   while (!stop_) {
     service_->CatchUp();  // other processes' writes, every 100 ms
     const auto now = std::chrono::steady_clock::now();
-    if (now >= next_sync) {  // other processes' collections, every 2 s
+    if (!managed_ && now >= next_sync) {  // other processes' collections, every 2 s
       if (Status s = service_->SyncCollections(); !s.ok()) {
         LOG_WARNING("vector memory: reading the collections in Redis: {}", s.message());
       }

@@ -22,6 +22,9 @@ struct MemoryFlags {
   std::vector<std::string> collections;  // spec files (JSON or YAML)
   std::string snapshot_dir;              // the cold tier; empty: none
   int snapshot_secs = 3600;
+  // `dais node`: holds only the shards the scheduler assigns (memory::MemoryService::Host), no
+  // collection of its own; needs --redis.
+  bool managed = false;
 };
 
 void AddMemoryFlags(CLI::App* app, MemoryFlags* flags);
@@ -55,6 +58,7 @@ class MemoryRuntime {
   frontends::http::MemoryHttp api_;
   std::string snapshot_dir_;
   int snapshot_secs_ = 0;
+  bool managed_ = false;
   std::atomic<bool> stop_{false};
   std::thread sweeper_;
 };

@@ -33,6 +33,8 @@ using frontends::http::Request;
 using frontends::http::Responder;
 using frontends::http::Response;
 
+}  // namespace
+
 Response Error(int status, const std::string& message) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
@@ -42,6 +44,8 @@ Response Error(int status, const std::string& message) {
   w.EndObject();
   return Response{status, "application/json", sb.GetString(), {}};
 }
+
+namespace {
 
 // /v2/models/<alias>[/versions/<v>]<suffix>, suffix "" | /ready | /config | /infer | /stats.
 struct ModelPath {
@@ -89,6 +93,8 @@ std::string Lower(std::string s) {
   return s;
 }
 
+}  // namespace
+
 // The client's headers that go on to the node: not the hop-by-hop ones, nor those the client's
 // Connection header names (RFC 9110 7.6.1).
 std::vector<std::pair<std::string, std::string>> ForwardedHeaders(const Request& r) {
@@ -113,8 +119,6 @@ std::vector<std::pair<std::string, std::string>> ForwardedHeaders(const Request&
   out.emplace_back(kHopsHeader, std::to_string(Hops(r.Header(kHopsHeader)) + 1));
   return out;
 }
-
-}  // namespace
 
 int Hops(std::string_view header) {
   int n = 0;
@@ -219,7 +223,8 @@ void Gateway::Impl::Rebuild(const std::function<void()>& change) {
 // The raw maps are copied under the lock; parsing (cached by SpecCache) happens outside it.
 void Gateway::Impl::BuildLoop() {
   while (true) {
-    std::map<std::string, std::string> routes_kv, tenants_kv, nodes_kv, instances_kv;
+    std::map<std::string, std::string> routes_kv, tenants_kv, nodes_kv, instances_kv,
+        collections_kv;
     int seen = 0;
     {
       MutexLock l(&mu);
@@ -232,9 +237,11 @@ void Gateway::Impl::BuildLoop() {
       tenants_kv = this->tenants_kv;
       nodes_kv = this->nodes_kv;
       instances_kv = this->instances_kv;
+      collections_kv = this->collections_kv;
       seen = snapshots_applied;
     }
-    std::shared_ptr<View> v = BuildView(&specs, routes_kv, tenants_kv, nodes_kv, instances_kv);
+    std::shared_ptr<View> v =
+        BuildView(&specs, routes_kv, tenants_kv, nodes_kv, instances_kv, collections_kv);
     std::set<std::string> live;
     for (const auto& [node, address] : v->node_http) live.insert(node);
     balancer.Retain(live);
@@ -584,6 +591,7 @@ Status Gateway::Start() {
   g.Watch(kTenantsPrefix, &g.tenants_kv);
   g.Watch(cluster::kNodesPrefix, &g.nodes_kv);
   g.Watch(cluster::kInstancesPrefix, &g.instances_kv);
+  g.Watch(cluster::kCollectionsPrefix, &g.collections_kv);
   return OkStatus();
 }
 
@@ -621,7 +629,9 @@ void Gateway::Stop() {
   g.watchers.clear();
 }
 
-bool Gateway::Ready() const { return impl_->snapshots.load() >= 4 && !impl_->draining.load(); }
+bool Gateway::Ready() const {
+  return impl_->snapshots.load() >= kWatchedPrefixes && !impl_->draining.load();
+}
 
 void Gateway::StartDraining() { impl_->draining.store(true); }
 
@@ -652,11 +662,15 @@ void Gateway::Handle(Request request, Responder respond) {
     r.compressible = true;
     return respond(std::move(r));
   }
+  if (request.path.rfind("/v2/memory/", 0) == 0) {
+    return g.HandleMemory(std::move(request), std::move(respond));
+  }
   std::optional<ModelPath> path = ParseModelPath(request.path);
   if (!path) {
-    return respond(Error(404,
-                         "the gateway serves /v2/models/<model>[/versions/<v>]"
-                         "[/infer|/ready|/config|/stats], /v2/health/* and /metrics"));
+    return respond(Error(
+        404,
+        "the gateway serves /v2/models/<model>[/versions/<v>]"
+        "[/infer|/ready|/config|/stats], /v2/memory/collections/..., /v2/health/* and /metrics"));
   }
   auto call = std::make_shared<Impl::Call>();
   g.in_flight.fetch_add(1);  // until Answer
@@ -708,7 +722,7 @@ std::optional<Response> Gateway::Impl::Resolve(Call* call, int64_t asked_version
   } else {
     call->model = call->alias;
     call->version = asked_version >= 0 ? asked_version : call->view->HighestReady(call->model);
-    if (call->version < 0 && snapshots.load() < 4) {
+    if (call->version < 0 && snapshots.load() < kWatchedPrefixes) {
       // Never reached etcd: nothing is known, so nothing can be said to be absent.
       std::string endpoints;
       for (const std::string& e : options.etcd_endpoints) {

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/collection_placement.h"
 #include "common/mutex.h"
 #include "etcd/client.h"
 #include "etcd/watch.h"
@@ -51,7 +52,22 @@ struct View {
     return it == ready.end() || it->second.empty() ? nullptr : &it->second;
   }
   int64_t HighestReady(const std::string& model) const;
+
+  // Vector memory (memory_proxy.cc): the collections, and "memory:<c>:<shard>" -> the nodes
+  // holding a READY replica of the shard.
+  std::map<std::string, cluster::CollectionPlacement> collections;
+  std::map<std::string, std::vector<std::string>> memory_ready;
 };
+
+// The etcd prefixes the gateway watches; ready once each has delivered its snapshot.
+inline constexpr int kWatchedPrefixes = 5;
+
+// {"error": message} with `status`.
+frontends::http::Response Error(int status, const std::string& message);
+// The request's headers a node should see: without hop-by-hop ones (and those Connection
+// names), with the hop count one up.
+std::vector<std::pair<std::string, std::string>> ForwardedHeaders(
+    const frontends::http::Request& r);
 
 // Every gateway adds one to this header (HTTP) or metadata entry (gRPC) of what it forwards; a
 // request that arrives having passed kMaxHops gateways is refused with 508 (issue 32: a node
@@ -87,7 +103,8 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
                                 const std::map<std::string, std::string>& routes_kv,
                                 const std::map<std::string, std::string>& tenants_kv,
                                 const std::map<std::string, std::string>& nodes_kv,
-                                const std::map<std::string, std::string>& instances_kv);
+                                const std::map<std::string, std::string>& instances_kv,
+                                const std::map<std::string, std::string>& collections_kv = {});
 
 struct Gateway::Impl {
   Impl(GatewayOptions o, boost::asio::io_context* io);
@@ -160,6 +177,11 @@ struct Gateway::Impl {
   void Record(const Call& call, int status, size_t response_bytes, const std::string& node);
   void LogAccess(const Call& call, int status, size_t response_bytes, const std::string& node);
 
+  // Vector memory through the gateway (memory_proxy.cc; docs/memory.md, "In a cluster"):
+  // /v2/memory/collections[/{c}[/{op}]], searches and gets fanned out over one READY replica of
+  // each shard and merged, writes to a replica (the shards' logs carry them to the others).
+  void HandleMemory(frontends::http::Request request, frontends::http::Responder respond);
+
   // gRPC (grpc_proxy.cc).
   void TryGrpc(const CallPtr& call, const std::string& node);
   void MirrorGrpc(const Call& call);
@@ -186,8 +208,9 @@ struct Gateway::Impl {
 
   Mutex mu;
   SpecCache specs;  // parsed routes and tenants, by key
-  std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu), tenants_kv DAIS_GUARDED_BY(mu),
-      nodes_kv DAIS_GUARDED_BY(mu), instances_kv DAIS_GUARDED_BY(mu);
+  std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu),
+      tenants_kv DAIS_GUARDED_BY(mu), nodes_kv DAIS_GUARDED_BY(mu),
+      instances_kv DAIS_GUARDED_BY(mu), collections_kv DAIS_GUARDED_BY(mu);
   std::shared_ptr<const View> view DAIS_GUARDED_BY(mu) = std::make_shared<View>();
   bool dirty DAIS_GUARDED_BY(mu) = false;         // the maps changed since the last build
   int snapshots_applied DAIS_GUARDED_BY(mu) = 0;  // watch snapshots in the maps

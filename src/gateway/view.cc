@@ -63,7 +63,8 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
                                 const std::map<std::string, std::string>& routes_kv,
                                 const std::map<std::string, std::string>& tenants_kv,
                                 const std::map<std::string, std::string>& nodes_kv,
-                                const std::map<std::string, std::string>& instances_kv) {
+                                const std::map<std::string, std::string>& instances_kv,
+                                const std::map<std::string, std::string>& collections_kv) {
   auto v = std::make_shared<View>();
   // The watches hold only documents that parsed (Gateway::Impl::Accept), so nothing is logged
   // here; a miss is a document that changed since the last build.
@@ -91,9 +92,13 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
     auto str = [&d](const char* k) -> std::string {
       return d.HasMember(k) && d[k].IsString() ? d[k].GetString() : "";
     };
-    if (str("state") != "READY" || str("version").empty()) continue;
     const std::string node = str("node");
-    if (!v->node_http.count(node)) continue;
+    if (str("state") != "READY" || !v->node_http.count(node)) continue;
+    if (str("model").rfind(cluster::kMemoryTaskPrefix, 0) == 0) {
+      v->memory_ready[str("model")].push_back(node);
+      continue;
+    }
+    if (str("version").empty()) continue;
     int64_t version = 0;
     try {
       version = std::stoll(str("version"));
@@ -101,6 +106,10 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
       continue;
     }
     v->ready[{str("model"), version}].push_back(node);
+  }
+  for (const auto& [key, json] : collections_kv) {
+    auto c = cluster::ParseCollectionPlacement(json);
+    if (c.ok()) v->collections[c->name] = std::move(*c);
   }
   return v;
 }

@@ -139,6 +139,72 @@ TEST(MemoryRedisTest, ReplicasCatchUpFromTheLog) {
   EXPECT_TRUE(b.Get("items", {"p12"}, false)->empty());
 }
 
+TEST(MemoryRedisTest, ANodeHoldsOnlyTheShardsItIsAssigned) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis.ok());
+  auto client = redis::Client::Create(redis::testing::FastClientOptions((*redis)->address()));
+  ASSERT_TRUE((*client)->WaitUntilReachable(std::chrono::seconds(5)));
+  RedisStore store(client->get());
+  MemoryService writer(&store);
+  ASSERT_TRUE(writer.Create(Spec()).ok());
+  ASSERT_TRUE(Wait([&](auto d) { writer.Upsert("items", Points(200), d); }).ok());
+  MemoryService node(&store);
+  EXPECT_EQ(MemoryService(nullptr).Host(Spec(), 0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(node.Host(Spec(), 4).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(node.Host(Spec(), 1).ok());
+  ASSERT_TRUE(node.Host(Spec(), 3).ok());
+  size_t in_1_3 = 0;
+  for (int i = 0; i < 200; ++i) {
+    const int s = ShardOf("p" + std::to_string(i), 4);
+    in_1_3 += s == 1 || s == 3;
+  }
+  ASSERT_EQ(node.Stats().size(), 1u);
+  EXPECT_EQ(node.Stats()[0].points, in_1_3);
+  EXPECT_EQ(node.Stats()[0].held, (std::vector<int>{1, 3}));
+  SearchRequest r;
+  r.vector = {1, 0, 0};
+  r.k = 300;
+  // All shards asked (none named): refused naming what is missing; the held ones answer.
+  auto all = node.Search("items", r);
+  ASSERT_EQ(all.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(all.status().message().find("shard(s) 0,2"), std::string::npos);
+  r.shards = {1, 3};
+  auto held = node.Search("items", r);
+  ASSERT_TRUE(held.ok());
+  ASSERT_FALSE(held->empty());
+  for (const auto& h : *held) EXPECT_TRUE(ShardOf(h.id, 4) == 1 || ShardOf(h.id, 4) == 3);
+  r.shards = {3};
+  auto three = node.Search("items", r);
+  ASSERT_TRUE(three.ok());
+  for (const auto& h : *three) EXPECT_EQ(ShardOf(h.id, 4), 3);
+  // Get: ids of shards not asked are skipped; an id of a shard not held is refused.
+  std::string in0, in1;
+  for (int i = 0; in0.empty() || in1.empty(); ++i) {
+    const std::string id = "p" + std::to_string(i);
+    if (ShardOf(id, 4) == 0) in0 = id;
+    if (ShardOf(id, 4) == 1) in1 = id;
+  }
+  EXPECT_EQ(node.Get("items", {in0, in1}, false, {1})->size(), 1u);
+  EXPECT_EQ(node.Get("items", {in0}, false).status().code(), StatusCode::kUnavailable);
+  // A write through the node for every shard: stored for all, applied to the held ones, and
+  // the writer (which holds every shard) sees it through the log.
+  ASSERT_TRUE(Wait([&](auto d) {
+                node.Upsert("items", {{in0, {9, 0, 0}, {}}, {in1, {9, 0, 0}, {}}}, d);
+              }).ok());
+  EXPECT_EQ(node.Get("items", {in1}, true)->at(0).vector, (std::vector<float>{9, 0, 0}));
+  writer.CatchUp();
+  EXPECT_EQ(writer.Get("items", {in0}, true)->at(0).vector, (std::vector<float>{9, 0, 0}));
+  // And follows the writer's writes to its shards.
+  ASSERT_TRUE(Wait([&](auto d) { writer.Delete("items", {in1}, d); }).ok());
+  node.CatchUp();
+  EXPECT_TRUE(node.Get("items", {in1}, false)->empty());
+  node.Unhost("items", 1);
+  EXPECT_EQ(node.Stats()[0].held, (std::vector<int>{3}));
+  node.Unhost("items", 3);
+  EXPECT_TRUE(node.Stats().empty());
+  EXPECT_EQ(node.Spec("items").status().code(), StatusCode::kNotFound);
+}
+
 TEST(MemoryRedisTest, ExpiredPointsAreForgottenInRedis) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis.ok());

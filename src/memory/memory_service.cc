@@ -63,17 +63,43 @@ int ShardOf(std::string_view id, int shards) {
   return static_cast<int>(h % static_cast<uint64_t>(shards));
 }
 
+// One shard this process holds, and where its replication log is read on (the sequence read
+// last; CatchUp's thread only, once published).
+struct MemoryService::Replica {
+  Replica(CollectionSpecPtr spec, int index)
+      : shard(std::make_unique<Shard>(std::move(spec), index)) {}
+  std::unique_ptr<Shard> shard;
+  MemoryStore::LogEntry at;
+};
+
+// Replaced, never changed, once published (Host and Unhost publish a copy): a request keeps the
+// one it found.
 struct MemoryService::Collection {
-  explicit Collection(CollectionSpecPtr s) : spec(std::move(s)) {
-    for (int i = 0; i < spec->shards; ++i) shards.push_back(std::make_unique<Shard>(spec, i));
-    log_position.resize(shards.size());
+  Collection(CollectionSpecPtr s, bool all)
+      : spec(std::move(s)), shards(static_cast<size_t>(spec->shards)) {
+    if (!all) return;
+    for (int i = 0; i < spec->shards; ++i) shards[i] = std::make_shared<Replica>(spec, i);
   }
+  Collection(const Collection& o) : spec(o.spec), shards(o.shards), local_seq(o.local_seq.load()) {}
   CollectionSpecPtr spec;
-  std::vector<std::unique_ptr<Shard>> shards;
-  std::atomic<uint64_t> local_seq{0};  // without a store
-  // Where each shard's replication log is read on, and the sequence read last (CatchUp's thread
-  // only, once published).
-  std::vector<MemoryStore::LogEntry> log_position;
+  std::vector<std::shared_ptr<Replica>> shards;  // null: a shard other processes hold (Host)
+  std::atomic<uint64_t> local_seq{0};            // without a store
+
+  // Unavailable naming the shards among `wanted` (empty: all) this process does not hold.
+  Status Holds(const std::vector<int>& wanted) const {
+    std::string missing, held;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const bool asked = wanted.empty() || std::find(wanted.begin(), wanted.end(),
+                                                     static_cast<int>(i)) != wanted.end();
+      if (shards[i] != nullptr) held += (held.empty() ? "" : ",") + std::to_string(i);
+      if (asked && shards[i] == nullptr)
+        missing += (missing.empty() ? "" : ",") + std::to_string(i);
+    }
+    if (missing.empty()) return OkStatus();
+    return Unavailable("shard(s) " + missing + " of collection " + spec->name +
+                       " are not held by this process (it holds " + (held.empty() ? "none" : held) +
+                       "): search through the gateway, or name held shards with ?shards=");
+  }
 };
 
 MemoryService::MemoryService(MemoryStore* store, MemoryOptions options)
@@ -100,27 +126,23 @@ StatusOr<std::shared_ptr<MemoryService::Collection>> MemoryService::Found(
   return c;
 }
 
-Status MemoryService::Restore(
-    const std::function<void(const std::string&, int, size_t)>& progress) {
+Status MemoryService::Restore(const Progress& progress) {
   if (store_ == nullptr) return OkStatus();
   ASSIGN_OR_RETURN(auto specs, store_->Specs());
   const int64_t now = Now();
   for (const auto& spec : specs) {
-    auto c = std::make_shared<Collection>(spec);
-    for (auto& shard : c->shards) {
-      RETURN_IF_ERROR(LoadShard(*c, shard.get(), now, progress));
-    }
+    auto c = std::make_shared<Collection>(spec, true);
+    for (auto& r : c->shards) RETURN_IF_ERROR(LoadShard(*spec, r.get(), now, progress));
     MutexLock l(&mu_);
     collections_[spec->name] = std::move(c);
   }
   return OkStatus();
 }
 
-Status MemoryService::LoadShard(
-    Collection& c, Shard* shard, int64_t now,
-    const std::function<void(const std::string&, int, size_t)>& progress) {
-  const CollectionSpec& spec = *c.spec;
-  ASSIGN_OR_RETURN(c.log_position[shard->index()], store_->LogEnd(spec, shard->index()));
+Status MemoryService::LoadShard(const CollectionSpec& spec, Replica* r, int64_t now,
+                                const Progress& progress) {
+  Shard* shard = r->shard.get();
+  ASSIGN_OR_RETURN(r->at, store_->LogEnd(spec, shard->index()));
   size_t n = 0;
   std::vector<StoredPoint> batch;
   auto flush = [&] {
@@ -147,8 +169,10 @@ Status MemoryService::Snapshot(const std::string& root) {
   const int64_t now = Now();
   for (const auto& c : all) {
     RETURN_IF_ERROR(WriteSnapshotSpec(root, *c->spec));
-    for (const auto& shard : c->shards) {
-      RETURN_IF_ERROR(WriteShardSnapshot(root, *c->spec, shard->index(), shard->Snapshot(), now));
+    for (const auto& r : c->shards) {
+      if (r == nullptr) continue;  // another process's
+      RETURN_IF_ERROR(
+          WriteShardSnapshot(root, *c->spec, r->shard->index(), r->shard->Snapshot(), now));
     }
   }
   return OkStatus();
@@ -174,15 +198,15 @@ Status MemoryService::WriteBack(const std::shared_ptr<Collection>& c, Shard* sha
   return OkStatus();
 }
 
-Status MemoryService::RestoreFromSnapshots(
-    const std::string& root, const std::function<void(const std::string&, int, size_t)>& progress) {
+Status MemoryService::RestoreFromSnapshots(const std::string& root, const Progress& progress) {
   ASSIGN_OR_RETURN(auto specs, SnapshotSpecs(root));
   const int64_t now = Now();
   for (const auto& spec : specs) {
     if (Find(spec->name) != nullptr) continue;  // the hot tier has it
     RETURN_IF_ERROR(Create(spec));
     auto c = Find(spec->name);
-    for (auto& shard : c->shards) {
+    for (auto& r : c->shards) {
+      Shard* shard = r->shard.get();
       std::vector<StoredPoint> points;
       auto day = ReadShardSnapshot(root, *spec, shard->index(), [&](StoredPoint p) {
         if (p.expires_ms == 0 || p.expires_ms > now) points.push_back(std::move(p));
@@ -190,7 +214,7 @@ Status MemoryService::RestoreFromSnapshots(
       if (!day.ok() && day.status().code() == StatusCode::kNotFound) continue;
       if (!day.ok()) return day.status();
       const size_t n = points.size();
-      RETURN_IF_ERROR(WriteBack(c, shard.get(), std::move(points)));
+      RETURN_IF_ERROR(WriteBack(c, shard, std::move(points)));
       if (progress) progress(spec->name, shard->index(), n);
     }
   }
@@ -203,16 +227,56 @@ Status MemoryService::Create(CollectionSpecPtr spec) {
     return AlreadyExists("collection " + spec->name +
                          " exists with a different spec: " + CollectionSpecJson(*existing->spec));
   }
-  auto c = std::make_shared<Collection>(spec);
+  auto c = std::make_shared<Collection>(spec, true);
   if (store_ != nullptr) {
     RETURN_IF_ERROR(store_->SaveSpec(*spec));
     for (int i = 0; i < spec->shards; ++i) {
-      ASSIGN_OR_RETURN(c->log_position[static_cast<size_t>(i)], store_->LogEnd(*spec, i));
+      ASSIGN_OR_RETURN(c->shards[static_cast<size_t>(i)]->at, store_->LogEnd(*spec, i));
     }
   }
   MutexLock l(&mu_);
   collections_.emplace(spec->name, std::move(c));
   return OkStatus();
+}
+
+Status MemoryService::Host(CollectionSpecPtr spec, int index, const Progress& progress) {
+  if (store_ == nullptr) {
+    return FailedPrecondition("holding a shard of " + spec->name +
+                              " needs the durable store: start with --memory and --redis");
+  }
+  if (index < 0 || index >= spec->shards) {
+    return InvalidArgument("shard " + std::to_string(index) + " of " + spec->name + " (it has " +
+                           std::to_string(spec->shards) + ")");
+  }
+  auto r = std::make_shared<Replica>(spec, index);
+  RETURN_IF_ERROR(LoadShard(*spec, r.get(), Now(), progress));
+  MutexLock l(&mu_);
+  std::shared_ptr<Collection>& slot = collections_[spec->name];
+  // A changed spec starts over: the shards held under the old one are placed again too (their
+  // assignments changed with it).
+  auto next = slot != nullptr && CollectionSpecJson(*slot->spec) == CollectionSpecJson(*spec)
+                  ? std::make_shared<Collection>(*slot)
+                  : std::make_shared<Collection>(spec, false);
+  next->shards[static_cast<size_t>(index)] = std::move(r);
+  slot = std::move(next);
+  return OkStatus();
+}
+
+void MemoryService::Unhost(const std::string& name, int index) {
+  MutexLock l(&mu_);
+  auto it = collections_.find(name);
+  if (it == collections_.end() || index < 0 || index >= it->second->spec->shards) return;
+  auto next = std::make_shared<Collection>(*it->second);
+  next->shards[static_cast<size_t>(index)] = nullptr;
+  if (std::any_of(next->shards.begin(), next->shards.end(),
+                  [](const auto& r) { return r != nullptr; })) {
+    it->second = std::move(next);
+    return;
+  }
+  collections_.erase(it);
+  auto& m = MemoryMetrics::Get();
+  m.points.Remove({name});
+  m.bytes.Remove({name});
 }
 
 Status MemoryService::Drop(const std::string& name) {
@@ -239,11 +303,14 @@ std::vector<CollectionStats> MemoryService::Stats() const {
   }
   std::vector<CollectionStats> out;
   for (const auto& c : all) {
-    CollectionStats s{c->spec};
-    for (const auto& shard : c->shards) {
-      s.points += shard->size();
-      s.memory_bytes += shard->memory_bytes();
-      s.exact_searches += shard->exact_searches();
+    CollectionStats s;
+    s.spec = c->spec;
+    for (const auto& r : c->shards) {
+      if (r == nullptr) continue;
+      s.points += r->shard->size();
+      s.memory_bytes += r->shard->memory_bytes();
+      s.exact_searches += r->shard->exact_searches();
+      s.held.push_back(r->shard->index());
     }
     out.push_back(s);
   }
@@ -301,7 +368,8 @@ void MemoryService::Upsert(const std::string& name, std::vector<Point> points, D
       [](const Point& p) -> const std::string& { return p.id; }, std::move(done),
       [this, c, expires](size_t i, std::shared_ptr<std::vector<Point>> batch,
                          std::shared_ptr<Join> join) {
-        Shard* shard = c->shards[i].get();
+        // Null: a shard other processes hold (they apply the write from its log).
+        Shard* shard = c->shards[i] == nullptr ? nullptr : c->shards[i]->shard.get();
         if (store_ == nullptr) {
           shard->Upsert(*batch, expires, ++c->local_seq);
           return join->Part(OkStatus());
@@ -309,7 +377,7 @@ void MemoryService::Upsert(const std::string& name, std::vector<Point> points, D
         store_->Upsert(*c->spec, static_cast<int>(i), *batch, expires,
                        std::chrono::steady_clock::now() + options_.write_timeout,
                        [c, shard, batch, expires, join](StatusOr<uint64_t> seq) {
-                         if (seq.ok()) shard->Upsert(*batch, expires, *seq);
+                         if (seq.ok() && shard != nullptr) shard->Upsert(*batch, expires, *seq);
                          join->Part(seq.status());
                        });
       });
@@ -324,7 +392,7 @@ void MemoryService::Delete(const std::string& name, std::vector<std::string> ids
       [](const std::string& id) -> const std::string& { return id; }, std::move(done),
       [this, c](size_t i, std::shared_ptr<std::vector<std::string>> batch,
                 std::shared_ptr<Join> join) {
-        Shard* shard = c->shards[i].get();
+        Shard* shard = c->shards[i] == nullptr ? nullptr : c->shards[i]->shard.get();
         if (store_ == nullptr) {
           shard->Delete(*batch, ++c->local_seq, Now());
           return join->Part(OkStatus());
@@ -332,7 +400,7 @@ void MemoryService::Delete(const std::string& name, std::vector<std::string> ids
         store_->Delete(*c->spec, static_cast<int>(i), *batch,
                        std::chrono::steady_clock::now() + options_.write_timeout,
                        [this, c, shard, batch, join](StatusOr<uint64_t> seq) {
-                         if (seq.ok()) shard->Delete(*batch, *seq, Now());
+                         if (seq.ok() && shard != nullptr) shard->Delete(*batch, *seq, Now());
                          join->Part(seq.status());
                        });
       });
@@ -340,12 +408,16 @@ void MemoryService::Delete(const std::string& name, std::vector<std::string> ids
 
 StatusOr<std::vector<SearchHit>> MemoryService::Get(const std::string& name,
                                                     const std::vector<std::string>& ids,
-                                                    bool with_vector) const {
+                                                    bool with_vector,
+                                                    const std::vector<int>& shards) const {
   ASSIGN_OR_RETURN(auto c, Found(name));
   const int64_t now = Now();
   std::vector<SearchHit> out;
   for (const std::string& id : ids) {
-    auto hit = c->shards[ShardOf(id, c->spec->shards)]->Get(id, with_vector, now);
+    const int s = ShardOf(id, c->spec->shards);
+    if (!shards.empty() && std::find(shards.begin(), shards.end(), s) == shards.end()) continue;
+    RETURN_IF_ERROR(c->Holds({s}));
+    auto hit = c->shards[s]->shard->Get(id, with_vector, now);
     if (hit) out.push_back(std::move(*hit));
   }
   MemoryMetrics::Get().requests.Get({name, "get", "ok"}).Increment();
@@ -355,11 +427,18 @@ StatusOr<std::vector<SearchHit>> MemoryService::Get(const std::string& name,
 StatusOr<std::vector<SearchHit>> MemoryService::Search(const std::string& name,
                                                        const SearchRequest& request) const {
   ASSIGN_OR_RETURN(auto c, Found(name));
+  RETURN_IF_ERROR(c->Holds(request.shards));
   const auto start = std::chrono::steady_clock::now();
   const int64_t now = Now();
   std::vector<SearchHit> hits;
   const auto deadline = start + std::chrono::milliseconds(request.timeout_ms);
-  for (const auto& shard : c->shards) {
+  for (const auto& r : c->shards) {
+    if (r == nullptr) continue;
+    const Shard* shard = r->shard.get();
+    if (!request.shards.empty() && std::find(request.shards.begin(), request.shards.end(),
+                                             shard->index()) == request.shards.end()) {
+      continue;
+    }
     if (request.timeout_ms > 0 && std::chrono::steady_clock::now() > deadline) {
       MemoryMetrics::Get().requests.Get({name, "search", "deadline_exceeded"}).Increment();
       return DeadlineExceeded("search of " + name + " passed its timeout_ms " +
@@ -390,8 +469,8 @@ Status MemoryService::SyncCollections() {
   for (const auto& spec : specs) {
     stored.insert(spec->name);
     if (Find(spec->name) != nullptr) continue;
-    auto c = std::make_shared<Collection>(spec);
-    for (auto& shard : c->shards) RETURN_IF_ERROR(LoadShard(*c, shard.get(), now, {}));
+    auto c = std::make_shared<Collection>(spec, true);
+    for (auto& r : c->shards) RETURN_IF_ERROR(LoadShard(*spec, r.get(), now, {}));
     LOG_INFO("vector memory: collection {} created elsewhere: {} shard(s) loaded", spec->name,
              spec->shards);
     MutexLock l(&mu_);
@@ -419,19 +498,22 @@ size_t MemoryService::CatchUp() {
   size_t applied = 0;
   const int64_t now = Now();
   for (const auto& c : all) {
-    for (const auto& shard : c->shards) applied += CatchUpShard(*c, shard.get(), now);
+    for (const auto& r : c->shards) {
+      if (r != nullptr) applied += CatchUpShard(*c->spec, r.get(), now);
+    }
   }
   return applied;
 }
 
-size_t MemoryService::CatchUpShard(Collection& c, Shard* shard, int64_t now) {
-  MemoryStore::LogEntry& at = c.log_position[shard->index()];
+size_t MemoryService::CatchUpShard(const CollectionSpec& spec, Replica* r, int64_t now) {
+  Shard* shard = r->shard.get();
+  MemoryStore::LogEntry& at = r->at;
   if (at.position.empty()) return 0;  // the store keeps no log
   size_t applied = 0;
   for (;;) {
-    auto entries = store_->ReadLog(*c.spec, shard->index(), at.position, 100);
+    auto entries = store_->ReadLog(spec, shard->index(), at.position, 100);
     if (!entries.ok()) {
-      LOG_WARNING("vector memory: reading the log of {} shard {}: {}", c.spec->name, shard->index(),
+      LOG_WARNING("vector memory: reading the log of {} shard {}: {}", spec.name, shard->index(),
                   entries.status().message());
       return applied;
     }
@@ -441,18 +523,18 @@ size_t MemoryService::CatchUpShard(Collection& c, Shard* shard, int64_t now) {
         LOG_WARNING(
             "vector memory: {} shard {} fell behind its log (write {} after {}): "
             "loading it again from the store",
-            c.spec->name, shard->index(), e.seq, at.seq);
-        MemoryMetrics::Get().reloads.Get({c.spec->name}).Increment();
+            spec.name, shard->index(), e.seq, at.seq);
+        MemoryMetrics::Get().reloads.Get({spec.name}).Increment();
         shard->Clear();
-        if (Status s = LoadShard(c, shard, now, {}); !s.ok()) {
-          LOG_ERROR("vector memory: reloading {} shard {}: {}", c.spec->name, shard->index(),
+        if (Status s = LoadShard(spec, r, now, {}); !s.ok()) {
+          LOG_ERROR("vector memory: reloading {} shard {}: {}", spec.name, shard->index(),
                     s.message());
         }
         return applied;
       }
       at.position = e.position;
       at.seq = std::max(at.seq, e.seq);
-      applied += ApplyLogEntry(*c.spec, shard, e, now);
+      applied += ApplyLogEntry(spec, shard, e, now);
     }
     if (entries->size() < 100) return applied;
   }
@@ -490,7 +572,9 @@ void MemoryService::Sweep() {
   auto& m = MemoryMetrics::Get();
   for (const auto& c : all) {
     size_t points = 0, bytes = 0;
-    for (const auto& shard : c->shards) {
+    for (const auto& r : c->shards) {
+      if (r == nullptr) continue;
+      Shard* shard = r->shard.get();
       auto expired = shard->Expire(now);
       if (!expired.empty()) {
         m.expired.Get({c->spec->name}).Increment(static_cast<double>(expired.size()));

@@ -31,6 +31,7 @@ struct MemoryOptions {
 
 struct CollectionStats {
   CollectionSpecPtr spec;
+  std::vector<int> held;  // the shards this process holds
   size_t points = 0;
   size_t memory_bytes = 0;
   uint64_t exact_searches = 0;
@@ -44,19 +45,25 @@ class MemoryService {
 
   // Recreates the collections the store holds and loads their points; `progress` is told
   // (collection, shard, points loaded so far) now and then. Before serving.
-  Status Restore(const std::function<void(const std::string&, int, size_t)>& progress = {});
+  using Progress = std::function<void(const std::string&, int, size_t)>;
+  Status Restore(const Progress& progress = {});
 
   // The cold tier (snapshot_files.h): writes every collection's spec and shards under `root`.
   Status Snapshot(const std::string& root);
   // Rebuilds from their newest snapshots the collections under `root` that this service does
   // not hold after Restore (the hot tier lost them): created, written back to the store, indexed.
-  Status RestoreFromSnapshots(
-      const std::string& root,
-      const std::function<void(const std::string&, int, size_t)>& progress = {});
+  Status RestoreFromSnapshots(const std::string& root, const Progress& progress = {});
 
   // OK when created or when an identical spec exists; AlreadyExists for a different one.
   Status Create(CollectionSpecPtr spec);
   Status Drop(const std::string& name);
+  // A cluster node holds the shards the scheduler assigns it (docs/memory.md, "In a cluster"):
+  // Host loads one shard from the store (progress as Restore's) and follows its log from then
+  // on; the collection exists here while it holds at least one. Writes to the shards it does not
+  // hold still go to the store (the holders apply them from the log); reads of them are
+  // Unavailable. Host needs a store (FailedPrecondition without).
+  Status Host(CollectionSpecPtr spec, int shard, const Progress& progress = {});
+  void Unhost(const std::string& name, int shard);
   StatusOr<CollectionSpecPtr> Spec(const std::string& name) const;
   std::vector<CollectionStats> Stats() const;
 
@@ -64,8 +71,11 @@ class MemoryService {
   // `done` once, on any thread: OK when every point is stored and applied.
   void Upsert(const std::string& name, std::vector<Point> points, Done done);
   void Delete(const std::string& name, std::vector<std::string> ids, Done done);
+  // Only the ids of `shards` when given (the others are skipped); Unavailable when an id's shard
+  // is not held here.
   StatusOr<std::vector<SearchHit>> Get(const std::string& name, const std::vector<std::string>& ids,
-                                       bool with_vector) const;
+                                       bool with_vector, const std::vector<int>& shards = {}) const;
+  // The request's shards (all when it names none); Unavailable when one is not held here.
   // DeadlineExceeded when the request's timeout_ms passes before every shard was searched (a
   // shard's search itself is not interrupted).
   StatusOr<std::vector<SearchHit>> Search(const std::string& name,
@@ -81,13 +91,13 @@ class MemoryService {
   void Sweep();
 
  private:
+  struct Replica;
   struct Collection;
   std::shared_ptr<Collection> Find(const std::string& name) const;
   StatusOr<std::shared_ptr<Collection>> Found(const std::string& name) const;
   int64_t Now() const;
-  Status LoadShard(Collection& c, Shard* shard, int64_t now,
-                   const std::function<void(const std::string&, int, size_t)>& progress);
-  size_t CatchUpShard(Collection& c, Shard* shard, int64_t now);
+  Status LoadShard(const CollectionSpec& spec, Replica* r, int64_t now, const Progress& progress);
+  size_t CatchUpShard(const CollectionSpec& spec, Replica* r, int64_t now);
   size_t ApplyLogEntry(const CollectionSpec& spec, Shard* shard, const MemoryStore::LogEntry& e,
                        int64_t now);
   Status WriteBack(const std::shared_ptr<Collection>& c, Shard* shard,

@@ -45,7 +45,8 @@ struct SearchRequest {
   int ef = 0;  // HNSW candidates to consider (>= k); 0 = the collection's index.ef_search
   bool with_payload = true;
   bool with_vector = false;
-  int64_t timeout_ms = 0;  // 0 = the server's default
+  int64_t timeout_ms = 0;   // 0 = the server's default
+  std::vector<int> shards;  // only these shards (the gateway's fan-out); empty: all
 };
 
 inline constexpr int kMaxK = 1000;

@@ -3,6 +3,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <charconv>
 #include <chrono>
 
 #include "frontends/http/http_status.h"
@@ -36,6 +37,30 @@ void WriteHit(Writer& w, const memory::SearchHit& h, bool with_score) {
 
 }  // namespace
 
+StatusOr<std::vector<int>> ParseShardsParam(std::string_view query, int count) {
+  std::vector<int> out;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (kv.substr(0, 7) != "shards=") continue;
+    std::string_view list = kv.substr(7);
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      const std::string_view item = list.substr(0, comma);
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      int n = -1;
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+      if (ec != std::errc() || end != item.data() + item.size() || n < 0 || n >= count) {
+        return InvalidArgument("shards: '" + std::string(item) + "' is not a shard (0.." +
+                               std::to_string(count - 1) + ")");
+      }
+      out.push_back(n);
+    }
+  }
+  return out;
+}
+
 std::string MemoryHttp::HitsJson(const std::vector<memory::SearchHit>& hits, bool with_score) {
   rapidjson::StringBuffer out;
   Writer w(out);
@@ -50,9 +75,11 @@ std::string MemoryHttp::HitsJson(const std::vector<memory::SearchHit>& hits, boo
 
 std::string MemoryHttp::StatsJson(const memory::CollectionStats& s) {
   const std::string spec = memory::CollectionSpecJson(*s.spec);
+  std::string held = ",\"held_shards\":[";
+  for (size_t i = 0; i < s.held.size(); ++i) held += (i ? "," : "") + std::to_string(s.held[i]);
   return spec.substr(0, spec.size() - 1) + ",\"points\":" + std::to_string(s.points) +
          ",\"memory_bytes\":" + std::to_string(s.memory_bytes) +
-         ",\"exact_searches\":" + std::to_string(s.exact_searches) + "}";
+         ",\"exact_searches\":" + std::to_string(s.exact_searches) + held + "]}";
 }
 
 void MemoryHttp::List(Responder& respond) {
@@ -66,7 +93,18 @@ void MemoryHttp::List(Responder& respond) {
   respond(JsonResponse(200, body + "]}"));
 }
 
+namespace {
+
+Status Managed(const std::string& what) {
+  return FailedPrecondition(what +
+                            ": in a cluster, collections are declared with `dais ctl apply` "
+                            "(kind: collection) and placed on nodes by the scheduler");
+}
+
+}  // namespace
+
 void MemoryHttp::Create(const Request& request, Responder& respond) {
+  if (managed_) return respond(ErrorResponse(Managed("creating a collection on a node")));
   auto spec = memory::ParseCollectionSpec(request.body);
   if (!spec.ok()) return respond(ErrorResponse(spec.status()));
   if (Status s = service_->Create(*spec); !s.ok()) return respond(ErrorResponse(s));
@@ -81,6 +119,7 @@ void MemoryHttp::Describe(const std::string& collection, Responder& respond) {
 }
 
 void MemoryHttp::Drop(const std::string& collection, Responder& respond) {
+  if (managed_) return respond(ErrorResponse(Managed("dropping a collection on a node")));
   if (Status s = service_->Drop(collection); !s.ok()) return respond(ErrorResponse(s));
   respond(JsonResponse(200, "{\"dropped\":\"" + collection + "\"}"));
 }
@@ -98,12 +137,14 @@ void MemoryHttp::Points(const Request& request, const std::string& collection,
       respond(JsonResponse(200, "{\"upserted\":" + std::to_string(n) + "}"));
     });
   }
+  auto shards = ParseShardsParam(request.query, (*spec)->shards);
+  if (!shards.ok()) return respond(ErrorResponse(shards.status()));
   bool with_vector = false;
   if (op == "delete" || op == "get") {
     auto ids = memory::ParseIds(request.body, op == "get" ? &with_vector : nullptr);
     if (!ids.ok()) return respond(ErrorResponse(ids.status()));
     if (op == "get") {
-      auto hits = service_->Get(collection, *ids, with_vector);
+      auto hits = service_->Get(collection, *ids, with_vector, *shards);
       if (!hits.ok()) return respond(ErrorResponse(hits.status()));
       return respond(JsonResponse(200, HitsJson(*hits, false)));
     }
@@ -115,6 +156,7 @@ void MemoryHttp::Points(const Request& request, const std::string& collection,
   }
   auto search = memory::ParseSearch(request.body, **spec);
   if (!search.ok()) return respond(ErrorResponse(search.status()));
+  search->shards = std::move(*shards);
   auto hits = service_->Search(collection, *search);
   if (!hits.ok()) return respond(ErrorResponse(hits.status()));
   respond(JsonResponse(200, HitsJson(*hits, true)));

@@ -8,6 +8,8 @@
 //   POST   /v2/memory/collections/{c}/get          {"ids": [...], "with_vector": false}
 //   POST   /v2/memory/collections/{c}/search       {"vector", "k", "filter", "min_score", ...}
 // Bad input is a 400 naming the field, before anything changes; an unknown collection 404.
+// get and search take `?shards=0,2` (the gateway's fan-out): only those shards, each of which
+// must be held here (503 otherwise, as for any shard not held when none is named).
 #pragma once
 
 #include <string>
@@ -20,6 +22,10 @@ namespace dais::frontends::http {
 class MemoryHttp {
  public:
   explicit MemoryHttp(memory::MemoryService* service) : service_(service) {}  // borrowed
+
+  // A cluster node: its collections are placed by the scheduler (`dais ctl apply`, kind:
+  // collection), so create and drop are refused.
+  void set_managed(bool managed) { managed_ = managed; }
 
   void List(Responder& respond);
   void Create(const Request& request, Responder& respond);
@@ -36,6 +42,11 @@ class MemoryHttp {
 
  private:
   memory::MemoryService* service_;
+  bool managed_ = false;
 };
+
+// The `shards` parameter of a query string ("k=v&shards=0,2"): empty when absent;
+// InvalidArgument naming a shard that is not a number below `count`.
+StatusOr<std::vector<int>> ParseShardsParam(std::string_view query, int count);
 
 }  // namespace dais::frontends::http
