@@ -6,6 +6,7 @@
 #include "cluster/node_agent.h"
 #include "cluster/nvml.h"
 #include "cmd/memory_shard_job.h"
+#include "cmd/serve_memory.h"
 #include "common/logging.h"
 #ifdef DAIS_HAVE_LEARN
 #include "cmd/training_runner.h"
@@ -77,7 +78,7 @@ int RunNode(const NodeCliOptions& o) {
   ao.capacity.labels = std::move(*labels);
   ao.repositories = o.serve.model_repositories;
   // The jobs a node runs: vector memory shards and (with LibTorch / XGBoost) training jobs.
-  memory::MemoryService* memory = nullptr;  // set before the agent starts (on_memory)
+  MemoryRuntime* memory = nullptr;  // set before the agent starts (on_memory)
 #ifdef DAIS_HAVE_LEARN
   TrainingRunnerOptions training;
   training.node_id = ao.node_id;
@@ -87,7 +88,8 @@ int RunNode(const NodeCliOptions& o) {
 #endif
   ao.jobs = [&](const cluster::Assignment& a,
                 std::function<void()> changed) -> StatusOr<std::unique_ptr<cluster::AssignedJob>> {
-    if (!a.memory.empty()) return StartMemoryShard(memory, a, std::move(changed));
+    if (!a.memory.empty())
+      return StartMemoryShard(memory ? memory->service() : nullptr, a, std::move(changed));
 #ifdef DAIS_HAVE_LEARN
     return StartTrainingJob(training, a, std::move(changed));
 #else
@@ -99,7 +101,7 @@ int RunNode(const NodeCliOptions& o) {
   serve.memory.managed = true;
   std::unique_ptr<cluster::NodeAgent> agent;
   ServeHooks hooks;
-  hooks.on_memory = [&memory](memory::MemoryService* m) { memory = m; };
+  hooks.on_memory = [&memory](MemoryRuntime* m) { memory = m; };
   hooks.on_ready = [&](runtime::ModelManager* manager, int http_port, int grpc_port) {
     ao.http_endpoint = o.advertise_host + ":" + std::to_string(http_port);
     ao.grpc_endpoint = grpc_port > 0 ? o.advertise_host + ":" + std::to_string(grpc_port) : "";
@@ -107,6 +109,8 @@ int RunNode(const NodeCliOptions& o) {
     return agent->Start();
   };
   hooks.on_stop = [&] {
+    // The shards' last snapshot (with a cold tier) before the agent lets them go.
+    if (memory) memory->SnapshotNow();
     if (agent) agent->Stop(/*leave=*/true);
   };
   return RunServe(serve, &hooks);

@@ -513,7 +513,7 @@ StatusOr<std::unique_ptr<MemoryRuntime>> StartMemory(const ServeOptions& o,
                                                      const ServeHooks* hooks) {
   ASSIGN_OR_RETURN(auto memory, MemoryRuntime::Create(o.memory, feature_flags));
   if (memory) features->enricher()->SetKnnSearch(memory->KnnSearch());
-  if (hooks != nullptr && hooks->on_memory) hooks->on_memory(memory ? memory->service() : nullptr);
+  if (hooks != nullptr && hooks->on_memory) hooks->on_memory(memory.get());
   return memory;
 }
 

@@ -20,11 +20,9 @@ namespace CLI {
 class App;
 }
 
-namespace dais::memory {
-class MemoryService;
-}
-
 namespace dais::cmd {
+
+class MemoryRuntime;  // serve_memory.h
 
 struct ServeOptions {
   std::vector<std::string> model_repositories;
@@ -83,7 +81,7 @@ struct ServeHooks {
   std::function<Status(runtime::ModelManager* manager, int http_port, int grpc_port)> on_ready;
   std::function<void()> on_stop;
   // With --memory: the vector memory service (null without), before the listeners start.
-  std::function<void(memory::MemoryService* memory)> on_memory;
+  std::function<void(MemoryRuntime* memory)> on_memory;
 };
 
 void AddServeFlags(CLI::App* app, ServeOptions* options);

@@ -77,11 +77,13 @@ void AddMemoryFlags(CLI::App* app, MemoryFlags* f) {
   app->add_option("--memory-collection", f->collections,
                   "Create this collection at start (a JSON or YAML spec file; implies --memory; "
                   "an existing identical one is kept). Repeatable.");
-  app->add_option("--memory-snapshot-dir", f->snapshot_dir,
-                  "The cold tier: snapshots of every collection as gzip JSON lines in day "
-                  "partitions (<dir>/<collection>/dt=YYYY-MM-DD/shard-N.jsonl.gz), written every "
-                  "--memory-snapshot-secs and at a clean stop. A collection Redis does not hold "
-                  "at start is rebuilt from its newest snapshot (and written back to Redis).");
+  app->add_option(
+      "--memory-snapshot-dir", f->snapshot_dir,
+      "The cold tier: snapshots of every collection as gzip JSON lines in day "
+      "partitions (<dir>/<collection>/dt=YYYY-MM-DD/shard-N.jsonl.gz), written every "
+      "--memory-snapshot-secs and at a clean stop. A collection Redis does not hold "
+      "at start is rebuilt from its newest snapshot (and written back to Redis); on a "
+      "dais node, the shards it holds, each rebuilt when Redis never saw a write to it.");
   app->add_option("--memory-snapshot-secs", f->snapshot_secs,
                   "Seconds between snapshots (0: only at a clean stop).")
       ->check(CLI::Range(0, 86400 * 7))
@@ -142,7 +144,9 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const MemoryFlags
     }
     r->store_ = std::make_unique<memory::RedisStore>(r->redis_.get());
   }
-  r->service_ = std::make_unique<memory::MemoryService>(r->store_.get());
+  memory::MemoryOptions options;
+  if (flags.managed) options.cold_tier = flags.snapshot_dir;  // standalone: at start (below)
+  r->service_ = std::make_unique<memory::MemoryService>(r->store_.get(), options);
   r->api_ = frontends::http::MemoryHttp(r->service_.get());
   if (flags.managed) {
     r->api_.set_managed(true);

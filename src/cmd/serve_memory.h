@@ -46,6 +46,10 @@ class MemoryRuntime {
   memory::MemoryService* service() { return service_.get(); }
   // knn features (features.yaml `knn:`) searched in this server's collections.
   features::KnnSearch KnnSearch();
+  // Writes the snapshots now (with --memory-snapshot-dir; nothing without).
+  void SnapshotNow() {
+    if (!snapshot_dir_.empty()) WriteSnapshot();
+  }
 
  private:
   MemoryRuntime();

@@ -215,7 +215,7 @@ TEST(MemoryRedisTest, ExpiredPointsAreForgottenInRedis) {
                     std::chrono::system_clock::now().time_since_epoch())
                     .count() -
                 60'000;  // the points were written a minute ago
-  MemoryService service(&store, {std::chrono::seconds(2), [&] { return now; }});
+  MemoryService service(&store, {std::chrono::seconds(2), [&] { return now; }, ""});
   auto spec = *ParseCollectionSpec(R"({"name": "t", "dimension": 2, "ttl": "30s"})");
   ASSERT_TRUE(service.Create(spec).ok());
   ASSERT_TRUE(Wait([&](auto d) { service.Upsert("t", {{"a", {1, 0}, {}}}, d); }).ok());

@@ -178,7 +178,7 @@ Status MemoryService::Snapshot(const std::string& root) {
   return OkStatus();
 }
 
-Status MemoryService::WriteBack(const std::shared_ptr<Collection>& c, Shard* shard,
+Status MemoryService::WriteBack(const CollectionSpec& spec, Shard* shard,
                                 std::vector<StoredPoint> points) {
   if (store_ == nullptr) {
     shard->Restore(points);
@@ -189,7 +189,7 @@ Status MemoryService::WriteBack(const std::shared_ptr<Collection>& c, Shard* sha
   for (auto& p : points) by_expiry[p.expires_ms].push_back(std::move(p.point));
   for (auto& [expires, batch] : by_expiry) {
     std::promise<StatusOr<uint64_t>> done;
-    store_->Upsert(*c->spec, shard->index(), batch, expires,
+    store_->Upsert(spec, shard->index(), batch, expires,
                    std::chrono::steady_clock::now() + options_.write_timeout,
                    [&](StatusOr<uint64_t> seq) { done.set_value(std::move(seq)); });
     ASSIGN_OR_RETURN(uint64_t seq, done.get_future().get());
@@ -214,7 +214,7 @@ Status MemoryService::RestoreFromSnapshots(const std::string& root, const Progre
       if (!day.ok() && day.status().code() == StatusCode::kNotFound) continue;
       if (!day.ok()) return day.status();
       const size_t n = points.size();
-      RETURN_IF_ERROR(WriteBack(c, shard, std::move(points)));
+      RETURN_IF_ERROR(WriteBack(*spec, shard, std::move(points)));
       if (progress) progress(spec->name, shard->index(), n);
     }
   }
@@ -249,7 +249,25 @@ Status MemoryService::Host(CollectionSpecPtr spec, int index, const Progress& pr
                            std::to_string(spec->shards) + ")");
   }
   auto r = std::make_shared<Replica>(spec, index);
-  RETURN_IF_ERROR(LoadShard(*spec, r.get(), Now(), progress));
+  const int64_t now = Now();
+  RETURN_IF_ERROR(LoadShard(*spec, r.get(), now, progress));
+  if (r->at.seq == 0 && !options_.cold_tier.empty()) {
+    // Never written in the store: new, or the store lost it. The newest snapshot, if any, is
+    // written back (new sequences) and applied.
+    std::vector<StoredPoint> points;
+    auto day = ReadShardSnapshot(options_.cold_tier, *spec, index, [&](StoredPoint p) {
+      if (p.expires_ms == 0 || p.expires_ms > now) points.push_back(std::move(p));
+    });
+    if (!day.ok() && day.status().code() != StatusCode::kNotFound) return day.status();
+    if (day.ok() && !points.empty()) {
+      const size_t n = points.size();
+      // Its log entries come back to CatchUp with sequences the shard holds: no change.
+      RETURN_IF_ERROR(WriteBack(*spec, r->shard.get(), std::move(points)));
+      LOG_INFO("vector memory: {} shard {} rebuilt from the cold tier {} ({}): {} points",
+               spec->name, index, options_.cold_tier, *day, n);
+      if (progress) progress(spec->name, index, n);
+    }
+  }
   MutexLock l(&mu_);
   std::shared_ptr<Collection>& slot = collections_[spec->name];
   // A changed spec starts over: the shards held under the old one are placed again too (their

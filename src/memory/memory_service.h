@@ -27,6 +27,9 @@ int ShardOf(std::string_view id, int shards);
 struct MemoryOptions {
   std::chrono::milliseconds write_timeout{2000};  // the durable store's answer
   std::function<int64_t()> now_ms;                // Unix ms; default: the system clock
+  // The cold tier (snapshot_files.h) Host rebuilds a shard from when the store never saw a
+  // write to it (the store lost it); empty: none.
+  std::string cold_tier;
 };
 
 struct CollectionStats {
@@ -61,7 +64,8 @@ class MemoryService {
   // Host loads one shard from the store (progress as Restore's) and follows its log from then
   // on; the collection exists here while it holds at least one. Writes to the shards it does not
   // hold still go to the store (the holders apply them from the log); reads of them are
-  // Unavailable. Host needs a store (FailedPrecondition without).
+  // Unavailable. Host needs a store (FailedPrecondition without). A shard the store never saw a
+  // write to is rebuilt from MemoryOptions::cold_tier when a snapshot of it is there.
   Status Host(CollectionSpecPtr spec, int shard, const Progress& progress = {});
   void Unhost(const std::string& name, int shard);
   StatusOr<CollectionSpecPtr> Spec(const std::string& name) const;
@@ -100,8 +104,7 @@ class MemoryService {
   size_t CatchUpShard(const CollectionSpec& spec, Replica* r, int64_t now);
   size_t ApplyLogEntry(const CollectionSpec& spec, Shard* shard, const MemoryStore::LogEntry& e,
                        int64_t now);
-  Status WriteBack(const std::shared_ptr<Collection>& c, Shard* shard,
-                   std::vector<StoredPoint> points);
+  Status WriteBack(const CollectionSpec& spec, Shard* shard, std::vector<StoredPoint> points);
 
   MemoryStore* store_;
   const MemoryOptions options_;

@@ -228,7 +228,7 @@ TEST(MemoryServiceTest, SelectiveFilterFallsBackToExactSearch) {
 
 TEST(MemoryServiceTest, PointsExpireAfterTheTtl) {
   int64_t now = 1'000'000;
-  MemoryService service(nullptr, {std::chrono::seconds(1), [&] { return now; }});
+  MemoryService service(nullptr, {std::chrono::seconds(1), [&] { return now; }, ""});
   ASSERT_TRUE(service.Create(Spec(R"(, "ttl": "10s")")).ok());
   ASSERT_TRUE(Wait([&](auto d) { service.Upsert("items", {{"a", {1, 2, 3, 4}, {}}}, d); }).ok());
   SearchRequest r;
@@ -263,7 +263,7 @@ TEST(SnapshotTest, TheColdTierRebuildsACollection) {
   std::filesystem::remove_all(root);
   int64_t now = 1'764'900'000'000;
   {
-    MemoryService service(nullptr, {std::chrono::seconds(1), [&] { return now; }});
+    MemoryService service(nullptr, {std::chrono::seconds(1), [&] { return now; }, ""});
     ASSERT_TRUE(service.Create(Spec(R"(, "shards": 2, "ttl": "1h")")).ok());
     std::vector<Point> points;
     for (int i = 0; i < 50; ++i) {
@@ -279,7 +279,7 @@ TEST(SnapshotTest, TheColdTierRebuildsACollection) {
     ASSERT_TRUE(service.Snapshot(root).ok());
   }
   now += 3'600'000 - 500;  // the first 50 points expired, "late" not yet
-  MemoryService restored(nullptr, {std::chrono::seconds(1), [&] { return now; }});
+  MemoryService restored(nullptr, {std::chrono::seconds(1), [&] { return now; }, ""});
   size_t reported = 0;
   ASSERT_TRUE(
       restored.RestoreFromSnapshots(root, [&](const std::string&, int, size_t n) { reported += n; })
@@ -288,7 +288,7 @@ TEST(SnapshotTest, TheColdTierRebuildsACollection) {
   EXPECT_EQ(restored.Stats()[0].points, 1u);
   EXPECT_EQ(restored.Stats()[0].spec->shards, 2);
   now -= 2000;  // before the 50 expired: restore again into a fresh service
-  MemoryService earlier(nullptr, {std::chrono::seconds(1), [&] { return now; }});
+  MemoryService earlier(nullptr, {std::chrono::seconds(1), [&] { return now; }, ""});
   ASSERT_TRUE(earlier.RestoreFromSnapshots(root).ok());
   EXPECT_EQ(earlier.Stats()[0].points, 51u);
   auto got = earlier.Get("items", {"p7"}, true);
