@@ -1,5 +1,6 @@
 // libFuzzer target for the vector memory API's bodies (memory/point.h, memory/collection_spec.h).
-// The first byte picks the parser: a collection spec, an upsert, a search, or ids. Each either
+// The first byte picks the parser: a collection spec, an upsert, a search, ids (4), or the query
+// string's `shards` list (the gateway's fan-out). Each either
 // refuses with InvalidArgument or returns what its rules promise: vectors of the collection's
 // dimension with finite coordinates (unit length for cosine), payloads in the schema that
 // round-trip through their stored JSON, k in range, a spec whose JSON parses back to itself.
@@ -38,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const m::CollectionSpecPtr spec = *m::ParseCollectionSpec(
       R"({"name": "f", "dimension": 4, "metric": "cosine",
           "payload": {"s": "string", "n": "number", "b": "bool"}})");
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0: {
       auto parsed = m::ParseCollectionSpec(body);
       if (!parsed.ok()) return Refused(parsed.status()), 0;
@@ -69,6 +70,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       CheckVector(*spec, r->vector);
       for (const auto& c : r->filter) {
         if (!spec->payload.count(c.field)) __builtin_trap();
+      }
+      break;
+    }
+    case 3: {
+      auto shards = m::ParseShardsParam(body, 8);
+      if (!shards.ok()) return Refused(shards.status()), 0;
+      for (int s : *shards) {
+        if (s < 0 || s >= 8) __builtin_trap();
       }
       break;
     }

@@ -124,6 +124,17 @@ TEST(PointTest, TheChecksForOtherCodecsApplyTheSameRules) {
             std::string::npos);
 }
 
+TEST(PointTest, TheShardsParameterNamesShardsInRange) {
+  EXPECT_TRUE(ParseShardsParam("", 4)->empty());
+  EXPECT_TRUE(ParseShardsParam("x=1", 4)->empty());
+  EXPECT_EQ(*ParseShardsParam("a=b&shards=0,3", 4), (std::vector<int>{0, 3}));
+  for (const char* bad : {"shards=4", "shards=-1", "shards=1x", "shards=1,,2", "shards=,"}) {
+    auto r = ParseShardsParam(bad, 4);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("shards"), std::string::npos);
+  }
+}
+
 TEST(PointTest, CosineNormalisesAndRefusesZero) {
   auto spec = *ParseCollectionSpec(R"({"name": "c", "dimension": 2})");
   std::vector<float> v{3, 4};

@@ -4,6 +4,7 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "common/json.h"
@@ -401,6 +402,30 @@ StatusOr<Payload> ParsePayloadJson(std::string_view text, const CollectionSpec& 
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseJson<kJsonFlags>(text, &doc));
   return ParsePayload(doc, spec, "payload");
+}
+
+StatusOr<std::vector<int>> ParseShardsParam(std::string_view query, int count) {
+  std::vector<int> out;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (kv.substr(0, 7) != "shards=") continue;
+    std::string_view list = kv.substr(7);
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      const std::string_view item = list.substr(0, comma);
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      int n = -1;
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+      if (ec != std::errc() || end != item.data() + item.size() || n < 0 || n >= count) {
+        return InvalidArgument("shards: '" + std::string(item) + "' is not a shard (0.." +
+                               std::to_string(count - 1) + ")");
+      }
+      out.push_back(n);
+    }
+  }
+  return out;
 }
 
 }  // namespace dais::memory

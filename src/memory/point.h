@@ -55,6 +55,9 @@ inline constexpr size_t kMaxBatch = 10000;
 
 // {"points": [{"id": "a", "vector": [...], "payload": {...}}, ...]}
 StatusOr<std::vector<Point>> ParseUpsert(std::string_view body, const CollectionSpec& spec);
+// The `shards` parameter of a query string ("k=v&shards=0,2", the gateway's fan-out): empty
+// when absent; InvalidArgument naming an item that is not a shard number below `count`.
+StatusOr<std::vector<int>> ParseShardsParam(std::string_view query, int count);
 // {"ids": ["a", ...]} (get and delete); `with_vector` is read when given.
 StatusOr<std::vector<std::string>> ParseIds(std::string_view body, bool* with_vector = nullptr);
 // {"vector": [...], "k": 10, "filter": {...}, "min_score": 0.5 | "max_distance": 1.2,

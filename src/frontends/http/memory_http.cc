@@ -3,7 +3,6 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <charconv>
 #include <chrono>
 
 #include "frontends/http/http_status.h"
@@ -36,30 +35,6 @@ void WriteHit(Writer& w, const memory::SearchHit& h, bool with_score) {
 }
 
 }  // namespace
-
-StatusOr<std::vector<int>> ParseShardsParam(std::string_view query, int count) {
-  std::vector<int> out;
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    std::string_view kv = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (kv.substr(0, 7) != "shards=") continue;
-    std::string_view list = kv.substr(7);
-    while (!list.empty()) {
-      const size_t comma = list.find(',');
-      const std::string_view item = list.substr(0, comma);
-      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-      int n = -1;
-      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
-      if (ec != std::errc() || end != item.data() + item.size() || n < 0 || n >= count) {
-        return InvalidArgument("shards: '" + std::string(item) + "' is not a shard (0.." +
-                               std::to_string(count - 1) + ")");
-      }
-      out.push_back(n);
-    }
-  }
-  return out;
-}
 
 std::string MemoryHttp::HitsJson(const std::vector<memory::SearchHit>& hits, bool with_score) {
   rapidjson::StringBuffer out;
@@ -137,7 +112,7 @@ void MemoryHttp::Points(const Request& request, const std::string& collection,
       respond(JsonResponse(200, "{\"upserted\":" + std::to_string(n) + "}"));
     });
   }
-  auto shards = ParseShardsParam(request.query, (*spec)->shards);
+  auto shards = memory::ParseShardsParam(request.query, (*spec)->shards);
   if (!shards.ok()) return respond(ErrorResponse(shards.status()));
   bool with_vector = false;
   if (op == "delete" || op == "get") {

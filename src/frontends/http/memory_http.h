@@ -45,8 +45,4 @@ class MemoryHttp {
   bool managed_ = false;
 };
 
-// The `shards` parameter of a query string ("k=v&shards=0,2"): empty when absent;
-// InvalidArgument naming a shard that is not a number below `count`.
-StatusOr<std::vector<int>> ParseShardsParam(std::string_view query, int count);
-
 }  // namespace dais::frontends::http
