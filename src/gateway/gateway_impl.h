@@ -69,6 +69,10 @@ frontends::http::Response Error(int status, const std::string& message);
 std::vector<std::pair<std::string, std::string>> ForwardedHeaders(
     const frontends::http::Request& r);
 
+// The HTTP status a gRPC code is counted as in the request metrics (so that a rollout's error
+// rate sees gRPC failures as 5xx).
+int HttpOfCode(int code);
+
 // Every gateway adds one to this header (HTTP) or metadata entry (gRPC) of what it forwards; a
 // request that arrives having passed kMaxHops gateways is refused with 508 (issue 32: a node
 // entry pointing at the gateway recursed up to the connection cap).
@@ -105,6 +109,8 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
                                 const std::map<std::string, std::string>& nodes_kv,
                                 const std::map<std::string, std::string>& instances_kv,
                                 const std::map<std::string, std::string>& collections_kv = {});
+
+struct MemoryFanOut;  // memory_fanout.h
 
 struct Gateway::Impl {
   Impl(GatewayOptions o, boost::asio::io_context* io);
@@ -181,6 +187,15 @@ struct Gateway::Impl {
   // /v2/memory/collections[/{c}[/{op}]], searches and gets fanned out over one READY replica of
   // each shard and merged, writes to a replica (the shards' logs carry them to the others).
   void HandleMemory(frontends::http::Request request, frontends::http::Responder respond);
+  // The same over gRPC, dais.memory.v1.Memory/{Upsert,Delete,Get,Search} (`op` lower-case).
+  void HandleMemoryGrpc(const std::string& op, std::shared_ptr<frontends::grpc::ServerCall> call,
+                        std::string bytes);
+  void AddMemoryGrpcMethods(frontends::grpc::MethodTable* table);
+  // Fills `f` with the view, the collection (by name, as the tenant may use it) and the op, and
+  // counts it in flight; an answer when refused (503 before etcd was read, 403, 404).
+  std::optional<frontends::http::Response> FindCollection(const std::string& tenant,
+                                                          const std::string& name,
+                                                          const std::string& op, MemoryFanOut* f);
 
   // gRPC (grpc_proxy.cc).
   void TryGrpc(const CallPtr& call, const std::string& node);

@@ -21,37 +21,6 @@ using frontends::http::Response;
 
 constexpr const char* kService = "/inference.GRPCInferenceService/";
 
-// The HTTP status a gRPC code is counted as in the request metrics (so that a rollout's error
-// rate sees gRPC failures as 5xx).
-int HttpOfCode(int code) {
-  switch (code) {
-    case 0:
-      return 200;
-    case 1:
-      return 499;
-    case 3:
-    case 9:
-    case 11:
-      return 400;
-    case 5:
-      return 404;
-    case 7:
-      return 403;
-    case 8:
-      return 429;
-    case 12:
-      return 501;
-    case 14:
-      return 503;
-    case 4:
-      return 504;
-    case 16:
-      return 401;
-    default:
-      return 500;
-  }
-}
-
 // A server-side failure (counts against the node); client errors do not.
 bool NodeFailed(const GrpcResult& r) {
   return r.code == 2 || r.code == 4 || r.code == 13 || r.code == 14 || r.code == 15;
@@ -99,6 +68,35 @@ StatusOr<int64_t> AskedVersion(const std::string& version) {
 }
 
 }  // namespace
+
+int HttpOfCode(int code) {
+  switch (code) {
+    case 0:
+      return 200;
+    case 1:
+      return 499;
+    case 3:
+    case 9:
+    case 11:
+      return 400;
+    case 5:
+      return 404;
+    case 7:
+      return 403;
+    case 8:
+      return 429;
+    case 12:
+      return 501;
+    case 14:
+      return 503;
+    case 4:
+      return 504;
+    case 16:
+      return 401;
+    default:
+      return 500;
+  }
+}
 
 void Gateway::Impl::RefuseGrpc(const CallPtr& call, const Response& refusal) {
   for (const auto& [k, v] : refusal.headers) {
@@ -405,6 +403,7 @@ frontends::grpc::MethodTable Gateway::GrpcMethods() {
     AppendStringField(&m, 2, DAIS_VERSION);
     sc->Reply(std::move(m));
   };
+  g->AddMemoryGrpcMethods(&t);
   t["/grpc.health.v1.Health/Check"].unary = [this](std::shared_ptr<ServerCall> sc, std::string) {
     sc->Reply(Ready() ? std::string("\x08\x01", 2) : std::string("\x08\x02", 2));
   };

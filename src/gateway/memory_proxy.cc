@@ -1,213 +1,26 @@
-// Vector memory through the gateway (gateway_impl.h, HandleMemory; docs/memory.md, "In a
-// cluster"). A collection's shards are held by the nodes the scheduler chose (each shard by
-// `replicas` nodes); the gateway knows them from the instance states (View::memory_ready).
-//   search / get: one READY replica per shard, grouped by node (one request per node, naming
-//     its shards with ?shards=), the answers merged (search: best `k` by the metric); a replica
-//     that cannot be reached, fails mid-answer or answers 503 is replaced by another of the same
-//     shards.
-//   upsert / delete: to one node holding any shard of the collection: it writes every point to
-//     the shard's Redis hash and log, and each replica applies the log (about 100 ms later).
+// Vector memory through the gateway (gateway_impl.h, HandleMemory / MemoryGrpcMethods;
+// docs/memory.md, "In a cluster"): authentication, tenancy and the collection's lookup, then
+// memory_fanout.h sends the request to the replicas of its shards and merges their answers.
 // Tenancy: with --jwks, a collection that names a tenant is for that tenant's tokens only.
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <algorithm>
-#include <random>
-#include <set>
 
 #include "common/json.h"
-#include "gateway/gateway_impl.h"
-#include "metrics/registry.h"
+#include "gateway/memory_fanout.h"
+#include "gateway/proto_fields.h"
 
 namespace dais::gateway {
 namespace {
 
+using frontends::grpc::ServerCall;
 using frontends::http::Request;
 using frontends::http::Responder;
 using frontends::http::Response;
 
-metrics::Family<metrics::Counter>& Requests() {
-  static auto& f = metrics::Registry::Global().AddCounter(
-      "dais_gateway_memory_requests_total",
-      "Vector memory requests through the gateway by collection (- when unknown), operation "
-      "and HTTP status",
-      {"collection", "op", "code"});
-  return f;
-}
+constexpr const char* kMemoryGrpcService = "/dais.memory.v1.Memory/";
 
-metrics::Family<metrics::Counter>& Replaced() {
-  static auto& f = metrics::Registry::Global().AddCounter(
-      "dais_gateway_memory_replica_retries_total",
-      "Parts of a vector memory request sent again to another replica of the same shards "
-      "(the first could not be reached or answered 503)",
-      {"collection"});
-  return f;
-}
-
-// One request on its way: its parts (one per node) and what they answered.
-struct FanOut {
-  Gateway::Impl* g = nullptr;
-  std::shared_ptr<const View> view;
-  const cluster::CollectionPlacement* collection = nullptr;  // in `view`
-  std::string op, path, body;
-  std::vector<std::pair<std::string, std::string>> headers;
-  Responder respond;
-  Clock::time_point deadline;
-  int k = 10;
-  bool write = false;  // upsert / delete: one node, every shard
-
-  Mutex mu;
-  int pending DAIS_GUARDED_BY(mu) = 0;
-  std::set<std::string> failed DAIS_GUARDED_BY(mu);  // nodes that could not answer
-  std::vector<std::pair<double, std::string>> hits DAIS_GUARDED_BY(mu);  // score, hit JSON
-  std::optional<Response> error DAIS_GUARDED_BY(mu);
-  std::optional<Response> single DAIS_GUARDED_BY(mu);  // a write's answer, as it came
-};
-using FanOutPtr = std::shared_ptr<FanOut>;
-
-uint64_t Random() {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return rng();
-}
-
-// node -> the shards it is asked for; an error naming the shard with no READY replica left.
-StatusOr<std::map<std::string, std::vector<int>>> PlanParts(const FanOut& f,
-                                                            const std::vector<int>& shards,
-                                                            const std::set<std::string>& failed) {
-  std::map<std::string, std::vector<int>> plan;
-  for (int s : shards) {
-    std::vector<std::string> candidates;
-    auto it = f.view->memory_ready.find(f.collection->ShardTask(s));
-    if (it != f.view->memory_ready.end()) {
-      for (const auto& n : it->second) {
-        if (!failed.count(n)) candidates.push_back(n);
-      }
-    }
-    if (candidates.empty()) {
-      return Unavailable("shard " + std::to_string(s) + " of collection " + f.collection->name +
-                         " has no READY replica" + (failed.empty() ? "" : " left") +
-                         " (dais ctl get collections)");
-    }
-    // A node already asked for another shard takes this one too: fewer requests.
-    auto chosen = std::find_if(candidates.begin(), candidates.end(),
-                               [&plan](const std::string& n) { return plan.count(n) > 0; });
-    const std::string& node =
-        chosen != candidates.end() ? *chosen : candidates[Random() % candidates.size()];
-    plan[node].push_back(s);
-  }
-  if (f.write && !plan.empty()) {
-    // Any holder writes every shard's points to the store.
-    auto one = *plan.begin();
-    one.second = shards;
-    return std::map<std::string, std::vector<int>>{std::move(one)};
-  }
-  return plan;
-}
-
-void Finish(const FanOutPtr& f) DAIS_NO_THREAD_SAFETY_ANALYSIS {
-  Response out;
-  if (f->error) {
-    out = std::move(*f->error);
-  } else if (f->single) {
-    out = std::move(*f->single);
-  } else {
-    auto& hits = f->hits;
-    if (f->op == "search") {
-      const bool higher = f->collection->HigherIsBetter();
-      std::stable_sort(hits.begin(), hits.end(), [higher](const auto& a, const auto& b) {
-        return higher ? a.first > b.first : a.first < b.first;
-      });
-      if (hits.size() > static_cast<size_t>(f->k)) hits.resize(static_cast<size_t>(f->k));
-    }
-    std::string body = "{\"results\":[";
-    for (size_t i = 0; i < hits.size(); ++i) body += (i ? "," : "") + hits[i].second;
-    out = Response{200, "application/json", body + "]}", {}};
-  }
-  Requests().Get({f->collection->name, f->op, std::to_string(out.status)}).Increment();
-  f->g->in_flight.fetch_sub(1);
-  f->respond(std::move(out));
-}
-
-void SendPart(const FanOutPtr& f, const std::string& node, std::vector<int> shards);
-
-// A part's answer: merged, or sent again to other replicas of its shards.
-void OnPart(const FanOutPtr& f, const std::string& node, const std::vector<int>& shards,
-            UpstreamResult r) {
-  // Every operation is idempotent (a write again is the same points under a newer sequence), so
-  // a part whose node failed or went away mid-answer is sent to another replica; a deadline is
-  // not (the time is spent).
-  const bool retry = (r.status.ok() && r.response.status == 503) ||
-                     (!r.status.ok() && r.status.code() != StatusCode::kDeadlineExceeded);
-  std::map<std::string, std::vector<int>> again;
-  bool done = false;
-  {
-    MutexLock l(&f->mu);
-    if (retry && Clock::now() < f->deadline) {
-      f->failed.insert(node);
-      auto plan = PlanParts(*f, shards, f->failed);
-      if (plan.ok()) {
-        again = std::move(*plan);
-        f->pending += static_cast<int>(again.size());
-        Replaced().Get({f->collection->name}).Increment();
-      } else if (!f->error) {
-        f->error = Error(503, std::string(plan.status().message()));
-      }
-    } else if (!r.status.ok()) {
-      if (!f->error) {
-        f->error = Error(r.status.code() == StatusCode::kDeadlineExceeded ? 504 : 502,
-                         "node " + node + ": " + std::string(r.status.message()));
-      }
-    } else if (r.response.status != 200 || f->write) {
-      Response answer{r.response.status, "application/json", std::move(r.response.body), {}};
-      if (r.response.status != 200) {
-        if (!f->error) f->error = std::move(answer);
-      } else {
-        f->single = std::move(answer);
-      }
-    } else {
-      rapidjson::Document d;
-      const rapidjson::Value& root = d;
-      if (!json::ParseJson(r.response.body, &d).ok() || !root.IsObject() ||
-          !root.HasMember("results") || !root["results"].IsArray()) {
-        if (!f->error) f->error = Error(502, "node " + node + ": an answer without results");
-      } else {
-        for (const auto& hit : root["results"].GetArray()) {
-          rapidjson::StringBuffer sb;
-          rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-          hit.Accept(w);
-          const double score =
-              hit.HasMember("score") && hit["score"].IsNumber() ? hit["score"].GetDouble() : 0;
-          f->hits.emplace_back(score, sb.GetString());
-        }
-      }
-    }
-    done = --f->pending == 0;
-  }
-  for (auto& [n, s] : again) SendPart(f, n, std::move(s));
-  if (done) Finish(f);
-}
-
-void SendPart(const FanOutPtr& f, const std::string& node, std::vector<int> shards) {
-  UpstreamRequest up;
-  up.method = "POST";
-  up.target = f->path;
-  if (!f->write) {
-    up.target += "?shards=";
-    for (size_t i = 0; i < shards.size(); ++i)
-      up.target += (i ? "," : "") + std::to_string(shards[i]);
-  }
-  up.headers = f->headers;
-  up.body = f->body;
-  up.deadline = f->deadline;
-  f->g->pool.Send(f->view->node_http.at(node), std::move(up),
-                  [f, node, shards = std::move(shards)](UpstreamResult r) {
-                    OnPart(f, node, shards, std::move(r));
-                  });
-}
-
-// GET /v2/memory/collections[/{c}]: the collections a tenant may use, with each shard's READY
-// replicas.
+// GET /v2/memory/collections[/{c}]: a collection with each shard's READY replicas.
 Response Describe(const View& v, const cluster::CollectionPlacement& c) {
   std::string out = "{\"collection\":" + c.spec_json + ",\"shards\":[";
   for (int s = 0; s < c.shards; ++s) {
@@ -223,9 +36,12 @@ Response Describe(const View& v, const cluster::CollectionPlacement& c) {
   return Response{200, "application/json", out + "]}", {}};
 }
 
-// GET /v2/memory/collections: those `allowed`.
-Response List(const View& v, const std::string& method,
-              const std::function<bool(const cluster::CollectionPlacement&)>& allowed) {
+bool Allowed(bool auth, const std::string& tenant, const cluster::CollectionPlacement& c) {
+  return !auth || c.tenant.empty() || c.tenant == tenant;
+}
+
+// GET /v2/memory/collections: those the tenant may use.
+Response List(const View& v, const std::string& method, bool auth, const std::string& tenant) {
   if (method != "GET") {
     return Error(400,
                  "in a cluster, collections are declared with `dais ctl apply` "
@@ -234,14 +50,60 @@ Response List(const View& v, const std::string& method,
   std::string out = "{\"collections\":[";
   bool first = true;
   for (const auto& [name, c] : v.collections) {
-    if (!allowed(c)) continue;
+    if (!Allowed(auth, tenant, c)) continue;
     out += (first ? "" : ",") + Describe(v, c).body;
     first = false;
   }
   return Response{200, "application/json", out + "]}", {}};
 }
 
+// The search's k (10 when absent or unreadable: the node refuses what is invalid).
+int JsonK(const std::string& body) {
+  rapidjson::Document d;
+  const rapidjson::Value& root = d;
+  if (json::ParseJson(body, &d).ok() && root.IsObject() && root.HasMember("k") &&
+      root["k"].IsInt()) {
+    return std::max(1, root["k"].GetInt());
+  }
+  return 10;
+}
+
+int ProtoK(const std::string& message) {
+  int k = 0;
+  (void)ForEachField(message, [&k](const WireField& w) {
+    if (w.field == 3 && w.type == 0) k = static_cast<int>(std::min<uint64_t>(w.varint, 100000));
+  });
+  return k == 0 ? 10 : k;
+}
+
 }  // namespace
+
+std::optional<Response> Gateway::Impl::FindCollection(const std::string& tenant,
+                                                      const std::string& name,
+                                                      const std::string& op, MemoryFanOut* f) {
+  if (snapshots.load() < kWatchedPrefixes) {
+    return Error(503, "the gateway has not read the collections from etcd yet");
+  }
+  f->view = Current();
+  if (jwks && !f->view->tenants.count(tenant)) {
+    return Error(403, "tenant '" + tenant + "' is not known to the gateway");
+  }
+  auto c = f->view->collections.find(name);
+  if (c == f->view->collections.end()) {
+    return Error(404, "collection " + name + " does not exist (dais ctl get collections)");
+  }
+  // Another tenant's collection: 403 (and it is not listed for this tenant).
+  if (!Allowed(jwks != nullptr, tenant, c->second)) {
+    return Error(403, "tenant '" + tenant + "' may not use collection " + name);
+  }
+  f->g = this;
+  f->collection = &c->second;
+  f->op = op;
+  f->write = op == "upsert" || op == "delete";
+  f->deadline = Clock::now() + std::chrono::seconds(10);
+  in_flight.fetch_add(1);  // until the fan-out answers
+  return std::nullopt;
+}
 
 void Gateway::Impl::HandleMemory(Request request, Responder respond) {
   static const std::string kBase = "/v2/memory/collections";
@@ -257,77 +119,102 @@ void Gateway::Impl::HandleMemory(Request request, Responder respond) {
       (request.path.size() > kBase.size() && request.path[kBase.size()] != '/')) {
     return respond(Error(404, request.path + ": the vector memory API is under " + kBase));
   }
-  std::shared_ptr<const View> v = Current();
-  if (snapshots.load() < kWatchedPrefixes) {
-    return respond(Error(503, "the gateway has not read the collections from etcd yet"));
-  }
-  if (jwks && !v->tenants.count(tenant)) {
-    return respond(Error(403, "tenant '" + tenant + "' is not known to the gateway"));
-  }
-  auto allowed = [&](const cluster::CollectionPlacement& c) {
-    return !jwks || c.tenant.empty() || c.tenant == tenant;
-  };
   std::string rest = request.path.substr(kBase.size());
-  if (rest.empty() || rest == "/") return respond(List(*v, request.method, allowed));
+  if (rest.empty() || rest == "/") {
+    if (snapshots.load() < kWatchedPrefixes) {
+      return respond(Error(503, "the gateway has not read the collections from etcd yet"));
+    }
+    return respond(List(*Current(), request.method, jwks != nullptr, tenant));
+  }
   rest = rest.substr(1);
   const size_t slash = rest.find('/');
   const std::string name = rest.substr(0, slash);
   const std::string op = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  auto c = v->collections.find(name);
-  if (c == v->collections.end() || !allowed(c->second)) {
-    // Another tenant's collection: 403 (and it is not listed for this tenant).
-    const bool other = c != v->collections.end();
-    Requests().Get({"-", op.empty() ? "describe" : op, other ? "403" : "404"}).Increment();
-    return respond(
-        other ? Error(403, "tenant '" + tenant + "' may not use collection " + name)
-              : Error(404, "collection " + name + " does not exist (dais ctl get collections)"));
-  }
-  if (op.empty()) {
-    if (request.method == "GET") return respond(Describe(*v, c->second));
-    return respond(Error(400,
-                         "in a cluster, collections are declared and deleted with `dais "
-                         "ctl` (kind: collection), not through the gateway"));
-  }
-  if (op != "upsert" && op != "delete" && op != "get" && op != "search") {
+  if (!op.empty() && op != "upsert" && op != "delete" && op != "get" && op != "search") {
     return respond(
         Error(404, "collection " + name + ": '" + op + "' is not upsert, delete, get or search"));
   }
-  if (request.method != "POST") return respond(Error(405, op + " is a POST"));
-  auto f = std::make_shared<FanOut>();
-  f->g = this;
-  f->view = v;
-  f->collection = &c->second;
-  f->op = op;
+  auto f = std::make_shared<MemoryFanOut>();
+  if (auto refused = FindCollection(tenant, name, op.empty() ? "describe" : op, f.get())) {
+    return respond(std::move(*refused));
+  }
+  f->respond = std::move(respond);
+  if (op.empty()) {
+    if (request.method == "GET") {
+      Response d = Describe(*f->view, *f->collection);
+      in_flight.fetch_sub(1);
+      return f->respond(std::move(d));
+    }
+    return RefuseMemory(f, 400,
+                        "in a cluster, collections are declared and deleted with `dais ctl` "
+                        "(kind: collection), not through the gateway");
+  }
+  if (request.method != "POST") return RefuseMemory(f, 405, op + " is a POST");
   f->path = request.path;
   f->headers = ForwardedHeaders(request);
   f->body = std::move(request.body);
-  f->respond = std::move(respond);
-  f->deadline = Clock::now() + std::chrono::seconds(10);
-  f->write = op == "upsert" || op == "delete";
-  if (op == "search") {
+  if (op == "search") f->k = JsonK(f->body);
+  StartFanOut(std::move(f));
+}
+
+void Gateway::Impl::HandleMemoryGrpc(const std::string& op, std::shared_ptr<ServerCall> sc,
+                                     std::string bytes) {
+  auto refuse = [&sc](const Response& r) {
     rapidjson::Document d;
     const rapidjson::Value& root = d;
-    if (json::ParseJson(f->body, &d).ok() && root.IsObject() && root.HasMember("k") &&
-        root["k"].IsInt()) {
-      f->k = std::max(1, root["k"].GetInt());
+    const bool json = json::ParseJson(r.body, &d).ok() && root.IsObject() &&
+                      root.HasMember("error") && root["error"].IsString();
+    sc->Finish(::grpc::Status(frontends::grpc::CodeOfHttpStatus(r.status),
+                              json ? root["error"].GetString() : r.body));
+  };
+  if (auto loop = RefuseLoop(sc->Metadata(kHopsHeader).value_or(std::string_view()))) {
+    return refuse(*loop);
+  }
+  std::string tenant;
+  const size_t authorizations = static_cast<size_t>(
+      std::count_if(sc->metadata().begin(), sc->metadata().end(),
+                    [](const auto& kv) { return kv.first == "authorization"; }));
+  if (auto refused = Authenticate(
+          authorizations, sc->Metadata("authorization").value_or(std::string_view()), &tenant)) {
+    return refuse(*refused);
+  }
+  StatusOr<ModelRef> ref = ReadModelRef(bytes);  // field 1: the collection
+  if (!ref.ok() || ref->name.empty()) {
+    return sc->Finish(
+        ::grpc::Status(::grpc::StatusCode::INVALID_ARGUMENT,
+                       ref.ok() ? "collection: required" : std::string(ref.status().message())));
+  }
+  auto f = std::make_shared<MemoryFanOut>();
+  if (auto refused = FindCollection(tenant, ref->name, op, f.get())) return refuse(*refused);
+  f->grpc = sc;
+  f->method =
+      kMemoryGrpcService + std::string(1, static_cast<char>(std::toupper(op[0]))) + op.substr(1);
+  for (const auto& [k, v] : sc->metadata()) {
+    if (k != "authorization" && k != "host" && k != "connection" && k != kHopsHeader) {
+      f->metadata.emplace_back(k, v);
     }
   }
-  in_flight.fetch_add(1);  // until Finish
-  std::vector<int> all;
-  for (int s = 0; s < c->second.shards; ++s) all.push_back(s);
-  auto plan = PlanParts(*f, all, {});
-  if (!plan.ok()) {
-    {
-      MutexLock l(&f->mu);
-      f->error = Error(503, std::string(plan.status().message()));
-    }
-    return Finish(f);
+  f->metadata.emplace_back(
+      kHopsHeader,
+      std::to_string(Hops(sc->Metadata(kHopsHeader).value_or(std::string_view())) + 1));
+  if (const uint64_t us = sc->timeout_us(); us > 0) {
+    f->deadline = std::min(f->deadline, Clock::now() + std::chrono::microseconds(us));
   }
-  {
-    MutexLock l(&f->mu);
-    f->pending = static_cast<int>(plan->size());
+  if (op == "search") f->k = ProtoK(bytes);
+  f->body = std::move(bytes);
+  StartFanOut(std::move(f));
+}
+
+void Gateway::Impl::AddMemoryGrpcMethods(frontends::grpc::MethodTable* t) {
+  for (const char* op : {"upsert", "delete", "get", "search"}) {
+    std::string method = kMemoryGrpcService;
+    method += static_cast<char>(std::toupper(op[0]));
+    method += op + 1;
+    (*t)[method].unary = [this, op = std::string(op)](std::shared_ptr<ServerCall> sc,
+                                                      std::string bytes) {
+      HandleMemoryGrpc(op, std::move(sc), std::move(bytes));
+    };
   }
-  for (auto& [node, shards] : *plan) SendPart(f, node, std::move(shards));
 }
 
 }  // namespace dais::gateway

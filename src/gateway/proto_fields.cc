@@ -76,4 +76,39 @@ void AppendStringField(std::string* message, int field, std::string_view value) 
   message->append(value);
 }
 
+void AppendPackedVarints(std::string* message, int field, const std::vector<int>& values) {
+  std::string packed;
+  for (int v : values) AppendVarint(&packed, static_cast<uint32_t>(v));
+  AppendStringField(message, field, packed);
+}
+
+Status ForEachField(std::string_view s, const std::function<void(const WireField&)>& each) {
+  size_t pos = 0;
+  while (pos < s.size()) {
+    uint64_t key = 0;
+    if (!ReadVarint(s, &pos, &key) || (key >> 3) == 0 || (key >> 3) > (1u << 29)) {
+      return InvalidArgument("not valid protobuf (a bad field tag)");
+    }
+    WireField f;
+    f.field = static_cast<int>(key >> 3);
+    f.type = static_cast<int>(key & 7);
+    uint64_t n = 0;
+    if (f.type == 0) {
+      if (!ReadVarint(s, &pos, &f.varint)) return InvalidArgument("not valid protobuf (a varint)");
+      each(f);
+      continue;
+    }
+    if (f.type == 1 || f.type == 5) {
+      n = f.type == 1 ? 8 : 4;
+    } else if (f.type != 2 || !ReadVarint(s, &pos, &n)) {
+      return InvalidArgument("not valid protobuf (wire type " + std::to_string(f.type) + ")");
+    }
+    if (s.size() - pos < n) return InvalidArgument("not valid protobuf (a truncated field)");
+    f.bytes = s.substr(pos, n);
+    pos += n;
+    each(f);
+  }
+  return OkStatus();
+}
+
 }  // namespace dais::gateway

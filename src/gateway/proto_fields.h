@@ -6,8 +6,11 @@
 // them without copying the tensors in front of them.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dais/status.h"
 
@@ -24,5 +27,19 @@ StatusOr<ModelRef> ReadModelRef(std::string_view message);
 
 // Appends field `field` (wire type 2) with `value` to `message`.
 void AppendStringField(std::string* message, int field, std::string_view value);
+// Appends `values` as the packed repeated varint field `field` (a repeated uint32).
+void AppendPackedVarints(std::string* message, int field, const std::vector<int>& values);
+
+// One top-level field of a message: `bytes` is a length-delimited field's content, or the 4 / 8
+// bytes of a fixed32 / fixed64 one; `varint` a varint's value.
+struct WireField {
+  int field = 0;
+  int type = 0;  // 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
+  std::string_view bytes;
+  uint64_t varint = 0;
+};
+// Calls `each` for every top-level field, in order; InvalidArgument when the message is not valid
+// wire format.
+Status ForEachField(std::string_view message, const std::function<void(const WireField&)>& each);
 
 }  // namespace dais::gateway

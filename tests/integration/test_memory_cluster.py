@@ -158,6 +158,7 @@ def test_a_collection_is_placed_searched_through_the_gateway_and_survives_a_node
     assert s.post(base + "/search", json={"vector": q.tolist()}, timeout=10).status_code == 401
     listed = s.get(g.url + "/v2/memory/collections", headers=lab, timeout=10).json()
     assert listed == {"collections": []}
+    check_grpc(g, shop, lab, q, want, vecs, tmp_path)
 
     # SIGKILL a node holding replicas while searches run: none fails, answers unchanged.
     held = shard_nodes(etcd_server, "items")
@@ -200,6 +201,41 @@ def test_a_collection_is_placed_searched_through_the_gateway_and_survives_a_node
     metrics = s.get(g.url + "/metrics", timeout=10).text
     assert 'dais_gateway_memory_requests_total{collection="items",op="search",code="200"}' \
         in metrics
+
+
+def check_grpc(g, shop, lab, q, want, vecs, tmp_path):
+    """dais.memory.v1.Memory through the gateway: the same fan-out, merge and tenancy."""
+    import grpc
+    import grpc_client
+    stubs = grpc_client.generate_stubs(tmp_path / "stubs")
+    pb = stubs.memory_pb
+    meta = [("authorization", shop["authorization"])]
+    with grpc.insecure_channel(f"127.0.0.1:{g.grpc_port}") as ch:
+        stub = stubs.memory_grpc.MemoryStub(ch)
+        r = stub.Search(pb.SearchRequest(collection="items", vector=q.tolist(), k=10),
+                        metadata=meta, timeout=10)
+        assert [h.id for h in r.results] == want
+        scores = [h.score for h in r.results]
+        assert scores == sorted(scores, reverse=True)
+        r = stub.Get(pb.GetRequest(collection="items", ids=["p3", "p4", "nope"]), metadata=meta,
+                     timeout=10)
+        assert sorted(h.id for h in r.results) == ["p3", "p4"]
+        r = stub.Upsert(pb.UpsertRequest(collection="items", points=[
+            pb.Point(id="p3", vector=vecs[3].tolist())]), metadata=meta, timeout=10)
+        assert r.upserted == 1
+        for call, req, metadata, code, named in [
+                (stub.Search, pb.SearchRequest(collection="items", vector=[1.0, 2.0]), meta,
+                 grpc.StatusCode.INVALID_ARGUMENT, "dimension"),
+                (stub.Search, pb.SearchRequest(collection="items", vector=q.tolist()),
+                 [("authorization", lab["authorization"])], grpc.StatusCode.PERMISSION_DENIED,
+                 "lab"),
+                (stub.Search, pb.SearchRequest(collection="nope", vector=q.tolist()), meta,
+                 grpc.StatusCode.NOT_FOUND, "nope"),
+                (stub.Search, pb.SearchRequest(collection="items", vector=q.tolist()), [],
+                 grpc.StatusCode.UNAUTHENTICATED, "bearer")]:
+            with pytest.raises(grpc.RpcError) as e:
+                call(req, metadata=metadata, timeout=10)
+            assert e.value.code() == code and named in e.value.details(), e.value.details()
 
 
 def test_bad_input_ttl_and_an_unplaceable_shard_through_the_gateway(

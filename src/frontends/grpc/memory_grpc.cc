@@ -135,6 +135,20 @@ void Delete(MemoryService* service, std::shared_ptr<ServerCall> call, std::strin
   });
 }
 
+// A request's `shards` (the gateway's fan-out), each below the collection's shard count.
+StatusOr<std::vector<int>> Shards(const google::protobuf::RepeatedField<uint32_t>& shards,
+                                  const memory::CollectionSpec& spec) {
+  std::vector<int> out;
+  for (uint32_t s : shards) {
+    if (s >= static_cast<uint32_t>(spec.shards)) {
+      return InvalidArgument("shards: " + std::to_string(s) + " is not a shard of " + spec.name +
+                             " (0.." + std::to_string(spec.shards - 1) + ")");
+    }
+    out.push_back(static_cast<int>(s));
+  }
+  return out;
+}
+
 }  // namespace
 
 void AddMemoryMethods(MethodTable& t, MemoryService* service) {
@@ -148,8 +162,12 @@ void AddMemoryMethods(MethodTable& t, MemoryService* service) {
   t[base + "Get"].unary = [service](std::shared_ptr<ServerCall> call, std::string bytes) {
     pb::GetRequest req;
     if (!ParseRequest(bytes, &req, call.get())) return;
-    auto hits =
-        service->Get(req.collection(), {req.ids().begin(), req.ids().end()}, req.with_vector());
+    auto spec = service->Spec(req.collection());
+    if (!spec.ok()) return call->Finish(ToGrpcStatus(spec.status()));
+    auto shards = Shards(req.shards(), **spec);
+    if (!shards.ok()) return call->Finish(ToGrpcStatus(shards.status()));
+    auto hits = service->Get(req.collection(), {req.ids().begin(), req.ids().end()},
+                             req.with_vector(), *shards);
     if (!hits.ok()) return call->Finish(ToGrpcStatus(hits.status()));
     pb::GetResponse resp;
     ToProto(*hits, false, resp.mutable_results());
@@ -162,6 +180,9 @@ void AddMemoryMethods(MethodTable& t, MemoryService* service) {
     if (!spec.ok()) return call->Finish(ToGrpcStatus(spec.status()));
     auto r = Search(req, **spec);
     if (!r.ok()) return call->Finish(ToGrpcStatus(r.status()));
+    auto shards = Shards(req.shards(), **spec);
+    if (!shards.ok()) return call->Finish(ToGrpcStatus(shards.status()));
+    r->shards = std::move(*shards);
     auto hits = service->Search(req.collection(), *r);
     if (!hits.ok()) return call->Finish(ToGrpcStatus(hits.status()));
     pb::SearchResponse resp;
