@@ -296,7 +296,7 @@ std::optional<Response> Gateway::Impl::Admit(const View& v, const std::string& t
     if (!jwks) return std::nullopt;  // no authentication: limits only for a declared anonymous
     return Error(403, "tenant '" + tenant + "' is not known to the gateway");
   }
-  if (!spec->second.Allows(alias)) {
+  if (!alias.empty() && !spec->second.Allows(alias)) {
     return Error(403, "tenant '" + tenant + "' may not call '" + alias + "'");
   }
   TokenBucket* bucket = nullptr;

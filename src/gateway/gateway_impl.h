@@ -159,7 +159,8 @@ struct Gateway::Impl {
   std::optional<frontends::http::Response> Authenticate(size_t authorization_count,
                                                         std::string_view authorization,
                                                         std::string* tenant);
-  // The tenant's models and token bucket: 403 / 429, or nullopt.
+  // The tenant's models (unless `alias` is empty: a memory request) and token bucket: 403 /
+  // 429, or nullopt.
   std::optional<frontends::http::Response> Admit(const View& v, const std::string& tenant,
                                                  const std::string& alias);
   // Fills the call's route, model, version and deadline from its alias and the version the

@@ -85,9 +85,9 @@ std::optional<Response> Gateway::Impl::FindCollection(const std::string& tenant,
     return Error(503, "the gateway has not read the collections from etcd yet");
   }
   f->view = Current();
-  if (jwks && !f->view->tenants.count(tenant)) {
-    return Error(403, "tenant '" + tenant + "' is not known to the gateway");
-  }
+  // The tenant's token bucket (its models list is about routes): one request, however many
+  // shards it reaches.
+  if (auto refused = Admit(*f->view, tenant, "")) return refused;
   auto c = f->view->collections.find(name);
   if (c == f->view->collections.end()) {
     return Error(404, "collection " + name + " does not exist (dais ctl get collections)");

@@ -107,8 +107,9 @@ def test_a_collection_is_placed_searched_through_the_gateway_and_survives_a_node
         cluster, etcd_server, dais_bin, tmp_path):
     import jwt  # Debian python3-jwt
     jwks, secret = hs256_jwks(tmp_path)
-    for tenant in ("shop", "lab"):
-        apply(dais_bin, etcd_server, tmp_path, f"kind: tenant\nname: {tenant}\n")
+    apply(dais_bin, etcd_server, tmp_path, "kind: tenant\nname: shop\n")
+    apply(dais_bin, etcd_server, tmp_path,
+          "kind: tenant\nname: lab\nrequests_per_second: 0.01\nburst: 3\n")
     servers, g = cluster(["n1", "n2", "n3"], "--jwks", str(jwks))
 
     def token(tenant):
@@ -159,6 +160,10 @@ def test_a_collection_is_placed_searched_through_the_gateway_and_survives_a_node
     listed = s.get(g.url + "/v2/memory/collections", headers=lab, timeout=10).json()
     assert listed == {"collections": []}
     check_grpc(g, shop, lab, q, want, vecs, tmp_path)
+    # lab's requests count against its rate (burst 3, then 429).
+    codes = [s.post(base + "/search", json={"vector": q.tolist()}, headers=lab,
+                    timeout=10).status_code for _ in range(3)]
+    assert codes[-1] == 429, codes
 
     # SIGKILL a node holding replicas while searches run: none fails, answers unchanged.
     held = shard_nodes(etcd_server, "items")
