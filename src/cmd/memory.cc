@@ -197,15 +197,48 @@ int Stats(const MemoryCliOptions& o) {
     std::printf("%s\n", a->body.c_str());
     return 0;
   }
-  std::printf("%-24s %-10s %-6s %-14s %-7s %-12s %-12s %s\n", "COLLECTION", "TENANT", "DIM",
-              "METRIC", "SHARDS", "POINTS", "MEMORY", "BYTES/POINT");
-  for (const auto& c : doc["collections"].GetArray()) {
-    const std::string name = c["name"].GetString();
+  const auto& list = doc["collections"];
+  if (!list.IsArray()) {
+    std::fprintf(stderr, "dais memory stats: unexpected answer %s\n", a->body.c_str());
+    return 1;
+  }
+  // A gateway answers each collection's spec and READY replicas per shard; a server its spec
+  // and what it holds.
+  const bool gateway = !list.Empty() && list[0].HasMember("collection");
+  if (gateway) {
+    std::printf("%-24s %-10s %-6s %-14s %-7s %s\n", "COLLECTION", "TENANT", "DIM", "METRIC",
+                "SHARDS", "READY REPLICAS (shard:nodes)");
+  } else {
+    std::printf("%-24s %-10s %-6s %-14s %-7s %-12s %-12s %s\n", "COLLECTION", "TENANT", "DIM",
+                "METRIC", "SHARDS", "POINTS", "MEMORY", "BYTES/POINT");
+  }
+  for (const auto& entry : list.GetArray()) {
+    const rapidjson::Value& c = gateway ? entry["collection"] : entry;
+    auto str = [&c](const char* k) -> std::string {
+      return c.HasMember(k) && c[k].IsString() && c[k].GetStringLength() > 0 ? c[k].GetString()
+                                                                             : "-";
+    };
+    auto num = [&c](const char* k) {
+      return c.HasMember(k) && c[k].IsNumber() ? c[k].GetDouble() : 0.0;
+    };
+    const std::string name = str("name");
     if (!o.collection.empty() && name != o.collection) continue;
-    const double points = c["points"].GetDouble(), bytes = c["memory_bytes"].GetDouble();
-    std::printf("%-24s %-10s %-6d %-14s %-7d %-12.0f %-12s %.0f\n", name.c_str(),
-                c.HasMember("tenant") ? c["tenant"].GetString() : "-", c["dimension"].GetInt(),
-                c["metric"].GetString(), c["shards"].GetInt(), points,
+    std::printf("%-24s %-10s %-6.0f %-14s %-7.0f ", name.c_str(), str("tenant").c_str(),
+                num("dimension"), str("metric").c_str(), num("shards"));
+    if (gateway) {
+      std::string ready;
+      for (const auto& sh : entry["shards"].GetArray()) {
+        ready += (ready.empty() ? "" : " ") + std::to_string(sh["shard"].GetInt()) + ":";
+        std::string nodes;
+        for (const auto& n : sh["ready"].GetArray())
+          nodes += (nodes.empty() ? "" : ",") + std::string(n.GetString());
+        ready += nodes.empty() ? "none" : nodes;
+      }
+      std::printf("%s\n", ready.c_str());
+      continue;
+    }
+    const double points = num("points"), bytes = num("memory_bytes");
+    std::printf("%-12.0f %-12s %.0f\n", points,
                 (std::to_string(static_cast<int64_t>(bytes / (1 << 20))) + " MiB").c_str(),
                 points > 0 ? bytes / points : 0.0);
   }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
 import threading
 import time
 
@@ -257,6 +258,10 @@ def test_bad_input_ttl_and_an_unplaceable_shard_through_the_gateway(
           spec(name="recent", shards=2, replicas=2, extra="ttl: 2s\n"))
     wait_for(lambda: [len(n) for n in shard_nodes(etcd_server, "recent").values()] == [1, 1], 60,
              "each shard on the one node")
+    out = subprocess.run([str(dais_bin), "memory", "stats", "--url", g.url], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0 and "recent" in out.stdout and "0:n1 1:n1" in out.stdout, \
+        out.stdout + out.stderr
     status = json.loads(etcd_server.get_prefix("/dais/status/memory:recent:0")
                         ["/dais/status/memory:recent:0"])
     assert status["pending"] == 1 and status["reason"], status
