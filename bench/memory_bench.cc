@@ -16,6 +16,10 @@
 //
 // Usage: memory_bench [--n 1000000] [--dim 128] [--queries 1000] [--compare-n 200000]
 //                     [--concurrency 16] [--seconds 10] [--io-threads 0] [--wrk /usr/bin/wrk]
+//                     [--data FILE]
+// --data: vectors from a file instead of (1): --n + --queries rows of --dim float32
+// (little-endian), the data then the queries, normalised here (scripts/gen_item_embeddings.py
+// writes the example model's item embeddings so).
 // (--compare-n 0 skips the library comparison.)
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -61,6 +65,7 @@ struct Args {
   unsigned seed = 42;
   double spread = 1.0;  // noise around a centre, per dimension (centres are N(0, 1))
   int io_threads = 0;   // the HTTP server's I/O threads (0: one per core, as dais serve)
+  std::string data;     // vectors from this file (see the usage); empty: the mixture
 };
 
 double Secs(Clock::time_point since) {
@@ -75,6 +80,28 @@ long RssKiB() {
     if (key == "VmRSS:" && in >> value) return value;
   }
   return 0;
+}
+
+void Normalise(std::vector<float>* v, int dim) {
+  for (size_t i = 0; i + dim <= v->size(); i += dim) {
+    double norm = 0;
+    for (int j = 0; j < dim; ++j) norm += (*v)[i + j] * (*v)[i + j];
+    const float inv = norm > 0 ? 1.0f / std::sqrt(static_cast<float>(norm)) : 0.0f;
+    for (int j = 0; j < dim; ++j) (*v)[i + j] *= inv;
+  }
+}
+
+// --data: `rows` rows of `dim` float32 from `in`, normalised.
+std::vector<float> ReadRows(std::ifstream& in, size_t rows, int dim, const std::string& path) {
+  std::vector<float> out(rows * dim);
+  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * 4));
+  if (!in) {
+    std::fprintf(stderr, "--data %s: fewer than the %zu rows of %d floats asked for\n",
+                 path.c_str(), rows, dim);
+    std::exit(2);
+  }
+  Normalise(&out, dim);
+  return out;
 }
 
 // Clustered data, normalised (the collection is cosine).
@@ -254,6 +281,8 @@ Args Parse(int argc, char** argv) {
       a.spread = std::stod(v);
     else if (k == "--io-threads")
       a.io_threads = std::stoi(v);
+    else if (k == "--data")
+      a.data = v;
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       std::exit(2);
@@ -348,10 +377,19 @@ int main(int argc, char** argv) {
   std::vector<float> centres(static_cast<size_t>(a.clusters) * a.dim);
   for (float& x : centres) x = normal(rng);
   const long rss0 = RssKiB();
-  auto data = Mixture(a.n, a.dim, centres, a.spread, rng);
-  auto queries = Mixture(a.queries, a.dim, centres, a.spread, rng);
-  std::fprintf(stderr, "data: %zu x %d, %d clusters, %d queries\n", a.n, a.dim, a.clusters,
-               a.queries);
+  std::vector<float> data, queries;
+  if (a.data.empty()) {
+    data = Mixture(a.n, a.dim, centres, a.spread, rng);
+    queries = Mixture(a.queries, a.dim, centres, a.spread, rng);
+    std::fprintf(stderr, "data: %zu x %d, %d clusters, %d queries\n", a.n, a.dim, a.clusters,
+                 a.queries);
+  } else {
+    std::ifstream in(a.data, std::ios::binary);
+    data = ReadRows(in, a.n, a.dim, a.data);
+    queries = ReadRows(in, a.queries, a.dim, a.data);
+    std::fprintf(stderr, "data: %zu x %d from %s, %d queries\n", a.n, a.dim, a.data.c_str(),
+                 a.queries);
+  }
   std::vector<Row> rows;
 
   auto start = Clock::now();
