@@ -320,47 +320,31 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
           version == "-1" ? "latest" : version, Gpus(d)};
 }
 
-int GetTrainings(etcd::Client& c, const CtlOptions& o) {
+// A kind gathered from several keys (trainings, collections): its table, or -o json.
+int GetGathered(etcd::Client& c, const CtlOptions& o,
+                StatusOr<std::vector<std::vector<std::string>>> (*rows)(etcd::Client&),
+                StatusOr<std::string> (*json)(etcd::Client&)) {
   if (o.output == "json") {
-    auto json = TrainingJson(c);
-    if (!json.ok()) {
-      fmt::print(stderr, "dais ctl get: {}\n", json.status().message());
+    auto text = json(c);
+    if (!text.ok()) {
+      fmt::print(stderr, "dais ctl get: {}\n", text.status().message());
       return 1;
     }
-    fmt::print("{}\n", *json);
+    fmt::print("{}\n", *text);
     return 0;
   }
-  auto rows = TrainingRows(c);
-  if (!rows.ok()) {
-    fmt::print(stderr, "dais ctl get: {}\n", rows.status().message());
+  auto table = rows(c);
+  if (!table.ok()) {
+    fmt::print(stderr, "dais ctl get: {}\n", table.status().message());
     return 1;
   }
-  Table(*rows);
-  return 0;
-}
-
-int GetCollections(etcd::Client& c, const CtlOptions& o) {
-  if (o.output == "json") {
-    auto json = CollectionJson(c);
-    if (!json.ok()) {
-      fmt::print(stderr, "dais ctl get: {}\n", json.status().message());
-      return 1;
-    }
-    fmt::print("{}\n", *json);
-    return 0;
-  }
-  auto rows = CollectionRows(c);
-  if (!rows.ok()) {
-    fmt::print(stderr, "dais ctl get: {}\n", rows.status().message());
-    return 1;
-  }
-  Table(*rows);
+  Table(*table);
   return 0;
 }
 
 int Get(etcd::Client& c, const CtlOptions& o) {
-  if (o.what == "trainings") return GetTrainings(c, o);
-  if (o.what == "collections") return GetCollections(c, o);
+  if (o.what == "trainings") return GetGathered(c, o, TrainingRows, TrainingJson);
+  if (o.what == "collections") return GetGathered(c, o, CollectionRows, CollectionJson);
   static const std::map<std::string, std::string> kPrefix = {
       {"nodes", cluster::kNodesPrefix},         {"deployments", "/dais/deployments/"},
       {"instances", cluster::kInstancesPrefix}, {"assignments", cluster::kAssignmentsPrefix},
