@@ -42,6 +42,7 @@
 #include "frontends/http/http_server.h"
 #include "frontends/http/kserve_http.h"
 #include "frontends/http/memory_http.h"
+#include "memory/distance.h"
 #include "memory/memory_service.h"
 #include "memory/vector_index.h"
 
@@ -390,6 +391,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "data: %zu x %d from %s, %d queries\n", a.n, a.dim, a.data.c_str(),
                  a.queries);
   }
+  std::fprintf(stderr, "distance kernels: %s (DAIS_MEMORY_SIMD=avx2|portable|hnswlib to compare)\n",
+               std::string(dais::memory::BestDistanceKernels().name).c_str());
   std::vector<Row> rows;
 
   auto start = Clock::now();

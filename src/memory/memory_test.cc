@@ -7,6 +7,7 @@
 #include <future>
 #include <random>
 
+#include "memory/distance.h"
 #include "memory/memory_service.h"
 #include "memory/snapshot_files.h"
 
@@ -26,6 +27,34 @@ Status Wait(const std::function<void(MemoryService::Done)>& op) {
   std::promise<Status> p;
   op([&](Status s) { p.set_value(s); });
   return p.get_future().get();
+}
+
+TEST(DistanceTest, EveryKernelThisCpuRunsAgreesWithThePortableOne) {
+  const DistanceKernels* portable = DistanceKernelsFor("portable");
+  ASSERT_NE(portable, nullptr);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g;
+  int checked = 0;
+  for (std::string_view name : {"avx512", "avx2-fma"}) {
+    const DistanceKernels* k = DistanceKernelsFor(name);
+    if (k == nullptr) continue;  // this CPU lacks it: BestDistanceKernels never picks it
+    // Dimensions around the vector widths (the tails) and the usual sizes.
+    for (size_t dim : {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 128, 129, 768}) {
+      std::vector<float> a(dim), b(dim);
+      for (size_t i = 0; i < dim; ++i) a[i] = g(rng), b[i] = g(rng);
+      const float want_ip = portable->inner_product_distance(a.data(), b.data(), &dim);
+      const float want_l2 = portable->squared_l2(a.data(), b.data(), &dim);
+      const float tol = 1e-4f * dim;
+      EXPECT_NEAR(k->inner_product_distance(a.data(), b.data(), &dim), want_ip, tol)
+          << name << " dim " << dim;
+      EXPECT_NEAR(k->squared_l2(a.data(), b.data(), &dim), want_l2, tol) << name << " dim " << dim;
+      ++checked;
+    }
+  }
+  std::printf("kernels checked on this CPU: %d dimensions; chosen: %s\n", checked,
+              std::string(BestDistanceKernels().name).c_str());
+  EXPECT_NE(DistanceKernelsFor(BestDistanceKernels().name), nullptr);
+  EXPECT_EQ(DistanceKernelsFor("sse9"), nullptr);
 }
 
 TEST(CollectionSpecTest, ParsesAndRoundTrips) {

@@ -9,16 +9,38 @@
 #include <thread>
 #include <unordered_set>
 
+#include "memory/distance.h"
+
 namespace dais::memory {
+namespace {
+
+// hnswlib's space interface over our run-time-dispatched kernels (distance.h).
+class KernelSpace : public hnswlib::SpaceInterface<float> {
+ public:
+  KernelSpace(int dimension, DistanceFn fn) : dimension_(dimension), fn_(fn) {}
+  size_t get_data_size() override { return dimension_ * sizeof(float); }
+  hnswlib::DISTFUNC<float> get_dist_func() override { return fn_; }
+  void* get_dist_func_param() override { return &dimension_; }
+
+ private:
+  size_t dimension_;
+  DistanceFn fn_;
+};
+
+}  // namespace
 
 class VectorIndex::Impl {
  public:
   Impl(int dimension, Metric metric, IndexParams params, size_t capacity)
       : metric_(metric), params_(params) {
-    if (metric == Metric::kL2) {
-      space_ = std::make_unique<hnswlib::L2Space>(dimension);
+    const DistanceKernels& kernels = BestDistanceKernels();
+    if (kernels.squared_l2 == nullptr) {  // DAIS_MEMORY_SIMD=hnswlib (distance.h)
+      space_ = metric == Metric::kL2 ? std::unique_ptr<hnswlib::SpaceInterface<float>>(
+                                           std::make_unique<hnswlib::L2Space>(dimension))
+                                     : std::make_unique<hnswlib::InnerProductSpace>(dimension);
     } else {
-      space_ = std::make_unique<hnswlib::InnerProductSpace>(dimension);
+      space_ = std::make_unique<KernelSpace>(
+          dimension, metric == Metric::kL2 ? kernels.squared_l2 : kernels.inner_product_distance);
     }
     graph_ = std::make_unique<hnswlib::HierarchicalNSW<float>>(
         space_.get(), std::max<size_t>(capacity, 16), params.m, params.ef_construction);
