@@ -406,9 +406,11 @@ int Get(etcd::Client& c, const CtlOptions& o) {
 CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
   CLI::App* cmd = app->add_subcommand("ctl", "The cluster from the command line (etcd)");
   cmd->require_subcommand(1);
+  cmd->fallthrough();  // `dais ctl get nodes --etcd host:2379`: the flag after the subcommand
   cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated).")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("DAIS_ETCD");
   CLI::App* apply = cmd->add_subcommand(
       "apply",
       "Create or update a deployment, a route, a tenant, a training job or a vector memory "

@@ -21,7 +21,8 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
       "to the nodes' READY instances, with retries and outlier ejection");
   cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated or repeated).")
       ->delimiter(',')
-      ->required();
+      ->required()
+      ->envname("DAIS_ETCD");
   cmd->add_option("--http-address", o->http_address, "Address the HTTP port binds.")
       ->capture_default_str();
   cmd->add_option("--http-port", o->http_port, "HTTP port (0: a free one, logged as 'ports:').")

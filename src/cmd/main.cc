@@ -3,6 +3,7 @@
 
 #include "cmd/archive.h"
 #include "cmd/check_model.h"
+#include "cmd/cli_habits.h"
 #include "cmd/features.h"
 #include "cmd/label_events.h"
 #include "cmd/locks.h"
@@ -68,7 +69,19 @@ int main(int argc, char** argv) {
   dais::cmd::TxnCliOptions txn;
   CLI::App* txn_cmd = dais::cmd::AddTxnCommand(&app, &txn);
 #endif
-  CLI11_PARSE(app, argc, argv);
+  for (CLI::App* role : {serve_cmd, dais::cmd::FindSubcommand(app, "node")}) {
+    if (role != nullptr) dais::cmd::AcceptTritonFlags(role);
+  }
+  for (const char* role : {"serve", "node", "gateway"}) {
+    if (CLI::App* cmd = dais::cmd::FindSubcommand(app, role)) {
+      dais::cmd::GroupFlags(cmd, dais::cmd::ServerFlagGroups());
+    }
+  }
+  dais::cmd::AddCommonFlags(&app);
+  if (int rc = dais::cmd::ParseCommandLine(app, argc, argv); rc >= 0) return rc;
+  for (CLI::App* role : {serve_cmd, dais::cmd::FindSubcommand(app, "node")}) {
+    if (role != nullptr && role->parsed()) dais::cmd::WarnUnimplementedFlags(role);
+  }
 #ifdef DAIS_HAVE_GRPC
   dais::cmd::ApplyEtcdTlsFlags();
 #endif

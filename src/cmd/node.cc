@@ -23,7 +23,8 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
   o->serve.model_control_mode = "explicit";
   cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated or repeated).")
       ->delimiter(',')
-      ->required();
+      ->required()
+      ->envname("DAIS_ETCD");
   cmd->add_option("--gpus", o->gpus,
                   "GPUs this node offers. Default: those NVML finds (libnvidia-ml.so.1; none "
                   "without the NVIDIA driver). Declared instead (simulation, tests): "

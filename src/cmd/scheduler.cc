@@ -198,7 +198,8 @@ CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
       "lease); 'simulate' replays a trace");
   cmd->require_subcommand(0, 1);
   cmd->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated or repeated).")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->envname("DAIS_ETCD");
   cmd->add_option("--id", o->id, "This replica's name (default: the host name and PID).");
   cmd->add_option("--policy", o->policy, "Placement policy: first-fit, best-fit, fgd, dais.")
       ->check(CLI::IsMember({"first-fit", "best-fit", "fgd", "dais"}))

@@ -46,15 +46,34 @@ void Client::Impl::Advance(const Endpoint& failed) {
   if (&endpoints[current] == &failed) current = (current + 1) % endpoints.size();
 }
 
+namespace {
+
+// gRPC's text for an unreachable server, in the words an operator looks for.
+std::string UnreachableReason(const std::string& grpc_message) {
+  auto has = [&](const char* s) { return grpc_message.find(s) != std::string::npos; };
+  if (has("Connection refused")) return "connection refused";
+  if (has("Deadline") || has("deadline") || has("timed out") || has("Timeout")) return "timed out";
+  if (has("SSL") || has("TLS") || has("handshake")) return "TLS handshake failed: " + grpc_message;
+  if (has("DNS") || has("resolve") || has("Name or service")) return "host name not resolved";
+  return grpc_message;
+}
+
+}  // namespace
+
 ::grpc::Status Client::Impl::Call(const std::function<::grpc::Status(Endpoint&)>& call) {
   ::grpc::Status s;
+  std::string tried;
   for (size_t attempt = 0; attempt < endpoints.size(); ++attempt) {
     Endpoint& e = Current();
     s = call(e);
     if (s.error_code() != ::grpc::StatusCode::UNAVAILABLE) return s;
+    tried += (tried.empty() ? "" : ", ") + e.address;
     Advance(e);
   }
-  return s;
+  // Every endpoint failed: say which, and why, rather than gRPC's channel text.
+  return ::grpc::Status(::grpc::StatusCode::UNAVAILABLE,
+                        "unreachable at " + tried + " (" + UnreachableReason(s.error_message()) +
+                            "; --etcd or DAIS_ETCD names the endpoints)");
 }
 
 Client::Client(Options options) : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}

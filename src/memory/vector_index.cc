@@ -56,7 +56,7 @@ class VectorIndex::Impl {
     std::unique_lock lock(mu_);
     const bool known = graph_->label_lookup_.count(label) != 0;
     if (!known && graph_->cur_element_count >= graph_->max_elements_) {
-      graph_->resizeIndex(graph_->max_elements_ * 2);
+      graph_->resizeIndex(graph_->max_elements_ + graph_->max_elements_ / 2);
     }
     graph_->addPoint(v, label);
     if (!known || deleted_.erase(label) != 0) ++live_;  // new, or back from removal
@@ -77,8 +77,8 @@ class VectorIndex::Impl {
       }
     }
     if (graph_->cur_element_count + fresh.size() > graph_->max_elements_) {
-      graph_->resizeIndex(
-          std::max(graph_->max_elements_ * 2, graph_->cur_element_count + fresh.size()));
+      graph_->resizeIndex(std::max(graph_->max_elements_ + graph_->max_elements_ / 2,
+                                   graph_->cur_element_count + fresh.size()));
     }
     std::atomic<size_t> next{0};
     auto work = [&] {

@@ -43,3 +43,91 @@ def test_missing_example_repository_names_the_script(dais_bin, tmp_path):
                         "--http-port", "0", "--grpc-port", "0"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 1 and "nope: no such directory" in r.stderr + r.stdout
+
+
+def run_dais(dais_bin, *args, env=None, timeout=30):
+    r = subprocess.run([str(dais_bin), *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_version_on_every_role(dais_bin):
+    """Issue 35: `--version` on the binary and on each role, with the same answer."""
+    answers = set()
+    for role in ([], ["serve"], ["node"], ["gateway"], ["scheduler"], ["ctl"], ["memory"]):
+        rc, out = run_dais(dais_bin, *role, "--version")
+        assert rc == 0, f"dais {' '.join(role)} --version: exit {rc}\n{out}"
+        answers.add(out.strip())
+    assert len(answers) == 1 and answers.pop().startswith("dais 0."), answers
+
+
+def test_misspelt_subcommands_and_flags_get_suggestions(dais_bin):
+    rc, out = run_dais(dais_bin, "sevre")
+    assert rc != 0 and "did you mean 'serve'?" in out, out
+    rc, out = run_dais(dais_bin, "ctl", "gte", "nodes")
+    assert rc != 0 and "'get'" in out and "did you mean" in out, out
+    rc, out = run_dais(dais_bin, "serve", "--model-repository", "/nonexistent", "--http-prot", "1")
+    assert rc != 0 and "did you mean --http-port?" in out, out
+    # Nothing near: the error alone, no made-up suggestion.
+    rc, out = run_dais(dais_bin, "zzzzzz")
+    assert rc != 0 and "did you mean" not in out, out
+
+
+def test_server_help_is_grouped_with_the_cluster_flags_first(dais_bin):
+    rc, out = run_dais(dais_bin, "node", "--help")
+    assert rc == 0, out
+    lines = out.splitlines()
+    etcd = next(i for i, line in enumerate(lines) if line.strip().startswith("--etcd "))
+    assert etcd < 25, f"--etcd (required) is on line {etcd}:\n{out}"
+    for group in ("Cluster:", "Models:", "TLS:", "Redis:", "Vector memory:", "gRPC:"):
+        assert group in lines, f"no {group} section in `dais node --help`:\n{out}"
+    # Every flag is still listed once.
+    rc, serve = run_dais(dais_bin, "serve", "--help")
+    for flag in SERVE_FLAGS:
+        assert serve.count(flag + " ") + serve.count(flag + ",") >= 1, flag
+
+
+def test_config_file_sets_flags_and_the_command_line_wins(dais_bin, tmp_path):
+    cfg = tmp_path / "serve.toml"
+    cfg.write_text("# dais serve flags\nio-busy-poll-microseconds = 100001\n")
+    rc, out = run_dais(dais_bin, "serve", "--config", cfg, "--model-repository", "/nonexistent")
+    assert rc != 0 and "--io-busy-poll-microseconds" in out, out  # read from the file
+    rc, out = run_dais(dais_bin, "serve", "--config", cfg, "--model-repository", "/nonexistent",
+                       "--io-busy-poll-microseconds", "0")
+    assert "--io-busy-poll-microseconds" not in out and "/nonexistent" in out, out
+    rc, out = run_dais(dais_bin, "serve", "--config", tmp_path / "missing.toml")
+    assert rc != 0 and "missing.toml" in out, out
+    cfg.write_text("no-such-flag = 3\n")
+    rc, out = run_dais(dais_bin, "serve", "--config", cfg, "--model-repository", "/nonexistent")
+    assert rc != 0 and "no-such-flag" in out, out
+
+
+def test_tritonserver_flags_start_the_server_with_a_warning(start_server, model_repo, tmp_path):
+    cfg = tmp_path / "serve.toml"
+    cfg.write_text('model-control-mode = "explicit"\nload-model = "mlp_small"\n')
+    srv = start_server(model_repo, "--config", cfg, "--exit-on-error=false", "--log-format",
+                       "default", "--allow-metrics", "true", "--strict-model-config", "false")
+    log = srv.log_text()
+    assert "tritonserver flags dais does not implement were ignored" in log, log
+    for flag in ("--exit-on-error", "--log-format", "--allow-metrics", "--strict-model-config"):
+        assert flag in log, f"the warning does not name {flag}:\n{log}"
+    # The config file's flags took effect: only the model it names was loaded.
+    r = srv.post("/v2/repository/index", json={"ready": True})
+    assert r.status_code == 200, r.text
+    names = sorted(m["name"] for m in r.json())
+    assert names == ["mlp_small"], names
+
+
+def test_etcd_from_the_environment_and_after_the_subcommand(dais_bin, etcd_server):
+    import os
+    env = dict(os.environ, DAIS_ETCD=etcd_server.endpoint)
+    rc, out = run_dais(dais_bin, "ctl", "get", "nodes", env=env)
+    assert rc == 0, out
+    rc, out = run_dais(dais_bin, "ctl", "get", "nodes", "--etcd", etcd_server.endpoint)
+    assert rc == 0, out
+    # The flag wins over the environment.
+    env["DAIS_ETCD"] = "127.0.0.1:1"
+    rc, out = run_dais(dais_bin, "ctl", "get", "nodes", "--etcd", etcd_server.endpoint, env=env)
+    assert rc == 0, out
+    rc, out = run_dais(dais_bin, "ctl", "get", "nodes", env=env, timeout=60)
+    assert rc != 0 and "127.0.0.1:1" in out, out
