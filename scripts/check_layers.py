@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {
     "common": set(),
     "placement": {"common"},
-    "etcd": {"common", "tls"},
+    "etcd": {"common", "metrics", "tls"},
     "metrics": {"common"},
     "tls": {"common", "metrics"},
     "tensor": {"common"},

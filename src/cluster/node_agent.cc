@@ -45,6 +45,10 @@ std::string NodeJson(const NodeAgentOptions& o, const RepositoryVersions& versio
   Str(w, o.http_endpoint);
   w.Key("grpc");
   Str(w, o.grpc_endpoint);
+  if (!o.metrics_endpoint.empty()) {
+    w.Key("metrics");
+    Str(w, o.metrics_endpoint);
+  }
   w.Key("cpu_milli");
   w.Int64(o.capacity.cpu_milli);
   w.Key("memory_mib");

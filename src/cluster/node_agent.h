@@ -46,6 +46,7 @@ struct NodeAgentOptions {
   NodeCapacity capacity;
   std::string http_endpoint;  // host:port where clients reach the node's HTTP endpoint
   std::string grpc_endpoint;
+  std::string metrics_endpoint;  // host:port of GET /metrics (service discovery); may be empty
   // Scanned for the versions of each model, published in the registration ("versions") so
   // the scheduler can resolve a deployment without `version:` (version_resolution.h).
   std::vector<std::string> repositories;

@@ -4,7 +4,8 @@
 
 namespace dais::cmd {
 
-std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port) {
+std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port,
+                                                       ExtraRoute extra) {
   frontends::http::ServerOptions mo;
   mo.address = address;
   mo.port = port;
@@ -13,7 +14,7 @@ std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& addres
   mo.max_connections = 64;
   mo.max_body_bytes = 64 << 10;
   return std::make_unique<frontends::http::Server>(
-      mo, [](frontends::http::Request r, frontends::http::Responder w) {
+      mo, [extra = std::move(extra)](frontends::http::Request r, frontends::http::Responder w) {
         if (r.method == "GET" && r.path == "/metrics") {
           return w({200,
                     "text/plain; version=0.0.4; charset=utf-8",
@@ -21,6 +22,7 @@ std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& addres
                     {}});
         }
         if (r.method == "GET" && r.path == "/healthz") return w({200, "text/plain", "ok\n", {}});
+        if (extra && extra(r, w)) return;
         w({404, "text/plain", "this port serves GET /metrics and /healthz\n", {}});
       });
 }

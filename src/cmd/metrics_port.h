@@ -2,6 +2,7 @@
 // for the roles that have no HTTP listener of their own (scheduler, archive).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -9,7 +10,12 @@
 
 namespace dais::cmd {
 
+// Answers a request the port does not serve itself (true), or leaves it (false: 404).
+using ExtraRoute =
+    std::function<bool(const frontends::http::Request&, frontends::http::Responder&)>;
+
 // Not started: call Start() (port 0 picks a free one: port() after Start).
-std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port);
+std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port,
+                                                       ExtraRoute extra = nullptr);
 
 }  // namespace dais::cmd

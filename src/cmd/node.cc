@@ -103,9 +103,10 @@ int RunNode(const NodeCliOptions& o) {
   std::unique_ptr<cluster::NodeAgent> agent;
   ServeHooks hooks;
   hooks.on_memory = [&memory](MemoryRuntime* m) { memory = m; };
-  hooks.on_ready = [&](runtime::ModelManager* manager, int http_port, int grpc_port) {
-    ao.http_endpoint = o.advertise_host + ":" + std::to_string(http_port);
-    ao.grpc_endpoint = grpc_port > 0 ? o.advertise_host + ":" + std::to_string(grpc_port) : "";
+  hooks.on_ready = [&](runtime::ModelManager* manager, ServeHooks::Ports ports) {
+    ao.http_endpoint = o.advertise_host + ":" + std::to_string(ports.http);
+    ao.grpc_endpoint = ports.grpc > 0 ? o.advertise_host + ":" + std::to_string(ports.grpc) : "";
+    ao.metrics_endpoint = o.advertise_host + ":" + std::to_string(ports.metrics);
     agent = std::make_unique<cluster::NodeAgent>(ao, manager);
     return agent->Start();
   };

@@ -16,6 +16,9 @@
 #include "streams/live_accuracy.h"
 #endif
 #include "cmd/metrics_port.h"
+#ifdef DAIS_HAVE_GRPC
+#include "cmd/service_discovery.h"
+#endif
 #include "frontends/http/http_server.h"
 #include "metrics/registry.h"
 #include "placement/simulator.h"
@@ -118,6 +121,35 @@ int Simulate(const SchedulerCliOptions& o) {
   return 0;
 }
 
+#ifdef DAIS_HAVE_GRPC
+// GET /sd/targets[?role=node|gateway] on the metrics port (service_discovery.h).
+ExtraRoute ServiceDiscoveryRoute(std::shared_ptr<etcd::Client> client) {
+  return [client](const frontends::http::Request& r, frontends::http::Responder& w) {
+    if (r.path != "/sd/targets") return false;
+    if (r.method != "GET") {
+      w({405, "text/plain", "GET /sd/targets[?role=node|gateway]\n", {}});
+      return true;
+    }
+    std::string role;
+    for (size_t at = 0; at < r.query.size();) {
+      size_t end = r.query.find('&', at);
+      if (end == std::string::npos) end = r.query.size();
+      const std::string pair = r.query.substr(at, end - at);
+      if (pair.starts_with("role=")) role = pair.substr(5);
+      at = end + 1;
+    }
+    auto targets = PrometheusTargets(*client, role);
+    if (!targets.ok()) {
+      const bool bad = targets.status().code() == StatusCode::kInvalidArgument;
+      w({bad ? 400 : 503, "text/plain", targets.status().message() + "\n", {}});
+      return true;
+    }
+    w({200, "application/json", *targets, {}});
+    return true;
+  };
+}
+#endif
+
 int RunLive(const SchedulerCliOptions& o) {
 #ifdef DAIS_HAVE_GRPC
   if (o.etcd.empty()) {
@@ -136,7 +168,14 @@ int RunLive(const SchedulerCliOptions& o) {
   so.lease_ttl_secs = o.lease_ttl_secs;
   std::unique_ptr<frontends::http::Server> metrics;
   if (o.metrics_port >= 0) {
-    metrics = MetricsServer(o.metrics_address, o.metrics_port);
+    auto sd_client = etcd::Client::Create({o.etcd});
+    if (!sd_client.ok()) {
+      LOG_ERROR("dais scheduler: {}", sd_client.status().message());
+      return 2;
+    }
+    metrics =
+        MetricsServer(o.metrics_address, o.metrics_port,
+                      ServiceDiscoveryRoute(std::shared_ptr<etcd::Client>(std::move(*sd_client))));
     if (Status s = metrics->Start(); !s.ok()) {
       LOG_ERROR("dais scheduler: --metrics-port: {}", s.message());
       return 2;

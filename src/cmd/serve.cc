@@ -306,6 +306,9 @@ class Frontends {
   }
 
   int HttpPort() const { return http_ ? http_->port() : 0; }
+  ServeHooks::Ports Ports() const {
+    return {HttpPort(), GrpcPort(), metrics_ ? metrics_->port() : HttpPort()};
+  }
   int GrpcPort() const {
 #ifdef DAIS_HAVE_GRPC
     return grpc_ ? grpc_->port() : 0;
@@ -592,7 +595,7 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
                                        : "some models are not ready (see /healthz)");
 
   if (hooks != nullptr && hooks->on_ready) {
-    if (Status s = hooks->on_ready(&manager, frontends.HttpPort(), frontends.GrpcPort()); !s.ok()) {
+    if (Status s = hooks->on_ready(&manager, frontends.Ports()); !s.ok()) {
       LOG_ERROR("{}", s.message());
       server.StartDraining();
       manager.Stop();

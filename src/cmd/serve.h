@@ -78,7 +78,12 @@ struct ServeOptions {
 // and its start-up models are loaded (a failure stops the process), and at SIGTERM before the
 // drain.
 struct ServeHooks {
-  std::function<Status(runtime::ModelManager* manager, int http_port, int grpc_port)> on_ready;
+  struct Ports {
+    int http = 0;
+    int grpc = 0;     // 0: no gRPC
+    int metrics = 0;  // the HTTP port unless --metrics-port moved /metrics
+  };
+  std::function<Status(runtime::ModelManager* manager, Ports ports)> on_ready;
   std::function<void()> on_stop;
   // With --memory: the vector memory service (null without), before the listeners start.
   std::function<void(MemoryRuntime* memory)> on_memory;

@@ -2,6 +2,7 @@
 
 #include "common/mutex.h"
 #include "etcd/client_impl.h"
+#include "metrics/registry.h"
 #include "tls/context.h"
 
 namespace dais::etcd {
@@ -58,6 +59,28 @@ std::string UnreachableReason(const std::string& grpc_message) {
   return grpc_message;
 }
 
+// dais_etcd_reachable: 1 when the process's last etcd call reached a member, 0 when it found
+// none; created at the first call, so a process that never talks to etcd does not export it.
+struct ReachMetrics {
+  metrics::Gauge& reachable;
+  metrics::Counter& unreachable;
+};
+
+ReachMetrics& Reach() {
+  static ReachMetrics m{
+      metrics::Registry::Global()
+          .AddGauge("dais_etcd_reachable",
+                    "1 when this process's last etcd request reached a member, 0 when it found "
+                    "none",
+                    {})
+          .Get({}),
+      metrics::Registry::Global()
+          .AddCounter("dais_etcd_unreachable_total",
+                      "etcd requests that reached no member (every endpoint unavailable)", {})
+          .Get({})};
+  return m;
+}
+
 }  // namespace
 
 ::grpc::Status Client::Impl::Call(const std::function<::grpc::Status(Endpoint&)>& call) {
@@ -66,11 +89,16 @@ std::string UnreachableReason(const std::string& grpc_message) {
   for (size_t attempt = 0; attempt < endpoints.size(); ++attempt) {
     Endpoint& e = Current();
     s = call(e);
-    if (s.error_code() != ::grpc::StatusCode::UNAVAILABLE) return s;
+    if (s.error_code() != ::grpc::StatusCode::UNAVAILABLE) {
+      Reach().reachable.Set(1);
+      return s;
+    }
     tried += (tried.empty() ? "" : ", ") + e.address;
     Advance(e);
   }
   // Every endpoint failed: say which, and why, rather than gRPC's channel text.
+  Reach().reachable.Set(0);
+  Reach().unreachable.Increment();
   return ::grpc::Status(::grpc::StatusCode::UNAVAILABLE,
                         "unreachable at " + tried + " (" + UnreachableReason(s.error_message()) +
                             "; --etcd or DAIS_ETCD names the endpoints)");

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "fmt/format.h"
 #include "gateway/upstream.h"
+#include "metrics/registry.h"
 
 namespace dais::gateway {
 namespace {
@@ -355,6 +356,15 @@ void RolloutController::Step(const Rollout& current, const std::string& json, in
                          : txn.status().message());
     return;
   }
+  static metrics::Family<metrics::Counter>& decisions = metrics::Registry::Global().AddCounter(
+      "dais_rollout_decisions_total",
+      "Rollout steps decided by the leading scheduler: next_step, promoted, rolled_back",
+      {"route", "decision"});
+  decisions
+      .Get({current.route, d.kind == Decision::kRollBack  ? "rolled_back"
+                           : d.kind == Decision::kPromote ? "promoted"
+                                                          : "next_step"})
+      .Increment();
   if (d.kind == Decision::kRollBack) {
     LOG_WARNING("rollouts: {}: v{} rolled back to v{}: {}", current.route, current.to, current.from,
                 d.reason);

@@ -123,14 +123,17 @@ class Gateway:
 class Prometheus:
     """A real Prometheus (Debian's `prometheus`) on `port`, scraping `targets` every second."""
 
-    def __init__(self, port, targets, work_dir):
+    def __init__(self, port, targets, work_dir, scrape_configs: str | None = None):
+        """`scrape_configs`: the YAML list under scrape_configs (instead of static `targets`)."""
         import requests
         self.dir = work_dir / "prometheus"
         self.dir.mkdir()
         config = self.dir / "prometheus.yml"
+        if scrape_configs is None:
+            scrape_configs = ("  - job_name: dais\n    static_configs:\n"
+                              f"      - targets: {json.dumps(list(targets))}\n")
         config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-                          "scrape_configs:\n  - job_name: dais\n    static_configs:\n"
-                          f"      - targets: {json.dumps(list(targets))}\n")
+                          "scrape_configs:\n" + scrape_configs)
         self.url = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
             ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
@@ -143,6 +146,12 @@ class Prometheus:
             except requests.RequestException:
                 return False
         wait_for(ready, 60, "Prometheus ready")
+
+    def api(self, path, **params):
+        import requests
+        r = requests.get(self.url + "/api/v1/" + path, params=params, timeout=5)
+        r.raise_for_status()
+        return r.json()["data"]
 
     def stop(self):
         if self.proc.poll() is None:

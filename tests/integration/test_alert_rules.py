@@ -22,7 +22,10 @@ RULES_TEST = PROM_DIR / "dais-alerts.test.yml"
 CONFIG = PROM_DIR / "prometheus.yml"
 EXPECTED_ALERTS = {"DaisModelP99LatencyHigh", "DaisModelFailureRatioHigh", "DaisModelNotReady",
                    "DaisServerDown", "DaisFeatureMissRateHigh", "DaisTxnInDoubt",
-                   "DaisTlsCertificateExpiringSoon"}
+                   "DaisTlsCertificateExpiringSoon", "DaisGatewayErrorRatioHigh",
+                   "DaisGatewayP99LatencyHigh", "DaisGatewayNodeEjected",
+                   "DaisSchedulerPendingInstances", "DaisSchedulerNoLeader",
+                   "DaisRolloutRolledBack", "DaisEtcdUnreachable", "DaisRedisUnreachable"}
 
 
 @pytest.fixture(scope="module")
