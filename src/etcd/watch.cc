@@ -2,11 +2,66 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "common/logging.h"
 #include "etcd/client_impl.h"
 
 namespace dais::etcd {
+namespace {
+
+// During an etcd outage every watcher of the process fails its snapshot at once, and again at
+// each retry (about 14 watchers in a scheduler, once a second). The process logs the first
+// failure, then at most one summary line every 30 s, and one line when all read again.
+class OutageLog {
+ public:
+  static OutageLog& Get() {
+    static OutageLog* log = new OutageLog;
+    return *log;
+  }
+
+  void Failed(const std::string& prefix, const std::string& error) {
+    MutexLock l(&mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (failing_.empty() && failures_ == 0) since_ = now;
+    failing_.insert(prefix);
+    ++failures_;
+    if (logged_ != std::chrono::steady_clock::time_point{} &&
+        now - logged_ < std::chrono::seconds(30)) {
+      return;
+    }
+    if (logged_ == std::chrono::steady_clock::time_point{}) {
+      LOG_WARNING("etcd watch {}: {} (retrying; watch failures are summed up every 30 s)", prefix,
+                  error);
+    } else {
+      LOG_WARNING("etcd watches still failing after {} s: {} prefix(es), {} failed reads: {}",
+                  std::chrono::duration_cast<std::chrono::seconds>(now - since_).count(),
+                  failing_.size(), failures_, error);
+    }
+    logged_ = now;
+  }
+
+  void Recovered(const std::string& prefix) {
+    MutexLock l(&mu_);
+    if (failing_.erase(prefix) == 0 || !failing_.empty()) return;
+    LOG_INFO(
+        "etcd watches: reading again after {} s ({} failed reads)",
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - since_)
+            .count(),
+        failures_);
+    failures_ = 0;
+    logged_ = {};
+  }
+
+ private:
+  Mutex mu_;
+  std::set<std::string> failing_ DAIS_GUARDED_BY(mu_);
+  int64_t failures_ DAIS_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point since_ DAIS_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point logged_ DAIS_GUARDED_BY(mu_);
+};
+
+}  // namespace
 
 Watcher::Watcher(Client* client, std::string prefix, Callbacks callbacks, int64_t start_revision)
     : client_(client),
@@ -33,12 +88,12 @@ void Watcher::Run() {
     if (need_snapshot) {
       StatusOr<RangeResult> snap = client_->Get(prefix_, /*prefix=*/true);
       if (!snap.ok()) {
-        LOG_WARNING("etcd watch {}: {} (retrying in {} ms)", prefix_, snap.status().message(),
-                    backoff.count());
+        OutageLog::Get().Failed(prefix_, snap.status().message());
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
         continue;
       }
+      OutageLog::Get().Recovered(prefix_);
       snapshots_.fetch_add(1);
       if (callbacks_.on_snapshot) callbacks_.on_snapshot(*snap);
       next = snap->revision + 1;

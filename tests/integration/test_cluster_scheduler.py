@@ -6,6 +6,7 @@ deposed one cannot write; scaling; an unplaceable deployment says why; bad specs
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -189,3 +190,35 @@ def test_a_standby_scheduler_publishes_its_metrics(etcd_server, dais_bin, tmp_pa
     finally:
         for s in schedulers:
             s.stop()
+
+
+def test_an_etcd_outage_is_logged_once_not_per_watch_and_retry(dais_bin, tmp_path):
+    """Issue 35: a scheduler whose etcd is away logged ~20 lines a second (each watch, each
+    retry). Now: one line, a summary every 30 s, and one line when etcd is back."""
+    import requests
+    from conftest import EtcdServer, free_port
+    port = free_port()
+
+    class Nowhere:  # what Scheduler needs of an etcd: its endpoint
+        endpoint = f"127.0.0.1:{port}"
+    sched = Scheduler(dais_bin, Nowhere, "s1", tmp_path, "--metrics-port", "0")
+    etcd = None
+    try:
+        metrics = f"http://127.0.0.1:{sched.metrics_port()}/metrics"
+
+        def failed_reads():
+            text = requests.get(metrics, timeout=5).text
+            found = re.search(r"^dais_etcd_unreachable_total (\d+)", text, re.M)
+            return found and int(found.group(1)) >= 40
+        wait_for(failed_reads, 60, "40 failed etcd reads")
+        warnings = [line for line in sched.log().splitlines() if " W " in line]
+        assert 1 <= len(warnings) <= 2, "\n".join(warnings)
+        assert f"unreachable at 127.0.0.1:{port} (connection refused" in warnings[0], warnings
+        etcd = EtcdServer(tmp_path, client_port=port)
+        wait_for(lambda: "etcd watches: reading again" in sched.log(), 30,
+                 "the line that says etcd is back")
+        wait_for(lambda: leader(etcd) == "s1", 30, "s1 leading once etcd is there")
+    finally:
+        sched.stop()
+        if etcd:
+            etcd.stop()
