@@ -4,6 +4,7 @@ set -euo pipefail
 PACKAGES=(
   # build
   cmake ninja-build g++ ccache pkg-config git curl ca-certificates
+  dpkg-dev  # dpkg-shlibdeps: the Depends of the .deb CPack builds (cmake/packaging.cmake)
   openssl  # scripts/make_certs.sh: the test certificates (docs/tls.md)
   libsimdjson-dev  # the JSON inference request parser (src/frontends/http/json_view.h)
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
