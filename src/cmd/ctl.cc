@@ -18,6 +18,7 @@
 #include "cluster/keys.h"
 #include "cluster/training_job.h"
 #include "cmd/ctl_collection.h"
+#include "cmd/ctl_get.h"
 #include "cmd/ctl_rollout.h"
 #include "cmd/ctl_training.h"
 #include "cmd/ctl_watch.h"
@@ -29,41 +30,6 @@
 
 namespace dais::cmd {
 namespace {
-
-std::string Str(const rapidjson::Value& v, const char* key) {
-  if (!v.IsObject() || !v.HasMember(key)) return "";
-  const auto& f = v[key];
-  if (f.IsString()) return f.GetString();
-  if (f.IsInt64()) return std::to_string(f.GetInt64());
-  if (f.IsBool()) return f.GetBool() ? "true" : "false";
-  return "";
-}
-
-// "0,1" of an object's "gpus" array of indices.
-std::string Gpus(const rapidjson::Value& v) {
-  std::string out;
-  if (!v.IsObject() || !v.HasMember("gpus") || !v["gpus"].IsArray()) return out;
-  for (const auto& g : v["gpus"].GetArray()) {
-    if (g.IsInt()) out += (out.empty() ? "" : ",") + std::to_string(g.GetInt());
-  }
-  return out;
-}
-
-// Prints rows as an aligned table.
-void Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& r : rows) {
-    width.resize(std::max(width.size(), r.size()));
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  }
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) {
-      line += r[i] + (i + 1 < r.size() ? std::string(width[i] - r[i].size() + 2, ' ') : "");
-    }
-    fmt::print("{}\n", line);
-  }
-}
 
 // One document of an apply: where it came from, and once validated, what to write.
 struct ApplyDoc {
@@ -223,184 +189,6 @@ int Apply(etcd::Client& c, const CtlOptions& o) {
   return 0;
 }
 
-// Why the scheduler refuses a stored deployment (written around `ctl apply`), or empty.
-std::string InvalidDeployment(const rapidjson::Document& d) {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  d.Accept(w);
-  auto parsed = cluster::DeploymentFromJson(sb.GetString());
-  return parsed.ok() ? "" : parsed.status().message();
-}
-
-// One table row of a stored value (`rest`: its key after the prefix).
-std::vector<std::string> Row(const std::string& what, const rapidjson::Document& d,
-                             const std::string& rest, std::map<std::string, std::string>& status) {
-  if (what == "nodes") {
-    std::string gpus, labels;
-    if (d.HasMember("gpus") && d["gpus"].IsArray()) {
-      for (const auto& g : d["gpus"].GetArray())
-        gpus += (gpus.empty() ? "" : ",") + Str(g, "model");
-    }
-    if (d.HasMember("labels") && d["labels"].IsObject()) {
-      for (const auto& l : d["labels"].GetObject()) {
-        labels += (labels.empty() ? "" : ",") + std::string(l.name.GetString()) + "=" +
-                  (l.value.IsString() ? l.value.GetString() : "");
-      }
-    }
-    const std::string node = Str(d, "node");
-    return {node,
-            Str(d, "cpu_milli"),
-            Str(d, "memory_mib"),
-            gpus,
-            labels,
-            Str(d, "http"),
-            status.count(node) ? status[node] + "ed" : "enabled"};
-  }
-  if (what == "deployments") {
-    rapidjson::Document s;
-    const std::string name = Str(d, "name");
-    const bool has = status.count(name) && json::ParseJson(status[name], &s).ok();
-    // VERSION: the spec's, or the one resolved from the nodes' repositories ("2 (latest)").
-    std::string version = Str(d, "version");
-    if (version.empty() || version == "-1") {
-      version =
-          has && s.HasMember("version") && s["version"].IsInt64() && s["version"].GetInt64() >= 0
-              ? std::to_string(s["version"].GetInt64()) + " (latest)"
-              : "latest";
-    }
-    return {name,
-            Str(d, "model"),
-            version,
-            Str(d, "replicas"),
-            has ? std::to_string(s["assigned"].GetInt()) : "?",
-            has ? std::to_string(s["pending"].GetInt()) : "?",
-            InvalidDeployment(d).empty() ? (has ? Str(s, "reason") : "")
-                                         : "invalid, not scheduled: " + InvalidDeployment(d)};
-  }
-  if (what == "instances") {
-    return {Str(d, "node"),  Str(d, "model"), Str(d, "version"),
-            Str(d, "state"), Gpus(d),         Str(d, "reason")};
-  }
-  if (what == "routes") {
-    std::string split;
-    if (d.HasMember("versions") && d["versions"].IsArray()) {
-      for (const auto& v : d["versions"].GetArray()) {
-        split += (split.empty() ? "" : ",") + Str(v, "version") + ":" + Str(v, "weight") + "%";
-      }
-    }
-    const size_t rules = d.HasMember("match") && d["match"].IsArray() ? d["match"].Size() : 0;
-    return {Str(d, "name"),   Str(d, "model"),         split,
-            Str(d, "stable"), Str(d, "sticky_header"), std::to_string(rules)};
-  }
-  if (what == "tenants") {
-    std::string models;
-    if (d.HasMember("models") && d["models"].IsArray()) {
-      for (const auto& m : d["models"].GetArray()) {
-        if (m.IsString()) models += (models.empty() ? "" : ",") + std::string(m.GetString());
-      }
-    }
-    auto num = [&d](const char* k) {
-      return d.HasMember(k) && d[k].IsNumber() ? fmt::format("{:g}", d[k].GetDouble()) : "";
-    };
-    // No rate (0 or absent) is no limit: the bucket's burst means nothing then.
-    const bool limited = d.HasMember("requests_per_second") &&
-                         d["requests_per_second"].IsNumber() &&
-                         d["requests_per_second"].GetDouble() > 0;
-    return {Str(d, "name"), models.empty() ? "(all)" : models,
-            limited ? num("requests_per_second") : "unlimited", limited ? num("burst") : "-"};
-  }
-  if (what == "events") {
-    const int64_t ms =
-        d.HasMember("time_ms") && d["time_ms"].IsInt64() ? d["time_ms"].GetInt64() : 0;
-    return {cluster::FormatTimeMs(ms), Str(d, "kind"), Str(d, "deployment"), Str(d, "node"),
-            Str(d, "message")};
-  }
-  const std::string version = Str(d, "version");  // assignments
-  return {rest.substr(0, rest.find('/')), Str(d, "model"), Str(d, "deployment"),
-          version == "-1" ? "latest" : version, Gpus(d)};
-}
-
-// A kind gathered from several keys (trainings, collections): its table, or -o json.
-int GetGathered(etcd::Client& c, const CtlOptions& o,
-                StatusOr<std::vector<std::vector<std::string>>> (*rows)(etcd::Client&),
-                StatusOr<std::string> (*json)(etcd::Client&)) {
-  if (o.output == "json") {
-    auto text = json(c);
-    if (!text.ok()) {
-      fmt::print(stderr, "dais ctl get: {}\n", text.status().message());
-      return 1;
-    }
-    fmt::print("{}\n", *text);
-    return 0;
-  }
-  auto table = rows(c);
-  if (!table.ok()) {
-    fmt::print(stderr, "dais ctl get: {}\n", table.status().message());
-    return 1;
-  }
-  Table(*table);
-  return 0;
-}
-
-int Get(etcd::Client& c, const CtlOptions& o) {
-  if (o.what == "trainings") return GetGathered(c, o, TrainingRows, TrainingJson);
-  if (o.what == "collections") return GetGathered(c, o, CollectionRows, CollectionJson);
-  static const std::map<std::string, std::string> kPrefix = {
-      {"nodes", cluster::kNodesPrefix},         {"deployments", "/dais/deployments/"},
-      {"instances", cluster::kInstancesPrefix}, {"assignments", cluster::kAssignmentsPrefix},
-      {"events", cluster::kEventsPrefix},       {"routes", gateway::kRoutesPrefix},
-      {"tenants", gateway::kTenantsPrefix}};
-  auto it = kPrefix.find(o.what);
-  if (it == kPrefix.end()) {
-    fmt::print(stderr,
-               "dais ctl get: '{}' is not nodes, deployments, instances, assignments, events, "
-               "routes, tenants, trainings or collections\n",
-               o.what);
-    return 2;
-  }
-  auto r = c.Get(it->second, /*prefix=*/true);
-  if (!r.ok()) {
-    fmt::print(stderr, "dais ctl get: {}\n", r.status().message());
-    return 1;
-  }
-  std::map<std::string, std::string> status;
-  if (o.what == "nodes") {
-    if (auto s = c.Get(cluster::kCordonedPrefix, true); s.ok()) {
-      for (const auto& kv : s->kvs) {
-        status[kv.key.substr(std::string(cluster::kCordonedPrefix).size())] = kv.value;
-      }
-    }
-  }
-  if (o.what == "deployments") {
-    if (auto s = c.Get("/dais/status/", true); s.ok()) {
-      for (const auto& kv : s->kvs) status[kv.key.substr(13)] = kv.value;
-    }
-  }
-  if (o.output == "json") {
-    std::string out = "[";
-    for (const auto& kv : r->kvs) out += (out.size() > 1 ? "," : "") + kv.value;
-    fmt::print("{}]\n", out);
-    return 0;
-  }
-  static const std::map<std::string, std::vector<std::string>> kHeader = {
-      {"nodes", {"NODE", "CPU", "MEMORY_MIB", "GPUS", "LABELS", "HTTP", "SCHEDULING"}},
-      {"deployments",
-       {"DEPLOYMENT", "MODEL", "VERSION", "REPLICAS", "ASSIGNED", "PENDING", "REASON"}},
-      {"instances", {"NODE", "MODEL", "VERSION", "STATE", "GPUS", "REASON"}},
-      {"assignments", {"NODE", "MODEL", "DEPLOYMENT", "VERSION", "GPUS"}},
-      {"events", {"TIME (UTC)", "KIND", "DEPLOYMENT", "NODE", "MESSAGE"}},
-      {"routes", {"ROUTE", "MODEL", "VERSIONS", "STABLE", "STICKY", "RULES"}},
-      {"tenants", {"TENANT", "MODELS", "REQUESTS/S", "BURST"}}};
-  std::vector<std::vector<std::string>> rows = {kHeader.at(o.what)};
-  for (const auto& kv : r->kvs) {
-    rapidjson::Document d;
-    if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
-    rows.push_back(Row(o.what, d, kv.key.substr(it->second.size()), status));
-  }
-  Table(rows);
-  return 0;
-}
-
 }  // namespace
 
 CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
@@ -426,16 +214,29 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
           "*.yaml / *.yml files, or - for stdin. All are validated first: one refusal "
           "and nothing is written.")
       ->required();
-  CLI::App* get = cmd->add_subcommand("get", "List nodes, deployments, instances or assignments");
+  CLI::App* get = cmd->add_subcommand(
+      "get",
+      "List objects of a kind, or one by name (kubectl-style: get deployments, get node n1)");
   get->add_option(
          "what", o->what,
          "nodes | deployments | instances | assignments | events (the scheduler's "
          "decisions of the last 30-60 min) | routes | tenants | trainings | collections (each "
-         "shard's replicas)")
+         "shard's replicas); singular and short names too (node, no, deploy, inst, ev, col)")
       ->required();
-  get->add_option("-o,--output", o->output, "table or json")
-      ->check(CLI::IsMember({"table", "json"}))
+  get->add_option("name", o->name,
+                  "Only this one (instances and assignments: of this node or model; events: of "
+                  "this deployment or node).");
+  get->add_option("-o,--output", o->output,
+                  "table, wide (more columns for nodes, deployments, assignments), json or yaml "
+                  "(the stored object with what the table derives: a node's scheduling state, a "
+                  "deployment's status, an assignment's node)")
+      ->check(CLI::IsMember({"table", "wide", "json", "yaml"}))
       ->capture_default_str();
+  CLI::App* describe = cmd->add_subcommand(
+      "describe", "One object in full (YAML), with its instances or assignments and its events");
+  describe->add_option("what", o->what, "node | deployment | route | tenant | training | ...")
+      ->required();
+  describe->add_option("name", o->name, "Its name.")->required();
   for (const char* verb : {"cordon", "uncordon", "drain"}) {
     CLI::App* c = cmd->add_subcommand(
         verb, std::string(verb) == "cordon"     ? "No new instances on a node"
@@ -467,7 +268,8 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
     return 2;
   }
   if (command->get_subcommand("apply")->parsed()) return Apply(**client, o);
-  if (command->get_subcommand("get")->parsed()) return Get(**client, o);
+  if (command->get_subcommand("get")->parsed()) return CtlGet(**client, o);
+  if (command->get_subcommand("describe")->parsed()) return CtlDescribe(**client, o);
   if (command->get_subcommand("watch")->parsed()) return WatchCluster(**client, o.watch_seconds);
   if (int rc = RunRolloutCommands(command, **client, o.rollout); rc >= 0) return rc;
   for (const char* verb : {"cordon", "drain", "uncordon"}) {

@@ -19,7 +19,7 @@ struct CtlOptions {
   std::string file;  // apply -f
   std::string what;  // get <what> / delete deployment <name>
   std::string name;
-  std::string output = "table";  // -o table|json
+  std::string output = "table";  // -o table|wide|json|yaml
   double watch_seconds = 0;      // watch --for; 0: until a signal
   RolloutCliOptions rollout;
 };

@@ -1,0 +1,19 @@
+// `dais ctl get KIND [NAME] [-o table|wide|json|yaml]` and `dais ctl describe KIND NAME`
+// (docs/cluster.md, "dais ctl"): every kind the control plane stores, by its plural, singular or
+// short name (nodes / node / no, deployments / deployment / deploy, ...).
+#pragma once
+
+#include <string>
+
+#include "cmd/ctl.h"
+#include "etcd/client.h"
+
+namespace dais::cmd {
+
+// "deployments" for "deployment", "deploy", "deployments"; empty when `what` names no kind.
+std::string CanonicalKind(const std::string& what);
+
+int CtlGet(etcd::Client& c, const CtlOptions& o);
+int CtlDescribe(etcd::Client& c, const CtlOptions& o);
+
+}  // namespace dais::cmd
