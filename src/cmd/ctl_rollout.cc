@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "common/mutex.h"
+#include "etcd/watch.h"
 #include "fmt/format.h"
 #include "gateway/rollout.h"
 #include "gateway/rollout_start.h"
@@ -120,7 +122,7 @@ int Rollback(etcd::Client& c, const RolloutCliOptions& o) {
     fmt::print(stderr, "dais ctl rollback: no route '{}'\n", o.route);
     return 2;
   }
-  if (!r.ok() || (r->state != "running" && r->state != "promoted")) {
+  if (!r.ok() || (r->state != "running" && r->state != "paused" && r->state != "promoted")) {
     // No rollout to end: all traffic to the route's stable version, as the help says.
     if (route->stable < 0) {
       fmt::print(stderr, "dais ctl rollback: route '{}' names no stable version\n", o.route);
@@ -149,12 +151,70 @@ int Rollback(etcd::Client& c, const RolloutCliOptions& o) {
   return 0;
 }
 
+// pause / resume / promote: an operator's decision on a rollout in progress, recorded in its
+// history like the analysis's. Pause stops the analysis where it is (the weight stays); resume
+// starts the current step's interval afresh; promote sends all traffic to the canary now.
+int Decide(etcd::Client& c, const RolloutCliOptions& o, const std::string& verb) {
+  const std::string who = "dais ctl rollout " + verb;
+  auto read = Read(c, o.route);
+  auto r = read.ok() ? gateway::RolloutFromJson(read->rollout) : read.status();
+  if (!r.ok()) {
+    fmt::print(stderr, "{}: no rollout of '{}'\n", who, o.route);
+    return 2;
+  }
+  auto route = gateway::ParseRoute(read->route);
+  if (read->route.empty() || !route.ok()) {
+    fmt::print(stderr, "{}: no route '{}'\n", who, o.route);
+    return 2;
+  }
+  const bool ok = verb == "pause"    ? r->state == "running"
+                  : verb == "resume" ? r->state == "paused"
+                                     : (r->state == "running" || r->state == "paused");
+  if (!ok) {
+    fmt::print(stderr, "{}: the rollout of '{}' is {}, not {}\n", who, o.route, r->state,
+               verb == "resume"  ? "paused"
+               : verb == "pause" ? "running"
+                                 : "running or paused");
+    return 2;
+  }
+  const int weight = r->steps[static_cast<size_t>(r->step)];
+  const std::string decision = verb == "pause"    ? "paused by dais ctl"
+                               : verb == "resume" ? "resumed by dais ctl"
+                                                  : "promoted by dais ctl";
+  r->history.push_back({r->step, weight, 0, 0, 0, -1, -2, decision, NowMs()});
+  std::string route_json = read->route;
+  if (verb == "pause") {
+    r->state = "paused";
+  } else if (verb == "resume") {
+    r->state = "running";
+    r->step_started_ms = NowMs();
+  } else {
+    r->state = "promoted";
+    r->reason = decision;
+    route_json = gateway::RouteToJson(gateway::RouteAtWeight(*route, r->from, r->to, 100));
+  }
+  if (Status s = Write(c, *read, o.route, r->ToJson(), route_json); !s.ok()) {
+    fmt::print(stderr, "{}: {}\n", who, s.message());
+    return 1;
+  }
+  fmt::print("{}: rollout v{} -> v{} {} at {} %\n", o.route, r->from, r->to,
+             verb == "pause"    ? "paused"
+             : verb == "resume" ? "resumed"
+                                : "promoted",
+             verb == "promote" ? 100 : weight);
+  return 0;
+}
+
 int Status_(etcd::Client& c, const RolloutCliOptions& o) {
   auto read = Read(c, o.route);
   auto r = read.ok() ? gateway::RolloutFromJson(read->rollout) : read.status();
   if (!r.ok()) {
     fmt::print(stderr, "dais ctl rollout status: no rollout of '{}'\n", o.route);
     return 2;
+  }
+  if (o.output == "json") {
+    fmt::print("{}\n", r->ToJson());
+    return 0;
   }
   std::string p99 = "p99 unchecked";
   if (r->max_p99_ms > 0) {
@@ -189,6 +249,39 @@ int Status_(etcd::Client& c, const RolloutCliOptions& o) {
                h.accuracy_delta >= -1 ? fmt::format("{:+.3f}", h.accuracy_delta) : "-", h.decision);
   }
   return 0;
+}
+
+bool Finished(const std::string& state) {
+  return state == "promoted" || state == "rolled_back" || state == "aborted";
+}
+
+// --watch: the status again at each change of the rollout's record (an etcd watch), until it
+// ends: exit 0 when promoted, 1 when rolled back or aborted (as kubectl rollout status).
+int WatchStatus(etcd::Client& c, const RolloutCliOptions& o) {
+  Mutex mu;
+  CondVar changed(&mu);
+  int64_t seen = -1, shown = 0;
+  etcd::Watcher::Callbacks cb;
+  auto bump = [&] {
+    MutexLock l(&mu);
+    ++seen;
+    changed.SignalAll();
+  };
+  cb.on_snapshot = [&](const etcd::RangeResult&) { bump(); };
+  cb.on_events = [&](const std::vector<etcd::Event>&) { bump(); };
+  etcd::Watcher watch(&c, gateway::kRolloutsPrefix + o.route, std::move(cb));
+  for (;;) {
+    {
+      MutexLock l(&mu);
+      while (seen < shown) changed.Wait();
+      shown = seen + 1;
+    }
+    if (int rc = Status_(c, o); rc != 0) return rc;
+    std::fflush(stdout);
+    auto read = Read(c, o.route);
+    auto r = read.ok() ? gateway::RolloutFromJson(read->rollout) : read.status();
+    if (r.ok() && Finished(r->state)) return r->state == "promoted" ? 0 : 1;
+  }
 }
 
 }  // namespace
@@ -237,6 +330,20 @@ void AddRolloutCommands(CLI::App* ctl, RolloutCliOptions* o) {
       ->capture_default_str();
   CLI::App* status = rollout->add_subcommand("status", "The step, the figures, the decisions");
   status->add_option("route", o->route, "The route (alias).")->required();
+  status->add_option("-o,--output", o->output, "table or json (the rollout's record)")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  status->add_flag("-w,--watch", o->watch,
+                   "Print again at each change until the rollout ends: exit 0 when promoted, 1 "
+                   "when rolled back or aborted");
+  for (const char* verb : {"pause", "resume", "promote"}) {
+    const std::string v = verb;
+    CLI::App* c = rollout->add_subcommand(
+        verb, v == "pause"    ? "Hold ROUTE's rollout at its current weight (no analysis, no steps)"
+              : v == "resume" ? "Go on with a paused rollout (the current step's interval anew)"
+                              : "End ROUTE's rollout now: all traffic to the new version");
+    c->add_option("route", o->route, "The route (alias).")->required();
+  }
   CLI::App* rollback = ctl->add_subcommand(
       "rollback", "Send all of ROUTE's traffic back to the stable version now (ends its rollout)");
   rollback->add_option("route", o->route, "The route (alias).")->required();
@@ -247,7 +354,10 @@ int RunRolloutCommands(CLI::App* ctl, etcd::Client& client, const RolloutCliOpti
   CLI::App* rollout = ctl->get_subcommand("rollout");
   if (!rollout->parsed()) return -1;
   if (rollout->get_subcommand("start")->parsed()) return Start(client, o);
-  return Status_(client, o);
+  for (const char* verb : {"pause", "resume", "promote"}) {
+    if (rollout->get_subcommand(verb)->parsed()) return Decide(client, o, verb);
+  }
+  return o.watch ? WatchStatus(client, o) : Status_(client, o);
 }
 
 }  // namespace dais::cmd

@@ -24,6 +24,8 @@ struct RolloutCliOptions {
   double max_psi = 0;
   std::string accuracy_label;  // empty: live accuracy not compared
   double min_accuracy_delta = 0;
+  std::string output = "table";  // rollout status -o
+  bool watch = false;            // rollout status --watch
 };
 
 // Adds `rollout` (start, status) and `rollback` under `ctl`.

@@ -43,7 +43,8 @@ struct Rollout {
   // min_accuracy_delta (e.g. -0.01: at most a point worse). Empty: accuracy not compared.
   std::string accuracy_label;
   double min_accuracy_delta = 0;
-  // "running", "promoted", "rolled_back" (by the analysis), "aborted" (dais ctl rollback).
+  // "running", "paused" (dais ctl rollout pause: not analysed), "promoted" (by the analysis or
+  // dais ctl rollout promote), "rolled_back" (by the analysis), "aborted" (dais ctl rollback).
   std::string state = "running";
   int step = 0;
   int64_t step_started_ms = 0;  // Unix time

@@ -44,7 +44,8 @@ StatusOr<Rollout> StartRollout(etcd::Client& c, Rollout r, int64_t now_ms) {
   if (read.route.empty() || !route.ok()) {
     return NotFound("no route '" + r.route + "' (dais ctl apply -f route.yaml)");
   }
-  if (auto old = RolloutFromJson(read.rollout); old.ok() && old->state == "running") {
+  if (auto old = RolloutFromJson(read.rollout);
+      old.ok() && (old->state == "running" || old->state == "paused")) {
     return AlreadyExists(r.route + " is already rolling out v" + std::to_string(old->to) +
                          " (step " + std::to_string(old->step + 1) + " of " +
                          std::to_string(old->steps.size()) + ")");

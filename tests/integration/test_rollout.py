@@ -208,3 +208,45 @@ def test_rollout_cli_limits_status_and_rollback_without_rollout(etcd_server, dai
     out = ctl(dais_bin, etcd, "rollout", "start", "ranker", "--to", "2")
     status = ctl(dais_bin, etcd, "rollout", "status", "ranker").stdout
     assert "p99 unchecked" in status and "unchecked ms" not in status, status
+
+
+def test_pause_resume_promote_and_status_watch(rollout_cluster, dais_bin):
+    """Issue 35: an operator holds a rollout, lets it go on, promotes it; `rollout status
+    --watch` follows and exits 0 at the promotion; -o json is the rollout's record."""
+    etcd = rollout_cluster["etcd"]
+    ctl(dais_bin, etcd, "rollout", "start", "ranker", "--to", "2", "--steps", "10,100",
+        "--interval", "1h", "--min-requests", "100000")
+
+    def status():
+        return json.loads(ctl(dais_bin, etcd, "rollout", "status", "ranker", "-o",
+                              "json").stdout)
+    assert status()["state"] == "running" and status()["step"] == 0
+    ctl(dais_bin, etcd, "rollout", "pause", "ranker")
+    assert status()["state"] == "paused"
+    again = ctl(dais_bin, etcd, "rollout", "pause", "ranker", check=False)
+    assert again.returncode == 2 and "is paused, not running" in again.stderr, again.stderr
+    refused = ctl(dais_bin, etcd, "rollout", "start", "ranker", "--to", "2", check=False)
+    assert refused.returncode == 2 and "already rolling out" in refused.stderr, refused.stderr
+    watcher = subprocess.Popen([str(dais_bin), "ctl", "--etcd", etcd.endpoint, "rollout",
+                                "status", "ranker", "--watch"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        before = status()["step_started_ms"]
+        ctl(dais_bin, etcd, "rollout", "resume", "ranker")
+        resumed = status()
+        assert resumed["state"] == "running" and resumed["step_started_ms"] > before
+        assert [v["weight"] for v in route(etcd)["versions"]] == [90, 10]
+        out = ctl(dais_bin, etcd, "rollout", "promote", "ranker").stdout
+        assert "promoted at 100 %" in out, out
+        assert route(etcd)["versions"] == [{"version": 2, "weight": 100}]
+        done = status()
+        assert done["state"] == "promoted", done
+        assert [h["decision"] for h in done["history"]] == [
+            "paused by dais ctl", "resumed by dais ctl", "promoted by dais ctl"]
+        watched, _ = watcher.communicate(timeout=30)
+        assert watcher.returncode == 0, watched
+        assert "paused" in watched and "promoted" in watched, watched
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait(10)
