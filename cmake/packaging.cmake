@@ -21,6 +21,15 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/deploy/grafana)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/grafana DESTINATION ${CMAKE_INSTALL_DATADIR}/dais
           COMPONENT dais)
 endif()
+# Bash completion, written by the installed binary itself (`dais completion bash`).
+install(CODE "
+  set(dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/bash-completion/completions\")
+  file(MAKE_DIRECTORY \"\${dir}\")
+  execute_process(COMMAND $<TARGET_FILE:dais> completion bash OUTPUT_FILE \"\${dir}/dais\"
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR \"dais completion bash failed: \${rc}\")
+  endif()" COMPONENT dais)
 file(GLOB DAIS_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${DAIS_DOCS} ${PROJECT_SOURCE_DIR}/README.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT dais)

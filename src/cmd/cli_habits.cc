@@ -95,6 +95,48 @@ std::vector<std::string> Hints(const CLI::App& top, int argc, char** argv) {
 
 const char* DaisVersion() { return DAIS_VERSION; }
 
+namespace {
+
+void CompletionTable(const CLI::App& app, const std::string& path,
+                     const std::vector<std::pair<std::string, std::string>>& extra,
+                     std::string* out) {
+  std::vector<std::string> words;
+  auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  for (const CLI::App* sub : subs) words.push_back(sub->get_name());
+  for (const std::string& l : LongFlags(&app)) {  // with a fallthrough parent's (ctl's --etcd)
+    if (std::find(words.begin(), words.end(), "--" + l) == words.end()) words.push_back("--" + l);
+  }
+  for (const auto& [at, more] : extra) {
+    if ("dais " + at == path) words.push_back(more);
+  }
+  *out += fmt::format("  [\"{}\"]=\"{}\"\n", path, fmt::join(words, " "));
+  for (const CLI::App* sub : subs) {
+    CompletionTable(*sub, path + " " + sub->get_name(), extra, out);
+  }
+}
+
+}  // namespace
+
+std::string BashCompletion(const CLI::App& app,
+                           const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::string table;
+  CompletionTable(app, "dais", extra, &table);  // bash refuses an empty key: the root is "dais"
+  return "# bash completion for dais (dais completion bash): subcommands and flags per level\n"
+         "declare -gA _dais_words=(\n" +
+         table +
+         ")\n"
+         "_dais() {\n"
+         "  local cur=\"${COMP_WORDS[COMP_CWORD]}\" path=dais next i\n"
+         "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+         "    [[ ${COMP_WORDS[i]} == -* ]] && continue\n"
+         "    next=\"$path ${COMP_WORDS[i]}\"\n"
+         "    [[ -n ${_dais_words[$next]+set} ]] && path=\"$next\"\n"
+         "  done\n"
+         "  COMPREPLY=($(compgen -W \"${_dais_words[$path]}\" -- \"$cur\"))\n"
+         "}\n"
+         "complete -o default -F _dais dais\n";
+}
+
 CLI::App* FindSubcommand(CLI::App& app, const std::string& name) {
   auto subs = app.get_subcommands([&](const CLI::App* a) { return a->get_name() == name; });
   return subs.empty() ? nullptr : subs.front();

@@ -41,6 +41,13 @@ void WarnUnimplementedFlags(const CLI::App* app);
 // the command line was parsed and the program should go on, else the exit code.
 int ParseCommandLine(CLI::App& app, int argc, char** argv);
 
+// A bash completion script for `app` (`dais completion bash`): subcommands and long flags at
+// each level of the command tree, plus `extra` words after a command path ("ctl get" -> the
+// kinds). Installed with `source <(dais completion bash)` or into
+// /usr/share/bash-completion/completions/dais.
+std::string BashCompletion(const CLI::App& app,
+                           const std::vector<std::pair<std::string, std::string>>& extra);
+
 // The subcommand of `app` named `name`, or nullptr (roles differ between builds).
 CLI::App* FindSubcommand(CLI::App& app, const std::string& name);
 

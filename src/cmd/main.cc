@@ -77,8 +77,23 @@ int main(int argc, char** argv) {
       dais::cmd::GroupFlags(cmd, dais::cmd::ServerFlagGroups());
     }
   }
+  CLI::App* completion_cmd = app.add_subcommand(
+      "completion", "Print a shell completion script: source <(dais completion bash)");
+  std::string shell = "bash";
+  completion_cmd->add_option("shell", shell, "bash")->check(CLI::IsMember({"bash"}));
   dais::cmd::AddCommonFlags(&app);
   if (int rc = dais::cmd::ParseCommandLine(app, argc, argv); rc >= 0) return rc;
+  if (completion_cmd->parsed()) {
+    const std::string kinds =
+        "nodes deployments instances assignments events routes tenants trainings collections";
+    std::fputs(dais::cmd::BashCompletion(
+                   app, {{"ctl get", kinds},
+                         {"ctl describe", kinds},
+                         {"ctl delete", "deployment route tenant training collection"}})
+                   .c_str(),
+               stdout);
+    return 0;
+  }
   for (CLI::App* role : {serve_cmd, dais::cmd::FindSubcommand(app, "node")}) {
     if (role != nullptr && role->parsed()) dais::cmd::WarnUnimplementedFlags(role);
   }

@@ -131,3 +131,24 @@ def test_etcd_from_the_environment_and_after_the_subcommand(dais_bin, etcd_serve
     assert rc == 0, out
     rc, out = run_dais(dais_bin, "ctl", "get", "nodes", env=env, timeout=60)
     assert rc != 0 and "127.0.0.1:1" in out, out
+
+
+def test_bash_completion_offers_subcommands_flags_and_kinds(dais_bin, tmp_path):
+    script = tmp_path / "dais.bash"
+    rc, out = run_dais(dais_bin, "completion", "bash")
+    assert rc == 0, out
+    script.write_text(out)
+
+    def complete(*words):
+        line = " ".join(words)
+        r = subprocess.run(["bash", "-c", f'source "{script}"; COMP_WORDS=({line}); '
+                            f'COMP_CWORD={len(words) - 1}; _dais; echo "${{COMPREPLY[@]}}"'],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+    assert complete("dais", "se") == ["serve"]
+    assert complete("dais", "ctl", "g") == ["get"]
+    assert complete("dais", "ctl", "get", "dep") == ["deployments"]
+    assert complete("dais", "serve", "--http-p") == ["--http-port"]
+    assert "--etcd" in complete("dais", "ctl", "--etcd", "127.0.0.1:2379", "rollout", "status",
+                                "--")

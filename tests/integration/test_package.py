@@ -70,6 +70,8 @@ def test_installed_files(installed):
     assert sorted(conffiles) == ["/etc/dais/gateway.env", "/etc/dais/node.env",
                                  "/etc/dais/scheduler.env"]
     assert all((installed / c.lstrip("/")).is_file() for c in conffiles)
+    completion = installed / "usr/share/bash-completion/completions/dais"
+    assert "complete -o default -F _dais dais" in completion.read_text()
     share = installed / "usr/share/dais"
     assert (share / "prometheus/dais-alerts.yml").is_file()
     assert (installed / "usr/share/doc/dais/cluster.md").is_file()
