@@ -31,6 +31,8 @@ struct GatewayCliOptions {
   std::string id;
   std::string access_log;
   double access_log_sample = 1.0;
+  std::string otlp_endpoint;
+  double trace_sample_rate = 0;
   std::string advertise_host = "127.0.0.1";
   // TLS on the gateway's own ports, and to the nodes (docs/tls.md).
   ListenerTlsFlags http_tls, grpc_tls;

@@ -369,6 +369,7 @@ void Gateway::Impl::Try(CallPtr call) {
   up.target = "/v2/models/" + call->model + "/versions/" + std::to_string(call->version) +
               call->suffix + (call->request.query.empty() ? "" : "?" + call->request.query);
   up.headers = ForwardedHeaders(call->request);
+  SetTraceHeaders(*call, &up.headers);
   up.body = call->request.body;  // kept in the call for a retry
   up.deadline = TryDeadline(*call);
   pool.Send(call->view->node_http.at(*node), std::move(up),
@@ -392,6 +393,7 @@ void Gateway::Impl::Mirror(const Call& call) {
   up.method = call.request.method;
   up.target = "/v2/models/" + call.model + "/versions/" + version + call.suffix;
   up.headers = ForwardedHeaders(call.request);
+  SetTraceHeaders(call, &up.headers);
   up.body = call.request.body;
   up.deadline = call.deadline;
   pool.Send(call.view->node_http.at(node), std::move(up),
@@ -487,6 +489,9 @@ void Gateway::Impl::LogAccess(const Call& call, int status, size_t response_byte
   str("choice", call.how);
   str("tenant", call.tenant);
   str("node", node);
+  str("trace_id", call.trace.trace_id);
+  str("span_id", call.span_id);
+  str("request_id", call.request_id);
   w.Key("status");
   w.Int(status);
   w.Key("duration_ms");
@@ -527,10 +532,12 @@ void Gateway::Impl::Record(const Call& call, int status, size_t response_bytes,
         .Observe(std::chrono::duration<double>(Clock::now() - call.started).count());
   }
   LogAccess(call, status, response_bytes, node);
+  ExportSpan(call, status, node);
 }
 
 void Gateway::Impl::Answer(const CallPtr& call, Response response, const std::string& node) {
   response.headers.emplace_back("x-dais-route", call->alias);
+  if (!call->request_id.empty()) response.headers.emplace_back("x-request-id", call->request_id);
   if (call->version >= 0)
     response.headers.emplace_back("x-dais-version", std::to_string(call->version));
   if (!node.empty()) response.headers.emplace_back("x-dais-node", node);
@@ -570,6 +577,15 @@ Status Gateway::Start() {
     });
   } else {
     LOG_WARNING("gateway: no --jwks: authentication is off (every request is tenant 'anonymous')");
+  }
+  if (!g.options.otlp_endpoint.empty()) {
+    ASSIGN_OR_RETURN(auto endpoint, ParseOtlpEndpoint(g.options.otlp_endpoint));
+    if (!(g.options.trace_sample_rate >= 0 && g.options.trace_sample_rate <= 1)) {
+      return InvalidArgument("--trace-sample-rate must be within [0, 1]");
+    }
+    g.exporter = std::make_unique<OtlpExporter>(endpoint.first, endpoint.second, "dais-gateway");
+    LOG_INFO("tracing: spans of sampled requests to http://{}{} (new traces sampled at {:g})",
+             endpoint.first, endpoint.second, g.options.trace_sample_rate);
   }
   if (g.options.access_log == "-") {
     g.access_log = stdout;
@@ -675,6 +691,7 @@ void Gateway::Handle(Request request, Responder respond) {
   auto call = std::make_shared<Impl::Call>();
   g.in_flight.fetch_add(1);  // until Answer
   call->started = Clock::now();
+  g.BeginTrace(call.get(), request.Header("traceparent"), request.Header("x-request-id"));
   call->alias = path->alias;
   call->suffix = path->suffix;
   call->respond = std::move(respond);

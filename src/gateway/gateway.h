@@ -45,6 +45,11 @@ struct GatewayOptions {
   BalancerOptions balancer;
   // JSON access log, one line per request: a file path, "-" for stdout, empty for none. Every
   // 5xx answer is logged; other answers with probability access_log_sample.
+  // Tracing (docs/operations.md): spans of sampled requests to an OTLP/HTTP collector
+  // ("http://host:4318"; empty: none). A request without a traceparent starts a trace sampled
+  // with probability trace_sample_rate; one with a traceparent keeps its sampled flag.
+  std::string otlp_endpoint;
+  double trace_sample_rate = 0;
   std::string access_log;
   double access_log_sample = 1.0;
   // TLS to the nodes (their --http-use-ssl / --grpc-use-ssl[-mutual]): both upstreams use it.

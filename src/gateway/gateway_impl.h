@@ -20,6 +20,7 @@
 
 #include "cluster/collection_placement.h"
 #include "common/mutex.h"
+#include "common/trace_context.h"
 #include "etcd/client.h"
 #include "etcd/watch.h"
 #include "frontends/grpc/h2_connection.h"
@@ -28,6 +29,7 @@
 #include "gateway/gateway.h"
 #include "gateway/grpc_upstream.h"
 #include "gateway/jwt.h"
+#include "gateway/otlp_exporter.h"
 #include "gateway/rate_limit.h"
 #include "gateway/route.h"
 #include "gateway/tenant.h"
@@ -129,6 +131,11 @@ struct Gateway::Impl {
     bool fallback = false;
     std::vector<std::string> tried;
     Clock::time_point started, deadline;
+    // W3C trace context (BeginTrace): the trace (continued or new), the gateway's span (the
+    // node's parent) and the request id sent on and answered (x-request-id).
+    TraceContext trace;
+    std::string span_id, request_id;
+    int64_t start_unix_ns = 0;
 
     std::string_view Header(std::string_view name) const {
       if (grpc) return grpc->Metadata(name).value_or(std::string_view());
@@ -143,6 +150,16 @@ struct Gateway::Impl {
     }
   };
   using CallPtr = std::shared_ptr<Call>;
+
+  // The call's trace from the client's traceparent and x-request-id (either may be absent or
+  // malformed: then a new trace, sampled with options.trace_sample_rate when exporting).
+  void BeginTrace(Call* call, std::string_view traceparent, std::string_view request_id);
+  // Replaces traceparent / x-request-id in what goes to the node with the call's.
+  static void SetTraceHeaders(const Call& call,
+                              std::vector<std::pair<std::string, std::string>>* headers);
+  // The call's span to the collector, when it is sampled and one is configured.
+  void ExportSpan(const Call& call, int status, const std::string& node);
+  std::unique_ptr<OtlpExporter> exporter;  // with --otlp-endpoint
 
   void Watch(const std::string& prefix, std::map<std::string, std::string>* kv);
   // False (logged, counted) for a route or tenant document that does not parse.

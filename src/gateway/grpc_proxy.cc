@@ -103,6 +103,7 @@ void Gateway::Impl::RefuseGrpc(const CallPtr& call, const Response& refusal) {
     if (k == "retry-after") call->grpc->AddResponseMetadata(k, v);
   }
   call->grpc->AddResponseMetadata("x-dais-route", call->alias);
+  call->grpc->AddResponseMetadata("x-request-id", call->request_id);
   call->grpc->Finish(
       ::grpc::Status(frontends::grpc::CodeOfHttpStatus(refusal.status), ErrorMessage(refusal)));
   Record(*call, refusal.status, 0, "");
@@ -125,6 +126,7 @@ void Gateway::Impl::TryGrpc(const CallPtr& call, const std::string& node) {
   GrpcCallOptions o;
   o.path = call->request.path;
   o.metadata = ForwardedMetadata(*call->grpc);
+  Gateway::Impl::SetTraceHeaders(*call, &o.metadata);
   o.deadline = TryDeadline(*call);
   o.on_message = [answer](std::string m) { *answer = std::move(m); };
   o.on_finish = [this, call, node, answer](GrpcResult r) {
@@ -139,6 +141,7 @@ void Gateway::Impl::TryGrpc(const CallPtr& call, const std::string& node) {
     }
     ServerCall& sc = *call->grpc;
     sc.AddResponseMetadata("x-dais-route", call->alias);
+    sc.AddResponseMetadata("x-request-id", call->request_id);
     sc.AddResponseMetadata("x-dais-version", std::to_string(call->version));
     sc.AddResponseMetadata("x-dais-node", node);
     if (call->fallback) sc.AddResponseMetadata("x-dais-fallback", "stable");
@@ -174,6 +177,7 @@ void Gateway::Impl::MirrorGrpc(const Call& call) {
   GrpcCallOptions o;
   o.path = call.request.path;
   o.metadata = ForwardedMetadata(*call.grpc);
+  Gateway::Impl::SetTraceHeaders(call, &o.metadata);
   o.deadline = call.deadline;
   o.on_finish = [alias = call.alias, version](GrpcResult r) {
     const char* outcome = r.code == 0     ? "ok"
@@ -196,6 +200,8 @@ void HandleUnary(Gateway::Impl& g, const std::string& method, const std::string&
   auto call = std::make_shared<Gateway::Impl::Call>();
   g.in_flight.fetch_add(1);  // until answered
   call->started = Clock::now();
+  g.BeginTrace(call.get(), sc->Metadata("traceparent").value_or(std::string_view()),
+               sc->Metadata("x-request-id").value_or(std::string_view()));
   call->grpc = std::move(sc);
   call->suffix = suffix;
   call->request.method = "POST";
@@ -248,6 +254,8 @@ class StreamProxy : public frontends::grpc::StreamHandler,
   StreamProxy(Gateway::Impl* g, std::shared_ptr<ServerCall> sc) : g_(g) {
     call_ = std::make_shared<Gateway::Impl::Call>();
     call_->started = Clock::now();
+    g->BeginTrace(call_.get(), sc->Metadata("traceparent").value_or(std::string_view()),
+                  sc->Metadata("x-request-id").value_or(std::string_view()));
     call_->grpc = std::move(sc);
     call_->request.method = "POST";
     call_->request.path = std::string(kService) + "ModelStreamInfer";
@@ -339,6 +347,7 @@ class StreamProxy : public frontends::grpc::StreamHandler,
     GrpcCallOptions o;
     o.path = call_->request.path;
     o.metadata = ForwardedMetadata(sc);
+    Gateway::Impl::SetTraceHeaders(*call_, &o.metadata);
     o.deadline = call_->deadline;
     o.on_message = [sc = call_->grpc](std::string m) { sc->Write(std::move(m)); };
     o.on_finish = [self = shared_from_this()](GrpcResult r) {

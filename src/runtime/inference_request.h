@@ -38,6 +38,9 @@ struct InferenceRequest {
   std::string model_name;
   int64_t model_version = -1;  // -1: the version chosen by the version policy (the latest)
   std::string id;
+  // The W3C trace this request belongs to (its traceparent's trace id; "" without one): carried
+  // into the feedback record and the logs (docs/operations.md, "Tracing").
+  std::string trace_id;
   std::vector<Tensor> inputs;
   // Entity ids for a model that declares features (parameters.entity_ids); see features.yaml.
   std::vector<std::string> entity_ids;

@@ -26,6 +26,7 @@ FeedbackRecord MakeFeedbackRecord(const runtime::InferenceRequest& request,
                                   const runtime::InferenceResponse& response, uint64_t now_ns) {
   FeedbackRecord r;
   r.id = request.id;
+  r.trace_id = request.trace_id;
   r.model = response.model_name;
   r.version = response.model_version;
   r.entity_ids = request.entity_ids;

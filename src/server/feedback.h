@@ -30,7 +30,8 @@ struct FeedbackTensor {
 inline constexpr size_t kFeedbackMaxTensorBytes = 64 * 1024;
 
 struct FeedbackRecord {
-  std::string id;  // the request's id ("" when the client gave none)
+  std::string id;        // the request's id ("" when the client gave none)
+  std::string trace_id;  // its W3C trace ("" without a traceparent)
   std::string model, version;
   std::vector<std::string> entity_ids;  // an enriched request's entities
   // Every input the model ran on: the client's and, for an enriched request, the features the

@@ -154,6 +154,7 @@ std::string FeedbackRecordJson(const server::FeedbackRecord& r) {
   };
   w.StartObject();
   str("id", r.id);
+  if (!r.trace_id.empty()) str("trace_id", r.trace_id);
   str("model", r.model);
   str("version", r.version);
   w.Key("time_ms");

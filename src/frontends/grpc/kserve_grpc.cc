@@ -12,6 +12,7 @@
 #include "grpc_service.pb.h"
 #include "health.pb.h"
 #include "labels.pb.h"
+#include "server/trace_headers.h"
 
 namespace dais::frontends::grpc {
 namespace {
@@ -226,6 +227,9 @@ StatusOr<runtime::RequestPtr> DecodeInfer(const inference::ModelInferRequest& ms
   auto request = std::make_unique<runtime::InferenceRequest>();
   request->arrival_ns = NowNs();
   RETURN_IF_ERROR(FromInferRequest(msg, request.get()));
+  server::ApplyTraceHeaders(
+      [&call](std::string_view n) { return call.Metadata(n).value_or(std::string_view()); },
+      request.get());
   if (uint64_t t = call.timeout_us();
       t > 0 && (request->timeout_us == 0 || t < request->timeout_us)) {
     request->timeout_us = t;

@@ -15,6 +15,7 @@
 #include "frontends/listen.h"
 #include "metrics/registry.h"
 #include "runtime/model_config.h"
+#include "server/trace_headers.h"
 
 namespace dais::frontends::http {
 namespace {
@@ -421,6 +422,7 @@ void KServeHttp::Infer(Request& request, const std::string& model, int64_t versi
                       : ParseInferRequest(std::move(request.body), header_length->value_or(0),
                                           r.get(), options_.max_json_depth);
   if (!parsed.ok()) return respond(ErrorResponse(parsed));
+  server::ApplyTraceHeaders([&request](std::string_view n) { return request.Header(n); }, r.get());
   // This I/O thread holds no lock the answer needs: an idle instance may run the request here.
   r->may_run_inline = true;
   // The connection's I/O thread: the answer is encoded there (one hand-off from a model's thread,

@@ -1,0 +1,144 @@
+"""Issue 35: W3C trace context and request ids from a client through the gateway to the node's
+feedback record and the gateway's access log, and the gateway's spans exported over OTLP/HTTP
+JSON to a collector (a small receiver in the test). Real etcd, redis, node and gateway."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+import requests
+
+from cluster_util import TTL, Gateway, instances
+from conftest import redis_call, wait_for
+
+BODY = {"inputs": [{"name": "INPUT__0", "shape": [1, 16], "datatype": "FP32",
+                    "data": [0.0] * 16}]}
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = "00f067aa0ba902b7"
+
+
+class Collector:
+    """An OTLP/HTTP receiver: keeps every span POSTed to /v1/traces."""
+
+    def __init__(self):
+        self.spans, self.bad = [], []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["content-length"]))
+                try:
+                    assert self.path == "/v1/traces", self.path
+                    assert self.headers["content-type"] == "application/json"
+                    doc = json.loads(body)
+                    for rs in doc["resourceSpans"]:
+                        service = rs["resource"]["attributes"][0]["value"]["stringValue"]
+                        for ss in rs["scopeSpans"]:
+                            for s in ss["spans"]:
+                                outer.spans.append({**s, "service": service})
+                    self.send_response(200)
+                except Exception as e:  # noqa: BLE001 - reported by the test
+                    outer.bad.append(repr(e))
+                    self.send_response(400)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def traced(etcd_server, start_server, model_repo, redis_server, dais_bin, tmp_path):
+    start_server(model_repo, "--etcd", etcd_server.endpoint, "--node-id", "n1",
+                 "--lease-ttl-secs", str(TTL), "--feedback-stream",
+                 f"redis://127.0.0.1:{redis_server.port}/trace:feedback", command="node")
+    etcd_server.ctl("put", "/dais/assignments/n1/mlp_small", json.dumps(
+        {"deployment": "ranker", "model": "mlp_small", "version": 1}))
+    wait_for(lambda: instances(etcd_server, "mlp_small").get("n1", {}).get("state") == "READY",
+             60, "mlp_small READY on n1")
+    collector = Collector()
+    access_log = tmp_path / "access.log"
+    gw = Gateway(dais_bin, etcd_server, tmp_path, "--otlp-endpoint",
+                 f"http://127.0.0.1:{collector.port}", "--trace-sample-rate", "0",
+                 "--access-log", str(access_log))
+    url = gw.url + "/v2/models/mlp_small/infer"
+    wait_for(lambda: requests.post(url, json=BODY, timeout=5).status_code == 200, 20,
+             "the gateway serving mlp_small")
+    yield {"url": url, "collector": collector, "access_log": access_log, "gateway": gw,
+           "redis": redis_server}
+    gw.stop()
+    collector.stop()
+
+
+def feedback(port):
+    """The feedback stream's records (XRANGE: no wait for entries that will not come)."""
+    out = []
+    for _, fields in redis_call(port, "XRANGE", "trace:feedback", "-", "+"):
+        values = dict(zip(fields[::2], fields[1::2]))
+        raw = values.get(b"record", values.get("record"))
+        out.append(json.loads(raw))
+    return out
+
+
+def test_a_traced_request_is_followed_to_the_node_and_exported(traced, dais_bin):
+    r = requests.post(traced["url"], json=BODY, timeout=10,
+                      headers={"traceparent": f"00-{TRACE}-{PARENT}-01"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-request-id"] == TRACE  # none given: the trace id
+    # The gateway's span, child of the client's, exported to the collector.
+    collector = traced["collector"]
+    spans = wait_for(lambda: [s for s in collector.spans if s["traceId"] == TRACE], 20,
+                     "the gateway's span at the collector")
+    assert not collector.bad, collector.bad
+    (span,) = spans
+    assert span["parentSpanId"] == PARENT and re.fullmatch(r"[0-9a-f]{16}", span["spanId"])
+    assert span["service"] == "dais-gateway" and span["status"]["code"] == 1
+    attrs = {a["key"]: a["value"] for a in span["attributes"]}
+    assert attrs["http.response.status_code"] == {"intValue": "200"}
+    assert attrs["dais.node"] == {"stringValue": "n1"}
+    assert int(span["endTimeUnixNano"]) > int(span["startTimeUnixNano"]) > 0
+    # The node saw the trace (its parent: the gateway's span) and the request id.
+    records = wait_for(lambda: [rec for rec in feedback(traced["redis"].port)
+                                if rec.get("trace_id") == TRACE], 20, "the feedback record")
+    assert len(records) == 1 and records[0]["id"] == TRACE, records
+    log = [json.loads(line) for line in traced["access_log"].read_text().splitlines()]
+    entry = next(e for e in log if e["trace_id"] == TRACE)
+    assert entry["span_id"] == span["spanId"] and entry["request_id"] == TRACE
+
+
+def test_request_ids_and_unsampled_or_malformed_traces(traced, dais_bin):
+    r = requests.post(traced["url"], json=BODY, timeout=10,
+                      headers={"x-request-id": "order-17",
+                               "traceparent": f"00-{TRACE.upper()}-{PARENT}-01"})  # malformed
+    assert r.status_code == 200 and r.headers["x-request-id"] == "order-17", r.headers
+    log = [json.loads(line) for line in traced["access_log"].read_text().splitlines()]
+    entry = next(e for e in log if e["request_id"] == "order-17")
+    new_trace = entry["trace_id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", new_trace) and new_trace != TRACE.lower()
+    mine = wait_for(lambda: [rec for rec in feedback(traced["redis"].port)
+                             if rec["id"] == "order-17"], 20, "the feedback record")
+    assert len(mine) == 1 and mine[0]["trace_id"] == new_trace, mine
+    # Not sampled (no traceparent to continue, --trace-sample-rate 0): no span. A sampled
+    # request after it is exported, so by then the unsampled one would have been too.
+    requests.post(traced["url"], json=BODY, timeout=10,
+                  headers={"traceparent": f"00-{TRACE}-{PARENT}-01"})
+    wait_for(lambda: any(s["traceId"] == TRACE for s in traced["collector"].spans), 20,
+             "the sampled span")
+    assert not any(s["traceId"] == new_trace for s in traced["collector"].spans)
+    # An unsampled traceparent (flags 00) is continued but not exported.
+    other = "5" * 32
+    r = requests.post(traced["url"], json=BODY, timeout=10,
+                      headers={"traceparent": f"00-{other}-{PARENT}-00"})
+    assert r.status_code == 200 and r.headers["x-request-id"] == other
