@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
 #include <string_view>
 
 #include "common/logging.h"
@@ -97,6 +98,16 @@ const char* DaisVersion() { return DAIS_VERSION; }
 
 namespace {
 
+// The roles whose --config is a file of flags (AddCommonFlags), read by ParseCommandLine.
+std::set<const CLI::App*>& FlagFileRoles() {
+  static std::set<const CLI::App*> roles;
+  return roles;
+}
+
+}  // namespace
+
+namespace {
+
 void CompletionTable(const CLI::App& app, const std::string& path,
                      const std::vector<std::pair<std::string, std::string>>& extra,
                      std::string* out) {
@@ -172,6 +183,7 @@ void AddCommonFlags(CLI::App* app) {
     // A role (`dais serve`, `dais node`, ...): its flags can come from a file. (`dais train`
     // and `dais txn` keep their own --config: training.yaml, the transactions file.)
     // Read by ParseCommandLine (CLI11 2.1 reads only the top app's config file).
+    FlagFileRoles().insert(app);
     app->add_option("--config",
                     "Read flags from a TOML/INI file (`flag = value` per line, as the "
                     "long flags are named; a flag on the command line wins)");
@@ -363,14 +375,21 @@ std::string ExpandConfigFiles(CLI::App& app, std::vector<std::string>* args) {
   for (size_t i = 1; i < args->size(); ++i) {
     if ((*args)[i].starts_with("-")) continue;
     CLI::App* sub = FindSubcommand(app, (*args)[i]);
-    if (sub != nullptr && sub->get_option_no_throw("--config") != nullptr) role = i;
+    // Only where AddCommonFlags added it: `dais train --config` and `dais txn --config` name
+    // files of their own (training.yaml, the transactions file), not flags.
+    if (sub != nullptr && FlagFileRoles().count(sub) != 0) role = i;
     break;
   }
   if (role == 0) return "";
   std::vector<std::string> files, rest;
+  CLI::App* role_app = FindSubcommand(app, (*args)[role]);
+  bool own = true;  // still the role's words, before one of its subcommands (`txn serve`)
   for (size_t i = role + 1; i < args->size(); ++i) {
     const std::string& a = (*args)[i];
-    if (a == "--config" && i + 1 < args->size()) {
+    if (own && !a.starts_with("-") && FindSubcommand(*role_app, a) != nullptr) own = false;
+    if (!own) {
+      rest.push_back(a);  // a subcommand's --config (dais txn serve --config) is its own
+    } else if (a == "--config" && i + 1 < args->size()) {
       files.push_back((*args)[++i]);
     } else if (a.starts_with("--config=")) {
       files.push_back(a.substr(9));

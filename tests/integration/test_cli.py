@@ -152,3 +152,14 @@ def test_bash_completion_offers_subcommands_flags_and_kinds(dais_bin, tmp_path):
     assert complete("dais", "serve", "--http-p") == ["--http-port"]
     assert "--etcd" in complete("dais", "ctl", "--etcd", "127.0.0.1:2379", "rollout", "status",
                                 "--")
+
+
+def test_train_and_txn_keep_their_own_config_files(dais_bin, tmp_path):
+    """`--config` of dais train (training.yaml) and dais txn (the transactions file) is theirs,
+    not a file of flags: the loop demo's training job failed when it was read as one."""
+    cfg = tmp_path / "training.yaml"
+    cfg.write_text("model: fraud\n")
+    rc, out = run_dais(dais_bin, "train", "--config", cfg)
+    assert rc != 0 and "repository" in out and "not expected" not in out, out
+    rc, out = run_dais(dais_bin, "txn", "serve", "--config", tmp_path / "missing.yaml")
+    assert rc != 0 and "not expected" not in out, out
