@@ -339,7 +339,23 @@ constexpr const char* kTritonOnlyFlags[] = {"exit-on-error",
                                             "http-buffer-size",
                                             "grpc-use-ssl-mutual-verify",
                                             "id",
-                                            "exit-timeout-on-error"};
+                                            "exit-timeout-on-error",
+                                            "metrics-address",
+                                            "model-load-retry-count",
+                                            "model-load-gpu-limit",
+                                            "enable-peer-access",
+                                            "sagemaker-port",
+                                            "sagemaker-safe-port-range",
+                                            "sagemaker-thread-count",
+                                            "vertex-ai-port",
+                                            "vertex-ai-thread-count",
+                                            "vertex-ai-default-model",
+                                            "grpc-http2-min-recv-ping-interval-without-data",
+                                            "grpc-http2-max-ping-strikes",
+                                            "grpc-max-connection-age",
+                                            "grpc-max-connection-age-grace",
+                                            "grpc-infer-thread-count",
+                                            "grpc-max-response-pool-size"};
 
 constexpr const char* kTritonGroup =
     "Accepted from tritonserver, not implemented (each warned about)";
