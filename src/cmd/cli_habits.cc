@@ -454,6 +454,16 @@ int ParseCommandLine(CLI::App& app, int argc, char** argv) {
   for (std::string& a : args) expanded.push_back(a.data());
   try {
     app.parse(static_cast<int>(expanded.size()), expanded.data());
+    // A role's --config that reached CLI11 came after one of its subcommands (expanded ones are
+    // gone from the words): refused rather than silently ignored.
+    for (const CLI::App* role : FlagFileRoles()) {
+      if (role->get_option("--config")->count() > 0) {
+        fmt::print(stderr,
+                   "dais {}: --config goes before the subcommand (dais {} --config FILE ...)\n",
+                   role->get_name(), role->get_name());
+        return 2;
+      }
+    }
     return -1;
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);

@@ -163,3 +163,8 @@ def test_train_and_txn_keep_their_own_config_files(dais_bin, tmp_path):
     assert rc != 0 and "repository" in out and "not expected" not in out, out
     rc, out = run_dais(dais_bin, "txn", "serve", "--config", tmp_path / "missing.yaml")
     assert rc != 0 and "not expected" not in out, out
+    # A flag file after a role's subcommand is refused, not ignored.
+    flags = tmp_path / "ctl.toml"
+    flags.write_text('etcd = "127.0.0.1:1"\n')
+    rc, out = run_dais(dais_bin, "ctl", "get", "nodes", "--config", flags)
+    assert rc == 2 and "--config goes before the subcommand" in out, out
