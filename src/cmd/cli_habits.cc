@@ -188,6 +188,19 @@ void AddCommonFlags(CLI::App* app) {
                     "Read flags from a TOML/INI file (`flag = value` per line, as the "
                     "long flags are named; a flag on the command line wins)");
   }
+  if (app->get_parent() != nullptr && app->get_parent()->get_parent() == nullptr &&
+      app->get_option_no_throw("--log-format") == nullptr) {
+    // Every role logs; tritonserver's values name dais's text format as well.
+    app->add_option_function<std::string>(
+           "--log-format",
+           [](const std::string& format) {
+             log::SetFormat(format == "json" ? log::Format::kJson : log::Format::kText);
+           },
+           "Log lines as text (the default: `2026-11-30T19:00:00.123Z I file.cc:42] message`; "
+           "tritonserver's `default` and `ISO8601` mean it too) or json (one object per line: "
+           "time, level, source, message)")
+        ->check(CLI::IsMember({"text", "json", "default", "ISO8601"}));
+  }
   for (CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) {
     AddCommonFlags(sub);
   }
@@ -293,7 +306,6 @@ const std::vector<FlagGroup>& ServerFlagGroups() {
 // tritonserver 2.x flags (`tritonserver --help`) with no dais equivalent. Those dais implements
 // (--model-repository, --http-port, --log-verbose, ...) are its own flags.
 constexpr const char* kTritonOnlyFlags[] = {"exit-on-error",
-                                            "log-format",
                                             "log-info",
                                             "log-warning",
                                             "log-error",

@@ -13,6 +13,7 @@
 namespace dais::log {
 namespace {
 std::atomic<int> g_verbosity{0};
+std::atomic<Format> g_format{Format::kText};
 Mutex g_write_mu;
 std::atomic<uint64_t> g_suppressed{0};
 
@@ -81,8 +82,59 @@ const char* Basename(const char* path) {
     if (*p == '/') base = p + 1;
   return base;
 }
+
+
+// A JSON string's contents (RFC 8259 §7): quote, backslash and control characters escaped; other
+// bytes as they are (messages are UTF-8 or, from a peer, whatever it sent: kept byte for byte).
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (const char c : s) {
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out->append(fmt::format("\\u{:04x}", static_cast<unsigned>(c)));
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
 }  // namespace
 
+std::string FormatLine(Format format, std::string_view stamp, Level level, std::string_view source,
+                       std::string_view message, std::string_view note) {
+  static constexpr char kLetters[] = {'I', 'W', 'E', 'F'};
+  static constexpr const char* kNames[] = {"info", "warning", "error", "fatal"};
+  const int l = static_cast<int>(level);
+  if (format == Format::kText) {
+    return fmt::format("{} {} {}] {}{}", stamp, kLetters[l], source, message, note);
+  }
+  std::string out = "{\"time\":";
+  AppendJsonString(&out, stamp);
+  out += ",\"level\":\"";
+  out += kNames[l];
+  out += "\",\"source\":";
+  AppendJsonString(&out, source);
+  out += ",\"message\":";
+  AppendJsonString(&out, message);
+  if (!note.empty()) {
+    out += ",\"note\":";
+    // The text note is " [...]"; JSON carries what is inside the brackets.
+    const bool bracketed = note.size() >= 3 && note.substr(0, 2) == " [" && note.back() == ']';
+    AppendJsonString(&out, bracketed ? note.substr(2, note.size() - 3) : note);
+  }
+  out += '}';
+  return out;
+}
+
+void SetFormat(Format format) { g_format.store(format); }
+Format CurrentFormat() { return g_format.load(std::memory_order_relaxed); }
 uint64_t SuppressedCount() { return g_suppressed.load(std::memory_order_relaxed); }
 void SetVerbosity(int level) { g_verbosity.store(level); }
 int Verbosity() { return g_verbosity.load(std::memory_order_relaxed); }
@@ -92,15 +144,15 @@ std::atomic<uint64_t>& BugCount() {
 }
 
 void Write(Level level, const char* file, int line, std::string_view message) {
-  static constexpr char kLetters[] = {'I', 'W', 'E', 'F'};
   auto now = std::chrono::system_clock::now();
   std::time_t secs = std::chrono::system_clock::to_time_t(now);
   int millis = static_cast<int>(
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+  char stamp[40];
+  const size_t n = std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(stamp + n, sizeof stamp - n, ".%03dZ", millis);
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
   const uint64_t hash = LineHash(level, file, line, message);
@@ -109,9 +161,10 @@ void Write(Level level, const char* file, int line, std::string_view message) {
     std::string note;
     // Fatal lines are always written: the process ends with them.
     if (level != Level::kFatal && !Admit(hash, now_ms, &note)) return;
-    std::fprintf(stderr, "%s.%03dZ %c %s:%d] %.*s%s\n", stamp, millis,
-                 kLetters[static_cast<int>(level)], Basename(file), line,
-                 static_cast<int>(message.size()), message.data(), note.c_str());
+    const std::string source = fmt::format("{}:{}", Basename(file), line);
+    const std::string text = FormatLine(CurrentFormat(), stamp, level, source, message, note);
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fputc('\n', stderr);
     std::fflush(stderr);
   }
   if (level == Level::kFatal) std::abort();

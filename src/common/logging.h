@@ -1,4 +1,7 @@
-// Minimal leveled logging on stderr: "2026-11-30T19:00:00.123Z I serve.cc:42] message".
+// Minimal leveled logging on stderr: "2026-11-30T19:00:00.123Z I serve.cc:42] message", or with
+// `--log-format json` one JSON object per line for log pipelines (Loki, Elasticsearch, Cloud
+// Logging): {"time":"2026-11-30T19:00:00.123Z","level":"info","source":"serve.cc:42",
+// "message":"..."} (plus "note" when the repeat limit below adds one).
 // Verbose logs (LOG_VERBOSE(n)) print when n <= the --log-verbose level.
 // Repeated identical lines (same level, file:line and text) are rate-limited: within a window of
 // kRepeatWindowSecs the first kRepeatBurst are written, the rest counted; the next occurrence
@@ -9,11 +12,19 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <string>
 #include <string_view>
 
 namespace dais::log {
 
 enum class Level { kInfo, kWarning, kError, kFatal };
+enum class Format { kText, kJson };
+
+void SetFormat(Format format);
+Format CurrentFormat();
+// The log line as written (without the newline); exposed for tests.
+std::string FormatLine(Format format, std::string_view stamp, Level level, std::string_view source,
+                       std::string_view message, std::string_view note);
 
 void SetVerbosity(int level);
 int Verbosity();

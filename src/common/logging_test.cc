@@ -43,4 +43,20 @@ TEST(LoggingTest, SameTextFromAnotherLineIsNotTheSameLine) {
 }
 
 }  // namespace
+TEST(LoggingTest, TextLineIsStampLevelSourceMessage) {
+  EXPECT_EQ(FormatLine(Format::kText, "2026-11-30T19:00:00.123Z", Level::kWarning, "serve.cc:42",
+                       "model m failed", " [5 times in 2 s]"),
+            "2026-11-30T19:00:00.123Z W serve.cc:42] model m failed [5 times in 2 s]");
+}
+
+TEST(LoggingTest, JsonLineEscapesTheMessageAndCarriesTheNote) {
+  EXPECT_EQ(FormatLine(Format::kJson, "2026-11-30T19:00:00.123Z", Level::kError, "a.cc:7",
+                       "bad \"name\"\\path\nnext\x01", " [3 identical lines suppressed]"),
+            R"({"time":"2026-11-30T19:00:00.123Z","level":"error","source":"a.cc:7",)"
+            R"("message":"bad \"name\"\\path\nnext\u0001",)"
+            R"("note":"3 identical lines suppressed"})");
+  EXPECT_EQ(FormatLine(Format::kJson, "t", Level::kInfo, "b.cc:1", "", ""),
+            R"({"time":"t","level":"info","source":"b.cc:1","message":""})");
+}
+
 }  // namespace dais::log

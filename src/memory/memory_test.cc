@@ -391,5 +391,26 @@ TEST(VectorIndexTest, RecallOnClusteredData) {
   EXPECT_GE(found / (kQueries * kK), 0.95);
 }
 
+// Past 8 MiB the index moves its level-0 block to huge-page-advised memory on each growth
+// (vector_index.cc): every vector and link must come through the moves intact.
+TEST(VectorIndexTest, GrowingPastTheHugePageSizeKeepsEveryPoint) {
+  constexpr int kDim = 256, kN = 12000;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  VectorIndex index(kDim, Metric::kL2, IndexParams{16, 64, 64}, 16);
+  std::vector<std::vector<float>> data(kN, std::vector<float>(kDim));
+  for (int i = 0; i < kN; ++i) {
+    for (float& x : data[i]) x = uniform(rng);
+    index.Upsert(i, data[i].data());
+  }
+  ASSERT_GT(index.memory_bytes(), size_t{8} << 20);
+  for (int i = 0; i < kN; ++i) ASSERT_EQ(index.Vector(i), data[i]) << i;
+  for (int i = 0; i < kN; i += 997) {
+    auto hits = index.Search(data[i].data(), 1, {}, 0, nullptr, 1000);
+    ASSERT_EQ(hits.size(), 1u);
+    EXPECT_EQ(hits[0].label, static_cast<uint64_t>(i));
+  }
+}
+
 }  // namespace
 }  // namespace dais::memory

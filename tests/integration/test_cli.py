@@ -1,5 +1,7 @@
 """The command line: `dais serve --help` and argument errors."""
 
+import json
+import re
 import subprocess
 
 SERVE_FLAGS = ("--model-repository", "--http-port", "--grpc-port", "--metrics-port",
@@ -105,17 +107,39 @@ def test_config_file_sets_flags_and_the_command_line_wins(dais_bin, tmp_path):
 def test_tritonserver_flags_start_the_server_with_a_warning(start_server, model_repo, tmp_path):
     cfg = tmp_path / "serve.toml"
     cfg.write_text('model-control-mode = "explicit"\nload-model = "mlp_small"\n')
-    srv = start_server(model_repo, "--config", cfg, "--exit-on-error=false", "--log-format",
-                       "default", "--allow-metrics", "true", "--strict-model-config", "false")
+    srv = start_server(model_repo, "--config", cfg, "--exit-on-error=false", "--log-info",
+                       "true", "--allow-metrics", "true", "--strict-model-config", "false",
+                       "--log-format", "ISO8601")
     log = srv.log_text()
     assert "tritonserver flags dais does not implement were ignored" in log, log
-    for flag in ("--exit-on-error", "--log-format", "--allow-metrics", "--strict-model-config"):
+    assert "--log-format" not in log, log  # implemented: tritonserver's ISO8601 is dais's text
+    for flag in ("--exit-on-error", "--log-info", "--allow-metrics", "--strict-model-config"):
         assert flag in log, f"the warning does not name {flag}:\n{log}"
     # The config file's flags took effect: only the model it names was loaded.
     r = srv.post("/v2/repository/index", json={"ready": True})
     assert r.status_code == 200, r.text
     names = sorted(m["name"] for m in r.json())
     assert names == ["mlp_small"], names
+
+
+def test_log_format_json_writes_one_object_per_line(start_server, model_repo, dais_bin):
+    srv = start_server(model_repo, "--log-format", "json", "--model-control-mode", "explicit",
+                       "--load-model", "mlp_small")
+    # A failed load logs an error whose text comes from the request: quotes and all.
+    r = srv.post('/v2/repository/models/no"such/load', json={})
+    assert r.status_code >= 400, r.text
+    lines = [l for l in srv.log_text().splitlines() if l.strip()]
+    assert len(lines) >= 3, lines
+    records = [json.loads(l) for l in lines]  # every line is one JSON object
+    for rec in records:
+        assert set(rec) >= {"time", "level", "source", "message"}, rec
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", rec["time"]), rec
+        assert rec["level"] in ("info", "warning", "error"), rec
+        assert re.fullmatch(r"[a-z0-9_]+\.(cc|h):\d+", rec["source"]), rec
+    assert any("mlp_small" in rec["message"] for rec in records), records
+    rc, out = run_dais(dais_bin, "serve", "--model-repository", str(model_repo), "--log-format",
+                       "xml")
+    assert rc != 0 and "--log-format" in out and "xml" in out, out
 
 
 def test_etcd_from_the_environment_and_after_the_subcommand(dais_bin, etcd_server):
