@@ -83,18 +83,27 @@ const char* Basename(const char* path) {
   return base;
 }
 
-
 // A JSON string's contents (RFC 8259 §7): quote, backslash and control characters escaped; other
 // bytes as they are (messages are UTF-8 or, from a peer, whatever it sent: kept byte for byte).
 void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
   for (const char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out->append(fmt::format("\\u{:04x}", static_cast<unsigned>(c)));
