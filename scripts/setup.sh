@@ -34,6 +34,8 @@ PACKAGES=(
   python3-grpcio python3-protobuf python3-yaml python3-h2 python3-jwt python3-cryptography
   python3-psycopg2  # the `dais txn` tests read the participants
   nginx-light
+  # `dais console`: its tests drive the page in a real headless browser (docs/console.md)
+  chromium chromium-driver python3-selenium
   # baselines for bench/ (FastAPI and Flask servers)
   python3-fastapi python3-uvicorn python3-flask
 )

@@ -374,6 +374,19 @@ constexpr const char* kKinds =
 
 }  // namespace
 
+StatusOr<std::string> KindJson(etcd::Client& c, const std::string& kind) {
+  if (kind == "trainings") return TrainingJson(c);
+  if (kind == "collections") return CollectionJson(c);
+  if (Prefixes().count(kind) == 0) return Status(StatusCode::kInvalidArgument, "no kind " + kind);
+  ASSIGN_OR_RETURN(std::vector<Item> items, StoredItems(c, kind, "", /*wide=*/false));
+  std::string out = "[";
+  for (const Item& item : items) {
+    if (out.size() > 1) out += ',';
+    out += item.json;
+  }
+  return out + "]";
+}
+
 std::string CanonicalKind(const std::string& what) {
   static const std::map<std::string, std::string> kAliases = {{"node", "nodes"},
                                                               {"no", "nodes"},

@@ -13,6 +13,10 @@ namespace dais::cmd {
 // "deployments" for "deployment", "deploy", "deployments"; empty when `what` names no kind.
 std::string CanonicalKind(const std::string& what);
 
+// Every stored object of `kind` (plural, as CanonicalKind names it) as `get KIND -o json`
+// prints them: a JSON array, with what the tables derive (a node's scheduling state, ...).
+StatusOr<std::string> KindJson(etcd::Client& c, const std::string& kind);
+
 int CtlGet(etcd::Client& c, const CtlOptions& o);
 int CtlDescribe(etcd::Client& c, const CtlOptions& o);
 

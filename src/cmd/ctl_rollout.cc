@@ -110,99 +110,28 @@ int Start(etcd::Client& c, const RolloutCliOptions& o) {
   return 0;
 }
 
-int Rollback(etcd::Client& c, const RolloutCliOptions& o) {
-  auto read = Read(c, o.route);
-  if (!read.ok()) {
-    fmt::print(stderr, "dais ctl rollback: {}\n", read.status().message());
-    return 1;
+// rollback with no rollout in progress: all of the route's traffic to its stable version.
+StatusOr<std::string> RouteToStable(etcd::Client& c, const Records& read,
+                                    const gateway::RouteSpec& route, const std::string& name) {
+  if (route.stable < 0) {
+    return Status(StatusCode::kFailedPrecondition, "route '" + name + "' names no stable version");
   }
-  auto r = gateway::RolloutFromJson(read->rollout);
-  auto route = gateway::ParseRoute(read->route);
-  if (read->route.empty() || !route.ok()) {
-    fmt::print(stderr, "dais ctl rollback: no route '{}'\n", o.route);
-    return 2;
-  }
-  if (!r.ok() || (r->state != "running" && r->state != "paused" && r->state != "promoted")) {
-    // No rollout to end: all traffic to the route's stable version, as the help says.
-    if (route->stable < 0) {
-      fmt::print(stderr, "dais ctl rollback: route '{}' names no stable version\n", o.route);
-      return 2;
-    }
-    gateway::RouteSpec back = *route;
-    back.versions = {{route->stable, 100}};
-    if (Status s = Write(c, *read, o.route, "", gateway::RouteToJson(back)); !s.ok()) {
-      fmt::print(stderr, "dais ctl rollback: {}\n", s.message());
-      return 1;
-    }
-    fmt::print("{}: all traffic on the stable v{} (no rollout in progress)\n", o.route,
-               route->stable);
-    return 0;
-  }
-  r->history.push_back({r->step, r->steps[static_cast<size_t>(r->step)], 0, 0, 0, -1, -2,
-                        "rolled back by dais ctl", NowMs()});
-  r->state = "aborted";
-  r->reason = "rolled back by dais ctl";
-  const gateway::RouteSpec back = gateway::RouteAtWeight(*route, r->from, r->to, 0);
-  if (Status s = Write(c, *read, o.route, r->ToJson(), gateway::RouteToJson(back)); !s.ok()) {
-    fmt::print(stderr, "dais ctl rollback: {}\n", s.message());
-    return 1;
-  }
-  fmt::print("{} rolled back to v{}\n", o.route, r->from);
-  return 0;
+  gateway::RouteSpec back = route;
+  back.versions = {{route.stable, 100}};
+  RETURN_IF_ERROR(Write(c, read, name, "", gateway::RouteToJson(back)));
+  return fmt::format("{}: all traffic on the stable v{} (no rollout in progress)", name,
+                     route.stable);
 }
 
-// pause / resume / promote: an operator's decision on a rollout in progress, recorded in its
-// history like the analysis's. Pause stops the analysis where it is (the weight stays); resume
-// starts the current step's interval afresh; promote sends all traffic to the canary now.
-int Decide(etcd::Client& c, const RolloutCliOptions& o, const std::string& verb) {
-  const std::string who = "dais ctl rollout " + verb;
-  auto read = Read(c, o.route);
-  auto r = read.ok() ? gateway::RolloutFromJson(read->rollout) : read.status();
-  if (!r.ok()) {
-    fmt::print(stderr, "{}: no rollout of '{}'\n", who, o.route);
-    return 2;
+// Operator decisions are int codes for `dais ctl`: 2 for what the operator got wrong.
+int Report(const char* who, const StatusOr<std::string>& done) {
+  if (done.ok()) {
+    fmt::print("{}\n", *done);
+    return 0;
   }
-  auto route = gateway::ParseRoute(read->route);
-  if (read->route.empty() || !route.ok()) {
-    fmt::print(stderr, "{}: no route '{}'\n", who, o.route);
-    return 2;
-  }
-  const bool ok = verb == "pause"    ? r->state == "running"
-                  : verb == "resume" ? r->state == "paused"
-                                     : (r->state == "running" || r->state == "paused");
-  if (!ok) {
-    fmt::print(stderr, "{}: the rollout of '{}' is {}, not {}\n", who, o.route, r->state,
-               verb == "resume"  ? "paused"
-               : verb == "pause" ? "running"
-                                 : "running or paused");
-    return 2;
-  }
-  const int weight = r->steps[static_cast<size_t>(r->step)];
-  const std::string decision = verb == "pause"    ? "paused by dais ctl"
-                               : verb == "resume" ? "resumed by dais ctl"
-                                                  : "promoted by dais ctl";
-  r->history.push_back({r->step, weight, 0, 0, 0, -1, -2, decision, NowMs()});
-  std::string route_json = read->route;
-  if (verb == "pause") {
-    r->state = "paused";
-  } else if (verb == "resume") {
-    r->state = "running";
-    r->step_started_ms = NowMs();
-  } else {
-    r->state = "promoted";
-    r->reason = decision;
-    route_json = gateway::RouteToJson(gateway::RouteAtWeight(*route, r->from, r->to, 100));
-  }
-  if (Status s = Write(c, *read, o.route, r->ToJson(), route_json); !s.ok()) {
-    fmt::print(stderr, "{}: {}\n", who, s.message());
-    return 1;
-  }
-  fmt::print("{}: rollout v{} -> v{} {} at {} %\n", o.route, r->from, r->to,
-             verb == "pause"    ? "paused"
-             : verb == "resume" ? "resumed"
-                                : "promoted",
-             verb == "promote" ? 100 : weight);
-  return 0;
+  fmt::print(stderr, "{}: {}\n", who, done.status().message());
+  const StatusCode code = done.status().code();
+  return code == StatusCode::kNotFound || code == StatusCode::kFailedPrecondition ? 2 : 1;
 }
 
 int Status_(etcd::Client& c, const RolloutCliOptions& o) {
@@ -286,6 +215,62 @@ int WatchStatus(etcd::Client& c, const RolloutCliOptions& o) {
 
 }  // namespace
 
+StatusOr<std::string> DecideRollout(etcd::Client& c, const std::string& name,
+                                    const std::string& verb, const std::string& who) {
+  ASSIGN_OR_RETURN(Records read, Read(c, name));
+  auto route = gateway::ParseRoute(read.route);
+  if (read.route.empty() || !route.ok()) {
+    return Status(StatusCode::kNotFound, "no route '" + name + "'");
+  }
+  auto r = gateway::RolloutFromJson(read.rollout);
+  if (verb == "rollback") {
+    if (!r.ok() || (r->state != "running" && r->state != "paused" && r->state != "promoted")) {
+      return RouteToStable(c, read, *route, name);  // no rollout to end
+    }
+    const std::string decision = "rolled back by " + who;
+    r->history.push_back(
+        {r->step, r->steps[static_cast<size_t>(r->step)], 0, 0, 0, -1, -2, decision, NowMs()});
+    r->state = "aborted";
+    r->reason = decision;
+    const gateway::RouteSpec back = gateway::RouteAtWeight(*route, r->from, r->to, 0);
+    RETURN_IF_ERROR(Write(c, read, name, r->ToJson(), gateway::RouteToJson(back)));
+    return fmt::format("{} rolled back to v{}", name, r->from);
+  }
+  if (verb != "pause" && verb != "resume" && verb != "promote") {
+    return Status(StatusCode::kInvalidArgument,
+                  "unknown decision '" + verb + "' (rollback, pause, resume or promote)");
+  }
+  if (!r.ok()) return Status(StatusCode::kNotFound, "no rollout of '" + name + "'");
+  const bool ok = verb == "pause"    ? r->state == "running"
+                  : verb == "resume" ? r->state == "paused"
+                                     : (r->state == "running" || r->state == "paused");
+  if (!ok) {
+    return Status(StatusCode::kFailedPrecondition,
+                  fmt::format("the rollout of '{}' is {}, not {}", name, r->state,
+                              verb == "resume"  ? "paused"
+                              : verb == "pause" ? "running"
+                                                : "running or paused"));
+  }
+  const int weight = r->steps[static_cast<size_t>(r->step)];
+  const std::string done = verb == "pause" ? "paused" : verb == "resume" ? "resumed" : "promoted";
+  const std::string decision = done + " by " + who;
+  r->history.push_back({r->step, weight, 0, 0, 0, -1, -2, decision, NowMs()});
+  std::string route_json = read.route;
+  if (verb == "pause") {
+    r->state = "paused";
+  } else if (verb == "resume") {
+    r->state = "running";
+    r->step_started_ms = NowMs();
+  } else {
+    r->state = "promoted";
+    r->reason = decision;
+    route_json = gateway::RouteToJson(gateway::RouteAtWeight(*route, r->from, r->to, 100));
+  }
+  RETURN_IF_ERROR(Write(c, read, name, r->ToJson(), route_json));
+  return fmt::format("{}: rollout v{} -> v{} {} at {} %", name, r->from, r->to, done,
+                     verb == "promote" ? 100 : weight);
+}
+
 void AddRolloutCommands(CLI::App* ctl, RolloutCliOptions* o) {
   CLI::App* rollout = ctl->add_subcommand(
       "rollout",
@@ -350,12 +335,17 @@ void AddRolloutCommands(CLI::App* ctl, RolloutCliOptions* o) {
 }
 
 int RunRolloutCommands(CLI::App* ctl, etcd::Client& client, const RolloutCliOptions& o) {
-  if (ctl->get_subcommand("rollback")->parsed()) return Rollback(client, o);
+  if (ctl->get_subcommand("rollback")->parsed()) {
+    return Report("dais ctl rollback", DecideRollout(client, o.route, "rollback", "dais ctl"));
+  }
   CLI::App* rollout = ctl->get_subcommand("rollout");
   if (!rollout->parsed()) return -1;
   if (rollout->get_subcommand("start")->parsed()) return Start(client, o);
   for (const char* verb : {"pause", "resume", "promote"}) {
-    if (rollout->get_subcommand(verb)->parsed()) return Decide(client, o, verb);
+    if (rollout->get_subcommand(verb)->parsed()) {
+      return Report(("dais ctl rollout " + std::string(verb)).c_str(),
+                    DecideRollout(client, o.route, verb, "dais ctl"));
+    }
   }
   return o.watch ? WatchStatus(client, o) : Status_(client, o);
 }

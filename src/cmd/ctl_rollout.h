@@ -28,6 +28,15 @@ struct RolloutCliOptions {
   bool watch = false;            // rollout status --watch
 };
 
+// An operator's decision on ROUTE's rollout, as `dais ctl` and the console make it: "rollback"
+// (all traffic back to the stable version, the rollout aborted; with no rollout in progress, the
+// route's stable version takes all), "pause" (the weight stays, no analysis), "resume" (the
+// current step's interval anew) or "promote" (all traffic to the canary now). `who` is written in
+// the rollout's history ("paused by dais ctl"). The sentence saying what happened, or NotFound
+// (no route / rollout), FailedPrecondition (not in a state for it), InvalidArgument (the verb).
+StatusOr<std::string> DecideRollout(etcd::Client& c, const std::string& route,
+                                    const std::string& verb, const std::string& who);
+
 // Adds `rollout` (start, status) and `rollback` under `ctl`.
 void AddRolloutCommands(CLI::App* ctl, RolloutCliOptions* options);
 // -1 when neither command was given.

@@ -10,6 +10,7 @@
 #include "cmd/memory.h"
 #include "cmd/train.h"
 #ifdef DAIS_HAVE_GRPC
+#include "cmd/console.h"
 #include "cmd/ctl.h"
 #include "cmd/etcd_flags.h"
 #include "cmd/gateway.h"
@@ -22,6 +23,22 @@
 #ifdef DAIS_HAVE_TXN
 #include "cmd/txn.h"
 #endif
+
+namespace {
+
+int PrintCompletion(const CLI::App& app) {
+  const std::string kinds =
+      "nodes deployments instances assignments events routes tenants trainings collections";
+  std::fputs(dais::cmd::BashCompletion(
+                 app, {{"ctl get", kinds},
+                       {"ctl describe", kinds},
+                       {"ctl delete", "deployment route tenant training collection"}})
+                 .c_str(),
+             stdout);
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dais: a distributed AI serving system (KServe v2 / Triton-compatible)"};
@@ -57,7 +74,9 @@ int main(int argc, char** argv) {
   CLI::App* ctl_cmd = dais::cmd::AddCtlCommand(&app, &ctl);
   dais::cmd::GatewayCliOptions gateway;
   CLI::App* gateway_cmd = dais::cmd::AddGatewayCommand(&app, &gateway);
-  for (CLI::App* cmd : {node_cmd, ctl_cmd, gateway_cmd, scheduler_cmd}) {
+  dais::cmd::ConsoleCliOptions console;
+  CLI::App* console_cmd = dais::cmd::AddConsoleCommand(&app, &console);
+  for (CLI::App* cmd : {node_cmd, ctl_cmd, gateway_cmd, scheduler_cmd, console_cmd}) {
     dais::cmd::AddEtcdTlsFlags(cmd);
   }
 #endif
@@ -83,17 +102,7 @@ int main(int argc, char** argv) {
   completion_cmd->add_option("shell", shell, "bash")->check(CLI::IsMember({"bash"}));
   dais::cmd::AddCommonFlags(&app);
   if (int rc = dais::cmd::ParseCommandLine(app, argc, argv); rc >= 0) return rc;
-  if (completion_cmd->parsed()) {
-    const std::string kinds =
-        "nodes deployments instances assignments events routes tenants trainings collections";
-    std::fputs(dais::cmd::BashCompletion(
-                   app, {{"ctl get", kinds},
-                         {"ctl describe", kinds},
-                         {"ctl delete", "deployment route tenant training collection"}})
-                   .c_str(),
-               stdout);
-    return 0;
-  }
+  if (completion_cmd->parsed()) return PrintCompletion(app);
   for (CLI::App* role : {serve_cmd, dais::cmd::FindSubcommand(app, "node")}) {
     if (role != nullptr && role->parsed()) dais::cmd::WarnUnimplementedFlags(role);
   }
@@ -110,6 +119,7 @@ int main(int argc, char** argv) {
   if (node_cmd->parsed()) return dais::cmd::RunNode(node);
   if (ctl_cmd->parsed()) return dais::cmd::RunCtl(ctl_cmd, ctl);
   if (gateway_cmd->parsed()) return dais::cmd::RunGateway(gateway);
+  if (console_cmd->parsed()) return dais::cmd::RunConsole(console);
 #endif
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);

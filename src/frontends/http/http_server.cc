@@ -8,6 +8,7 @@
 #include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <charconv>
+#include <deque>
 #include <limits>
 
 #include "common/json.h"
@@ -445,7 +446,67 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     });
   }
 
+  // The sink of a streamed answer: writes queue on the connection's executor, one at a time.
+  class Sink : public StreamSink {
+   public:
+    explicit Sink(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+    bool Send(std::string bytes) override {
+      if (!open_.load()) return false;
+      std::shared_ptr<Session> s = session_;
+      net::dispatch(s->stream_.get_executor(), [this, self = shared(), b = std::move(bytes)] {
+        if (!open_.load()) return;
+        queue_.push_back(std::move(b));
+        if (queue_.size() == 1) WriteNext();
+      });
+      return true;
+    }
+    bool open() const override { return open_.load(); }
+    void Close() override {
+      std::shared_ptr<Session> s = session_;
+      net::dispatch(s->stream_.get_executor(), [this, self = shared()] { End(); });
+    }
+    // On the executor: the client sent something or went away (a stream reads nothing).
+    void WatchPeer() {
+      session_->Tcp().socket().async_wait(tcp::socket::wait_read,
+                                          [self = shared()](beast::error_code) { self->End(); });
+    }
+    std::shared_ptr<Sink> shared() { return std::static_pointer_cast<Sink>(self_.lock()); }
+    std::weak_ptr<StreamSink> self_;
+
+   private:
+    void WriteNext() {
+      net::async_write(session_->stream_, net::buffer(queue_.front()),
+                       [self = shared()](beast::error_code ec, size_t) {
+                         if (ec) return self->End();
+                         self->queue_.pop_front();
+                         if (!self->queue_.empty()) self->WriteNext();
+                       });
+    }
+    void End() {
+      if (!open_.exchange(false)) return;
+      session_->Close();
+    }
+    std::shared_ptr<Session> session_;
+    std::atomic<bool> open_{true};
+    std::deque<std::string> queue_;  // on the executor
+  };
+
+  void WriteStream(Response r) {
+    std::string head = "HTTP/1.1 " + std::to_string(r.status) + " " +
+                       std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(r.status))) +
+                       "\r\nServer: dais\r\nContent-Type: " + r.content_type +
+                       "\r\nCache-Control: no-cache\r\nConnection: close\r\n";
+    for (auto& [k, v] : r.headers) head += k + ": " + v + "\r\n";
+    head += "\r\n";
+    auto sink = std::make_shared<Sink>(shared_from_this());
+    sink->self_ = sink;
+    sink->Send(std::move(head));
+    sink->WatchPeer();
+    r.stream(std::move(sink));
+  }
+
   void Write(Response r) {
+    if (r.stream) return WriteStream(std::move(r));
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
     res->version(11);
     res->result(static_cast<unsigned>(r.status));

@@ -37,6 +37,18 @@ struct Request {
   std::string_view Header(std::string_view name) const;
 };
 
+// An answer written in pieces as they come (server-sent events): the head at once, without a
+// length, then the bytes of each Send() in order, until Close() or the client goes away (the
+// connection then closes: no keep-alive after a stream). Thread-safe; Send() after the end is
+// dropped and answers false.
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  virtual bool Send(std::string bytes) = 0;
+  virtual bool open() const = 0;
+  virtual void Close() = 0;
+};
+
 struct Response {
   int status = 200;
   std::string content_type = "application/json";
@@ -47,6 +59,9 @@ struct Response {
   // Triton's other endpoints (metadata, config, statistics, repository) are never compressed:
   // tritonclient.http.aio reads them with aiohttp's auto_decompress=False and would get gzip.
   bool compressible = false;
+  // Set: `body` is ignored and the answer streams; called once the head is on its way, with the
+  // sink that writes the rest (StreamSink).
+  std::function<void(std::shared_ptr<StreamSink>)> stream = nullptr;
 };
 
 using Responder = std::function<void(Response)>;
