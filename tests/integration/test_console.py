@@ -42,6 +42,11 @@ class Console:
     def log(self):
         return self.log_path.read_text(errors="replace")
 
+    def cpu_seconds(self):
+        """User + system CPU the console has used so far (/proc/PID/stat)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -169,6 +174,7 @@ def test_the_page_in_a_real_browser(console, rollout_cluster, dais_bin):
     out = artifacts()
     driver = browser()
     traffic = None
+    cpu0, wall0 = console.cpu_seconds(), time.monotonic()
     try:
         started = time.monotonic()
         driver.get(console.url + "/#cluster")
@@ -230,7 +236,76 @@ def test_the_page_in_a_real_browser(console, rollout_cluster, dais_bin):
         driver.save_screenshot(str(out / "health.png"))
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == [], errors
+        wall = time.monotonic() - wall0
+        print(f"console CPU with one browser open: {100 * (console.cpu_seconds() - cpu0) / wall:.1f}"
+              f" % of a core over {wall:.1f} s (scraping every 0.5 s)")
     finally:
         if traffic:
             traffic.stop()
         driver.quit()
+
+
+def etcd_put_many(etcd, items):
+    """Writes {key: value} through etcd's JSON gateway (thousands of keys in seconds)."""
+    import base64
+    s = requests.Session()
+    b64 = lambda t: base64.b64encode(t.encode()).decode()  # noqa: E731
+    for k, v in items.items():
+        r = s.post(f"http://{etcd.endpoint}/v3/kv/put", json={"key": b64(k), "value": b64(v)},
+                   timeout=10)
+        assert r.status_code == 200, r.text
+
+
+def trace_nodes(n):
+    """The first `n` GPU nodes of the scheduler simulator's trace (../shared/data, the
+    Alibaba GPU cluster), or as many nodes of the same shapes when the trace is not there."""
+    import csv
+    path = REPO.parent / "shared" / "data" / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv"
+    if path.exists():
+        with open(path) as f:
+            return [(r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"]), r["model"])
+                    for r in csv.DictReader(f)][:n]
+    shapes = [(64000, 262144, 2, "P100"), (96000, 786432, 8, "V100M32"), (96000, 393216, 8, "T4")]
+    return [(f"openb-node-{i:04d}", *shapes[i % 3]) for i in range(n)]
+
+
+def test_a_thousand_nodes_render(etcd_server, dais_bin, tmp_path):
+    """1,000 nodes of the simulator's trace with GPUs shared by fractional instances: every node
+    on the page, and the fragmentation the page shows is the one computed here."""
+    import random
+    rng = random.Random(5)
+    nodes, items, stranded = trace_nodes(1000), {}, 0.0
+    for name, cpu, mem, gpus, model in nodes:
+        items[f"/dais/nodes/{name}"] = json.dumps({
+            "node": name, "cpu_milli": cpu, "memory_mib": mem,
+            "gpus": [{"model": model}] * gpus, "labels": {"gpu-model": model}})
+        for g in range(gpus):
+            milli = rng.choice([0, 0, 250, 500, 1000])
+            if milli:
+                items[f"/dais/assignments/{name}/d{g}"] = json.dumps({
+                    "deployment": f"d{g}", "model": "m", "version": 1, "gpus": [g],
+                    "gpu_milli": milli})
+            if 0 < milli < 1000:
+                stranded += (1000 - milli) / 1000
+    etcd_put_many(etcd_server, items)
+    console = Console(dais_bin, etcd_server, tmp_path)
+    driver = browser()
+    try:
+        started = time.monotonic()
+        driver.get(console.url + "/#cluster")
+        wait_for(lambda: js(driver, "document.querySelectorAll('.node').length") == 1000, 30,
+                 "1,000 node cards")
+        print(f"1,000 nodes: page load to every card shown {time.monotonic() - started:.3f} s")
+        assert js(driver, "document.querySelector('#sum-nodes .n').textContent") == "1000"
+        assert js(driver, "document.querySelector('#sum-frag .n').textContent") == \
+            f"{stranded:.2f}"
+        # The filter narrows the map to the nodes it names.
+        driver.find_element("id", "node-filter").send_keys("V100M32")
+        wait_for(lambda: 0 < js(driver, "document.querySelectorAll('.node').length") < 1000, 10,
+                 "the filtered map")
+        driver.save_screenshot(str(artifacts() / "thousand-nodes.png"))
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [], errors
+    finally:
+        driver.quit()
+        console.stop()
