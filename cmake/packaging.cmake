@@ -14,6 +14,7 @@ install(FILES ${DAIS_UNITS} DESTINATION lib/systemd/system COMPONENT dais)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/config/node.env
               ${PROJECT_SOURCE_DIR}/deploy/config/scheduler.env
               ${PROJECT_SOURCE_DIR}/deploy/config/gateway.env
+              ${PROJECT_SOURCE_DIR}/deploy/config/console.env
         DESTINATION /etc/dais COMPONENT dais)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/prometheus ${PROJECT_SOURCE_DIR}/deploy/examples
         DESTINATION ${CMAKE_INSTALL_DATADIR}/dais COMPONENT dais)

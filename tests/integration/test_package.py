@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import requests
 
 from conftest import free_port, wait_for
 
@@ -65,10 +66,10 @@ def test_installed_files(installed):
                           text=True, check=True).stdout.startswith("dais ")
     units = {p.name for p in (installed / "usr/lib/systemd/system").glob("*.service")}
     assert units == {"dais-node.service", "dais-scheduler.service", "dais-gateway.service",
-                     "dais-etcd.service"}, units
+                     "dais-console.service", "dais-etcd.service"}, units
     conffiles = (installed / "var/lib/dpkg/info/dais.conffiles").read_text().split()
-    assert sorted(conffiles) == ["/etc/dais/gateway.env", "/etc/dais/node.env",
-                                 "/etc/dais/scheduler.env"]
+    assert sorted(conffiles) == ["/etc/dais/console.env", "/etc/dais/gateway.env",
+                                 "/etc/dais/node.env", "/etc/dais/scheduler.env"]
     assert all((installed / c.lstrip("/")).is_file() for c in conffiles)
     completion = installed / "usr/share/bash-completion/completions/dais"
     assert "complete -o default -F _dais dais" in completion.read_text()
@@ -106,14 +107,15 @@ def read_env(path: Path) -> dict[str, str]:
 def test_the_units_command_lines_start_a_cluster(installed, etcd_server, model_repo, tmp_path):
     etc = installed / "etc/dais"
     port_flags = ("--http-port", "--grpc-port", "--metrics-port")
-    procs = []
+    procs, ports = [], {}
     try:
         for unit, env_file, extra in (
                 ("dais-scheduler.service", "scheduler.env", {}),
                 ("dais-node.service", "node.env", {"DAIS_REPOSITORY": str(model_repo)}),
-                ("dais-gateway.service", "gateway.env", {})):
+                ("dais-gateway.service", "gateway.env", {}),
+                ("dais-console.service", "console.env", {})):
             env = {**read_env(etc / env_file), "DAIS_ETCD": etcd_server.endpoint, **extra}
-            unit_ports = {f: free_port() for f in port_flags}
+            unit_ports = ports[unit] = {f: free_port() for f in port_flags}
             cmd = unit_command(installed, unit, env, unit_ports)
             log = open(tmp_path / f"{unit}.log", "wb")
             procs.append((unit, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
@@ -124,6 +126,15 @@ def test_the_units_command_lines_start_a_cluster(installed, etcd_server, model_r
         gateway = read_env(etc / "gateway.env")["DAIS_GATEWAY_ID"]
         wait_for(lambda: etcd_server.get_prefix(f"/dais/gateways/{gateway}"), 30,
                  "the gateway registered")
+        console = f"http://127.0.0.1:{ports['dais-console.service']['--http-port']}"
+
+        def console_sees_the_node():
+            try:
+                state = requests.get(console + "/api/state", timeout=5).json()
+            except requests.RequestException:
+                return False
+            return [n["node"] for n in state.get("nodes", [])] == [node]
+        wait_for(console_sees_the_node, 30, "the console's page showing the node")
     finally:
         for unit, p in procs:
             if p.poll() is None:
