@@ -306,6 +306,10 @@ CLI::App* AddConsoleCommand(CLI::App* app, ConsoleCliOptions* o) {
       ->capture_default_str();
   cmd->add_option("--scrape", o->scrape,
                   "More /metrics targets host:port (a dais txn serve's metrics port; repeatable).");
+  cmd->add_option("--prometheus", o->prometheus,
+                  "host:port of a Prometheus that scrapes the cluster: the plots and figures "
+                  "from its queries, the alerts that fire from its rules (default: the console "
+                  "reads the gateways' and nodes' /metrics itself).");
   cmd->add_option("--p1-p99-ms", o->p1_p99_ms, "P1 alert: a route's p99 above this.")
       ->capture_default_str();
   cmd->add_option("--p2-miss-ratio", o->p2_miss_ratio, "P2 alert: feature misses above this.")
@@ -334,6 +338,7 @@ int RunConsole(const ConsoleCliOptions& o) {
   so.extra_targets = o.scrape;
   so.p1_p99_ms = o.p1_p99_ms;
   so.p2_miss_ratio = o.p2_miss_ratio;
+  so.prometheus = o.prometheus;
   ConsoleState state(client->get(), so, [&console](const std::string& e, const std::string& j) {
     console.Publish(e, j);
   });

@@ -27,6 +27,7 @@ struct ConsoleCliOptions {
   std::string admin_claim = "role=admin";  // claim=value an action needs
   int scrape_ms = 1000;
   std::vector<std::string> scrape;  // more /metrics targets (a dais txn serve)
+  std::string prometheus;           // host:port: the live figures and alerts from there
   double p1_p99_ms = 150;
   double p2_miss_ratio = 0.05;
 };

@@ -238,13 +238,13 @@ std::map<std::string, std::string> ConsoleState::Fetch(
   return out;
 }
 
-void ConsoleState::ScrapeOnce(int64_t now_ms, double seconds) {
-  std::vector<std::string> down;
+ConsoleSample ConsoleState::ScrapeTargets(double seconds) {
+  ConsoleSample sample;
   const auto gateways = Targets(true);
   std::map<std::string, std::string> others = Targets(false);
   for (const std::string& t : options_.extra_targets) others[t] = t;
-  const auto gateway_texts = Fetch(gateways, &down);
-  const auto other_texts = Fetch(others, &down);
+  const auto gateway_texts = Fetch(gateways, &sample.down);
+  const auto other_texts = Fetch(others, &sample.down);
   gateway::Scrape delta;
   for (const auto& [address, text] : gateway_texts) {
     gateway::Scrape now = gateway::ParseGatewayMetrics(text);
@@ -254,28 +254,45 @@ void ConsoleState::ScrapeOnce(int64_t now_ms, double seconds) {
     }
     last_[address] = std::move(now);
   }
-  TargetFigures figures;
-  for (const auto& [address, text] : other_texts) AddTargetFigures(text, &figures);
-  MutexLock l(&mu_);
+  for (const auto& [address, text] : other_texts) AddTargetFigures(text, &sample.figures);
+  sample.targets_up = static_cast<int>(gateway_texts.size() + other_texts.size());
   for (const auto& [key, s] : delta.series) {
     double requests = 0, errors = 0;
     for (const auto& [code, n] : s.by_code) {
       requests += n;
       if (!code.empty() && code[0] == '5') errors += n;
     }
-    auto& points = series_[key];
-    points.push_back({now_ms, requests / seconds, requests > 0 ? errors / requests : 0,
-                      BucketQuantileMs(s.buckets, 0.5), BucketQuantileMs(s.buckets, 0.99)});
-    while (points.size() > options_.points) points.pop_front();
+    sample.series[key] = {requests / seconds, requests > 0 ? errors / requests : 0,
+                          BucketQuantileMs(s.buckets, 0.5), BucketQuantileMs(s.buckets, 0.99)};
   }
-  metrics_ = MetricsJson(now_ms, figures,
-                         static_cast<int>(gateway_texts.size() + other_texts.size()), down);
+  return sample;
 }
 
-std::string ConsoleState::MetricsJson(int64_t now_ms, const TargetFigures& f, int targets_up,
-                                      const std::vector<std::string>& down) const {
+void ConsoleState::ScrapeOnce(int64_t now_ms, double seconds) {
+  ConsoleSample sample;
+  if (options_.prometheus.empty()) {
+    sample = ScrapeTargets(seconds);
+  } else if (auto s = QueryPrometheus(*pool_, options_.prometheus, options_.scrape_every); s.ok()) {
+    sample = std::move(*s);
+  } else {
+    sample.source = "prometheus";
+    sample.down.push_back(std::string(s.status().message()));
+  }
+  MutexLock l(&mu_);
+  for (const auto& [key, f] : sample.series) {
+    auto& points = series_[key];
+    points.push_back({now_ms, f.rps, f.error_rate, f.p50_ms, f.p99_ms});
+    while (points.size() > options_.points) points.pop_front();
+  }
+  metrics_ = MetricsJson(now_ms, sample);
+}
+
+std::string ConsoleState::MetricsJson(int64_t now_ms, const ConsoleSample& sample) const {
+  const TargetFigures& f = sample.figures;
+  const std::vector<std::string>& down = sample.down;
   std::string out =
-      fmt::format("{{\"time_ms\":{},\"targets_up\":{},\"targets_down\":[", now_ms, targets_up);
+      fmt::format("{{\"time_ms\":{},\"source\":\"{}\",\"targets_up\":{},\"targets_down\":[", now_ms,
+                  sample.source, sample.targets_up);
   for (size_t i = 0; i < down.size(); ++i) out += (i ? "," : "") + Quoted(down[i]);
   const double miss = f.feature_values > 0 ? 1 - f.feature_present / f.feature_values : -1;
   out += fmt::format(
@@ -284,7 +301,7 @@ std::string ConsoleState::MetricsJson(int64_t now_ms, const TargetFigures& f, in
       Num(f.feature_values), miss < 0 ? "null" : Num(miss),
       f.redis_reachable_min < 0 ? "null" : Num(f.redis_reachable_min), Num(f.txn_in_doubt),
       Num(f.txn_oldest_s));
-  std::vector<std::string> alerts;
+  std::vector<std::string> alerts = sample.alerts;
   bool first = true;
   for (const auto& [key, points] : series_) {
     out += fmt::format("{}{{\"route\":{},\"version\":{},\"points\":[", first ? "" : ",",

@@ -46,6 +46,25 @@ struct TargetFigures {
 // Sums what TargetFigures holds from one Prometheus text exposition into `f`.
 void AddTargetFigures(const std::string& text, TargetFigures* f);
 
+// One round of live figures, read from the targets' /metrics or from a Prometheus.
+struct ConsoleSample {
+  struct Figures {
+    double rps = 0, error_rate = 0, p50_ms = -1, p99_ms = -1;  // -1: no request to measure
+  };
+  std::map<std::pair<std::string, std::string>, Figures> series;  // (route, version)
+  TargetFigures figures;
+  int targets_up = 0;
+  std::vector<std::string> down;    // targets that did not answer, for people
+  std::vector<std::string> alerts;  // JSON objects {"severity", "name", "text"} from Prometheus
+  std::string source = "targets";   // or "prometheus"
+};
+
+// The same figures from a Prometheus's HTTP API at `address` (host:port): instant queries over
+// the last 30 s (rate, histogram_quantile) and the alerts that fire there (its rule files, e.g.
+// deploy/prometheus/dais-alerts.yml). Unavailable naming Prometheus when it does not answer.
+StatusOr<ConsoleSample> QueryPrometheus(gateway::UpstreamPool& pool, const std::string& address,
+                                        std::chrono::milliseconds timeout);
+
 // The p-quantile (0..1) in ms of the requests counted by cumulative buckets (le in seconds ->
 // count), interpolated linearly inside its bucket as Prometheus's histogram_quantile does;
 // -1 when no request was counted.
@@ -61,6 +80,7 @@ class ConsoleState {
     std::vector<std::string> extra_targets;  // host:port serving /metrics
     double p1_p99_ms = 150;                  // the design's P1: p99 above this
     double p2_miss_ratio = 0.05;             // the design's P2: feature misses above this
+    std::string prometheus;                  // host:port: read the figures there instead
   };
   ConsoleState(etcd::Client* etcd, Options options, Publish publish);
   ~ConsoleState();
@@ -78,10 +98,10 @@ class ConsoleState {
   void StateLoop();
   void ScrapeLoop();
   std::string BuildState();
-  // Scrapes every target once; false when stopping.
+  // One round of figures, from the targets (ScrapeTargets) or Prometheus, into the series.
   void ScrapeOnce(int64_t now_ms, double seconds);
-  std::string MetricsJson(int64_t now_ms, const TargetFigures& figures, int targets_up,
-                          const std::vector<std::string>& down) const;
+  ConsoleSample ScrapeTargets(double seconds);
+  std::string MetricsJson(int64_t now_ms, const ConsoleSample& sample) const DAIS_REQUIRES(mu_);
   std::map<std::string, std::string> Targets(bool gateways) const;
   std::map<std::string, std::string> Fetch(const std::map<std::string, std::string>& targets,
                                            std::vector<std::string>* down);

@@ -123,8 +123,10 @@ class Gateway:
 class Prometheus:
     """A real Prometheus (Debian's `prometheus`) on `port`, scraping `targets` every second."""
 
-    def __init__(self, port, targets, work_dir, scrape_configs: str | None = None):
-        """`scrape_configs`: the YAML list under scrape_configs (instead of static `targets`)."""
+    def __init__(self, port, targets, work_dir, scrape_configs: str | None = None,
+                 rule_files=()):
+        """`scrape_configs`: the YAML list under scrape_configs (instead of static `targets`);
+        `rule_files`: alerting rule files it evaluates (every second)."""
         import requests
         self.dir = work_dir / "prometheus"
         self.dir.mkdir()
@@ -132,7 +134,8 @@ class Prometheus:
         if scrape_configs is None:
             scrape_configs = ("  - job_name: dais\n    static_configs:\n"
                               f"      - targets: {json.dumps(list(targets))}\n")
-        config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        rules = f"rule_files: {json.dumps([str(r) for r in rule_files])}\n" if rule_files else ""
+        config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n" + rules +
                           "scrape_configs:\n" + scrape_configs)
         self.url = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(

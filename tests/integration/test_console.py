@@ -309,3 +309,33 @@ def test_a_thousand_nodes_render(etcd_server, dais_bin, tmp_path):
     finally:
         driver.quit()
         console.stop()
+
+
+def test_figures_and_alerts_from_prometheus(rollout_cluster, dais_bin, tmp_path):  # noqa: F811
+    """With --prometheus the plots come from its queries and the alerts from its rules."""
+    from cluster_util import Prometheus
+    from conftest import free_port
+    etcd, gw = rollout_cluster["etcd"], rollout_cluster["gateway"]
+    rules = tmp_path / "rules.yml"
+    rules.write_text("groups:\n  - name: console-test\n    rules:\n"
+                     "      - alert: DaisConsoleTestFiring\n        expr: vector(1)\n"
+                     "        labels: {severity: P2}\n"
+                     "        annotations: {summary: a rule that always fires}\n")
+    port = free_port()
+    prometheus = Prometheus(port, [gw.url.split("//")[1]], tmp_path, rule_files=[rules])
+    console = Console(dais_bin, etcd, tmp_path, "--prometheus", f"127.0.0.1:{port}")
+    try:
+        def seen():
+            requests.post(gw.url + "/v2/models/ranker/infer", json=BODY, timeout=5)
+            m = requests.get(console.url + "/api/metrics", timeout=5).json()
+            drawn = any(s["route"] == "ranker" and s["version"] == "1" and
+                        any(p[1] and p[4] is not None for p in s["points"])
+                        for s in m.get("series", []))
+            firing = any(a["name"] == "DaisConsoleTestFiring" and
+                         a["text"] == "a rule that always fires" for a in m.get("alerts", []))
+            return m if m.get("source") == "prometheus" and drawn and firing else None
+        m = wait_for(seen, 60, "the route's figures and the rule's alert through Prometheus")
+        assert m["targets_up"] == 1 and m["targets_down"] == [], m
+    finally:
+        console.stop()
+        prometheus.stop()

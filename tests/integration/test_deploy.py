@@ -16,7 +16,8 @@ def test_systemd_units_verify(dais_bin, tmp_path):
     assert tool, "systemd-analyze not found (Debian: systemd)"
     units = sorted((REPO_ROOT / "deploy" / "systemd").glob("*.service"))
     assert {u.name for u in units} == {"dais-etcd.service", "dais-node.service",
-                                       "dais-scheduler.service", "dais-gateway.service"}
+                                       "dais-scheduler.service", "dais-gateway.service",
+                                       "dais-console.service"}
     for u in units:
         (tmp_path / u.name).write_text(u.read_text().replace("/usr/bin/dais",
                                                               str(dais_bin)))

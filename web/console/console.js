@@ -233,6 +233,7 @@ function renderHealth() {
       : el("p", { class: "ok" }, "No alert fires."));
   const miss = m.features.miss_ratio;
   fill("health", table(["what", "value"], [
+    ["figures from", m.source === "prometheus" ? "Prometheus (--prometheus)" : "the gateways' and nodes' /metrics"],
     ["feature miss ratio", miss === null ? "no feature lookups" : fmt(miss * 100, 2) + " %"],
     ["feature values returned", fmt(m.features.values, 0)],
     ["Redis", m.redis_reachable === null ? "not used" : m.redis_reachable ? el("span", { class: "ok" }, "reachable")
