@@ -274,8 +274,9 @@ def test_a_thousand_nodes_render(etcd_server, dais_bin, tmp_path):
     on the page, and the fragmentation the page shows is the one computed here."""
     import random
     rng = random.Random(5)
-    nodes, items, stranded = trace_nodes(1000), {}, 0.0
+    nodes, items, stranded, per_node = trace_nodes(1000), {}, 0.0, {}
     for name, cpu, mem, gpus, model in nodes:
+        before = stranded
         items[f"/dais/nodes/{name}"] = json.dumps({
             "node": name, "cpu_milli": cpu, "memory_mib": mem,
             "gpus": [{"model": model}] * gpus, "labels": {"gpu-model": model}})
@@ -287,6 +288,7 @@ def test_a_thousand_nodes_render(etcd_server, dais_bin, tmp_path):
                     "gpu_milli": milli})
             if 0 < milli < 1000:
                 stranded += (1000 - milli) / 1000
+        per_node[name] = stranded - before
     etcd_put_many(etcd_server, items)
     console = Console(dais_bin, etcd_server, tmp_path)
     driver = browser()
@@ -299,6 +301,9 @@ def test_a_thousand_nodes_render(etcd_server, dais_bin, tmp_path):
         assert js(driver, "document.querySelector('#sum-nodes .n').textContent") == "1000"
         assert js(driver, "document.querySelector('#sum-frag .n').textContent") == \
             f"{stranded:.2f}"
+        name = max(per_node, key=per_node.get)  # and per node, on its card
+        meta = js(driver, f"document.querySelector('[data-node=\"{name}\"] .meta').textContent")
+        assert f"stranded {per_node[name]:.2f} GPU" in meta, meta
         # The filter narrows the map to the nodes it names.
         driver.find_element("id", "node-filter").send_keys("V100M32")
         wait_for(lambda: 0 < js(driver, "document.querySelectorAll('.node').length") < 1000, 10,

@@ -92,8 +92,9 @@ function nodeCard(n, use, instances) {
   const gpus = (n.gpus || []).map((g, i) => {
     const parts = use[i] || [];
     const used = parts.reduce((s, [, m]) => s + m, 0);
+    const memory = g.memory_mib ? ` ${fmt(g.memory_mib / 1024, 0)} GiB` : "";
     return el("div", { class: "gpu" },
-              el("div", {}, `GPU ${i} ${g.model || ""} · ${fmt(used / 10, 0)} % · `,
+              el("div", {}, `GPU ${i} ${g.model || ""}${memory} · ${fmt(used / 10, 0)} % · `,
                  parts.map(([d, m]) => `${d} (${m / 10} %)`).join(", ") || "free"),
               el("div", { class: "bar" }, parts.map(([, m], j) =>
                   el("span", { class: j % 2 ? "alt" : "", style: `width:${m / 10}%` }))));
@@ -103,7 +104,8 @@ function nodeCard(n, use, instances) {
                      onclick: () => act(a, n.node) }, a));
   return el("div", { class: "node" + (sched === "enabled" ? "" : " cordoned"), "data-node": n.node },
             el("div", { class: "name" }, n.node), el("div", { class: "meta" }, sched, " · ",
-            `${n.cpu_milli || 0} mCPU · ${n.memory_mib || 0} MiB`, labels ? " · " + labels : ""),
+            `${n.cpu_milli || 0} mCPU · ${n.memory_mib || 0} MiB`, labels ? " · " + labels : "",
+            (n.gpus || []).length ? ` · stranded ${fmt(fragmentation(n, use), 2)} GPU` : ""),
             gpus, el("div", { class: "meta" }, instances.map((i) =>
                 el("span", { class: "state-" + i.state }, `${i.model} v${i.version} ${i.state}  `))),
             el("div", {}, actions));
