@@ -1,8 +1,6 @@
 #include "cmd/console.h"
 
 #include <fmt/format.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -33,15 +31,8 @@ http::Response JsonAnswer(int status, const std::string& body) {
   return r;
 }
 
-std::string JsonString(const std::string& s) {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
-  return sb.GetString();
-}
-
 http::Response Error(int status, const std::string& message) {
-  return JsonAnswer(status, "{\"error\":" + JsonString(message) + "}");
+  return JsonAnswer(status, "{\"error\":" + JsonQuoted(message) + "}");
 }
 
 // The open event streams; a published change goes to each, a closed one is dropped.
@@ -127,7 +118,7 @@ class Console {
       const Caller c = Authenticate(r);
       if (!c.ok) return w(Error(401, c.reason));
       return w(JsonAnswer(
-          200, fmt::format(R"({{"subject":{},"admin":{}}})", JsonString(c.who), c.admin)));
+          200, fmt::format(R"({{"subject":{},"admin":{}}})", JsonQuoted(c.who), c.admin)));
     }
     if (r.path == "/api/actions") {
       if (r.method != "POST") return w(Error(405, "POST an action"));
@@ -222,7 +213,7 @@ class Console {
     }
     Record(action, target, c.who, *done);
     LOG_INFO("console: {} by {}: {}", action, c.who, *done);
-    return Count(action, "done", JsonAnswer(200, "{\"message\":" + JsonString(*done) + "}"));
+    return Count(action, "done", JsonAnswer(200, "{\"message\":" + JsonQuoted(*done) + "}"));
   }
 
   StatusOr<std::string> Do(const std::string& action, const std::string& target,

@@ -1,8 +1,6 @@
 // `dais console --prometheus`: the live figures from a Prometheus's HTTP API (console_state.h).
 
 #include <fmt/format.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <cmath>
 #include <future>
@@ -27,13 +25,6 @@ std::string UrlEncode(const std::string& s) {
     }
   }
   return out;
-}
-
-std::string Quoted(const std::string& s) {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
-  return sb.GetString();
 }
 
 std::string Member(const rapidjson::Value& v, const char* key) {
@@ -150,9 +141,9 @@ StatusOr<ConsoleSample> QueryPrometheus(gateway::UpstreamPool& pool, const std::
       const std::string summary =
           a.HasMember("annotations") ? Member(a["annotations"], "summary") : "";
       sample.alerts.push_back(fmt::format(
-          "{{\"severity\":{},\"name\":{},\"text\":{}}}", Quoted(Member(a["labels"], "severity")),
-          Quoted(Member(a["labels"], "alertname")),
-          Quoted(summary.empty() ? "firing in Prometheus" : summary)));
+          "{{\"severity\":{},\"name\":{},\"text\":{}}}",
+          JsonQuoted(Member(a["labels"], "severity")), JsonQuoted(Member(a["labels"], "alertname")),
+          JsonQuoted(summary.empty() ? "firing in Prometheus" : summary)));
     }
   }
   return sample;

@@ -64,17 +64,17 @@ std::string ValuesArray(etcd::Client& c, const std::string& prefix, size_t keep 
   return out + "]";
 }
 
-std::string Quoted(const std::string& s) {
+// JSON has no NaN: absent figures are null.
+std::string Num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+
+}  // namespace
+
+std::string JsonQuoted(const std::string& s) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
   return sb.GetString();
 }
-
-// JSON has no NaN: absent figures are null.
-std::string Num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
-
-}  // namespace
 
 void AddTargetFigures(const std::string& text, TargetFigures* f) {
   size_t at = 0;
@@ -293,7 +293,7 @@ std::string ConsoleState::MetricsJson(int64_t now_ms, const ConsoleSample& sampl
   std::string out =
       fmt::format("{{\"time_ms\":{},\"source\":\"{}\",\"targets_up\":{},\"targets_down\":[", now_ms,
                   sample.source, sample.targets_up);
-  for (size_t i = 0; i < down.size(); ++i) out += (i ? "," : "") + Quoted(down[i]);
+  for (size_t i = 0; i < down.size(); ++i) out += (i ? "," : "") + JsonQuoted(down[i]);
   const double miss = f.feature_values > 0 ? 1 - f.feature_present / f.feature_values : -1;
   out += fmt::format(
       "],\"features\":{{\"values\":{},\"miss_ratio\":{}}},\"redis_reachable\":{},"
@@ -305,7 +305,7 @@ std::string ConsoleState::MetricsJson(int64_t now_ms, const ConsoleSample& sampl
   bool first = true;
   for (const auto& [key, points] : series_) {
     out += fmt::format("{}{{\"route\":{},\"version\":{},\"points\":[", first ? "" : ",",
-                       Quoted(key.first), Quoted(key.second));
+                       JsonQuoted(key.first), JsonQuoted(key.second));
     first = false;
     for (size_t i = 0; i < points.size(); ++i) {
       const Point& p = points[i];
@@ -315,27 +315,28 @@ std::string ConsoleState::MetricsJson(int64_t now_ms, const ConsoleSample& sampl
     }
     out += "]}";
     if (!points.empty() && points.back().p99_ms > options_.p1_p99_ms) {
-      alerts.push_back(
-          fmt::format("{{\"severity\":\"P1\",\"name\":\"p99 latency\",\"text\":{}}}",
-                      Quoted(fmt::format("route {} v{}: p99 {:.0f} ms > {:g} ms", key.first,
-                                         key.second, points.back().p99_ms, options_.p1_p99_ms))));
+      alerts.push_back(fmt::format(
+          "{{\"severity\":\"P1\",\"name\":\"p99 latency\",\"text\":{}}}",
+          JsonQuoted(fmt::format("route {} v{}: p99 {:.0f} ms > {:g} ms", key.first, key.second,
+                                 points.back().p99_ms, options_.p1_p99_ms))));
     }
   }
   out += "],\"alerts\":[";
   if (miss > options_.p2_miss_ratio) {
-    alerts.push_back(fmt::format("{{\"severity\":\"P2\",\"name\":\"feature misses\",\"text\":{}}}",
-                                 Quoted(fmt::format("feature miss ratio {:.1f} % > {:g} %",
-                                                    miss * 100, options_.p2_miss_ratio * 100))));
+    alerts.push_back(
+        fmt::format("{{\"severity\":\"P2\",\"name\":\"feature misses\",\"text\":{}}}",
+                    JsonQuoted(fmt::format("feature miss ratio {:.1f} % > {:g} %", miss * 100,
+                                           options_.p2_miss_ratio * 100))));
   }
   if (f.txn_oldest_s > 60) {
     alerts.push_back(
         fmt::format("{{\"severity\":\"P1\",\"name\":\"transaction in doubt\",\"text\":{}}}",
-                    Quoted(fmt::format("{:g} transactions in doubt, the oldest for {:.0f} s",
-                                       f.txn_in_doubt, f.txn_oldest_s))));
+                    JsonQuoted(fmt::format("{:g} transactions in doubt, the oldest for {:.0f} s",
+                                           f.txn_in_doubt, f.txn_oldest_s))));
   }
   for (const std::string& d : down) {
     alerts.push_back(fmt::format("{{\"severity\":\"P1\",\"name\":\"target down\",\"text\":{}}}",
-                                 Quoted(d + " does not answer /metrics")));
+                                 JsonQuoted(d + " does not answer /metrics")));
   }
   for (size_t i = 0; i < alerts.size(); ++i) out += (i ? "," : "") + alerts[i];
   return out + "]}";

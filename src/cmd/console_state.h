@@ -43,6 +43,9 @@ struct TargetFigures {
   double txn_in_doubt = 0;                         // dais_txn_in_doubt_transactions
   double txn_oldest_s = 0;                         // max dais_txn_in_doubt_oldest_age_seconds
 };
+// `s` as a JSON string literal, quotes and escapes included (the console writes its JSON by hand).
+std::string JsonQuoted(const std::string& s);
+
 // Sums what TargetFigures holds from one Prometheus text exposition into `f`.
 void AddTargetFigures(const std::string& text, TargetFigures* f);
 
