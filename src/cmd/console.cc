@@ -174,8 +174,11 @@ class Console {
   http::Response Act(const http::Request& r) {
     // Not a form post from another site: a cross-site page cannot send this header or type
     // without the browser asking the console first (CORS preflight, which it does not grant).
+    // An Origin ("scheme://host[:port]", or "null" from a sandboxed page) must name this host.
     const std::string_view origin = r.Header("origin");
-    if (!origin.empty() && origin.substr(origin.find("://") + 3) != r.Header("host")) {
+    const size_t scheme = origin.find("://");
+    if (!origin.empty() &&
+        (scheme == std::string_view::npos || origin.substr(scheme + 3) != r.Header("host"))) {
       return Count("unknown", "refused", Error(403, "cross-origin action refused"));
     }
     rapidjson::Document d;
