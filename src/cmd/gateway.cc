@@ -75,15 +75,7 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
       ->capture_default_str();
   cmd->add_option("--access-log", o->access_log,
                   "JSON access log, one line per request: a file (appended) or '-' for stdout.");
-  cmd->add_option("--otlp-endpoint", o->otlp_endpoint,
-                  "Tracing: send the spans of sampled requests to this OpenTelemetry collector "
-                  "(OTLP/HTTP JSON, e.g. http://127.0.0.1:4318; path /v1/traces). Default: "
-                  "none. traceparent and x-request-id go on to the nodes either way.");
-  cmd->add_option("--trace-sample-rate", o->trace_sample_rate,
-                  "Share of requests without a traceparent whose new trace is sampled (with "
-                  "--otlp-endpoint); a request with one keeps its sampled flag.")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+  AddTracingFlags(cmd, &o->tracing, "requests");
   cmd->add_option("--access-log-sample", o->access_log_sample,
                   "Share of successful requests logged (every 5xx is).")
       ->check(CLI::Range(0.0, 1.0))
@@ -115,8 +107,8 @@ int RunGateway(const GatewayCliOptions& o) {
   go.balancer.eject_after = o.eject_after;
   go.access_log = o.access_log;
   go.access_log_sample = o.access_log_sample;
-  go.otlp_endpoint = o.otlp_endpoint;
-  go.trace_sample_rate = o.trace_sample_rate;
+  go.otlp_endpoint = o.tracing.otlp_endpoint;
+  go.trace_sample_rate = o.tracing.trace_sample_rate;
   if (o.upstream_tls.active()) {
     auto ctx = tls::MakeClientContext(o.upstream_tls);
     if (!ctx.ok()) {

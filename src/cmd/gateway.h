@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cmd/listener_flags.h"
+#include "cmd/tracing_flags.h"
 #include "cmd/tls_flags.h"
 
 namespace dais::cmd {
@@ -31,8 +32,7 @@ struct GatewayCliOptions {
   std::string id;
   std::string access_log;
   double access_log_sample = 1.0;
-  std::string otlp_endpoint;
-  double trace_sample_rate = 0;
+  TracingFlags tracing;
   std::string advertise_host = "127.0.0.1";
   // TLS on the gateway's own ports, and to the nodes (docs/tls.md).
   ListenerTlsFlags http_tls, grpc_tls;

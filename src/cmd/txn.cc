@@ -14,6 +14,7 @@
 #include "features/store/redis_tier.h"
 #include "frontends/grpc/h2_server.h"
 #include "frontends/http/http_server.h"
+#include "gateway/otlp_exporter.h"
 #include "redis/client.h"
 #include "streams/event_stream.h"
 #include "txn/coordinator.h"
@@ -230,6 +231,7 @@ CLI::App* AddTxnCommand(CLI::App* app, TxnCliOptions* o) {
                    "Period of the resolver (prepared transactions left by failures).")
       ->check(CLI::Range(10, 600000))
       ->capture_default_str();
+  AddTracingFlags(serve, &o->tracing, "transactions");
   serve->add_flag("--recent-items", o->recent_items,
                   "Also run the recent-items consumer in this process (see `txn consume`).");
   serve
@@ -366,9 +368,24 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
     LOG_ERROR("dais txn: {}", s.message());
     return 2;
   }
-  // Declared before the coordinator: destroyed after it (its workers wake the relays).
+  // Declared before the coordinator: destroyed after it (its workers wake the relays and
+  // hand spans to the exporter).
   std::map<std::string, std::unique_ptr<txn::OutboxRelay>> relays;
-  txn::Coordinator coordinator(spec, CoordinatorOptionsOf(o), &gate);
+  std::unique_ptr<gateway::OtlpExporter> exporter;
+  txn::CoordinatorOptions co = CoordinatorOptionsOf(o);
+  if (!o.tracing.otlp_endpoint.empty()) {
+    auto made = gateway::NewOtlpExporter(o.tracing.otlp_endpoint, "dais-txn");
+    if (!made.ok()) {
+      LOG_ERROR("dais txn: --otlp-endpoint: {}", made.status().message());
+      return 2;
+    }
+    exporter = std::move(*made);
+    co.span_sink = [e = exporter.get()](Span span) { e->Add(std::move(span)); };
+    co.trace_sample_rate = o.tracing.trace_sample_rate;
+    LOG_INFO("tracing: spans of sampled transactions to {} (new traces sampled at {:g})",
+             o.tracing.otlp_endpoint, o.tracing.trace_sample_rate);
+  }
+  txn::Coordinator coordinator(spec, co, &gate);
   if (o.relay && events) {
     for (const auto& [name, info] : spec->participants) {
       relays[name] = std::make_unique<txn::OutboxRelay>(name, info, events.get(),

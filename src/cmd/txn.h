@@ -9,6 +9,7 @@
 
 #include "cmd/listener_flags.h"
 #include "cmd/tls_flags.h"
+#include "cmd/tracing_flags.h"
 
 namespace dais::cmd {
 
@@ -39,6 +40,7 @@ struct TxnCliOptions {
   int resolve_interval_ms = 1000;
   bool dry_run = false;
   std::string crash_at;
+  TracingFlags tracing;  // spans of the transactions (docs/operations.md, "Tracing")
   // TLS (docs/tls.md): its own ports, Redis, and the model server the gates call.
   ListenerTlsFlags http_tls, grpc_tls;
   TlsCommonFlags tls_common;

@@ -1,5 +1,6 @@
 #include "common/trace_context.h"
 
+#include <chrono>
 #include <random>
 
 namespace dais {
@@ -53,6 +54,27 @@ std::optional<TraceContext> ParseTraceparent(std::string_view h) {
 
 std::string NewTraceId() { return RandomHex(32); }
 std::string NewSpanId() { return RandomHex(16); }
+
+ServerTrace BeginServerTrace(std::string_view traceparent, std::string_view request_id,
+                             double sample_rate) {
+  ServerTrace t;
+  t.start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  if (auto parent = ParseTraceparent(traceparent)) {
+    t.trace = std::move(*parent);
+  } else {
+    t.trace.trace_id = NewTraceId();
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    const bool sampled =
+        sample_rate > 0 && static_cast<double>(rng() % 1000000) < sample_rate * 1e6;
+    t.trace.flags = sampled ? 1 : 0;
+  }
+  t.span_id = NewSpanId();
+  t.request_id = SaneRequestId(request_id);
+  if (t.request_id.empty()) t.request_id = t.trace.trace_id;
+  return t;
+}
 
 std::string SaneRequestId(std::string_view h) {
   if (h.empty() || h.size() > 128) return "";

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace dais {
 
@@ -28,6 +30,29 @@ std::optional<TraceContext> ParseTraceparent(std::string_view header);
 // Random ids (never all zero).
 std::string NewTraceId();
 std::string NewSpanId();
+
+// A server's side of one traced request: the caller's context continued (a valid traceparent
+// keeps its trace id and sampled flag) or a new trace, sampled with probability `sample_rate`;
+// a span id of its own; the request id (the client's when sane, else the trace id).
+struct ServerTrace {
+  TraceContext trace;  // parent_id: the caller's span (empty for a new trace)
+  std::string span_id, request_id;
+  int64_t start_unix_ns = 0;
+  // The traceparent to send to the next hop (this span as its parent).
+  std::string Outgoing() const { return trace.Header(span_id); }
+};
+ServerTrace BeginServerTrace(std::string_view traceparent, std::string_view request_id,
+                             double sample_rate);
+
+// One finished span, as the OTLP exporter sends it (gateway/otlp_exporter.h).
+struct Span {
+  std::string trace_id, span_id, parent_id;  // hex; parent empty for a root span
+  std::string name;                          // "POST /v2/models/{route}/infer"
+  int64_t start_unix_ns = 0, end_unix_ns = 0;
+  bool error = false;  // a 5xx answer
+  std::vector<std::pair<std::string, std::string>> string_attributes;
+  std::vector<std::pair<std::string, int64_t>> int_attributes;
+};
 
 // A request id as a client sent it (x-request-id), kept when it is 1-128 printable ASCII
 // characters without spaces; empty otherwise (the caller makes one).

@@ -52,5 +52,23 @@ TEST(TraceContextTest, RequestIdsArePrintableAndBounded) {
   EXPECT_EQ(SaneRequestId("\x01x"), "");
 }
 
+TEST(TraceContextTest, AServerTraceContinuesTheCallersOrStartsOne) {
+  const std::string caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  ServerTrace t = BeginServerTrace(caller, "order-1", 0);
+  EXPECT_EQ(t.trace.trace_id, "0af7651916cd43dd8448eb211c80319c");
+  EXPECT_EQ(t.trace.parent_id, "b7ad6b7169203331");
+  EXPECT_TRUE(t.trace.sampled());  // the caller's flag, whatever the rate
+  EXPECT_EQ(t.request_id, "order-1");
+  EXPECT_GT(t.start_unix_ns, 0);
+  EXPECT_EQ(t.Outgoing(), "00-0af7651916cd43dd8448eb211c80319c-" + t.span_id + "-01");
+  // Malformed or absent: a new trace, the trace id as the request id, sampled by the rate.
+  ServerTrace fresh = BeginServerTrace("00-XYZ", "a b", 0);
+  EXPECT_NE(fresh.trace.trace_id, t.trace.trace_id);
+  EXPECT_TRUE(fresh.trace.parent_id.empty());
+  EXPECT_FALSE(fresh.trace.sampled());
+  EXPECT_EQ(fresh.request_id, fresh.trace.trace_id);
+  EXPECT_TRUE(BeginServerTrace("", "", 1.0).trace.sampled());
+}
+
 }  // namespace
 }  // namespace dais

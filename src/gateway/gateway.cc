@@ -579,13 +579,12 @@ Status Gateway::Start() {
     LOG_WARNING("gateway: no --jwks: authentication is off (every request is tenant 'anonymous')");
   }
   if (!g.options.otlp_endpoint.empty()) {
-    ASSIGN_OR_RETURN(auto endpoint, ParseOtlpEndpoint(g.options.otlp_endpoint));
     if (!(g.options.trace_sample_rate >= 0 && g.options.trace_sample_rate <= 1)) {
       return InvalidArgument("--trace-sample-rate must be within [0, 1]");
     }
-    g.exporter = std::make_unique<OtlpExporter>(endpoint.first, endpoint.second, "dais-gateway");
-    LOG_INFO("tracing: spans of sampled requests to http://{}{} (new traces sampled at {:g})",
-             endpoint.first, endpoint.second, g.options.trace_sample_rate);
+    ASSIGN_OR_RETURN(g.exporter, NewOtlpExporter(g.options.otlp_endpoint, "dais-gateway"));
+    LOG_INFO("tracing: spans of sampled requests to {} (new traces sampled at {:g})",
+             g.options.otlp_endpoint, g.options.trace_sample_rate);
   }
   if (g.options.access_log == "-") {
     g.access_log = stdout;

@@ -8,20 +8,12 @@ namespace dais::gateway {
 
 void Gateway::Impl::BeginTrace(Call* call, std::string_view traceparent,
                                std::string_view request_id) {
-  call->start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-  if (auto parent = ParseTraceparent(traceparent)) {
-    call->trace = std::move(*parent);
-  } else {
-    call->trace.trace_id = NewTraceId();
-    const bool sampled = exporter != nullptr && options.trace_sample_rate > 0 &&
-                         static_cast<double>(Random() % 1000000) < options.trace_sample_rate * 1e6;
-    call->trace.flags = sampled ? 1 : 0;
-  }
-  call->span_id = NewSpanId();
-  call->request_id = SaneRequestId(request_id);
-  if (call->request_id.empty()) call->request_id = call->trace.trace_id;
+  ServerTrace t = BeginServerTrace(traceparent, request_id,
+                                   exporter != nullptr ? options.trace_sample_rate : 0);
+  call->trace = std::move(t.trace);
+  call->span_id = std::move(t.span_id);
+  call->request_id = std::move(t.request_id);
+  call->start_unix_ns = t.start_unix_ns;
 }
 
 void Gateway::Impl::SetTraceHeaders(const Call& call,

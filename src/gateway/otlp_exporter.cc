@@ -133,6 +133,12 @@ std::string OtlpTracesJson(const std::string& service, const std::vector<Span>& 
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+StatusOr<std::unique_ptr<OtlpExporter>> NewOtlpExporter(const std::string& endpoint,
+                                                        std::string service) {
+  ASSIGN_OR_RETURN(auto parsed, ParseOtlpEndpoint(endpoint));
+  return std::make_unique<OtlpExporter>(parsed.first, parsed.second, std::move(service));
+}
+
 OtlpExporter::OtlpExporter(std::string address, std::string path, std::string service)
     : address_(std::move(address)),
       path_(std::move(path)),

@@ -14,20 +14,12 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/trace_context.h"
 #include "dais/status.h"
 
 namespace dais::gateway {
 
 class UpstreamPool;
-
-struct Span {
-  std::string trace_id, span_id, parent_id;  // hex; parent empty for a root span
-  std::string name;                          // "POST /v2/models/{route}/infer"
-  int64_t start_unix_ns = 0, end_unix_ns = 0;
-  bool error = false;  // a 5xx answer
-  std::vector<std::pair<std::string, std::string>> string_attributes;
-  std::vector<std::pair<std::string, int64_t>> int_attributes;
-};
 
 // The endpoint of --otlp-endpoint: "http://host:port[/path]" or "host:port" -> (host:port,
 // path; path defaults to /v1/traces). InvalidArgument naming what is wrong.
@@ -35,6 +27,13 @@ StatusOr<std::pair<std::string, std::string>> ParseOtlpEndpoint(const std::strin
 
 // The OTLP JSON of one export request holding `spans` of `service`.
 std::string OtlpTracesJson(const std::string& service, const std::vector<Span>& spans);
+
+class OtlpExporter;
+
+// The exporter of a --otlp-endpoint value as `service` ("dais-gateway", "dais-txn");
+// InvalidArgument naming what is wrong with the endpoint.
+StatusOr<std::unique_ptr<OtlpExporter>> NewOtlpExporter(const std::string& endpoint,
+                                                        std::string service);
 
 class OtlpExporter {
  public:

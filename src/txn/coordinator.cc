@@ -55,6 +55,7 @@ struct Coordinator::Txn {
   std::vector<pg::Connection*> conns;     // per participant; null: unavailable
   std::vector<bool> prepared;
   std::shared_ptr<GateState> gate;
+  std::shared_ptr<const ServerTrace> trace;
   double score = -1;
   bool review = false;
   std::function<void(Outcome)> done;
@@ -199,12 +200,13 @@ void Coordinator::Stop() {
   queue_.clear();
 }
 
-void Coordinator::Submit(std::string type, std::string body, std::string key,
+void Coordinator::Submit(std::string type, std::string body, std::string key, CallTrace trace,
                          std::function<void(Outcome)> done) {
   {
     std::lock_guard lock(mu_);
     if (!stopping_ && queue_.size() < kMaxQueue) {
-      queue_.push_back({std::move(type), std::move(body), std::move(key), std::move(done), ""});
+      queue_.push_back({std::move(type), std::move(body), std::move(key), std::move(done), "",
+                        std::move(trace)});
       cv_.notify_one();
       return;
     }
@@ -220,12 +222,39 @@ void Coordinator::Lookup(std::string txn_id, std::function<void(Outcome)> done) 
   {
     std::lock_guard lock(mu_);
     if (!stopping_ && queue_.size() < kMaxQueue) {
-      queue_.push_back({"", "", "", std::move(done), std::move(txn_id)});
+      queue_.push_back({"", "", "", std::move(done), std::move(txn_id), {}});
       cv_.notify_one();
       return;
     }
   }
   done({503, ErrorJson("too many requests queued; retry later")});
+}
+
+void Coordinator::TraceAnswer(Job* job, const std::shared_ptr<const ServerTrace>& trace,
+                              std::shared_ptr<std::string> txn_id) {
+  job->done = [this, trace, txn_id = std::move(txn_id), type = job->type,
+               done = std::move(job->done)](Outcome o) {
+    o.request_id = trace->request_id;
+    o.traceparent = trace->Outgoing();
+    if (options_.span_sink && trace->trace.sampled()) {
+      Span span;
+      span.trace_id = trace->trace.trace_id;
+      span.span_id = trace->span_id;
+      span.parent_id = trace->trace.parent_id;
+      span.name = "txn " + type;
+      span.start_unix_ns = trace->start_unix_ns;
+      span.end_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+      span.error = o.http_status >= 500;
+      span.string_attributes = {{"dais.txn.type", type},
+                                {"dais.txn.id", *txn_id},
+                                {"dais.request_id", trace->request_id}};
+      span.int_attributes = {{"http.response.status_code", o.http_status}};
+      options_.span_sink(std::move(span));
+    }
+    done(std::move(o));
+  };
 }
 
 void Coordinator::WorkerLoop(Worker* w) {
@@ -252,6 +281,11 @@ void Coordinator::WorkerLoop(Worker* w) {
 
 Outcome Coordinator::Execute(Worker* w, Job& job) {
   auto& m = TxnMetrics::Get();
+  auto trace = std::make_shared<const ServerTrace>(
+      BeginServerTrace(job.trace.traceparent, job.trace.request_id,
+                       options_.span_sink ? options_.trace_sample_rate : 0));
+  auto txn_id = std::make_shared<std::string>();
+  TraceAnswer(&job, trace, txn_id);
   const TypeSpec* type = spec_->Find(job.type);
   if (!type) {
     std::string known;
@@ -281,6 +315,8 @@ Outcome Coordinator::Execute(Worker* w, Job& job) {
                             .count()) +
          "-" + std::to_string(sequence_.fetch_add(1));
   t.gid = GlobalId(options_.id, t.id);
+  t.trace = trace;
+  *txn_id = t.id;
   {
     std::lock_guard lock(mu_);
     in_flight_.insert(t.id);
@@ -325,7 +361,8 @@ Outcome Coordinator::RunProtocol(Worker* w, Txn& t) {
   auto& m = TxnMetrics::Get();
   if (t.type->gate && gate_) {
     t.gate = std::make_shared<GateState>();
-    gate_->Score(*t.type->gate, t.params, [g = t.gate](GateResult r) {
+    gate_->Score(*t.type->gate, t.params, {t.trace->Outgoing(), t.trace->request_id},
+                 [g = t.gate](GateResult r) {
       std::lock_guard lock(g->mu);
       g->result = std::move(r);
       g->cv.notify_all();
@@ -434,8 +471,9 @@ bool Coordinator::RunBranches(Worker* w, Txn& t) {
       }
       jw.EndObject();
       works[p].statements.push_back(
-          {"INSERT INTO dais_outbox (stream, txn_id, payload) VALUES ($1, $2, $3)",
-           {e.stream, t.id, std::string(sb.GetString())}});
+          {"INSERT INTO dais_outbox (stream, txn_id, payload, traceparent)"
+           " VALUES ($1, $2, $3, $4)",
+           {e.stream, t.id, std::string(sb.GetString()), t.trace->Outgoing()}});
     }
   }
   t.conns.assign(t.participants.size(), nullptr);

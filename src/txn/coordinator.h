@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/trace_context.h"
 #include "txn/gate.h"
 #include "txn/pg.h"
 #include "txn/txn_spec.h"
@@ -41,12 +42,21 @@ struct CoordinatorOptions {
   // first transaction that reaches it: after_branches, after_prepare, after_decision,
   // during_commit (after the first participant committed).
   std::string crash_at;
+  // Tracing (docs/operations.md, "Tracing"): where a sampled transaction's span goes (none:
+  // spans are not made), and the probability that a transaction without a sampled caller's
+  // context is sampled.
+  std::function<void(Span)> span_sink;
+  double trace_sample_rate = 0;
 };
+
 
 // What the caller gets: an HTTP status and a JSON body.
 struct Outcome {
   int http_status = 200;
   std::string body;
+  // The transaction's request id and traceparent (its span as the parent), for the answer's
+  // x-request-id / traceparent headers; set for every transaction request.
+  std::string request_id = {}, traceparent = {};
 };
 
 // One action of recovery: commit or roll back a prepared transaction on a participant, or mark
@@ -75,7 +85,9 @@ class Coordinator {
 
   // Queues a transaction; `done` runs once, on a worker thread. ResourceExhausted (503) when the
   // queue is full.
-  void Submit(std::string type, std::string body, std::string idempotency_key,
+  // The trace context continues the caller's: the model gate's call and the outbox events carry
+  // it, and a sampled transaction's span goes to options.span_sink.
+  void Submit(std::string type, std::string body, std::string idempotency_key, CallTrace trace,
               std::function<void(Outcome)> done);
   // The logged outcome of a transaction (GET /v1/txn/<id>), read on a worker; `done` runs once.
   void Lookup(std::string txn_id, std::function<void(Outcome)> done);
@@ -106,6 +118,7 @@ class Coordinator {
     std::string type, body, key;
     std::function<void(Outcome)> done;
     std::string lookup;  // non-empty: read this transaction's logged outcome instead
+    CallTrace trace;
   };
   struct Txn;
 
@@ -120,6 +133,10 @@ class Coordinator {
   Outcome Refuse(Worker* w, Txn& t, int status, const std::string& reason,
                  const std::string& message);
   void CrashPoint(const char* step);
+  // Wraps job->done so that the answer carries the request id and traceparent and, when
+  // sampled, the transaction's span is exported when it is answered.
+  void TraceAnswer(Job* job, const std::shared_ptr<const ServerTrace>& trace,
+                   std::shared_ptr<std::string> txn_id);
   void ResolverLoop();
   Outcome LookupOn(pg::Connection* log, const std::string& txn_id,
                    const std::string& connect_error);

@@ -59,13 +59,40 @@ Status InitDecisionLog(pg::Connection* log, pg::Deadline deadline) {
 }
 
 Status InitOutbox(pg::Connection* participant, pg::Deadline deadline) {
-  return participant
-      ->Exec(
-          "CREATE TABLE IF NOT EXISTS dais_outbox ("
-          " id bigserial PRIMARY KEY, stream text NOT NULL, txn_id text NOT NULL,"
-          " payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
-          deadline)
-      .status();
+  ASSIGN_OR_RETURN(auto r, participant->Run({{"CREATE TABLE IF NOT EXISTS dais_outbox ("
+                                              " id bigserial PRIMARY KEY, stream text NOT NULL,"
+                                              " txn_id text NOT NULL, payload text NOT NULL,"
+                                              " created_at timestamptz NOT NULL DEFAULT now(),"
+                                              " traceparent text)",
+                                              {}},
+                                             {"SELECT 1 FROM information_schema.columns"
+                                              " WHERE table_schema = current_schema()"
+                                              " AND table_name = 'dais_outbox'"
+                                              " AND column_name = 'traceparent'",
+                                              {}}},
+                                            deadline));
+  for (const pg::Result& one : r) {
+    if (!one.ok) return Unavailable("create the outbox: " + pg::Describe(one));
+  }
+  if (!r[1].rows.empty()) return OkStatus();
+  // An outbox made before traceparent existed gains the column. The ALTER needs the table to
+  // itself, which a prepared transaction holding outbox rows prevents until it is resolved:
+  // bounded, and the refusal says what to do.
+  ASSIGN_OR_RETURN(auto a, participant->Run({{"BEGIN", {}},
+                                             {"SET LOCAL lock_timeout = '2s'", {}},
+                                             {"ALTER TABLE dais_outbox ADD COLUMN traceparent text",
+                                              {}},
+                                             {"COMMIT", {}}},
+                                            deadline));
+  for (const pg::Result& one : a) {
+    if (!one.ok) {
+      (void)participant->Exec("ROLLBACK", deadline);
+      return Unavailable("add the traceparent column to dais_outbox: " + pg::Describe(one) +
+                         " (prepared transactions of an older version hold the table: run "
+                         "`dais txn recover`, then start again)");
+    }
+  }
+  return OkStatus();
 }
 
 StatusOr<std::optional<LoggedOutcome>> ClaimKey(pg::Connection* log, const std::string& txn_id,

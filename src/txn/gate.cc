@@ -132,12 +132,16 @@ Status Gate::Validate(const TxnSpec& spec) const {
   return OkStatus();
 }
 
-void Gate::Score(const GateSpec& gate, const Params& params, std::function<void(GateResult)> done) {
+void Gate::Score(const GateSpec& gate, const Params& params, CallTrace trace,
+                 std::function<void(GateResult)> done) {
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(gate.timeout_ms);
-  auto infer = [this, &gate, params, deadline, done](std::vector<float> vec) {
+  auto infer = [this, &gate, params, deadline, trace = std::move(trace),
+                done](std::vector<float> vec) {
     auto call = std::make_shared<Call>();
     call->ctx.set_deadline(deadline);
+    if (!trace.traceparent.empty()) call->ctx.AddMetadata("traceparent", trace.traceparent);
+    if (!trace.request_id.empty()) call->ctx.AddMetadata("x-request-id", trace.request_id);
     call->request.set_model_name(gate.model);
     call->request.set_model_version(gate.version);
     auto* in = call->request.add_inputs();

@@ -22,6 +22,12 @@ class FeatureStore;
 
 namespace dais::txn {
 
+// A call's W3C traceparent and x-request-id (HTTP headers or gRPC metadata): as a caller sent
+// them to `dais txn` (either may be empty or malformed), or as the gate sends them on.
+struct CallTrace {
+  std::string traceparent, request_id;
+};
+
 struct GateResult {
   enum Kind { kPass, kRefuse, kError };
   Kind kind = kError;
@@ -42,8 +48,10 @@ class Gate {
   // Connects the channel to the model server (so that the first transaction does not pay for
   // it); false when it did not connect within `timeout_ms` (calls will keep trying).
   bool Connect(int timeout_ms);
-  // Scores asynchronously; `done` runs exactly once, on a feature-store or gRPC thread.
-  void Score(const GateSpec& gate, const Params& params, std::function<void(GateResult)> done);
+  // Scores asynchronously; `done` runs exactly once, on a feature-store or gRPC thread. `trace`
+  // goes to the model server as traceparent / x-request-id metadata.
+  void Score(const GateSpec& gate, const Params& params, CallTrace trace,
+             std::function<void(GateResult)> done);
 
  private:
   struct Impl;

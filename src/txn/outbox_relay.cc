@@ -73,7 +73,7 @@ StatusOr<size_t> OutboxRelay::RelayOnce() {
   if (!c) return Unavailable(participant_ + ": " + error);
   ASSIGN_OR_RETURN(auto read,
                    c->Run({{"BEGIN", {}},
-                           {"SELECT id, stream, txn_id, payload FROM dais_outbox ORDER BY id"
+                           {"SELECT id, stream, txn_id, payload, traceparent FROM dais_outbox ORDER BY id"
                             " LIMIT " +
                                 std::to_string(options_.batch) + " FOR UPDATE SKIP LOCKED",
                             {}}},
@@ -91,6 +91,7 @@ StatusOr<size_t> OutboxRelay::RelayOnce() {
   std::string ids = "{";
   for (const auto& r : rows) {
     events.push_back({*r[1], participant_ + ":" + *r[0], {{"txn_id", *r[2]}, {"payload", *r[3]}}});
+    if (r[4]) events.back().fields.emplace_back("traceparent", *r[4]);
     ids += (ids.size() > 1 ? "," : "") + *r[0];
   }
   ids += "}";

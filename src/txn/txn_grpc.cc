@@ -49,8 +49,13 @@ frontends::grpc::MethodTable MakeTxnGrpcMethods(Coordinator* c) {
                                 "PlaceRequest: not a valid protobuf message"));
       return;
     }
-    c->Submit(req.type(), req.params_json(), req.idempotency_key(),
-              [sc](Outcome o) { Answer(sc, o); });
+    CallTrace trace{std::string(sc->Metadata("traceparent").value_or("")),
+                    std::string(sc->Metadata("x-request-id").value_or(""))};
+    c->Submit(req.type(), req.params_json(), req.idempotency_key(), std::move(trace),
+              [sc](Outcome o) {
+                sc->AddResponseMetadata("x-request-id", o.request_id);
+                Answer(sc, o);
+              });
   };
   t[std::string(kService) + "Get"].unary = [c](std::shared_ptr<ServerCall> sc, std::string bytes) {
     dais::txn::v1::GetRequest req;

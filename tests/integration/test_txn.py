@@ -17,12 +17,14 @@ import pytest
 import requests
 
 from conftest import dais_binary, make_certs, metric_value, parse_prometheus, wait_for
+from otlp_collector import Collector
 from txn_util import (EXAMPLE, PgServer, TxnProcess, check_invariants, setup_shop,
                       write_txn_yaml)
 
 ITEMS = {item: 1000 for item in range(1, 11)}
 FRAUDSTER = 666
 STREAM = "shop:purchases"
+FEEDBACK = "shop:feedback"  # the model server's records: the gate's calls with their trace
 
 
 class Shop:
@@ -95,7 +97,8 @@ def shop(tmp_path_factory, redis_server, start_module_server):
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         shutil.copytree(EXAMPLE / "recommend", repo / "recommend")
-        srv = start_module_server(repo, "--redis", redis_server.addr)
+        srv = start_module_server(repo, "--redis", redis_server.addr, "--feedback-stream",
+                                  f"redis://{redis_server.addr}/{FEEDBACK}")
         push = srv.post("/push", json={
             "push_source_name": "user_risk", "to": "online",
             "df": {"user_id": [42, 43, FRAUDSTER], "event_timestamp": [int(time.time())] * 3,
@@ -529,6 +532,102 @@ def test_grpc_api_places_refuses_and_gets(coord):
                   timeout=10)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "contains a NUL byte" in e.value.details(), e.value.details()
+    shop.invariants()
+
+
+def feedback_records(shop) -> list[dict]:
+    import json
+    return [json.loads(dict(zip(f[0::2], f[1::2]))[b"record"])
+            for _, f in shop.redis.call("XRANGE", FEEDBACK, "-", "+")]
+
+
+def test_trace_context_reaches_the_gate_the_events_and_the_collector(coord):
+    """Issue 35: a caller's traceparent and request id go on to the gate's model call (the model
+    server's feedback record), into the outbox events, and the transaction's span (child of the
+    caller's) to the collector; without a context a new trace, not sampled by default."""
+    import json
+    import re
+    shop = coord
+    collector = Collector()
+    try:
+        t = shop.coordinator("--otlp-endpoint", f"http://127.0.0.1:{collector.port}")
+        trace, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+        params = shop.order(user=43, item=3, quantity=1)
+        r = requests.post(f"{t.url}/v1/txn/place_order", json=params, timeout=10,
+                          headers={"traceparent": f"00-{trace}-{parent}-01",
+                                   "x-request-id": "checkout-7"})
+        shop.record(params, r)
+        assert r.status_code == 200 and r.headers["x-request-id"] == "checkout-7", r.text
+        txn_id = r.json()["txn_id"]
+        spans = wait_for(lambda: [s for s in collector.spans if s["traceId"] == trace], 20,
+                         "the transaction's span at the collector")
+        assert not collector.bad, collector.bad
+        (span,) = spans
+        assert span["service"] == "dais-txn" and span["name"] == "txn place_order"
+        assert span["parentSpanId"] == parent and re.fullmatch(r"[0-9a-f]{16}", span["spanId"])
+        attrs = {a["key"]: a["value"] for a in span["attributes"]}
+        assert attrs["dais.txn.id"] == {"stringValue": txn_id}
+        assert attrs["dais.request_id"] == {"stringValue": "checkout-7"}
+        assert attrs["http.response.status_code"] == {"intValue": "200"}
+        # The gate's ModelInfer carried the trace (its parent: the transaction's span) and the
+        # request id, which the model server recorded.
+        recs = wait_for(lambda: [x for x in feedback_records(shop) if x.get("trace_id") == trace],
+                        20, "the gate's call in the model server's feedback")
+        assert [x["id"] for x in recs] == ["checkout-7"], recs
+        # The order's event carries the context on to the stream's consumers.
+        events = wait_for(lambda: [e for e in shop.events()
+                                   if json.loads(e["payload"])["order_id"] == params["order_id"]],
+                          20, "the order's event in the stream")
+        assert [e["traceparent"] for e in events] == [f"00-{trace}-{span['spanId']}-01"]
+        # No context: a new trace (its id answered as the request id), not sampled by default.
+        other = shop.order(user=43, item=3, quantity=1)
+        r = t.place(other)
+        shop.record(other, r)
+        assert r.status_code == 200 and re.fullmatch(r"[0-9a-f]{32}", r.headers["x-request-id"])
+        new_trace = r.headers["x-request-id"]
+        ev = wait_for(lambda: [e for e in shop.events()
+                               if json.loads(e["payload"])["order_id"] == other["order_id"]],
+                      20, "the second order's event")
+        assert re.fullmatch(rf"00-{new_trace}-[0-9a-f]{{16}}-00", ev[0]["traceparent"])
+        # A gRPC caller's metadata is continued too.
+        import grpc
+        with grpc.insecure_channel(f"127.0.0.1:{t.grpc_port}") as ch:
+            place = ch.unary_unary("/dais.txn.v1.Transactions/Place",
+                                   request_serializer=lambda b: b,
+                                   response_deserializer=lambda b: b)
+            third = shop.order(user=43, item=3, quantity=1)
+            grpc_trace = "6" * 32
+            _, call = place.with_call(
+                _pb({1: "place_order", 2: json.dumps(third)}), timeout=10,
+                metadata=(("traceparent", f"00-{grpc_trace}-{parent}-01"),
+                          ("x-request-id", "grpc-9")))
+            shop.accepted.add(third["order_id"])
+            assert ("x-request-id", "grpc-9") in call.initial_metadata()
+        wait_for(lambda: any(s["traceId"] == grpc_trace for s in collector.spans), 20,
+                 "the gRPC transaction's span")
+        assert not any(s["traceId"] == new_trace for s in collector.spans)
+    finally:
+        collector.stop()
+    shop.invariants()
+
+
+def test_an_outbox_from_before_tracing_gains_its_column(coord):
+    """An outbox table made by a version without traceparent is altered at start (when no
+    prepared transaction holds it) and its events carry the trace from then on."""
+    shop = coord
+    column = ("SELECT count(*) FROM information_schema.columns WHERE table_name = 'dais_outbox'"
+              " AND column_name = 'traceparent'")
+    for pg in (shop.orders, shop.inventory):
+        pg.execute("shop", "ALTER TABLE dais_outbox DROP COLUMN IF EXISTS traceparent")
+        assert pg.query("shop", column) == [(0,)]
+    t = shop.coordinator()
+    for pg in (shop.orders, shop.inventory):
+        assert pg.query("shop", column) == [(1,)]
+    params = shop.order(user=42, item=4, quantity=1)
+    r = t.place(params)
+    shop.record(params, r)
+    assert r.status_code == 200, r.text
+    wait_events_applied(shop)
     shop.invariants()
 
 
