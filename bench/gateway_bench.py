@@ -16,7 +16,18 @@ The node's mlp_small runs with max_queue_delay_microseconds 0 (a copy of the exa
     requests without the header (goal: 10 % ± 2 %), and 500 sticky users x 4 requests
     alternating between the two gateways: how many changed version (goal: none).
 
-usage: bench/gateway_bench.py [--seconds 10] [--repeat 3] [--build build/release]
+  - with --jwt: the same c=1 / c=64 cells through gateways that verify a bearer token (one
+    JWKS with an RS256, an ES256 and an HS256 key; tenant "bench"): each algorithm with the cache
+    of verified tokens (the client reuses its token, as clients do), and RS256 / ES256 with
+    --jwt-cache-size 0 (a signature check per request). Goal (issue 37): cached JWT adds at most
+    1.1x nginx's p50 and keeps 0.95x its requests/s.
+
+  - with --grpc: KServe v2 gRPC ModelInfer with `dais perf` (one connection per in-flight call)
+    straight to the node and through the gateway, c=1 p50 and c=64 calls/s. Goal (issue 37):
+    the gateway adds at most 60 µs at the p50 and keeps 0.7x the direct calls/s.
+
+usage: bench/gateway_bench.py [--seconds 10] [--repeat 3] [--build build/release] [--jwt]
+                              [--grpc]
 """
 import argparse
 import json
@@ -133,9 +144,39 @@ def print_rollbacks(times, runs):
           f"{times[-1] * 1000:.1f} ms; goal p99 ≤ 1 s: {'met' if p99 <= 1.0 else 'NOT met'}")
 
 
-def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile, trace):
-    """One wrk cell (after a 2 s warm-up); optionally perf-records or straces the gateway."""
-    run_wrk(url, body, header_len, conc, 2, str(tmp))  # warm-up
+def jwt_material(tmp):
+    """A JWKS file with an RS256, an ES256 and an HS256 key, and a token (tenant "bench", valid
+    for an hour) signed by each: (path, {alg: token})."""
+    import base64
+    import os
+
+    import jwt  # Debian python3-jwt (with python3-cryptography)
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    secret = os.urandom(32)
+    keys = []
+    for kid, alg, public in (("rs", "RS256", jwt.algorithms.RSAAlgorithm.to_jwk(
+            rsa_key.public_key())), ("es", "ES256", jwt.algorithms.ECAlgorithm.to_jwk(
+            ec_key.public_key()))):
+        keys.append({**json.loads(public), "kid": kid, "alg": alg, "use": "sig"})
+    keys.append({"kty": "oct", "kid": "hs", "alg": "HS256",
+                 "k": base64.urlsafe_b64encode(secret).rstrip(b"=").decode()})
+    path = tmp / "jwks.json"
+    path.write_text(json.dumps({"keys": keys}))
+    claims = {"tenant": "bench", "sub": "bench-client", "exp": int(time.time()) + 3600}
+    tokens = {alg: jwt.encode(claims, key, algorithm=alg, headers={"kid": kid})
+              for kid, alg, key in (("rs", "RS256", rsa_key), ("es", "ES256", ec_key),
+                                    ("hs", "HS256", secret))}
+    return path, tokens
+
+
+def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile, trace,
+                 token=None):
+    """One wrk cell (after a 2 s warm-up); optionally perf-records or straces the gateway.
+    `token`: sent as the bearer token of every request."""
+    lua = f'wrk.headers["Authorization"] = "Bearer {token}"\n' if token else ""
+    run_wrk(url, body, header_len, conc, 2, str(tmp), lua)  # warm-up
     profiler = tracer = None
     if profile:
         profiler = subprocess.Popen(
@@ -145,7 +186,7 @@ def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile,
         tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(gateway.pid),
                                    "-o", str(tmp / "strace.txt")], stderr=subprocess.DEVNULL)
         time.sleep(1)  # strace attaches asynchronously; nothing to poll for
-    result = run_wrk(url, body, header_len, conc, args.seconds, str(tmp))
+    result = run_wrk(url, body, header_len, conc, args.seconds, str(tmp), lua)
     if profiler:
         profiler.wait()
     if tracer:
@@ -161,6 +202,58 @@ def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile,
     return result
 
 
+def grpc_cells(args, node_grpc, gw_grpc, tmp):
+    """ModelInfer with `dais perf` at c=1 and c=64, direct and through the gateway (medians of
+    --repeat); prints the table."""
+    import types
+
+    from compare_bench import run_perf
+    perf_args = types.SimpleNamespace(build=args.build, measurement_interval_ms=args.seconds * 500,
+                                      max_trials=4, warmup_secs=2)
+    runs = {}
+    for _ in range(args.repeat):
+        for name, model, port in (("direct", "mlp_small", node_grpc),
+                                  ("gateway", "ranker", gw_grpc)):
+            for conc in (1, 64):
+                r = run_perf(perf_args, model, f"127.0.0.1:{port}", "grpc", conc, str(tmp))
+                runs.setdefault((name, conc), []).append(r)
+    med = {key: {f: statistics.median(r[f] for r in rs) for f in ("rps", "p50_us", "p99_us",
+                                                                   "errors")}
+           for key, rs in runs.items()}
+    print(f"\n| gRPC ModelInfer (dais perf) | c=1 p50 µs | added p50 µs | c=64 calls/s | "
+          "vs direct | errors |")
+    print("|---|---:|---:|---:|---:|---:|")
+    base, direct_rps = med[("direct", 1)]["p50_us"], med[("direct", 64)]["rps"]
+    for name in ("direct", "gateway"):
+        r1, r64 = med[(name, 1)], med[(name, 64)]
+        added = "" if name == "direct" else f"{r1['p50_us'] - base:+.0f}"
+        print(f"| {name} | {r1['p50_us']:.0f} | {added} | {r64['rps']:,.0f} | "
+              f"{r64['rps'] / direct_rps:.2f}x | {r1['errors'] + r64['errors']:.0f} |")
+
+
+def jwt_gateways(dais, etcd, tmp, start, args, tokens):
+    """Two more gateways verifying bearer tokens (the cache on, and off) for the tenant "bench";
+    fills tokens {target name: token}; returns {target name: url}."""
+    jwks, by_alg = jwt_material(tmp)
+    subprocess.run([dais, "ctl", "--etcd", etcd, "apply", "-f", "/dev/stdin"], check=True,
+                   capture_output=True, input=b"kind: tenant\nname: bench\n")
+    urls = {}
+    for label, extra in (("cached", []), ("uncached", ["--jwt-cache-size", "0"])):
+        log = f"gateway-jwt-{label}.log"
+        start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--grpc-port", "-1",
+               "--jwks", str(jwks), *extra, *args.gateway_args.split()], log)
+        port = log_port(tmp / log)
+        url = f"http://127.0.0.1:{port}/v2/models/ranker/infer"
+        wait_for(lambda: get_ok(f"http://127.0.0.1:{port}/v2/models/ranker/ready"), 30,
+                 f"the {label} JWT gateway")
+        for alg, token in by_alg.items():
+            if label == "uncached" and alg == "HS256":
+                continue  # an HMAC costs ~1 µs: nothing to cache
+            name = f"gateway {alg} {label}"
+            urls[name], tokens[name] = url, token
+    return urls
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
@@ -171,6 +264,10 @@ def main():
                     help="runs of every cell; the table shows the medians")
     ap.add_argument("--profile", help="perf record the gateway during its c=64 cell into this "
                     "file (then: perf report -i FILE)")
+    ap.add_argument("--grpc", action="store_true", help="also measure gRPC ModelInfer direct "
+                    "and through the gateway (dais perf)")
+    ap.add_argument("--jwt", action="store_true", help="also measure gateways that verify "
+                    "bearer tokens (RS256, ES256, HS256; cached and not)")
     ap.add_argument("--strace", action="store_true", help="count the gateway's system calls "
                     "per request in its c=1 cell (strace -c; slows that cell)")
     args = ap.parse_args()
@@ -205,9 +302,11 @@ def main():
                        check=True, capture_output=True, env={"ETCDCTL_API": "3"})
         wait_for(lambda: get_ok(f"http://127.0.0.1:{node_port}/v2/models/mlp_small/ready"), 60,
                  "mlp_small READY on the node")
-        gateway = start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--grpc-port", "-1",
+        gateway = start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--grpc-port", "0",
                          *args.gateway_args.split()], "gateway.log")
         gw_port = log_port(tmp / "gateway.log")
+        gw_grpc, node_grpc = log_port(tmp / "gateway.log", "grpc="), log_port(tmp / "node.log",
+                                                                             "grpc=")
         wait_for(lambda: get_ok(f"http://127.0.0.1:{gw_port}/v2/models/ranker/ready"), 30,
                  "the gateway routing")
         nginx_port = free_port()
@@ -222,6 +321,9 @@ def main():
             "nginx": f"http://127.0.0.1:{nginx_port}/v2/models/mlp_small/infer",
             "gateway": f"http://127.0.0.1:{gw_port}/v2/models/ranker/infer",
         }
+        tokens = {}
+        if args.jwt:
+            targets.update(jwt_gateways(dais, etcd, tmp, start, args, tokens))
         runs = {}
         for rep in range(args.repeat):
             for conc in (1, 64):
@@ -230,7 +332,8 @@ def main():
                     runs.setdefault((name, conc), []).append(measure_cell(
                         args, tmp, gateway, name, url, body, header_len, conc,
                         profile=first and args.profile and name == "gateway" and conc == 64,
-                        trace=first and args.strace and name == "gateway" and conc == 1))
+                        trace=first and args.strace and name == "gateway" and conc == 1,
+                        token=tokens.get(name)))
         # Each figure: the median over the repeats (runs on this shared machine vary by ±20 %).
         results = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
                    for key, rs in runs.items()}
@@ -247,9 +350,18 @@ def main():
                   f"{r64['rps']:,.0f} | {r64['p99_us']:.0f} | {r1['errors'] + r64['errors']} |")
         g, n = results[("gateway", 1)]["p50_us"] - base, results[("nginx", 1)]["p50_us"] - base
         ratio = results[("gateway", 64)]["rps"] / results[("nginx", 64)]["rps"]
+        if args.jwt:
+            print("\n| with a bearer token | added p50 / nginx's | c=64 req/s / nginx's |")
+            print("|---|---:|---:|")
+            for name in tokens:
+                added = results[(name, 1)]["p50_us"] - base
+                print(f"| {name} | {added / n:.2f}x | "
+                      f"{results[(name, 64)]['rps'] / results[('nginx', 64)]['rps']:.2f}x |")
         print(f"\ngateway added p50 {g:.0f} µs vs nginx {n:.0f} µs: goal (≤ nginx) "
               f"{'met' if g <= n else 'NOT met'}; c=64 throughput gateway / nginx = {ratio:.2f} "
               f"(goal ≥ 1.0: {'met' if ratio >= 1.0 else 'NOT met'})")
+        if args.grpc:
+            grpc_cells(args, node_grpc, gw_grpc, tmp)
         if args.rollbacks > 0:
             ports = rollback_propagation(dais, etcd, repo, tmp, start, gw_port, args.rollbacks)
             canary_accuracy(etcd, ports)

@@ -16,4 +16,11 @@ inline uint64_t NowNs() {
                                    .count());
 }
 
+// Wall-clock time in nanoseconds since the Unix epoch (span timestamps, records).
+inline int64_t UnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace dais

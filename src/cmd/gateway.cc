@@ -57,6 +57,12 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
   cmd->add_option("--jwt-clock-skew-secs", o->jwt_clock_skew_secs, "Tolerance on exp / nbf / iat.")
       ->check(CLI::Range(0, 600))
       ->capture_default_str();
+  cmd->add_option("--jwt-cache-size", o->jwt_cache_size,
+                  "Verified tokens remembered until they expire, so a client reusing its token "
+                  "pays the signature check once (0: verify every request). A JWKS reload "
+                  "verifies every token anew.")
+      ->check(CLI::Range(size_t{0}, size_t{10000000}))
+      ->capture_default_str();
   cmd->add_option("--tenant-claim", o->tenant_claim, "The token claim that names the tenant.")
       ->capture_default_str();
   cmd->add_option("--max-tries", o->max_tries,
@@ -88,18 +94,15 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
   return cmd;
 }
 
-int RunGateway(const GatewayCliOptions& o) {
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+// The gateway library's options from the flags (TLS to the nodes aside).
+static gateway::GatewayOptions GatewayOptionsOf(const GatewayCliOptions& o) {
   gateway::GatewayOptions go;
   go.etcd_endpoints = o.etcd;
   go.jwks_path = o.jwks;
   go.jwt.issuer = o.jwt_issuer;
   go.jwt.audiences = o.jwt_audiences;
   go.jwt.clock_skew = std::chrono::seconds(o.jwt_clock_skew_secs);
+  go.jwt_cache_size = o.jwt_cache_size;
   go.tenant_claim = o.tenant_claim;
   go.max_tries = o.max_tries;
   go.retry_budget = o.retry_budget;
@@ -109,6 +112,16 @@ int RunGateway(const GatewayCliOptions& o) {
   go.access_log_sample = o.access_log_sample;
   go.otlp_endpoint = o.tracing.otlp_endpoint;
   go.trace_sample_rate = o.tracing.trace_sample_rate;
+  return go;
+}
+
+int RunGateway(const GatewayCliOptions& o) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  gateway::GatewayOptions go = GatewayOptionsOf(o);
   if (o.upstream_tls.active()) {
     auto ctx = tls::MakeClientContext(o.upstream_tls);
     if (!ctx.ok()) {

@@ -217,6 +217,7 @@ void AddServeFlags(CLI::App* app, ServeOptions* o) {
                   "Records waiting for Redis at most; more are dropped (counted).")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24))
       ->capture_default_str();
+  AddTracingFlags(app, &o->tracing, "inference requests");
   app->add_option("--label-stream", o->label_stream,
                   "Take labels (outcomes known later: POST /labels, docs/learning-loop.md) into "
                   "this Redis stream: redis://HOST:PORT/STREAM. A request's labels are stored "
@@ -522,6 +523,18 @@ StatusOr<std::unique_ptr<MemoryRuntime>> StartMemory(const ServeOptions& o,
 
 }  // namespace
 
+// --model-load-isolation: each load checked first in a child process (or not), logged.
+static void UseLoadChecker(const ServeOptions& o, const runtime::ManagerOptions& mo,
+                    ProcessLoadChecker* checker, runtime::ModelManager* manager) {
+  const bool isolate =
+      o.model_load_isolation == "process" ||
+      (o.model_load_isolation == "auto" && mo.mode != runtime::ModelControlMode::kNone);
+  if (isolate) manager->SetLoadChecker(checker);
+  LOG_INFO("model loads: {}, timeout {}", isolate ? "checked first in a child process" : "direct",
+           o.model_load_timeout_secs > 0 ? std::to_string(o.model_load_timeout_secs) + " s"
+                                         : std::string("none"));
+}
+
 int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   log::SetVerbosity(o.log_verbose);
   const sigset_t stop_signals = BlockStopSignals();
@@ -536,14 +549,8 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   LOG_INFO("dais serve starting: backends [{}], model control mode {}", BackendList(),
            o.model_control_mode);
   runtime::ModelManager manager(mo);
-  const bool isolate =
-      o.model_load_isolation == "process" ||
-      (o.model_load_isolation == "auto" && mo.mode != runtime::ModelControlMode::kNone);
   ProcessLoadChecker checker(mo.allow_gpu, o.log_verbose);
-  if (isolate) manager.SetLoadChecker(&checker);
-  LOG_INFO("model loads: {}, timeout {}", isolate ? "checked first in a child process" : "direct",
-           o.model_load_timeout_secs > 0 ? std::to_string(o.model_load_timeout_secs) + " s"
-                                         : std::string("none"));
+  UseLoadChecker(o, mo, &checker, &manager);
   FeatureFlags feature_flags = o.features;
   if (feature_flags.node_id.empty()) feature_flags.node_id = DefaultNodeId();
   auto coordination = CoordinationRuntime::Create(o, feature_flags.node_id, &manager);
@@ -560,8 +567,11 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   // Before the server: destroyed after it, when no request can offer a record any more.
   auto feedback = StartFeedback(o);
   auto labels = StartLabels(o);
-  if (!feedback.ok() || !labels.ok()) {
-    LOG_ERROR("{}", !feedback.ok() ? feedback.status().message() : labels.status().message());
+  auto exporter = StartSpanExporter(o.tracing, "dais-node", "inference requests");
+  if (!feedback.ok() || !labels.ok() || !exporter.ok()) {
+    LOG_ERROR("{}", !feedback.ok() ? feedback.status().message()
+                    : !labels.ok() ? labels.status().message()
+                                   : exporter.status().message());
     return 2;
   }
   auto memory = StartMemory(o, feature_flags, features->get(), hooks);
@@ -571,6 +581,10 @@ int RunServe(const ServeOptions& o, const ServeHooks* hooks) {
   }
   server::InferenceServer server(&manager);
   server.SetFeedback(feedback->get(), o.feedback_sample);
+  if (gateway::OtlpExporter* e = exporter->get()) {
+    server.SetSpanSink([e](Span span) { e->Add(std::move(span)); }, feature_flags.node_id,
+                       o.tracing.trace_sample_rate);
+  }
   server.SetStarting(true);  // until the offline features are in (below)
   features::FeatureStore* store = (*features)->store();
   server.SetFeatureHealth([store] { return store->Healthy(); }, (*features)->tier_name());

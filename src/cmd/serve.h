@@ -10,6 +10,7 @@
 #include "cmd/serve_features.h"
 #include "cmd/serve_memory.h"
 #include "cmd/tls_flags.h"
+#include "cmd/tracing_flags.h"
 #include "dais/status.h"
 
 namespace dais::runtime {
@@ -64,6 +65,7 @@ struct ServeOptions {
   MemoryFlags memory;
   // The inference feedback stream (docs/streams.md).
   std::string feedback_stream;  // redis://HOST:PORT/STREAM; empty: none
+  TracingFlags tracing;         // spans of the inference requests (docs/operations.md)
   double feedback_sample = 1.0;
   size_t feedback_max_len = 100000;
   size_t feedback_buffer = 10000;

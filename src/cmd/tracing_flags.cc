@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/logging.h"
+
 namespace dais::cmd {
 
 void AddTracingFlags(CLI::App* cmd, TracingFlags* flags, const std::string& what) {
@@ -16,6 +18,17 @@ void AddTracingFlags(CLI::App* cmd, TracingFlags* flags, const std::string& what
                       "--otlp-endpoint); one with a traceparent keeps its sampled flag.")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+}
+
+StatusOr<std::unique_ptr<gateway::OtlpExporter>> StartSpanExporter(const TracingFlags& flags,
+                                                                   const std::string& service,
+                                                                   const std::string& what) {
+  if (flags.otlp_endpoint.empty()) return std::unique_ptr<gateway::OtlpExporter>();
+  auto exporter = gateway::NewOtlpExporter(flags.otlp_endpoint, service);
+  if (!exporter.ok()) return InvalidArgument("--otlp-endpoint: " + exporter.status().message());
+  LOG_INFO("tracing: spans of sampled {} to {} (new traces sampled at {:g})", what,
+           flags.otlp_endpoint, flags.trace_sample_rate);
+  return exporter;
 }
 
 }  // namespace dais::cmd

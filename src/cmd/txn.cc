@@ -14,7 +14,6 @@
 #include "features/store/redis_tier.h"
 #include "frontends/grpc/h2_server.h"
 #include "frontends/http/http_server.h"
-#include "gateway/otlp_exporter.h"
 #include "redis/client.h"
 #include "streams/event_stream.h"
 #include "txn/coordinator.h"
@@ -371,19 +370,15 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
   // Declared before the coordinator: destroyed after it (its workers wake the relays and
   // hand spans to the exporter).
   std::map<std::string, std::unique_ptr<txn::OutboxRelay>> relays;
-  std::unique_ptr<gateway::OtlpExporter> exporter;
+  auto exporter = StartSpanExporter(o.tracing, "dais-txn", "transactions");
+  if (!exporter.ok()) {
+    LOG_ERROR("dais txn: {}", exporter.status().message());
+    return 2;
+  }
   txn::CoordinatorOptions co = CoordinatorOptionsOf(o);
-  if (!o.tracing.otlp_endpoint.empty()) {
-    auto made = gateway::NewOtlpExporter(o.tracing.otlp_endpoint, "dais-txn");
-    if (!made.ok()) {
-      LOG_ERROR("dais txn: --otlp-endpoint: {}", made.status().message());
-      return 2;
-    }
-    exporter = std::move(*made);
-    co.span_sink = [e = exporter.get()](Span span) { e->Add(std::move(span)); };
+  if (*exporter) {
+    co.span_sink = [e = exporter->get()](Span span) { e->Add(std::move(span)); };
     co.trace_sample_rate = o.tracing.trace_sample_rate;
-    LOG_INFO("tracing: spans of sampled transactions to {} (new traces sampled at {:g})",
-             o.tracing.otlp_endpoint, o.tracing.trace_sample_rate);
   }
   txn::Coordinator coordinator(spec, co, &gate);
   if (o.relay && events) {

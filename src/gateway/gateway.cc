@@ -143,7 +143,10 @@ Gateway::Impl::Impl(GatewayOptions o, boost::asio::io_context* io)
                                                   options.upstream_tls_name})
                : UpstreamPool(UpstreamOptions{options.upstream_threads, 256, 256ull << 20,
                                               options.upstream_tls, options.upstream_tls_name})),
-      grpc(&pool.io_context(), 64u << 20, options.upstream_tls, options.upstream_tls_name) {}
+      grpc(&pool.io_context(), 64u << 20, options.upstream_tls, options.upstream_tls_name,
+           options.grpc_connections_per_node > 0
+               ? options.grpc_connections_per_node
+               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
 
 // Routes and tenants written straight into etcd are checked as they arrive: an invalid one is
 // refused (logged, counted) and the last good version under that key stays in force (issue 32:
@@ -278,11 +281,12 @@ std::optional<Response> Gateway::Impl::Authenticate(size_t authorization_count,
     return refuse("missing", "a bearer token is required (Authorization: Bearer <JWT>)");
   }
   std::shared_ptr<const Jwks> keys = jwks->Current();
-  const JwtResult v =
-      VerifyJwt(header.substr(7), *keys, options.jwt, std::chrono::system_clock::now());
-  if (!v.ok) return refuse(v.reason, "invalid token: " + v.message);
-  auto it = v.claims.strings.find(options.tenant_claim);
-  if (it == v.claims.strings.end() || it->second.empty()) {
+  const CachedJwt v =
+      jwt_cache->Verify(header.substr(7), keys, options.jwt, std::chrono::system_clock::now());
+  m.jwt_cache.Get({v.hit ? "hit" : "miss"}).Increment();
+  if (!v.claims) return refuse(v.reason, "invalid token: " + v.message);
+  auto it = v.claims->strings.find(options.tenant_claim);
+  if (it == v.claims->strings.end() || it->second.empty()) {
     return refuse("no_tenant", "the token has no '" + options.tenant_claim + "' claim");
   }
   *tenant = it->second;
@@ -561,6 +565,7 @@ Status Gateway::Start() {
   Impl& g = *impl_;
   if (!g.options.jwks_path.empty()) {
     g.jwks = std::make_unique<JwksFile>(g.options.jwks_path);
+    g.jwt_cache = std::make_unique<JwtCache>(g.options.jwt_cache_size);
     RETURN_IF_ERROR(g.jwks->Load());
     LOG_INFO("gateway: {} verification key(s) from {}", g.jwks->Current()->size(),
              g.options.jwks_path);

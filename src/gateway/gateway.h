@@ -38,10 +38,14 @@ struct GatewayOptions {
   std::vector<std::string> etcd_endpoints;
   std::string jwks_path;  // empty: no authentication (every request is tenant "anonymous")
   JwtPolicy jwt;
+  size_t jwt_cache_size = 10000;  // verified tokens remembered (jwt_cache.h); 0: none
   std::string tenant_claim = "tenant";
   int max_tries = 3;          // tries per request, the first included
   double retry_budget = 0.2;  // retries as a share of recent requests
   int upstream_threads = 2;
+  // HTTP/2 connections per node for the gRPC calls (each on its own strand, so one node's calls
+  // spread over the I/O threads); 0: one per core.
+  int grpc_connections_per_node = 0;
   BalancerOptions balancer;
   // JSON access log, one line per request: a file path, "-" for stdout, empty for none. Every
   // 5xx answer is logged; other answers with probability access_log_sample.

@@ -29,6 +29,7 @@
 #include "gateway/gateway.h"
 #include "gateway/grpc_upstream.h"
 #include "gateway/jwt.h"
+#include "gateway/jwt_cache.h"
 #include "gateway/otlp_exporter.h"
 #include "gateway/rate_limit.h"
 #include "gateway/route.h"
@@ -230,6 +231,7 @@ struct Gateway::Impl {
   Balancer balancer;
   RetryBudget budget;
   std::unique_ptr<JwksFile> jwks;
+  std::unique_ptr<JwtCache> jwt_cache;  // with jwks
   std::unique_ptr<etcd::Client> client;
   std::vector<std::unique_ptr<etcd::Watcher>> watchers;
   std::atomic<int> snapshots{0};

@@ -30,6 +30,10 @@ GatewayMetrics& GatewayMetrics::Get() {
                      "Requests refused with 401 (400 for reason ambiguous: several Authorization "
                      "headers), by reason.",
                      {"reason"}),
+        r.AddCounter("dais_gateway_jwt_cache_lookups_total",
+                     "Bearer tokens looked up in the cache of verified tokens: hit (no signature "
+                     "check), miss (verified now: new, expired, refused or after a key reload).",
+                     {"result"}),
         r.AddCounter("dais_gateway_rate_limited_total",
                      "Requests refused with 429 (the tenant's token bucket was empty).",
                      {"tenant"}),
@@ -43,6 +47,13 @@ GatewayMetrics& GatewayMetrics::Get() {
                      "Route and tenant documents read from etcd that did not parse, by kind; the "
                      "last good one under the key stayed in force.",
                      {"kind"}),
+        r.AddGauge("dais_gateway_grpc_streams",
+                   "gRPC ModelStreamInfer streams open through the gateway to a node, by route.",
+                   {"route"}),
+        r.AddCounter("dais_gateway_grpc_stream_messages_total",
+                     "Messages of ModelStreamInfer streams passed on, by route and direction (in: "
+                     "client to node, out: node to client).",
+                     {"route", "direction"}),
     };
   }();
   return *m;

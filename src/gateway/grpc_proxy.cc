@@ -130,6 +130,13 @@ void Gateway::Impl::TryGrpc(const CallPtr& call, const std::string& node) {
   o.deadline = TryDeadline(*call);
   o.on_message = [answer](std::string m) { *answer = std::move(m); };
   o.on_finish = [this, call, node, answer](GrpcResult r) {
+    call->grpc->OnCancelled(nullptr);  // the hook holds the upstream call, which holds this
+    if (call->grpc->cancelled()->load()) {
+      // The client gave up (its cancellation reset the node's call): no retry, no answer.
+      Record(*call, 499, 0, node);
+      in_flight.fetch_sub(1);
+      return;
+    }
     const bool failed = NodeFailed(r);
     const char* outcome = !failed       ? "ok"
                           : r.not_sent  ? "connect_failed"
@@ -157,6 +164,9 @@ void Gateway::Impl::TryGrpc(const CallPtr& call, const std::string& node) {
   auto up = grpc.Start(address->second, std::move(o));
   up->Send(std::move(message));
   up->HalfClose();
+  // A client that cancels its call cancels the node's (RST_STREAM there too): the node drops
+  // the request if it is still queued.
+  call->grpc->OnCancelled([up] { up->Cancel(); });
 }
 
 void Gateway::Impl::MirrorGrpc(const Call& call) {
@@ -278,6 +288,7 @@ class StreamProxy : public frontends::grpc::StreamHandler,
     }
     if (call_->model != call_->alias) AppendStringField(&message, 1, call_->model);
     AppendStringField(&message, 2, std::to_string(call_->version));
+    messages_in_->Increment();
     up_->Send(std::move(message));
   }
 
@@ -349,7 +360,15 @@ class StreamProxy : public frontends::grpc::StreamHandler,
     o.metadata = ForwardedMetadata(sc);
     Gateway::Impl::SetTraceHeaders(*call_, &o.metadata);
     o.deadline = call_->deadline;
-    o.on_message = [sc = call_->grpc](std::string m) { sc->Write(std::move(m)); };
+    GatewayMetrics& m = GatewayMetrics::Get();
+    messages_in_ = &m.stream_messages.Get({call_->alias, "in"});
+    open_streams_ = &m.grpc_streams.Get({call_->alias});
+    open_streams_->Add(1);
+    o.on_message = [sc = call_->grpc,
+                    out = &m.stream_messages.Get({call_->alias, "out"})](std::string msg) {
+      out->Increment();
+      sc->Write(std::move(msg));
+    };
     o.on_finish = [self = shared_from_this()](GrpcResult r) {
       self->End(static_cast<::grpc::StatusCode>(r.code), r.message, &r);
     };
@@ -361,6 +380,7 @@ class StreamProxy : public frontends::grpc::StreamHandler,
   void End(::grpc::StatusCode code, const std::string& message, const GrpcResult* r = nullptr) {
     if (ended_.exchange(true)) return;
     if (r == nullptr && up_) up_->Cancel();  // (r set: on the upstream's strand, up_ is set)
+    if (open_streams_ != nullptr) open_streams_->Add(-1);
     if (started_) {
       const bool failed = r != nullptr ? NodeFailed(*r) : false;
       g_->Settle(*call_, node_, !failed, failed ? "grpc_error" : "ok", false,
@@ -376,6 +396,8 @@ class StreamProxy : public frontends::grpc::StreamHandler,
   std::shared_ptr<GrpcUpstreamCall> up_;
   std::string node_;
   bool counted_ = false, started_ = false;
+  metrics::Counter* messages_in_ = nullptr;  // set by Open
+  metrics::Gauge* open_streams_ = nullptr;   // set by Open; released by End
   std::atomic<bool> ended_{false};
 };
 

@@ -2,6 +2,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <charconv>
@@ -594,14 +595,22 @@ struct GrpcUpstream::Impl {
   uint32_t max_message;
   tls::SslCtxPtr tls_context;
   std::string tls_name;
+  size_t per_node = 1;
   Mutex mu;
-  std::map<std::string, std::shared_ptr<Connection>> connections DAIS_GUARDED_BY(mu);
+  // Per node address: its connections, and the turn of the next call.
+  struct Slots {
+    std::vector<std::shared_ptr<Connection>> connections;
+    size_t next = 0;
+  };
+  std::map<std::string, Slots> nodes DAIS_GUARDED_BY(mu);
 };
 
 GrpcUpstream::GrpcUpstream(net::io_context* io, uint32_t max_message_bytes,
-                           tls::SslCtxPtr tls_context, std::string tls_name)
+                           tls::SslCtxPtr tls_context, std::string tls_name,
+                           int connections_per_node)
     : impl_(std::make_unique<Impl>()) {
   impl_->io = io;
+  impl_->per_node = static_cast<size_t>(std::max(1, connections_per_node));
   impl_->max_message = max_message_bytes;
   impl_->tls_context = std::move(tls_context);
   impl_->tls_name = std::move(tls_name);
@@ -609,10 +618,12 @@ GrpcUpstream::GrpcUpstream(net::io_context* io, uint32_t max_message_bytes,
 
 GrpcUpstream::~GrpcUpstream() {
   MutexLock l(&impl_->mu);
-  for (auto& [address, conn] : impl_->connections) {
-    net::post(conn->strand, [conn] { conn->Fail("the gateway is stopping"); });
+  for (auto& [address, slots] : impl_->nodes) {
+    for (auto& conn : slots.connections) {
+      if (conn) net::post(conn->strand, [conn] { conn->Fail("the gateway is stopping"); });
+    }
   }
-  impl_->connections.clear();
+  impl_->nodes.clear();
 }
 
 std::shared_ptr<GrpcUpstreamCall> GrpcUpstream::Start(const std::string& address,
@@ -620,7 +631,9 @@ std::shared_ptr<GrpcUpstreamCall> GrpcUpstream::Start(const std::string& address
   std::shared_ptr<Connection> conn;
   {
     MutexLock l(&impl_->mu);
-    auto& slot = impl_->connections[address];
+    Impl::Slots& slots = impl_->nodes[address];
+    slots.connections.resize(impl_->per_node);
+    auto& slot = slots.connections[slots.next++ % impl_->per_node];
     if (!slot || !slot->usable.load()) {
       slot = std::make_shared<Connection>(*impl_->io, address, impl_->max_message,
                                           impl_->tls_context, impl_->tls_name);

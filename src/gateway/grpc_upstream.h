@@ -3,6 +3,8 @@
 // alike. Messages pass as bytes: the gateway frames what it is given and hands back each message
 // of the answer unframed, never decoding them. Asio and nghttp2 stay inside grpc_upstream.cc.
 //
+// `connections_per_node` connections per node address (each on its own strand, so that the calls
+// to one node are spread over the threads running the io_context), chosen in turn per call.
 // A connection is opened on first use (the address resolved asynchronously), kept while it
 // works, and replaced on the next call after it broke or the node sent GOAWAY. Calls made while
 // it connects wait for it. A call that never reached the node (no connection, or refused by the
@@ -63,7 +65,8 @@ class GrpcUpstream {
   // `tls_context`: gRPC over TLS to the nodes (ALPN h2; mutual TLS with a client certificate in
   // it); each node's certificate must carry `tls_name`, else the host of its address.
   explicit GrpcUpstream(boost::asio::io_context* io, uint32_t max_message_bytes = 64u << 20,
-                        tls::SslCtxPtr tls_context = nullptr, std::string tls_name = "");
+                        tls::SslCtxPtr tls_context = nullptr, std::string tls_name = "",
+                        int connections_per_node = 1);
   ~GrpcUpstream();  // closes every connection; open calls end UNAVAILABLE
   GrpcUpstream(const GrpcUpstream&) = delete;
   GrpcUpstream& operator=(const GrpcUpstream&) = delete;

@@ -1,4 +1,5 @@
 #include "gateway/jwt.h"
+#include "gateway/jwt_cache.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,6 +23,8 @@
 
 namespace dais::gateway {
 namespace {
+
+using namespace std::chrono_literals;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -648,6 +651,71 @@ TEST_F(JwksFileTest, LoadFailsOnAMissingOrInvalidFile) {
   EXPECT_EQ(invalid.Current(), nullptr);
   Write(std::string(JwksFile::kMaxFileBytes + 1, ' '));
   EXPECT_THAT(invalid.Load().message(), HasSubstr("over the limit"));
+}
+
+// ---- The cache of verified tokens ------------------------------------------------------------
+
+TEST_F(JwtTest, CacheAnswersARepeatedTokenUntilItExpires) {
+  JwtCache cache(1000);
+  for (const char* alg : kAlgs) {
+    const std::string token = Token(alg);
+    CachedJwt first = cache.Verify(token, jwks_, DefaultPolicy(), kNowTime);
+    ASSERT_NE(first.claims, nullptr) << alg << ": " << first.message;
+    EXPECT_FALSE(first.hit);
+    CachedJwt again = cache.Verify(token, jwks_, DefaultPolicy(), kNowTime + 10s);
+    ASSERT_NE(again.claims, nullptr);
+    EXPECT_TRUE(again.hit) << alg;
+    EXPECT_EQ(again.claims->strings.at("tenant"), "acme");
+    // Past exp + skew (600 s + 30 s): verified again, and refused as VerifyJwt refuses it.
+    CachedJwt late = cache.Verify(token, jwks_, DefaultPolicy(), kNowTime + 631s);
+    EXPECT_EQ(late.claims, nullptr);
+    EXPECT_FALSE(late.hit);
+    EXPECT_EQ(late.reason, "expired");
+    // A clock stepped back before the verification: verified again (and valid then).
+    EXPECT_FALSE(cache.Verify(token, jwks_, DefaultPolicy(), kNowTime - 5s).hit);
+  }
+}
+
+TEST_F(JwtTest, CacheNeverServesAnotherTokenRefusalsOrAnotherKeySet) {
+  JwtCache cache(1000);
+  const std::string token = Token("ES256");
+  ASSERT_NE(cache.Verify(token, jwks_, DefaultPolicy(), kNowTime).claims, nullptr);
+  std::string tampered = token;
+  tampered.back() = tampered.back() == 'A' ? 'B' : 'A';
+  for (int i = 0; i < 2; ++i) {  // a refusal is not remembered
+    CachedJwt bad = cache.Verify(tampered, jwks_, DefaultPolicy(), kNowTime);
+    EXPECT_EQ(bad.claims, nullptr);
+    EXPECT_FALSE(bad.hit);
+    EXPECT_EQ(bad.reason, "bad_signature");
+  }
+  // A reloaded key set (the same keys, parsed again) verifies anew; one without the token's key
+  // refuses it although it was cached.
+  auto reloaded = Jwks::Parse(
+      JwksOf({OctJwk("hs-1", secret_), RsaJwk("rs-1", rsa_.get()), EcJwk("es-1", ec_.get())}));
+  ASSERT_OK(reloaded);
+  CachedJwt fresh = cache.Verify(token, *reloaded, DefaultPolicy(), kNowTime);
+  EXPECT_NE(fresh.claims, nullptr);
+  EXPECT_FALSE(fresh.hit);
+  auto without = Jwks::Parse(JwksOf({OctJwk("hs-1", secret_)}));
+  ASSERT_OK(without);
+  CachedJwt gone = cache.Verify(token, *without, DefaultPolicy(), kNowTime);
+  EXPECT_EQ(gone.claims, nullptr);
+  EXPECT_EQ(gone.reason, "unknown_key");
+}
+
+TEST_F(JwtTest, CacheIsBoundedAndCanBeOff) {
+  JwtCache cache(64);
+  for (int i = 0; i < 500; ++i) {
+    const std::string token = Token("HS256", Claims().Set("sub", "\"u" + std::to_string(i) + "\""));
+    ASSERT_NE(cache.Verify(token, jwks_, DefaultPolicy(), kNowTime).claims, nullptr);
+  }
+  EXPECT_LE(cache.size(), 64u);
+  EXPECT_GT(cache.size(), 0u);
+  JwtCache off(0);
+  const std::string token = Token("HS256");
+  EXPECT_NE(off.Verify(token, jwks_, DefaultPolicy(), kNowTime).claims, nullptr);
+  EXPECT_FALSE(off.Verify(token, jwks_, DefaultPolicy(), kNowTime).hit);
+  EXPECT_EQ(off.size(), 0u);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ constexpr size_t kBatch = 256;
 
 metrics::Counter& SpanCounter(const char* outcome) {
   static auto& family = metrics::Registry::Global().AddCounter(
-      "dais_gateway_trace_spans_total",
+      "dais_trace_spans_total",
       "Spans of sampled requests by outcome: exported (the collector took them), failed (it "
       "did not answer 2xx), dropped (the queue was full)",
       {"outcome"});

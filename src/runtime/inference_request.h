@@ -41,6 +41,8 @@ struct InferenceRequest {
   // The W3C trace this request belongs to (its traceparent's trace id; "" without one): carried
   // into the feedback record and the logs (docs/operations.md, "Tracing").
   std::string trace_id;
+  std::string parent_span_id;  // the caller's span (the traceparent's parent id)
+  bool trace_sampled = false;  // the traceparent's sampled flag: the node exports its span
   std::vector<Tensor> inputs;
   // Entity ids for a model that declares features (parameters.entity_ids); see features.yaml.
   std::vector<std::string> entity_ids;

@@ -190,6 +190,35 @@ bool Sampled(double share) {
 
 }  // namespace
 
+std::shared_ptr<Span> InferenceServer::BeginSpan(const runtime::InferenceRequest& r) const {
+  auto span = std::make_shared<Span>();
+  span->trace_id = r.trace_id;
+  span->parent_id = r.parent_span_id;
+  span->span_id = NewSpanId();
+  span->name = "infer " + r.model_name;
+  span->start_unix_ns = UnixNs();
+  return span;
+}
+
+void InferenceServer::EndSpan(Span span, const runtime::InferenceRequest& r,
+                              const StatusOr<runtime::ResponsePtr>& result) const {
+  span.end_unix_ns = UnixNs();
+  const StatusCode code = result.ok() ? StatusCode::kOk : result.status().code();
+  // An error of the server's (not of the request: those are the caller's to fix).
+  span.error = code == StatusCode::kInternal || code == StatusCode::kUnavailable ||
+               code == StatusCode::kDeadlineExceeded || code == StatusCode::kResourceExhausted;
+  span.string_attributes = {{"dais.model", r.model_name},
+                            {"dais.node", span_node_},
+                            {"dais.request_id", r.id},
+                            {"dais.status", std::string(StatusCodeName(code))}};
+  if (!result.ok()) span.string_attributes.emplace_back("dais.error", result.status().message());
+  span.int_attributes = {{"dais.batch_size", r.batch_size}};
+  if (result.ok() && *result != nullptr) {
+    span.string_attributes.emplace_back("dais.version", (*result)->model_version);
+  }
+  span_sink_(std::move(span));
+}
+
 void InferenceServer::Infer(runtime::RequestPtr request, InferDone done) {
   auto token = Admit();
   if (!token.ok()) return done(AcceptingInference(), InFlight());
@@ -203,11 +232,19 @@ void InferenceServer::Infer(runtime::RequestPtr request, InferDone done) {
   // member): the feedback record reads its inputs, the enriched features included.
   runtime::InferenceRequest* raw = request.get();
   FeedbackSink* sink = feedback_ != nullptr && Sampled(feedback_sample_) ? feedback_ : nullptr;
-  request->on_complete = [done = std::move(done), token = std::move(*token), raw,
-                          sink](StatusOr<runtime::ResponsePtr> result) {
+  std::shared_ptr<Span> span;
+  if (span_sink_ && request->trace_id.empty() && span_sample_rate_ > 0 &&
+      Sampled(span_sample_rate_)) {
+    request->trace_id = NewTraceId();
+    request->trace_sampled = true;
+  }
+  if (span_sink_ && request->trace_sampled) span = BeginSpan(*request);
+  request->on_complete = [this, done = std::move(done), token = std::move(*token), raw, sink,
+                          span = std::move(span)](StatusOr<runtime::ResponsePtr> result) {
     if (sink != nullptr && result.ok() && *result != nullptr) {
       sink->Offer(MakeFeedbackRecord(*raw, **result, NowNs()));
     }
+    if (span) EndSpan(std::move(*span), *raw, result);
     done(std::move(result), token);
   };
   manager_->Infer(std::move(request));

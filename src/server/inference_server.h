@@ -25,6 +25,7 @@
 #include "runtime/inference_request.h"
 #include "runtime/model_manager.h"
 #include "server/background.h"
+#include "common/trace_context.h"
 #include "server/feedback.h"
 
 namespace dais::server {
@@ -162,8 +163,21 @@ class InferenceServer {
     feedback_ = sink;
     feedback_sample_ = sample;
   }
+  // Tracing (docs/operations.md, "Tracing"): a request whose traceparent is sampled gets a span
+  // of this server (child of the caller's, from Infer to the answer) handed to `sink` on the
+  // model's thread; one without a traceparent starts a trace, sampled with probability
+  // `sample_rate`. `node` names this server in the spans. Call before serving.
+  void SetSpanSink(std::function<void(Span)> sink, std::string node, double sample_rate) {
+    span_sink_ = std::move(sink);
+    span_node_ = std::move(node);
+    span_sample_rate_ = sample_rate;
+  }
 
  private:
+  std::shared_ptr<Span> BeginSpan(const runtime::InferenceRequest& r) const;
+  void EndSpan(Span span, const runtime::InferenceRequest& r,
+               const StatusOr<runtime::ResponsePtr>& result) const;
+
   runtime::ModelManager* manager_;
   std::function<bool()> tier_healthy_;
   std::string tier_name_;
@@ -173,6 +187,9 @@ class InferenceServer {
   BackgroundTasks background_;  // repository load / unload requests
   FeedbackSink* feedback_ = nullptr;
   double feedback_sample_ = 1.0;
+  std::function<void(Span)> span_sink_;
+  std::string span_node_;
+  double span_sample_rate_ = 0;
 };
 
 }  // namespace dais::server

@@ -13,7 +13,11 @@ namespace dais::server {
 
 template <typename HeaderFn>  // std::string_view(std::string_view lower_case_name)
 void ApplyTraceHeaders(const HeaderFn& header, runtime::InferenceRequest* r) {
-  if (auto t = ParseTraceparent(header("traceparent"))) r->trace_id = std::move(t->trace_id);
+  if (auto t = ParseTraceparent(header("traceparent"))) {
+    r->trace_id = std::move(t->trace_id);
+    r->parent_span_id = std::move(t->parent_id);
+    r->trace_sampled = t->sampled();
+  }
   if (r->id.empty()) r->id = SaneRequestId(header("x-request-id"));
 }
 

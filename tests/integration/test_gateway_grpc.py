@@ -226,3 +226,38 @@ def test_a_node_killed_under_load_fails_at_most_its_requests_in_flight(
     assert len(errors) <= workers, errors
     metrics = requests.get(g.url + "/metrics", timeout=5).text
     assert 'dais_gateway_upstream_requests_total{node="n1",outcome="ok"}' in metrics
+
+
+def test_a_cancelled_call_cancels_the_nodes_call(etcd_server, start_server, model_repo, gateway,
+                                                 stubs, tmp_path):
+    """Issue 37: a client that cancels its gRPC call through the gateway cancels the node's call
+    too, so requests still queued there are dropped, not run (mlp_heavy holds a lone request
+    400 ms in its queue)."""
+    from conftest import metric_value, parse_prometheus
+    from test_grpc import heavy_stats, make_slow_repo
+    repo = make_slow_repo(model_repo, tmp_path)
+    node = start_server(repo, "--etcd", etcd_server.endpoint, "--node-id", "n1",
+                        "--lease-ttl-secs", str(TTL), command="node")
+    etcd_server.ctl("put", "/dais/assignments/n1/mlp_heavy", json.dumps(
+        {"deployment": "heavy", "model": "mlp_heavy", "version": 1}))
+    wait_for(lambda: instances(etcd_server, "mlp_heavy").get("n1", {}).get("state") == "READY",
+             60, "mlp_heavy READY on n1")
+    g = gateway()
+    c, direct = GrpcClient(stubs, g.grpc_port), GrpcClient(stubs, node.grpc_port)
+    x = {"INPUT__0": np.linspace(0, 1, 256, dtype=np.float32).reshape(1, 256)}
+    c.infer("mlp_heavy", x, timeout=20)  # routed: the gateway knows the instance
+    before = heavy_stats(direct).success.count
+
+    def pending():
+        return metric_value(parse_prometheus(node.metrics()), "dais_pending_requests",
+                            model="mlp_heavy") or 0
+
+    futs = [c.stub.ModelInfer.future(c.request("mlp_heavy", x), timeout=20) for _ in range(4)]
+    wait_for(lambda: pending() == 4, 10, "the four calls queued at the node")
+    for f in futs:
+        assert f.cancel(), "the call finished before it could be cancelled"
+    wait_for(lambda: pending() == 0, 10, "the node's calls cancelled")
+    assert heavy_stats(direct).success.count == before  # dropped from the queue, not run
+    assert c.infer("mlp_heavy", x, timeout=20).outputs  # still serving
+    c.close()
+    direct.close()

@@ -22,14 +22,15 @@ PARENT = "00f067aa0ba902b7"
 
 @pytest.fixture
 def traced(etcd_server, start_server, model_repo, redis_server, dais_bin, tmp_path):
+    collector = Collector()
     start_server(model_repo, "--etcd", etcd_server.endpoint, "--node-id", "n1",
                  "--lease-ttl-secs", str(TTL), "--feedback-stream",
-                 f"redis://127.0.0.1:{redis_server.port}/trace:feedback", command="node")
+                 f"redis://127.0.0.1:{redis_server.port}/trace:feedback",
+                 "--otlp-endpoint", f"http://127.0.0.1:{collector.port}", command="node")
     etcd_server.ctl("put", "/dais/assignments/n1/mlp_small", json.dumps(
         {"deployment": "ranker", "model": "mlp_small", "version": 1}))
     wait_for(lambda: instances(etcd_server, "mlp_small").get("n1", {}).get("state") == "READY",
              60, "mlp_small READY on n1")
-    collector = Collector()
     access_log = tmp_path / "access.log"
     gw = Gateway(dais_bin, etcd_server, tmp_path, "--otlp-endpoint",
                  f"http://127.0.0.1:{collector.port}", "--trace-sample-rate", "0",
@@ -60,7 +61,8 @@ def test_a_traced_request_is_followed_to_the_node_and_exported(traced, dais_bin)
     assert r.headers["x-request-id"] == TRACE  # none given: the trace id
     # The gateway's span, child of the client's, exported to the collector.
     collector = traced["collector"]
-    spans = wait_for(lambda: [s for s in collector.spans if s["traceId"] == TRACE], 20,
+    spans = wait_for(lambda: [s for s in collector.spans if s["traceId"] == TRACE
+                              and s["service"] == "dais-gateway"], 20,
                      "the gateway's span at the collector")
     assert not collector.bad, collector.bad
     (span,) = spans
@@ -77,6 +79,17 @@ def test_a_traced_request_is_followed_to_the_node_and_exported(traced, dais_bin)
     log = [json.loads(line) for line in traced["access_log"].read_text().splitlines()]
     entry = next(e for e in log if e["trace_id"] == TRACE)
     assert entry["span_id"] == span["spanId"] and entry["request_id"] == TRACE
+    # The node's span, child of the gateway's.
+    (node_span,) = wait_for(lambda: [s for s in collector.spans if s["traceId"] == TRACE
+                                     and s["service"] == "dais-node"], 20, "the node's span")
+    assert node_span["parentSpanId"] == span["spanId"] and node_span["name"] == "infer mlp_small"
+    assert int(span["startTimeUnixNano"]) <= int(node_span["startTimeUnixNano"])
+    assert int(node_span["endTimeUnixNano"]) <= int(span["endTimeUnixNano"])
+    attrs = {a["key"]: a["value"] for a in node_span["attributes"]}
+    assert attrs["dais.node"] == {"stringValue": "n1"}
+    assert attrs["dais.version"] == {"stringValue": "1"}
+    assert attrs["dais.request_id"] == {"stringValue": TRACE}
+    assert attrs["dais.status"] == {"stringValue": "OK"} and node_span["status"]["code"] == 1
 
 
 def test_request_ids_and_unsampled_or_malformed_traces(traced, dais_bin):
@@ -103,3 +116,40 @@ def test_request_ids_and_unsampled_or_malformed_traces(traced, dais_bin):
     r = requests.post(traced["url"], json=BODY, timeout=10,
                       headers={"traceparent": f"00-{other}-{PARENT}-00"})
     assert r.status_code == 200 and r.headers["x-request-id"] == other
+
+
+def test_standalone_serve_exports_spans_for_grpc_and_new_traces(start_server, model_repo,
+                                                                tmp_path):
+    """`dais serve --otlp-endpoint`: a gRPC call's traceparent metadata is continued in the
+    node's span; with --trace-sample-rate 1 a request without one starts a sampled trace; a
+    request the server refuses (unknown model) is a span too, not marked as the server's
+    error."""
+    import grpc_client
+    collector = Collector()
+    try:
+        srv = start_server(model_repo, "--otlp-endpoint", f"http://127.0.0.1:{collector.port}",
+                           "--trace-sample-rate", "1")
+        g = grpc_client.GrpcClient(grpc_client.generate_stubs(tmp_path / "stubs"), srv.grpc_port)
+        req = g.request("mlp_small", {"INPUT__0": [[0.0] * 16]})
+        g.stub.ModelInfer(req, timeout=10,
+                          metadata=(("traceparent", f"00-{TRACE}-{PARENT}-01"),))
+        g.close()
+        (span,) = wait_for(lambda: [s for s in collector.spans if s["traceId"] == TRACE], 20,
+                           "the gRPC request's span")
+        assert span["service"] == "dais-node" and span["parentSpanId"] == PARENT
+        r = requests.post(f"{srv.url}/v2/models/mlp_small/infer", json=BODY, timeout=10)
+        assert r.status_code == 200, r.text
+        r = requests.post(f"{srv.url}/v2/models/nosuch/infer", json=BODY, timeout=10)
+        assert r.status_code == 404, r.text
+        spans = wait_for(lambda: [s for s in collector.spans if s["traceId"] != TRACE
+                                  and s["name"] in ("infer mlp_small", "infer nosuch")]
+                         if len(collector.spans) >= 3 else None, 20, "the two new traces' spans")
+        assert not collector.bad, collector.bad
+        by_name = {s["name"]: s for s in spans}
+        assert "parentSpanId" not in by_name["infer mlp_small"] or \
+            not by_name["infer mlp_small"]["parentSpanId"]
+        attrs = {a["key"]: a["value"] for a in by_name["infer nosuch"]["attributes"]}
+        assert attrs["dais.status"] == {"stringValue": "NOT_FOUND"}
+        assert by_name["infer nosuch"]["status"]["code"] == 1  # the caller's error, not ours
+    finally:
+        collector.stop()

@@ -293,6 +293,29 @@ std::optional<std::string_view> ServerCall::Metadata(std::string_view name) cons
   return std::nullopt;
 }
 
+void ServerCall::OnCancelled(std::function<void()> hook) {
+  {
+    std::lock_guard lock(cancel_mu_);
+    if (!cancelled_->load()) {
+      on_cancelled_ = std::move(hook);
+      return;
+    }
+    on_cancelled_ = nullptr;
+  }
+  if (hook) hook();
+}
+
+void ServerCall::Cancel() {
+  std::function<void()> hook;
+  {
+    std::lock_guard lock(cancel_mu_);
+    cancelled_->store(true);
+    hook = std::move(on_cancelled_);
+    on_cancelled_ = nullptr;
+  }
+  if (hook) hook();
+}
+
 void ServerCall::ReplyEncoded(std::function<std::string()> encode) {
   if (auto c = conn_.lock()) {
     c->RunOnExecutor([c, id = stream_id_, encode = std::move(encode)] {
@@ -366,7 +389,7 @@ void H2Connection::Abort() {
   auto streams = std::move(streams_);
   streams_.clear();
   for (auto& [id, s] : streams) {
-    if (s->call) s->call->cancelled_->store(true);
+    if (s->call) s->call->Cancel();
     if (s->handler && !s->closed) s->handler->OnCancel();
   }
   RequestMemory::Global().Release(buffered_);
@@ -586,7 +609,7 @@ void H2Connection::OnStreamClose(int32_t id) {
   streams_.erase(it);
   buffered_ -= s->held;
   RequestMemory::Global().Release(s->held);
-  if (s->call && !s->closed) s->call->cancelled_->store(true);
+  if (s->call && !s->closed) s->call->Cancel();
   if (s->handler && !s->closed) s->handler->OnCancel();
 }
 
@@ -596,7 +619,7 @@ void H2Connection::Refuse(Stream* s, ::grpc::Status status) {
   s->in.clear();
   s->request.clear();
   Release(s, s->held);
-  if (s->call) s->call->cancelled_->store(true);
+  if (s->call) s->call->Cancel();
   // The client is still sending: once the answer is out, RST_STREAM(NO_ERROR) tells it to stop
   // (submitted now, nghttp2 would send it before the answer's HEADERS and drop them).
   s->reset_after_answer = !s->ended;

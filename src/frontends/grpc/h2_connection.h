@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,15 +68,23 @@ class ServerCall {
   // Reply(encode()), with `encode` run where the connection's work runs (not at all if the
   // call is gone meanwhile).
   void ReplyEncoded(std::function<std::string()> encode);
+  // Runs `hook` once if the call is cancelled (the client reset it, the connection closed, or
+  // it was refused mid-stream) — at once, on this thread, if that already happened. Replaces an
+  // earlier hook; null clears it (clear a hook that holds what holds this call once it is no
+  // longer needed). Any thread. A proxy cancels its upstream call with it.
+  void OnCancelled(std::function<void()> hook);
 
  private:
   friend class H2Connection;
   friend struct H2Callbacks;
+  void Cancel();  // sets cancelled() and runs the hook
   std::weak_ptr<H2Connection> conn_;
   int32_t stream_id_ = 0;
   uint64_t deadline_ns_ = 0;  // steady clock; 0: none
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  std::mutex cancel_mu_;
+  std::function<void()> on_cancelled_;  // guarded by cancel_mu_
 };
 
 // A client-streaming or bidirectional call's handler: messages and the client's half-close
