@@ -244,7 +244,7 @@ def jwt_gateways(dais, etcd, tmp, start, args, tokens):
                "--jwks", str(jwks), *extra, *args.gateway_args.split()], log)
         port = log_port(tmp / log)
         url = f"http://127.0.0.1:{port}/v2/models/ranker/infer"
-        wait_for(lambda: get_ok(f"http://127.0.0.1:{port}/v2/models/ranker/ready"), 30,
+        wait_for(lambda: get_ok(f"http://127.0.0.1:{port}/v2/health/ready"), 30,
                  f"the {label} JWT gateway")
         for alg, token in by_alg.items():
             if label == "uncached" and alg == "HS256":
@@ -252,6 +252,46 @@ def jwt_gateways(dais, etcd, tmp, start, args, tokens):
             name = f"gateway {alg} {label}"
             urls[name], tokens[name] = url, token
     return urls
+
+
+def http_cells(args, tmp, gateway, targets, tokens, body, header_len):
+    """The wrk cells (c=1 and c=64 through every target, medians of --repeat) and their tables."""
+    runs = {}
+    for rep in range(args.repeat):
+        for conc in (1, 64):
+            for name, url in targets.items():
+                first = rep == 0
+                runs.setdefault((name, conc), []).append(measure_cell(
+                    args, tmp, gateway, name, url, body, header_len, conc,
+                    profile=first and args.profile and name == "gateway" and conc == 64,
+                    trace=first and args.strace and name == "gateway" and conc == 1,
+                    token=tokens.get(name)))
+    # Each figure: the median over the repeats (runs on this shared machine vary by ±20 %).
+    results = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
+               for key, rs in runs.items()}
+    print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, median of "
+          f"{args.repeat} run(s), one node on loopback; {time.strftime('%Y-%m-%d')}\n")
+    print("| path | c=1 p50 µs | c=1 p99 µs | added p50 µs | c=64 req/s | c=64 p99 µs | "
+          "errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    base = results[("direct", 1)]["p50_us"]
+    for name in targets:
+        r1, r64 = results[(name, 1)], results[(name, 64)]
+        added = "" if name == "direct" else f"{r1['p50_us'] - base:+.0f}"
+        print(f"| {name} | {r1['p50_us']:.0f} | {r1['p99_us']:.0f} | {added} | "
+              f"{r64['rps']:,.0f} | {r64['p99_us']:.0f} | {r1['errors'] + r64['errors']} |")
+    g, n = results[("gateway", 1)]["p50_us"] - base, results[("nginx", 1)]["p50_us"] - base
+    ratio = results[("gateway", 64)]["rps"] / results[("nginx", 64)]["rps"]
+    if args.jwt:
+        print("\n| with a bearer token | added p50 / nginx's | c=64 req/s / nginx's |")
+        print("|---|---:|---:|")
+        for name in tokens:
+            added = results[(name, 1)]["p50_us"] - base
+            print(f"| {name} | {added / n:.2f}x | "
+                  f"{results[(name, 64)]['rps'] / results[('nginx', 64)]['rps']:.2f}x |")
+    print(f"\ngateway added p50 {g:.0f} µs vs nginx {n:.0f} µs: goal (≤ nginx) "
+          f"{'met' if g <= n else 'NOT met'}; c=64 throughput gateway / nginx = {ratio:.2f} "
+          f"(goal ≥ 1.0: {'met' if ratio >= 1.0 else 'NOT met'})")
 
 
 def main():
@@ -264,6 +304,8 @@ def main():
                     help="runs of every cell; the table shows the medians")
     ap.add_argument("--profile", help="perf record the gateway during its c=64 cell into this "
                     "file (then: perf report -i FILE)")
+    ap.add_argument("--no-http", action="store_true", help="skip the HTTP cells (with --grpc: "
+                    "only the gRPC ones)")
     ap.add_argument("--grpc", action="store_true", help="also measure gRPC ModelInfer direct "
                     "and through the gateway (dais perf)")
     ap.add_argument("--jwt", action="store_true", help="also measure gateways that verify "
@@ -324,42 +366,8 @@ def main():
         tokens = {}
         if args.jwt:
             targets.update(jwt_gateways(dais, etcd, tmp, start, args, tokens))
-        runs = {}
-        for rep in range(args.repeat):
-            for conc in (1, 64):
-                for name, url in targets.items():
-                    first = rep == 0
-                    runs.setdefault((name, conc), []).append(measure_cell(
-                        args, tmp, gateway, name, url, body, header_len, conc,
-                        profile=first and args.profile and name == "gateway" and conc == 64,
-                        trace=first and args.strace and name == "gateway" and conc == 1,
-                        token=tokens.get(name)))
-        # Each figure: the median over the repeats (runs on this shared machine vary by ±20 %).
-        results = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
-                   for key, rs in runs.items()}
-        print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, median of "
-              f"{args.repeat} run(s), one node on loopback; {time.strftime('%Y-%m-%d')}\n")
-        print("| path | c=1 p50 µs | c=1 p99 µs | added p50 µs | c=64 req/s | c=64 p99 µs | "
-              "errors |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        base = results[("direct", 1)]["p50_us"]
-        for name in targets:
-            r1, r64 = results[(name, 1)], results[(name, 64)]
-            added = "" if name == "direct" else f"{r1['p50_us'] - base:+.0f}"
-            print(f"| {name} | {r1['p50_us']:.0f} | {r1['p99_us']:.0f} | {added} | "
-                  f"{r64['rps']:,.0f} | {r64['p99_us']:.0f} | {r1['errors'] + r64['errors']} |")
-        g, n = results[("gateway", 1)]["p50_us"] - base, results[("nginx", 1)]["p50_us"] - base
-        ratio = results[("gateway", 64)]["rps"] / results[("nginx", 64)]["rps"]
-        if args.jwt:
-            print("\n| with a bearer token | added p50 / nginx's | c=64 req/s / nginx's |")
-            print("|---|---:|---:|")
-            for name in tokens:
-                added = results[(name, 1)]["p50_us"] - base
-                print(f"| {name} | {added / n:.2f}x | "
-                      f"{results[(name, 64)]['rps'] / results[('nginx', 64)]['rps']:.2f}x |")
-        print(f"\ngateway added p50 {g:.0f} µs vs nginx {n:.0f} µs: goal (≤ nginx) "
-              f"{'met' if g <= n else 'NOT met'}; c=64 throughput gateway / nginx = {ratio:.2f} "
-              f"(goal ≥ 1.0: {'met' if ratio >= 1.0 else 'NOT met'})")
+        if not args.no_http:
+            http_cells(args, tmp, gateway, targets, tokens, body, header_len)
         if args.grpc:
             grpc_cells(args, node_grpc, gw_grpc, tmp)
         if args.rollbacks > 0:

@@ -81,6 +81,11 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
       ->capture_default_str();
   cmd->add_option("--access-log", o->access_log,
                   "JSON access log, one line per request: a file (appended) or '-' for stdout.");
+  cmd->add_option("--grpc-connections-per-node", o->grpc_connections_per_node,
+                  "HTTP/2 connections to each node for the gRPC calls, taken in turn (each on its "
+                  "own strand, so one node's calls spread over the I/O threads); 0: one per core.")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   AddTracingFlags(cmd, &o->tracing, "requests");
   cmd->add_option("--access-log-sample", o->access_log_sample,
                   "Share of successful requests logged (every 5xx is).")
@@ -103,6 +108,7 @@ static gateway::GatewayOptions GatewayOptionsOf(const GatewayCliOptions& o) {
   go.jwt.audiences = o.jwt_audiences;
   go.jwt.clock_skew = std::chrono::seconds(o.jwt_clock_skew_secs);
   go.jwt_cache_size = o.jwt_cache_size;
+  go.grpc_connections_per_node = o.grpc_connections_per_node;
   go.tenant_claim = o.tenant_claim;
   go.max_tries = o.max_tries;
   go.retry_budget = o.retry_budget;

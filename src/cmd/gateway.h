@@ -25,6 +25,7 @@ struct GatewayCliOptions {
   std::vector<std::string> jwt_audiences;
   int jwt_clock_skew_secs = 30;
   size_t jwt_cache_size = 10000;
+  int grpc_connections_per_node = 0;
   std::string tenant_claim = "tenant";
   int max_tries = 3;
   double retry_budget = 0.2;
