@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "cmd/listener_flags.h"
-#include "cmd/tracing_flags.h"
 #include "cmd/tls_flags.h"
+#include "cmd/tracing_flags.h"
 
 namespace dais::cmd {
 

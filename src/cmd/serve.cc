@@ -525,7 +525,7 @@ StatusOr<std::unique_ptr<MemoryRuntime>> StartMemory(const ServeOptions& o,
 
 // --model-load-isolation: each load checked first in a child process (or not), logged.
 static void UseLoadChecker(const ServeOptions& o, const runtime::ManagerOptions& mo,
-                    ProcessLoadChecker* checker, runtime::ModelManager* manager) {
+                           ProcessLoadChecker* checker, runtime::ModelManager* manager) {
   const bool isolate =
       o.model_load_isolation == "process" ||
       (o.model_load_isolation == "auto" && mo.mode != runtime::ModelControlMode::kNone);

@@ -8,7 +8,6 @@
 #include "dais/status.h"
 #include "gateway/otlp_exporter.h"
 
-
 namespace CLI {
 class App;
 }

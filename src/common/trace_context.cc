@@ -1,7 +1,8 @@
 #include "common/trace_context.h"
 
-#include <chrono>
 #include <random>
+
+#include "dais/clock.h"
 
 namespace dais {
 namespace {
@@ -58,9 +59,7 @@ std::string NewSpanId() { return RandomHex(16); }
 ServerTrace BeginServerTrace(std::string_view traceparent, std::string_view request_id,
                              double sample_rate) {
   ServerTrace t;
-  t.start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
+  t.start_unix_ns = UnixNs();
   if (auto parent = ParseTraceparent(traceparent)) {
     t.trace = std::move(*parent);
   } else {

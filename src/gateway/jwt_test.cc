@@ -1,5 +1,4 @@
 #include "gateway/jwt.h"
-#include "gateway/jwt_cache.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,6 +19,7 @@
 #include <thread>
 
 #include "common/status_testing.h"
+#include "gateway/jwt_cache.h"
 
 namespace dais::gateway {
 namespace {

@@ -21,11 +21,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/trace_context.h"
 #include "dais/status.h"
 #include "runtime/inference_request.h"
 #include "runtime/model_manager.h"
 #include "server/background.h"
-#include "common/trace_context.h"
 #include "server/feedback.h"
 
 namespace dais::server {

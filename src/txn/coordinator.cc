@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "common/logging.h"
+#include "dais/clock.h"
 #include "txn/decision_log.h"
 #include "txn/txn_metrics.h"
 
@@ -243,9 +244,7 @@ void Coordinator::TraceAnswer(Job* job, const std::shared_ptr<const ServerTrace>
       span.parent_id = trace->trace.parent_id;
       span.name = "txn " + type;
       span.start_unix_ns = trace->start_unix_ns;
-      span.end_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+      span.end_unix_ns = UnixNs();
       span.error = o.http_status >= 500;
       span.string_attributes = {{"dais.txn.type", type},
                                 {"dais.txn.id", *txn_id},
@@ -363,10 +362,10 @@ Outcome Coordinator::RunProtocol(Worker* w, Txn& t) {
     t.gate = std::make_shared<GateState>();
     gate_->Score(*t.type->gate, t.params, {t.trace->Outgoing(), t.trace->request_id},
                  [g = t.gate](GateResult r) {
-      std::lock_guard lock(g->mu);
-      g->result = std::move(r);
-      g->cv.notify_all();
-    });
+                   std::lock_guard lock(g->mu);
+                   g->result = std::move(r);
+                   g->cv.notify_all();
+                 });
   }
   bool ok = RunBranches(w, t);
   if (ok) CrashPoint("after_branches");

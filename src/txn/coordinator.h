@@ -49,7 +49,6 @@ struct CoordinatorOptions {
   double trace_sample_rate = 0;
 };
 
-
 // What the caller gets: an HTTP status and a JSON body.
 struct Outcome {
   int http_status = 200;

@@ -78,12 +78,12 @@ Status InitOutbox(pg::Connection* participant, pg::Deadline deadline) {
   // An outbox made before traceparent existed gains the column. The ALTER needs the table to
   // itself, which a prepared transaction holding outbox rows prevents until it is resolved:
   // bounded, and the refusal says what to do.
-  ASSIGN_OR_RETURN(auto a, participant->Run({{"BEGIN", {}},
-                                             {"SET LOCAL lock_timeout = '2s'", {}},
-                                             {"ALTER TABLE dais_outbox ADD COLUMN traceparent text",
-                                              {}},
-                                             {"COMMIT", {}}},
-                                            deadline));
+  ASSIGN_OR_RETURN(auto a,
+                   participant->Run({{"BEGIN", {}},
+                                     {"SET LOCAL lock_timeout = '2s'", {}},
+                                     {"ALTER TABLE dais_outbox ADD COLUMN traceparent text", {}},
+                                     {"COMMIT", {}}},
+                                    deadline));
   for (const pg::Result& one : a) {
     if (!one.ok) {
       (void)participant->Exec("ROLLBACK", deadline);

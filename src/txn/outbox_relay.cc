@@ -71,13 +71,14 @@ StatusOr<size_t> OutboxRelay::RelayOnce() {
   std::string error;
   pg::Connection* c = pg::EnsureConnected(&conn_, conninfo_, deadline, &error);
   if (!c) return Unavailable(participant_ + ": " + error);
-  ASSIGN_OR_RETURN(auto read,
-                   c->Run({{"BEGIN", {}},
-                           {"SELECT id, stream, txn_id, payload, traceparent FROM dais_outbox ORDER BY id"
-                            " LIMIT " +
-                                std::to_string(options_.batch) + " FOR UPDATE SKIP LOCKED",
-                            {}}},
-                          deadline));
+  ASSIGN_OR_RETURN(
+      auto read,
+      c->Run({{"BEGIN", {}},
+              {"SELECT id, stream, txn_id, payload, traceparent FROM dais_outbox ORDER BY id"
+               " LIMIT " +
+                   std::to_string(options_.batch) + " FOR UPDATE SKIP LOCKED",
+               {}}},
+             deadline));
   if (!read[1].ok) {
     (void)c->Exec("ROLLBACK", deadline);
     return Unavailable(participant_ + ": " + pg::Describe(read[1]));

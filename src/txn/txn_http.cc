@@ -29,19 +29,18 @@ frontends::http::Handler MakeTxnHandler(Coordinator* c) {
     respond(Response{
         200, "text/plain; version=0.0.4; charset=utf-8", metrics::Registry::Global().Expose(), {}});
   });
-  router->Add("POST", "/v1/txn/{type}",
-              [c](Request& req, const RouteParams& p, Responder& respond) {
-                CallTrace trace{std::string(req.Header("traceparent")),
-                                std::string(req.Header("x-request-id"))};
-                c->Submit(p.Get("type"), std::move(req.body),
-                          std::string(req.Header("idempotency-key")), std::move(trace),
-                          [respond](Outcome o) {
-                            Response r{o.http_status, "application/json", std::move(o.body), {}};
-                            if (o.http_status == 503) r.headers.emplace_back("Retry-After", "1");
-                            r.headers.emplace_back("x-request-id", std::move(o.request_id));
-                            respond(std::move(r));
-                          });
-              });
+  router->Add(
+      "POST", "/v1/txn/{type}", [c](Request& req, const RouteParams& p, Responder& respond) {
+        CallTrace trace{std::string(req.Header("traceparent")),
+                        std::string(req.Header("x-request-id"))};
+        c->Submit(p.Get("type"), std::move(req.body), std::string(req.Header("idempotency-key")),
+                  std::move(trace), [respond](Outcome o) {
+                    Response r{o.http_status, "application/json", std::move(o.body), {}};
+                    if (o.http_status == 503) r.headers.emplace_back("Retry-After", "1");
+                    r.headers.emplace_back("x-request-id", std::move(o.request_id));
+                    respond(std::move(r));
+                  });
+      });
   router->Add("GET", "/v1/txn/{id}", [c](Request&, const RouteParams& p, Responder& respond) {
     c->Lookup(p.Get("id"), [respond](Outcome o) {
       respond(Response{o.http_status, "application/json", std::move(o.body), {}});
