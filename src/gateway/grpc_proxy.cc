@@ -132,7 +132,10 @@ void Gateway::Impl::TryGrpc(const CallPtr& call, const std::string& node) {
   o.on_finish = [this, call, node, answer](GrpcResult r) {
     call->grpc->OnCancelled(nullptr);  // the hook holds the upstream call, which holds this
     if (call->grpc->cancelled()->load()) {
-      // The client gave up (its cancellation reset the node's call): no retry, no answer.
+      // The client gave up (its cancellation reset the node's call): no retry, no answer. The
+      // try is settled all the same (the balancer counts it in flight until then), not as the
+      // node's failure.
+      Settle(*call, node, true, "cancelled", false, "");
       Record(*call, 499, 0, node);
       in_flight.fetch_sub(1);
       return;

@@ -258,6 +258,11 @@ def test_a_cancelled_call_cancels_the_nodes_call(etcd_server, start_server, mode
         assert f.cancel(), "the call finished before it could be cancelled"
     wait_for(lambda: pending() == 0, 10, "the node's calls cancelled")
     assert heavy_stats(direct).success.count == before  # dropped from the queue, not run
+    # Each try settled (the balancer's in-flight count released), not as the node's failure.
+    wait_for(lambda: metric_value(parse_prometheus(requests.get(g.url + "/metrics", timeout=5)
+                                                   .text), "dais_gateway_upstream_requests_total",
+                                  node="n1", outcome="cancelled") == 4, 10,
+             "four cancelled tries settled")
     assert c.infer("mlp_heavy", x, timeout=20).outputs  # still serving
     c.close()
     direct.close()
