@@ -16,7 +16,7 @@
 //
 // Usage: memory_bench [--n 1000000] [--dim 128] [--queries 1000] [--compare-n 200000]
 //                     [--concurrency 16] [--seconds 10] [--io-threads 0] [--wrk /usr/bin/wrk]
-//                     [--data FILE]
+//                     [--data FILE] [--ef-search 80] [--quantization sq8|none]
 // --data: vectors from a file instead of (1): --n + --queries rows of --dim float32
 // (little-endian), the data then the queries, normalised here (scripts/gen_item_embeddings.py
 // writes the example model's item embeddings so).
@@ -62,6 +62,8 @@ struct Args {
   int shards = 1;
   int m = 16;
   int ef_construction = 200;
+  int ef_search = 64;                // the collection's default ef (the in-process and HTTP rows)
+  std::string quantization = "sq8";  // the collection's index.quantization: sq8 or none
   std::string wrk = "/usr/bin/wrk";
   unsigned seed = 42;
   double spread = 1.0;  // noise around a centre, per dimension (centres are N(0, 1))
@@ -274,6 +276,10 @@ Args Parse(int argc, char** argv) {
       a.m = std::stoi(v);
     else if (k == "--ef-construction")
       a.ef_construction = std::stoi(v);
+    else if (k == "--ef-search")
+      a.ef_search = std::stoi(v);
+    else if (k == "--quantization")
+      a.quantization = v;
     else if (k == "--wrk")
       a.wrk = v;
     else if (k == "--seed")
@@ -401,13 +407,20 @@ int main(int argc, char** argv) {
   flat.qps = a.queries / Secs(start);
   rows.push_back(flat);
 
-  char spec_json[256];
+  char spec_json[320];
   std::snprintf(spec_json, sizeof spec_json,
                 R"({"name": "bench", "dimension": %d, "metric": "cosine", "shards": %d,)"
-                R"( "index": {"m": %d, "ef_construction": %d, "ef_search": 64}})",
-                a.dim, a.shards, a.m, a.ef_construction);
+                R"( "index": {"m": %d, "ef_construction": %d, "ef_search": %d,)"
+                R"( "quantization": "%s"}})",
+                a.dim, a.shards, a.m, a.ef_construction, a.ef_search, a.quantization.c_str());
   mem::MemoryService service(nullptr);
-  if (auto s = service.Create(*mem::ParseCollectionSpec(spec_json)); !s.ok()) return 1;
+  auto spec = mem::ParseCollectionSpec(spec_json);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "%s\n", spec.status().message().c_str());
+    return 2;
+  }
+  if (auto s = service.Create(*spec); !s.ok()) return 1;
+  std::fprintf(stderr, "collection: %s\n", spec_json);
   const long rss1 = RssKiB();
   start = Clock::now();
   for (size_t from = 0; from < a.n; from += 100'000) {
@@ -426,7 +439,7 @@ int main(int argc, char** argv) {
   const long rss2 = RssKiB();
   std::fprintf(stderr, "\n");
   const auto stats = service.Stats()[0];
-  for (int ef : {64, 128, 256}) {
+  for (int ef : {64, 80, 96, 128, 256}) {
     std::vector<std::vector<int64_t>> got(a.queries);
     mem::SearchRequest r;
     r.k = 10;
@@ -437,8 +450,8 @@ int main(int argc, char** argv) {
       r.vector.assign(&queries[q * a.dim], &queries[(q + 1) * a.dim]);
       got[q] = Ids(*service.Search("bench", r));
     }
-    Row row{"dais collection, ef " + std::to_string(ef) + " (1 thread)", ef == 64 ? build : -1,
-            Recall(truth, got, 10)};
+    Row row{"dais collection " + a.quantization + ", ef " + std::to_string(ef) + " (1 thread)",
+            ef == 64 ? build : -1, Recall(truth, got, 10)};
     row.qps = a.queries / Secs(start);
     row.bytes_per_m = ef == 64 ? stats.memory_bytes * 1e6 / a.n : -1;
     rows.push_back(row);
@@ -454,9 +467,11 @@ int main(int argc, char** argv) {
   }
   auto search = [&](int q) { (void)service.Search("bench", reqs[q]); };
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  rows.push_back(Throughput("dais in process, ef 64, 1 thread", 1, a.seconds, a.queries, search));
-  Row in_proc = Throughput("dais in process, ef 64, " + std::to_string(cores) + " threads", cores,
-                           a.seconds, a.queries, search);
+  const std::string ef = "ef " + std::to_string(a.ef_search);
+  rows.push_back(
+      Throughput("dais in process, " + ef + ", 1 thread", 1, a.seconds, a.queries, search));
+  Row in_proc = Throughput("dais in process, " + ef + ", " + std::to_string(cores) + " threads",
+                           cores, a.seconds, a.queries, search);
   rows.push_back(in_proc);
 
   dais::frontends::http::MemoryHttp memory_http(&service);

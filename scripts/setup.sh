@@ -10,6 +10,7 @@ PACKAGES=(
   libboost-dev rapidjson-dev libprotobuf-dev protobuf-compiler libfmt-dev libcli11-dev
   libgrpc++-dev protobuf-compiler-grpc libnghttp2-dev libyaml-cpp-dev libssl-dev
   libpq-dev        # `dais txn`: the PostgreSQL client
+  node-llhttp      # llhttp's C sources: the gateway's HTTP/1.1 request parser (src/gateway)
   libjemalloc-dev  # the allocator of the dais executable (CMakeLists.txt DAIS_JEMALLOC)
   zlib1g-dev       # gzip-compressed offline feature files
   # feature store: tests start real Redis servers and Redis Clusters on loopback

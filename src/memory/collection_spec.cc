@@ -49,7 +49,9 @@ Status ParsePayload(const rapidjson::Value& v, CollectionSpec* spec) {
 }
 
 Status ParseIndex(const rapidjson::Value& v, IndexParams* index) {
-  if (!v.IsObject()) return Bad("index", "an object {m, ef_construction, ef_search} is needed");
+  if (!v.IsObject()) {
+    return Bad("index", "an object {m, ef_construction, ef_search, quantization} is needed");
+  }
   for (const auto& m : v.GetObject()) {
     const std::string key(m.name.GetString(), m.name.GetStringLength());
     if (key == "m") {
@@ -58,8 +60,17 @@ Status ParseIndex(const rapidjson::Value& v, IndexParams* index) {
       ASSIGN_OR_RETURN(index->ef_construction, IntField(m.value, "index.ef_construction", 8, 4096));
     } else if (key == "ef_search") {
       ASSIGN_OR_RETURN(index->ef_search, IntField(m.value, "index.ef_search", 1, 4096));
+    } else if (key == "quantization") {
+      const std::string_view q = m.value.IsString() ? m.value.GetString() : "";
+      if (q == "sq8") {
+        index->quantization = Quantization::kSq8;
+      } else if (q == "none") {
+        index->quantization = Quantization::kNone;
+      } else {
+        return Bad("index.quantization", "must be \"sq8\" or \"none\"");
+      }
     } else {
-      return Bad("index." + key, "unknown field (m, ef_construction, ef_search)");
+      return Bad("index." + key, "unknown field (m, ef_construction, ef_search, quantization)");
     }
   }
   return OkStatus();
@@ -114,6 +125,8 @@ const char* MetricName(Metric m) {
   }
   return "?";
 }
+
+const char* QuantizationName(Quantization q) { return q == Quantization::kSq8 ? "sq8" : "none"; }
 
 const char* FieldTypeName(FieldType t) {
   switch (t) {
@@ -193,6 +206,8 @@ std::string CollectionSpecJson(const CollectionSpec& spec) {
   w.Int(spec.index.ef_construction);
   w.Key("ef_search");
   w.Int(spec.index.ef_search);
+  w.Key("quantization");
+  w.String(QuantizationName(spec.index.quantization));
   w.EndObject();
   w.EndObject();
   return out.GetString();

@@ -4,7 +4,7 @@
 //   {"name": "items", "tenant": "shop", "dimension": 128, "metric": "cosine",
 //    "shards": 2, "replicas": 1, "ttl": "30d",
 //    "payload": {"category": "string", "price": "number", "in_stock": "bool"},
-//    "index": {"m": 16, "ef_construction": 200, "ef_search": 64}}
+//    "index": {"m": 16, "ef_construction": 200, "ef_search": 80, "quantization": "sq8"}}
 //
 // A parsed spec is immutable and shared.
 #pragma once
@@ -32,11 +32,17 @@ inline bool HigherIsBetter(Metric m) { return m != Metric::kL2; }
 enum class FieldType { kString, kNumber, kBool };
 const char* FieldTypeName(FieldType t);
 
+// How the graph holds the vectors: sq8 (8-bit codes in the graph, the candidates re-ranked by the
+// float vectors; distance.h) or none (the float vectors in the graph).
+enum class Quantization { kNone, kSq8 };
+const char* QuantizationName(Quantization q);
+
 // HNSW's parameters (hnswlib): links per node, candidate list while building and while searching.
 struct IndexParams {
   int m = 16;
   int ef_construction = 200;
-  int ef_search = 64;
+  int ef_search = 80;  // recall@10 0.97 on the bench's million (docs/benchmarks.md)
+  Quantization quantization = Quantization::kSq8;
 };
 
 struct CollectionSpec {

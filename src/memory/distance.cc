@@ -1,6 +1,10 @@
 #include "memory/distance.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -39,6 +43,43 @@ float PortableIpDistance(const void* a, const void* b, const void* param) {
 float PortableL2Distance(const void* a, const void* b, const void* param) {
   return PortableL2(static_cast<const float*>(a), static_cast<const float*>(b), Dim(param));
 }
+
+// SQ8 (distance.h): the scale and |x|² follow the codes.
+size_t Sq8Tail(size_t n) { return (n + 3) & ~size_t{3}; }
+float Sq8Scale(const void* code, size_t n) {
+  float f;
+  std::memcpy(&f, static_cast<const char*>(code) + Sq8Tail(n), sizeof f);
+  return f;
+}
+float Sq8Norm(const void* code, size_t n) {
+  float f;
+  std::memcpy(&f, static_cast<const char*>(code) + Sq8Tail(n) + sizeof(float), sizeof f);
+  return f;
+}
+
+int32_t PortableInt8Dot(const int8_t* a, const int8_t* b, size_t n) {
+  int32_t sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += int32_t{a[i]} * int32_t{b[i]};
+  return sum;
+}
+
+// One SQ8 distance pair per instruction set, over its int8 dot product.
+#define DAIS_SQ8_DISTANCES(PREFIX, TARGET, DOT)                                                   \
+  TARGET float PREFIX##Sq8IpDistance(const void* a, const void* b, const void* param) {           \
+    const size_t n = Dim(param);                                                                  \
+    const float dot =                                                                             \
+        static_cast<float>(DOT(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), n)); \
+    return 1.0f - dot * Sq8Scale(a, n) * Sq8Scale(b, n);                                          \
+  }                                                                                               \
+  TARGET float PREFIX##Sq8L2Distance(const void* a, const void* b, const void* param) {           \
+    const size_t n = Dim(param);                                                                  \
+    const float dot =                                                                             \
+        static_cast<float>(DOT(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), n)); \
+    return std::max(0.0f,                                                                         \
+                    Sq8Norm(a, n) + Sq8Norm(b, n) - 2 * dot * Sq8Scale(a, n) * Sq8Scale(b, n));   \
+  }
+
+DAIS_SQ8_DISTANCES(Portable, , PortableInt8Dot)
 
 #ifdef DAIS_X86
 // Two accumulators hide the FMA latency; the tail (dimension not a multiple of 16) is scalar.
@@ -130,12 +171,51 @@ __attribute__((target("avx512f"))) float Avx512L2Distance(const void* pa, const 
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
+
+// int8 x int8: widened to int16, multiplied and summed in pairs into int32 (madd), 16 codes a
+// step (AVX2) or 32 (AVX-512 BW); |products| <= 127², so pairs cannot overflow.
+__attribute__((target("avx2,fma"))) int32_t Avx2Int8Dot(const int8_t* a, const int8_t* b,
+                                                        size_t n) {
+  __m256i s = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i x =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    const __m256i y =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(x, y));
+  }
+  const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  const __m128i q = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+  const __m128i r = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
+  return _mm_cvtsi128_si32(r) + PortableInt8Dot(a + i, b + i, n - i);
+}
+
+__attribute__((target("avx512f,avx512bw"))) int32_t Avx512Int8Dot(const int8_t* a, const int8_t* b,
+                                                                  size_t n) {
+  __m512i s = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i x =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i)));
+    const __m512i y =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
+    s = _mm512_add_epi32(s, _mm512_madd_epi16(x, y));
+  }
+  return _mm512_reduce_add_epi32(s) + PortableInt8Dot(a + i, b + i, n - i);
+}
+
+DAIS_SQ8_DISTANCES(Avx2, __attribute__((target("avx2,fma"))), Avx2Int8Dot)
+DAIS_SQ8_DISTANCES(Avx512, __attribute__((target("avx512f,avx512bw"))), Avx512Int8Dot)
 #endif
 
-constexpr DistanceKernels kPortable{PortableIpDistance, PortableL2Distance, "portable"};
+constexpr DistanceKernels kPortable{PortableIpDistance, PortableL2Distance, PortableSq8IpDistance,
+                                    PortableSq8L2Distance, "portable"};
 #ifdef DAIS_X86
-constexpr DistanceKernels kAvx2{Avx2IpDistance, Avx2L2Distance, "avx2-fma"};
-constexpr DistanceKernels kAvx512{Avx512IpDistance, Avx512L2Distance, "avx512"};
+constexpr DistanceKernels kAvx2{Avx2IpDistance, Avx2L2Distance, Avx2Sq8IpDistance,
+                                Avx2Sq8L2Distance, "avx2-fma"};
+constexpr DistanceKernels kAvx512{Avx512IpDistance, Avx512L2Distance, Avx512Sq8IpDistance,
+                                  Avx512Sq8L2Distance, "avx512"};
 #endif
 
 const DistanceKernels& Widest(size_t from) {
@@ -149,7 +229,7 @@ const DistanceKernels& Widest(size_t from) {
 const DistanceKernels& Choose() {
   const char* asked = std::getenv("DAIS_MEMORY_SIMD");
   const std::string_view a = asked == nullptr ? "" : asked;
-  static constexpr DistanceKernels kHnswlib{nullptr, nullptr, "hnswlib"};
+  static constexpr DistanceKernels kHnswlib{nullptr, nullptr, nullptr, nullptr, "hnswlib"};
   if (a == "hnswlib") return kHnswlib;
   if (a.starts_with("avx2")) return Widest(1);  // avx2, else portable
   if (a == "portable") return Widest(2);
@@ -165,9 +245,30 @@ const DistanceKernels* DistanceKernelsFor(std::string_view name) {
   if (name == "avx2-fma" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     return &kAvx2;
   }
-  if (name == "avx512" && __builtin_cpu_supports("avx512f")) return &kAvx512;
+  if (name == "avx512" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+    return &kAvx512;
+  }
 #endif
   return nullptr;
+}
+
+size_t Sq8Bytes(size_t dimension) { return Sq8Tail(dimension) + 2 * sizeof(float); }
+
+void Sq8Encode(const float* v, size_t n, void* code) {
+  float max_abs = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    max_abs = std::max(max_abs, std::fabs(v[i]));
+    norm += v[i] * v[i];
+  }
+  const float scale = max_abs / 127.0f;
+  const float inverse = scale > 0 ? 1.0f / scale : 0.0f;
+  auto* out = static_cast<int8_t*>(code);
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<int8_t>(std::clamp(std::lrint(v[i] * inverse), -127L, 127L));
+  }
+  std::memset(out + n, 0, Sq8Tail(n) - n);
+  std::memcpy(out + Sq8Tail(n), &scale, sizeof scale);
+  std::memcpy(out + Sq8Tail(n) + sizeof(float), &norm, sizeof norm);
 }
 
 const DistanceKernels& BestDistanceKernels() {

@@ -18,8 +18,21 @@ using DistanceFn = float (*)(const void*, const void*, const void*);
 struct DistanceKernels {
   DistanceFn inner_product_distance;  // 1 - a·b
   DistanceFn squared_l2;              // |a - b|²
-  std::string_view name;              // "avx512", "avx2-fma" or "portable"
+  // The same two over SQ8 codes (below): the int8 dot product scaled back, so about the float
+  // distance of the vectors the codes stand for.
+  DistanceFn sq8_inner_product_distance;
+  DistanceFn sq8_squared_l2;
+  std::string_view name;  // "avx512", "avx2-fma" or "portable"
 };
+
+// SQ8, scalar quantisation to 8 bits per dimension: a vector as `dimension` int8 codes (its
+// components divided by max|x| / 127, rounded), padded to 4 bytes, then the float scale
+// (max|x| / 127) and the float |x|² of the original vector. A quarter of the float vector's
+// bytes, so a graph search touches a quarter of the cache lines; the index re-ranks its
+// candidates by the float vectors (vector_index.cc). The distance functions' parameter is a
+// pointer to the dimension (size_t), as for the float kernels.
+size_t Sq8Bytes(size_t dimension);
+void Sq8Encode(const float* vector, size_t dimension, void* code);
 
 // The widest kernels this CPU runs. DAIS_MEMORY_SIMD=avx2 or =portable caps the choice (for
 // benchmarks, and to rule the kernels out when a result looks wrong); =hnswlib gives null

@@ -57,6 +57,44 @@ TEST(DistanceTest, EveryKernelThisCpuRunsAgreesWithThePortableOne) {
   EXPECT_EQ(DistanceKernelsFor("sse9"), nullptr);
 }
 
+// SQ8 codes: every instruction set's int8 kernels give the portable ones' distances, and those
+// are within the quantisation's error of the float distances.
+TEST(DistanceTest, Sq8KernelsAgreeAndStayNearTheFloatDistances) {
+  const DistanceKernels* portable = DistanceKernelsFor("portable");
+  std::mt19937 rng(9);
+  std::normal_distribution<float> g;
+  for (size_t dim : {1, 3, 15, 16, 17, 31, 32, 33, 100, 128, 129, 768}) {
+    std::vector<float> a(dim), b(dim);
+    for (size_t i = 0; i < dim; ++i) a[i] = g(rng), b[i] = g(rng);
+    std::vector<char> ca(Sq8Bytes(dim)), cb(Sq8Bytes(dim));
+    Sq8Encode(a.data(), dim, ca.data());
+    Sq8Encode(b.data(), dim, cb.data());
+    const float ip = portable->inner_product_distance(a.data(), b.data(), &dim);
+    const float l2 = portable->squared_l2(a.data(), b.data(), &dim);
+    const float sq8_ip = portable->sq8_inner_product_distance(ca.data(), cb.data(), &dim);
+    const float sq8_l2 = portable->sq8_squared_l2(ca.data(), cb.data(), &dim);
+    // Each code is off by at most half a step (max|x| / 254): the dot product by about
+    // sqrt(dim) such errors times the components' size.
+    const float tol = 0.05f * std::sqrt(static_cast<float>(dim)) + 0.01f;
+    EXPECT_NEAR(sq8_ip, ip, tol) << "dim " << dim;
+    EXPECT_NEAR(sq8_l2, l2, 2 * tol) << "dim " << dim;
+    for (std::string_view name : {"avx512", "avx2-fma"}) {
+      const DistanceKernels* k = DistanceKernelsFor(name);
+      if (k == nullptr) continue;
+      EXPECT_FLOAT_EQ(k->sq8_inner_product_distance(ca.data(), cb.data(), &dim), sq8_ip)
+          << name << " dim " << dim;
+      EXPECT_FLOAT_EQ(k->sq8_squared_l2(ca.data(), cb.data(), &dim), sq8_l2)
+          << name << " dim " << dim;
+    }
+  }
+  // A zero vector encodes to zeros with scale 0 (no division by zero).
+  size_t dim = 8;
+  std::vector<float> zero(dim, 0.0f);
+  std::vector<char> cz(Sq8Bytes(dim));
+  Sq8Encode(zero.data(), dim, cz.data());
+  EXPECT_FLOAT_EQ(portable->sq8_inner_product_distance(cz.data(), cz.data(), &dim), 1.0f);
+}
+
 TEST(CollectionSpecTest, ParsesAndRoundTrips) {
   auto spec = ParseCollectionSpec(
       R"({"name": "items", "tenant": "shop", "dimension": 128, "metric": "cosine", "shards": 4,
@@ -64,6 +102,7 @@ TEST(CollectionSpecTest, ParsesAndRoundTrips) {
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ((*spec)->ttl, std::chrono::hours(2));
   EXPECT_EQ((*spec)->index.m, 8);
+  EXPECT_EQ((*spec)->index.quantization, Quantization::kSq8);  // the default
   auto again = ParseCollectionSpec(CollectionSpecJson(**spec));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(CollectionSpecJson(**again), CollectionSpecJson(**spec));
@@ -78,6 +117,8 @@ TEST(CollectionSpecTest, RefusalsNameTheField) {
       {R"({"name": "Bad Name", "dimension": 4})", "collection name"},
       {R"({"name": "x", "dimension": 4, "payload": {"a": "date"}})", "collection payload.a"},
       {R"({"name": "x", "dimension": 4, "index": {"m": 1}})", "collection index.m"},
+      {R"({"name": "x", "dimension": 4, "index": {"quantization": "pq"}})",
+       "collection index.quantization: must be \"sq8\" or \"none\""},
       {R"({"name": "x", "dimension": 4, "ttl": "1y"})", "collection ttl"},
       {R"({"name": "x", "dimension": 4, "shard": 2})", "collection shard: unknown field"},
   };
@@ -353,8 +394,9 @@ TEST(SnapshotTest, ALineRoundTripsAndABadOneIsRefused) {
       ParseSnapshotLine(R"({"id": "a", "seq": 1, "expires_ms": 0, "vector": [1,2]})", *spec).ok());
 }
 
-// HNSW recall@10 against exact search on clustered data (the bench measures it at 1M).
-TEST(VectorIndexTest, RecallOnClusteredData) {
+// HNSW recall@10 against exact search on clustered data (the bench measures it at 1M), with the
+// graph over SQ8 codes (re-ranked by the floats) and over the floats, for l2 and cosine.
+void ExpectRecall(const char* spec_json, Metric metric) {
   constexpr int kDim = 32, kN = 20000, kQueries = 200, kK = 10;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
@@ -364,10 +406,15 @@ TEST(VectorIndexTest, RecallOnClusteredData) {
   auto sample = [&] {
     std::vector<float> v = centres[rng() % centres.size()];
     for (float& x : v) x += normal(rng);
+    if (metric == Metric::kCosine) {
+      float n = 0;
+      for (float x : v) n += x * x;
+      for (float& x : v) x /= std::sqrt(n);
+    }
     return v;
   };
-  auto spec = *ParseCollectionSpec(R"({"name": "r", "dimension": 32, "metric": "l2"})");
-  VectorIndex index(kDim, Metric::kL2, spec->index);
+  auto spec = *ParseCollectionSpec(spec_json);
+  VectorIndex index(kDim, metric, spec->index);
   std::vector<std::vector<float>> data;
   for (int i = 0; i < kN; ++i) {
     data.push_back(sample());
@@ -379,16 +426,33 @@ TEST(VectorIndexTest, RecallOnClusteredData) {
     std::vector<std::pair<float, int>> exact;
     for (int i = 0; i < kN; ++i) {
       float d = 0;
-      for (int j = 0; j < kDim; ++j) d += (data[i][j] - query[j]) * (data[i][j] - query[j]);
+      for (int j = 0; j < kDim; ++j) {
+        d += metric == Metric::kL2 ? (data[i][j] - query[j]) * (data[i][j] - query[j])
+                                   : -data[i][j] * query[j];
+      }
       exact.emplace_back(d, i);
     }
     std::partial_sort(exact.begin(), exact.begin() + kK, exact.end());
     auto hits = index.Search(query.data(), kK, {}, 0);
+    ASSERT_EQ(hits.size(), static_cast<size_t>(kK));
+    // The scores are the float vectors' (re-ranked), best first.
+    const float best = metric == Metric::kL2 ? std::sqrt(exact[0].first) : -exact[0].first;
+    if (hits[0].label == static_cast<uint64_t>(exact[0].second)) {
+      EXPECT_NEAR(hits[0].score, best, 1e-4);
+    }
     for (const auto& h : hits) {
       for (int j = 0; j < kK; ++j) found += exact[j].second == static_cast<int>(h.label);
     }
   }
-  EXPECT_GE(found / (kQueries * kK), 0.95);
+  EXPECT_GE(found / (kQueries * kK), 0.95) << spec_json;
+}
+
+TEST(VectorIndexTest, RecallOnClusteredData) {
+  ExpectRecall(R"({"name": "r", "dimension": 32, "metric": "l2"})", Metric::kL2);
+  ExpectRecall(
+      R"({"name": "r", "dimension": 32, "metric": "l2", "index": {"quantization": "none"}})",
+      Metric::kL2);
+  ExpectRecall(R"({"name": "r", "dimension": 32, "metric": "cosine"})", Metric::kCosine);
 }
 
 // Past 8 MiB the index moves its level-0 block to huge-page-advised memory on each growth
@@ -397,7 +461,7 @@ TEST(VectorIndexTest, GrowingPastTheHugePageSizeKeepsEveryPoint) {
   constexpr int kDim = 256, kN = 12000;
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-1, 1);
-  VectorIndex index(kDim, Metric::kL2, IndexParams{16, 64, 64}, 16);
+  VectorIndex index(kDim, Metric::kL2, IndexParams{16, 64, 64, Quantization::kNone}, 16);
   std::vector<std::vector<float>> data(kN, std::vector<float>(kDim));
   for (int i = 0; i < kN; ++i) {
     for (float& x : data[i]) x = uniform(rng);

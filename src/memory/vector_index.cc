@@ -18,14 +18,17 @@ namespace dais::memory {
 namespace {
 
 // hnswlib's space interface over our run-time-dispatched kernels (distance.h).
+// `bytes` per point in the graph: the float vector, or its SQ8 code.
 class KernelSpace : public hnswlib::SpaceInterface<float> {
  public:
-  KernelSpace(int dimension, DistanceFn fn) : dimension_(dimension), fn_(fn) {}
-  size_t get_data_size() override { return dimension_ * sizeof(float); }
+  KernelSpace(size_t bytes, size_t dimension, DistanceFn fn)
+      : bytes_(bytes), dimension_(dimension), fn_(fn) {}
+  size_t get_data_size() override { return bytes_; }
   hnswlib::DISTFUNC<float> get_dist_func() override { return fn_; }
   void* get_dist_func_param() override { return &dimension_; }
 
  private:
+  size_t bytes_;
   size_t dimension_;
   DistanceFn fn_;
 };
@@ -35,15 +38,22 @@ class KernelSpace : public hnswlib::SpaceInterface<float> {
 class VectorIndex::Impl {
  public:
   Impl(int dimension, Metric metric, IndexParams params, size_t capacity)
-      : metric_(metric), params_(params) {
+      : metric_(metric), params_(params), dimension_(dimension) {
     const DistanceKernels& kernels = BestDistanceKernels();
-    if (kernels.squared_l2 == nullptr) {  // DAIS_MEMORY_SIMD=hnswlib (distance.h)
+    if (kernels.squared_l2 == nullptr) {  // DAIS_MEMORY_SIMD=hnswlib (distance.h): no SQ8 either
       space_ = metric == Metric::kL2 ? std::unique_ptr<hnswlib::SpaceInterface<float>>(
                                            std::make_unique<hnswlib::L2Space>(dimension))
                                      : std::make_unique<hnswlib::InnerProductSpace>(dimension);
+    } else if (params.quantization == Quantization::kSq8) {
+      sq8_ = true;
+      exact_ = metric == Metric::kL2 ? kernels.squared_l2 : kernels.inner_product_distance;
+      space_ = std::make_unique<KernelSpace>(
+          Sq8Bytes(dimension), dimension,
+          metric == Metric::kL2 ? kernels.sq8_squared_l2 : kernels.sq8_inner_product_distance);
     } else {
       space_ = std::make_unique<KernelSpace>(
-          dimension, metric == Metric::kL2 ? kernels.squared_l2 : kernels.inner_product_distance);
+          dimension * sizeof(float), dimension,
+          metric == Metric::kL2 ? kernels.squared_l2 : kernels.inner_product_distance);
     }
     graph_ = std::make_unique<hnswlib::HierarchicalNSW<float>>(
         space_.get(), std::max<size_t>(capacity, 16), params.m, params.ef_construction);
@@ -62,7 +72,8 @@ class VectorIndex::Impl {
     if (!known && graph_->cur_element_count >= graph_->max_elements_) {
       Grow(graph_->max_elements_ + graph_->max_elements_ / 2);
     }
-    graph_->addPoint(v, label);
+    if (sq8_) EnsureFloatSlots(label);
+    Add(v, label);
     if (!known || deleted_.erase(label) != 0) ++live_;  // new, or back from removal
   }
 
@@ -71,10 +82,13 @@ class VectorIndex::Impl {
     // Updates and repeated labels first, one by one; then the new labels in parallel.
     std::vector<std::pair<uint64_t, const float*>> fresh;
     std::unordered_set<uint64_t> seen;
+    if (sq8_ && !points.empty()) {
+      EnsureFloatSlots(std::max_element(points.begin(), points.end())->first);
+    }
     for (auto it = points.rbegin(); it != points.rend(); ++it) {  // the last vector of a label wins
       if (!seen.insert(it->first).second) continue;
       if (graph_->label_lookup_.count(it->first) != 0) {
-        graph_->addPoint(it->second, it->first);
+        Add(it->second, it->first);
         if (deleted_.erase(it->first) != 0) ++live_;
       } else {
         fresh.push_back(*it);
@@ -86,9 +100,7 @@ class VectorIndex::Impl {
     }
     std::atomic<size_t> next{0};
     auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < fresh.size();) {
-        graph_->addPoint(fresh[i].second, fresh[i].first);
-      }
+      for (size_t i; (i = next.fetch_add(1)) < fresh.size();) Add(fresh[i].second, fresh[i].first);
     };
     const int n = fresh.size() < 256 ? 1 : std::max(1, threads);
     std::vector<std::thread> helpers;
@@ -116,16 +128,30 @@ class VectorIndex::Impl {
     // Asking hnswlib for `fetch` results searches with max(ef_search, fetch) candidates: a larger
     // fetch cut to k is a search with that ef.
     size_t fetch = std::max(keep ? std::max<size_t>(k * 4, 64) : k, ef);
+    std::vector<char> code;
+    if (sq8_) {
+      code.resize(Sq8Bytes(dimension_));
+      Sq8Encode(q, dimension_, code.data());
+      // Every candidate of the graph's search is re-ranked by its float vector.
+      fetch = std::max<size_t>(fetch, params_.ef_search);
+    }
     for (;;) {
       fetch = std::min(fetch, live_);
-      auto top = graph_->searchKnn(q, fetch);
+      auto top = graph_->searchKnn(sq8_ ? static_cast<const void*>(code.data()) : q, fetch);
       out.clear();
       const size_t found = top.size();
       std::vector<Hit> all(found);
       for (size_t i = found; i-- > 0;) {  // the queue pops the worst first
-        all[i] = {top.top().second, Score(top.top().first)};
+        const uint64_t label = top.top().second;
+        all[i] = {label, sq8_ ? ExactDistance(q, label) : top.top().first};
         top.pop();
       }
+      if (sq8_) {
+        std::sort(all.begin(), all.end(), [](const Hit& a, const Hit& b) {
+          return a.score < b.score || (a.score == b.score && a.label < b.label);
+        });
+      }
+      for (Hit& h : all) h.score = Score(h.score);
       for (const Hit& h : all) {
         if (keep && !keep(h.label)) continue;
         out.push_back(h);
@@ -145,6 +171,10 @@ class VectorIndex::Impl {
     std::shared_lock lock(mu_);
     auto it = graph_->label_lookup_.find(label);
     if (it == graph_->label_lookup_.end() || graph_->isMarkedDeleted(it->second)) return {};
+    if (sq8_) {
+      const float* v = floats_.data() + label * dimension_;
+      return std::vector<float>(v, v + dimension_);
+    }
     return graph_->getDataByLabel<float>(label);
   }
 
@@ -157,7 +187,8 @@ class VectorIndex::Impl {
     for (uint64_t label : labels) {
       auto it = graph_->label_lookup_.find(label);
       if (it == graph_->label_lookup_.end() || graph_->isMarkedDeleted(it->second)) continue;
-      out.push_back({label, Score(dist(q, graph_->getDataByInternalId(it->second), param))});
+      out.push_back({label, Score(sq8_ ? ExactDistance(q, label)
+                                       : dist(q, graph_->getDataByInternalId(it->second), param))});
     }
     return out;
   }
@@ -175,10 +206,39 @@ class VectorIndex::Impl {
       bytes += static_cast<size_t>(graph_->element_levels_[i]) * graph_->size_links_per_element_;
     }
     bytes += graph_->label_lookup_.size() * (sizeof(uint64_t) + sizeof(uint32_t) + 16);
-    return bytes;
+    return bytes + floats_.capacity() * sizeof(float);
   }
 
  private:
+  // Inserts or replaces `label`'s vector in the graph (as its SQ8 code with sq8, the float
+  // vector kept beside it; EnsureFloatSlots first). Safe on several threads for distinct labels.
+  void Add(const float* v, uint64_t label) {
+    if (!sq8_) {
+      graph_->addPoint(v, label);
+      return;
+    }
+    std::memcpy(floats_.data() + label * dimension_, v, dimension_ * sizeof(float));
+    std::vector<char> code(Sq8Bytes(dimension_));
+    Sq8Encode(v, dimension_, code.data());
+    graph_->addPoint(code.data(), label);
+  }
+
+  // The float vectors are by label (the shard's labels are dense); grown by half when short.
+  void EnsureFloatSlots(uint64_t label) {
+    const size_t need = (label + 1) * dimension_;
+    if (floats_.size() >= need) return;
+    if (need > floats_.capacity()) {
+      floats_.reserve(std::max(need, floats_.capacity() + floats_.capacity() / 2));
+    }
+    floats_.resize(need);
+  }
+
+  // The exact distance (hnswlib's convention, as the graph's) to `label`'s float vector.
+  float ExactDistance(const float* q, uint64_t label) const {
+    size_t dimension = dimension_;
+    return exact_(q, floats_.data() + label * dimension_, &dimension);
+  }
+
   void Grow(size_t capacity) {
     graph_->resizeIndex(capacity);
     AdviseHugePages();
@@ -207,6 +267,10 @@ class VectorIndex::Impl {
 
   const Metric metric_;
   const IndexParams params_;
+  const size_t dimension_;
+  bool sq8_ = false;
+  DistanceFn exact_ = nullptr;  // the float kernel, for re-ranking (sq8)
+  std::vector<float> floats_;   // sq8: the float vectors, `dimension_` per label
   std::unique_ptr<hnswlib::SpaceInterface<float>> space_;
   std::unique_ptr<hnswlib::HierarchicalNSW<float>> graph_;
   mutable std::shared_mutex mu_;

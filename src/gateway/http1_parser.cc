@@ -1,0 +1,200 @@
+#include "gateway/http1_parser.h"
+
+#include <llhttp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+namespace dais::gateway {
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+}  // namespace
+
+std::string_view Http1RequestHead::Find(std::string_view name) const {
+  for (size_t i = 0; i < header_count; ++i) {
+    if (EqualsIgnoreCase(headers[i].name, name)) return headers[i].value;
+  }
+  return {};
+}
+
+struct Http1RequestParser::Llhttp {
+  llhttp_t parser;
+  llhttp_settings_t settings;
+};
+
+// llhttp's callbacks: `parser->data` is the Http1RequestParser. A field split over two Parse
+// calls arrives as two spans that touch (the caller keeps a head's bytes in place): Extend
+// joins them.
+struct Http1RequestParser::Callbacks {
+  static Http1RequestParser& Self(llhttp_t* p) {
+    return *static_cast<Http1RequestParser*>(p->data);
+  }
+
+  static int OnMethod(llhttp_t* p, const char* at, size_t n) {
+    Extend(&Self(p).head_.method, at, n);
+    return 0;
+  }
+  static int OnUrl(llhttp_t* p, const char* at, size_t n) {
+    Extend(&Self(p).head_.target, at, n);
+    return 0;
+  }
+  static int OnHeaderField(llhttp_t* p, const char* at, size_t n) {
+    Http1RequestParser& self = Self(p);
+    Http1RequestHead& h = self.head_;
+    if (self.in_value_ || h.header_count == 0) {  // a new header line
+      if (h.header_count == std::min(self.limits_.max_headers, h.headers.size())) {
+        self.too_many_headers_ = true;
+        llhttp_set_error_reason(p, "too many header lines");
+        return HPE_USER;
+      }
+      h.headers[h.header_count++] = {};
+      self.in_value_ = false;
+    }
+    Extend(&h.headers[h.header_count - 1].name, at, n);
+    return 0;
+  }
+  static int OnHeaderValue(llhttp_t* p, const char* at, size_t n) {
+    Http1RequestParser& self = Self(p);
+    Http1RequestHead& h = self.head_;
+    // An empty value gets no callback at all; a present one is joined across calls.
+    Extend(&h.headers[h.header_count - 1].value, at, n);
+    self.in_value_ = true;
+    return 0;
+  }
+  static int OnHeaderValueComplete(llhttp_t* p) {
+    Http1RequestParser& self = Self(p);
+    self.in_value_ = true;  // "Name:" with an empty value ends its line too
+    // llhttp 8 takes obsolete line folding (a line starting with a space continues the value);
+    // RFC 9112 §5.2 lets a server refuse it, and a proxy must not pass on a value that a node
+    // could read as two lines.
+    const std::string_view v = self.head_.headers[self.head_.header_count - 1].value;
+    if (v.find_first_of("\r\n") != std::string_view::npos) {
+      llhttp_set_error_reason(p, "obsolete line folding in a header value");
+      return -1;
+    }
+    return 0;
+  }
+  static int OnHeadersComplete(llhttp_t* p) {
+    Http1RequestParser& self = Self(p);
+    Http1RequestHead& h = self.head_;
+    h.version_major = p->http_major;
+    h.version_minor = p->http_minor;
+    h.chunked = (p->flags & F_CHUNKED) != 0;
+    h.content_length =
+        (p->flags & F_CONTENT_LENGTH) != 0 ? static_cast<int64_t>(p->content_length) : -1;
+    h.keep_alive = llhttp_should_keep_alive(p) != 0;
+    h.expect_continue = EqualsIgnoreCase(h.Find("expect"), "100-continue");
+    if (h.content_length > 0 &&
+        static_cast<uint64_t>(h.content_length) > self.limits_.max_body_bytes) {
+      self.error_status_ = 413;
+      llhttp_set_error_reason(p, "Content-Length beyond the body limit");
+      return -1;
+    }
+    self.state_ = State::kBody;
+    return HPE_PAUSED;  // the caller looks at the head before the body
+  }
+  static int OnBody(llhttp_t* p, const char*, size_t n) {
+    Http1RequestParser& self = Self(p);
+    self.body_bytes_ += n;
+    if (self.body_bytes_ > self.limits_.max_body_bytes) {
+      self.error_status_ = 413;
+      llhttp_set_error_reason(p, "body beyond the body limit");
+      return HPE_USER;
+    }
+    return 0;
+  }
+  static int OnMessageComplete(llhttp_t* p) {
+    Self(p).state_ = State::kDone;
+    return HPE_PAUSED;  // a pipelined request after it waits for Reset()
+  }
+};
+
+Http1RequestParser::Http1RequestParser(Http1Limits limits)
+    : limits_(limits), llhttp_(std::make_unique<Llhttp>()) {
+  llhttp_settings_init(&llhttp_->settings);
+  llhttp_->settings.on_method = Callbacks::OnMethod;
+  llhttp_->settings.on_url = Callbacks::OnUrl;
+  llhttp_->settings.on_header_field = Callbacks::OnHeaderField;
+  llhttp_->settings.on_header_value = Callbacks::OnHeaderValue;
+  llhttp_->settings.on_header_value_complete = Callbacks::OnHeaderValueComplete;
+  llhttp_->settings.on_headers_complete = Callbacks::OnHeadersComplete;
+  llhttp_->settings.on_body = Callbacks::OnBody;
+  llhttp_->settings.on_message_complete = Callbacks::OnMessageComplete;
+  llhttp_init(&llhttp_->parser, HTTP_REQUEST, &llhttp_->settings);
+  llhttp_->parser.data = this;
+}
+
+Http1RequestParser::~Http1RequestParser() = default;
+
+void Http1RequestParser::Reset() {
+  if (state_ == State::kError) return;  // the connection's framing is lost for good
+  llhttp_reset(&llhttp_->parser);
+  llhttp_->parser.data = this;
+  head_ = Http1RequestHead{};
+  state_ = State::kHead;
+  in_value_ = false;
+  too_many_headers_ = false;
+  body_bytes_ = 0;
+}
+
+void Http1RequestParser::Extend(std::string_view* field, const char* at, size_t length) {
+  if (field->empty()) {
+    *field = std::string_view(at, length);
+  } else {  // the next piece of a field split over two calls, right after the first
+    *field = std::string_view(field->data(), static_cast<size_t>(at + length - field->data()));
+  }
+}
+
+Http1RequestParser::Result Http1RequestParser::Fail(int status, std::string message,
+                                                    size_t consumed) {
+  state_ = State::kError;
+  error_status_ = status;
+  error_ = std::move(message);
+  return {Stop::kError, consumed};
+}
+
+Http1RequestParser::Result Http1RequestParser::Parse(std::string_view data) {
+  if (state_ == State::kError) return {Stop::kError, 0};
+  if (state_ == State::kDone) return {Stop::kMessageComplete, 0};
+  llhttp_t* p = &llhttp_->parser;
+  const State before = state_;
+  const llhttp_errno_t err = llhttp_execute(p, data.data(), data.size());
+  size_t consumed = data.size();
+  if (err != HPE_OK) {
+    const char* pos = llhttp_get_error_pos(p);
+    consumed = pos != nullptr && pos >= data.data() ? static_cast<size_t>(pos - data.data()) : 0;
+  }
+  if (before == State::kHead) {
+    const size_t head = head_.head_bytes + (state_ == State::kHead ? data.size() : consumed);
+    head_.head_bytes = head;
+    if (head > limits_.max_head_bytes) {
+      return Fail(431, "request head beyond " + std::to_string(limits_.max_head_bytes) + " bytes",
+                  consumed);
+    }
+  }
+  if (err == HPE_PAUSED) {
+    llhttp_resume(p);
+    if (state_ == State::kDone) return {Stop::kMessageComplete, consumed};
+    return {Stop::kHeadComplete, consumed};
+  }
+  if (err == HPE_OK) return {Stop::kNeedMore, consumed};
+  if (too_many_headers_) {
+    return Fail(431, "more than " + std::to_string(limits_.max_headers) + " header lines",
+                consumed);
+  }
+  const int status = error_status_ != 0 ? error_status_ : 400;
+  const char* reason = llhttp_get_error_reason(p);
+  return Fail(status,
+              std::string(llhttp_errno_name(err)) + ": " + (reason != nullptr ? reason : "refused"),
+              consumed);
+}
+
+}  // namespace dais::gateway

@@ -1,0 +1,211 @@
+#include "gateway/http1_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace dais::gateway {
+namespace {
+
+using Stop = Http1RequestParser::Stop;
+
+TEST(Http1ParserTest, AHeadAndItsBodyInOneRead) {
+  const std::string wire =
+      "POST /v2/models/m/infer HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+      "Content-Length: 5\r\nX-Empty:\r\n\r\nhello";
+  Http1RequestParser p;
+  auto r = p.Parse(wire);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+  const size_t head = wire.find("hello");
+  EXPECT_EQ(r.consumed, head);
+  const Http1RequestHead& h = p.head();
+  EXPECT_EQ(h.method, "POST");
+  EXPECT_EQ(h.target, "/v2/models/m/infer");
+  EXPECT_EQ(h.head_bytes, head);
+  EXPECT_EQ(h.content_length, 5);
+  EXPECT_FALSE(h.chunked);
+  EXPECT_TRUE(h.keep_alive);
+  EXPECT_FALSE(h.expect_continue);
+  ASSERT_EQ(h.header_count, 4u);
+  EXPECT_EQ(h.Find("content-type"), "application/json");
+  EXPECT_EQ(h.Find("HOST"), "gw");
+  EXPECT_EQ(h.Find("x-empty"), "");
+  EXPECT_EQ(h.headers[3].name, "X-Empty");
+  // The views point into the caller's bytes: nothing was copied.
+  EXPECT_EQ(h.target.data(), wire.data() + 5);
+  r = p.Parse(std::string_view(wire).substr(head));
+  EXPECT_EQ(r.stop, Stop::kMessageComplete);
+  EXPECT_EQ(r.consumed, 5u);
+  EXPECT_EQ(p.body_bytes(), 5u);
+}
+
+TEST(Http1ParserTest, PipelinedRequestsStopAtEachMessagesEnd) {
+  const std::string one = "POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc";
+  const std::string two = "GET /b HTTP/1.1\r\n\r\n";
+  const std::string three = "GET /c HTTP/1.1\r\nConnection: close\r\n\r\n";
+  const std::string wire = one + two + three;
+  Http1RequestParser p;
+  std::string_view rest = wire;
+  std::vector<std::string> targets;
+  std::vector<size_t> lengths;
+  for (int message = 0; message < 3; ++message) {
+    size_t length = 0;
+    for (;;) {
+      auto r = p.Parse(rest);
+      ASSERT_NE(r.stop, Stop::kError) << p.error();
+      ASSERT_NE(r.stop, Stop::kNeedMore) << "message " << message;
+      length += r.consumed;
+      rest.remove_prefix(r.consumed);
+      if (r.stop == Stop::kHeadComplete) targets.emplace_back(p.head().target);
+      if (r.stop == Stop::kMessageComplete) break;
+    }
+    lengths.push_back(length);
+    if (message == 2) {
+      EXPECT_FALSE(p.head().keep_alive);
+    }
+    p.Reset();
+  }
+  EXPECT_EQ(targets, (std::vector<std::string>{"/a", "/b", "/c"}));
+  EXPECT_EQ(lengths, (std::vector<size_t>{one.size(), two.size(), three.size()}));
+  EXPECT_TRUE(rest.empty());
+}
+
+// The head split at every byte: the caller keeps the bytes in place and hands over the new ones.
+TEST(Http1ParserTest, AHeadSplitAtEveryByte) {
+  const std::string wire =
+      "PUT /x/y?z=1 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer abc.def.ghi\r\n"
+      "Content-Length: 2\r\n\r\nok";
+  for (size_t cut = 1; cut < wire.size(); ++cut) {
+    Http1RequestParser p;
+    auto r = p.Parse(std::string_view(wire).substr(0, cut));
+    size_t at = r.consumed;
+    if (r.stop == Stop::kNeedMore) {
+      ASSERT_EQ(r.consumed, cut);
+      r = p.Parse(std::string_view(wire).substr(cut));
+      at += r.consumed;
+    }
+    ASSERT_EQ(r.stop, Stop::kHeadComplete) << "cut " << cut << ": " << p.error();
+    EXPECT_EQ(p.head().method, "PUT") << cut;
+    EXPECT_EQ(p.head().target, "/x/y?z=1") << cut;
+    EXPECT_EQ(p.head().Find("authorization"), "Bearer abc.def.ghi") << cut;
+    EXPECT_EQ(p.head().content_length, 2) << cut;
+    EXPECT_EQ(at, wire.size() - 2) << cut;
+  }
+}
+
+TEST(Http1ParserTest, AChunkedBodyIsTakenRawToItsEnd) {
+  const std::string body = "4\r\nWiki\r\n5;ext=1\r\npedia\r\n0\r\nTrailer: t\r\n\r\n";
+  const std::string wire = "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + body +
+                           "GET /next HTTP/1.1\r\n\r\n";
+  Http1RequestParser p;
+  auto r = p.Parse(wire);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+  EXPECT_TRUE(p.head().chunked);
+  EXPECT_EQ(p.head().content_length, -1);
+  std::string_view rest = std::string_view(wire).substr(r.consumed);
+  // The body in two reads, the cut inside a chunk-size line.
+  r = p.Parse(rest.substr(0, 14));
+  ASSERT_EQ(r.stop, Stop::kNeedMore);
+  EXPECT_EQ(r.consumed, 14u);
+  r = p.Parse(rest.substr(14));
+  ASSERT_EQ(r.stop, Stop::kMessageComplete) << p.error();
+  EXPECT_EQ(14 + r.consumed, body.size());
+  EXPECT_EQ(p.body_bytes(), 9u);  // "Wikipedia"
+}
+
+TEST(Http1ParserTest, ExpectContinueIsReported) {
+  Http1RequestParser p;
+  auto r = p.Parse("POST /u HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 10\r\n\r\n");
+  ASSERT_EQ(r.stop, Stop::kHeadComplete);
+  EXPECT_TRUE(p.head().expect_continue);
+  EXPECT_TRUE(p.in_body());
+}
+
+TEST(Http1ParserTest, HttpOneZeroClosesUnlessKeptAlive) {
+  Http1RequestParser p;
+  ASSERT_EQ(p.Parse("GET / HTTP/1.0\r\n\r\n").stop, Stop::kHeadComplete);
+  EXPECT_FALSE(p.head().keep_alive);
+  EXPECT_EQ(p.head().version_minor, 0);
+  Http1RequestParser q;
+  ASSERT_EQ(q.Parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").stop, Stop::kHeadComplete);
+  EXPECT_TRUE(q.head().keep_alive);
+}
+
+struct Refusal {
+  const char* what;
+  std::string wire;
+  int status;
+};
+
+TEST(Http1ParserTest, SmugglingAttemptsAndOversizedHeadsAreRefused) {
+  Http1Limits limits;
+  limits.max_head_bytes = 256;
+  limits.max_headers = 8;
+  limits.max_body_bytes = 1000;
+  std::string many = "GET / HTTP/1.1\r\n";
+  for (int i = 0; i < 9; ++i) many += "X-" + std::to_string(i) + ": v\r\n";
+  const Refusal cases[] = {
+      {"CL + TE", "POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n",
+       400},
+      {"TE + CL", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n",
+       400},
+      {"duplicate CL", "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\n", 400},
+      {"differing CL", "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\n", 400},
+      {"CL list", "POST / HTTP/1.1\r\nContent-Length: 4, 4\r\n\r\n", 400},
+      {"negative CL", "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400},
+      {"TE not ending in chunked", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+       400},
+      {"space before colon", "POST / HTTP/1.1\r\nContent-Length : 4\r\n\r\n", 400},
+      {"obsolete line folding", "GET / HTTP/1.1\r\nX-A: a\r\n  folded\r\n\r\n", 400},
+      {"bare LF line ends", "GET / HTTP/1.1\nHost: h\n\n", 400},
+      {"bad chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
+      {"not HTTP", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400},
+      {"head too large", "GET /" + std::string(300, 'a') + " HTTP/1.1\r\n\r\n", 431},
+      {"too many headers", many + "\r\n", 431},
+      {"declared body too large", "POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n", 413},
+  };
+  for (const Refusal& c : cases) {
+    Http1RequestParser p(limits);
+    auto r = p.Parse(c.wire);
+    if (r.stop == Stop::kHeadComplete) r = p.Parse(std::string_view(c.wire).substr(r.consumed));
+    EXPECT_EQ(r.stop, Stop::kError) << c.what;
+    EXPECT_EQ(p.error_status(), c.status) << c.what << ": " << p.error();
+    EXPECT_FALSE(p.error().empty()) << c.what;
+    // Refused for good: the framing of the connection is lost.
+    EXPECT_EQ(p.Parse("GET / HTTP/1.1\r\n\r\n").stop, Stop::kError) << c.what;
+  }
+}
+
+TEST(Http1ParserTest, AChunkedBodyPastTheLimitIsRefused) {
+  Http1Limits limits;
+  limits.max_body_bytes = 8;
+  Http1RequestParser p(limits);
+  const std::string wire =
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n123456789\r\n";
+  auto r = p.Parse(wire);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete);
+  r = p.Parse(std::string_view(wire).substr(r.consumed));
+  EXPECT_EQ(r.stop, Stop::kError);
+  EXPECT_EQ(p.error_status(), 413) << p.error();
+}
+
+// A head arriving a byte at a time is refused once it passes the limit, not buffered forever.
+TEST(Http1ParserTest, AHeadTricklingPastTheLimitIsRefused) {
+  Http1Limits limits;
+  limits.max_head_bytes = 64;
+  Http1RequestParser p(limits);
+  std::string wire = "GET / HTTP/1.1\r\nX-Long: ";
+  wire += std::string(100, 'v');
+  Http1RequestParser::Result r;
+  size_t fed = 0;
+  for (; fed < wire.size(); ++fed) {
+    r = p.Parse(std::string_view(wire).substr(fed, 1));
+    if (r.stop != Stop::kNeedMore) break;
+  }
+  EXPECT_EQ(r.stop, Stop::kError);
+  EXPECT_EQ(p.error_status(), 431);
+  EXPECT_LE(fed, 65u);
+}
+
+}  // namespace
+}  // namespace dais::gateway
