@@ -231,6 +231,24 @@ TEST(ShardTest, OlderWritesDoNotWin) {
   EXPECT_EQ(shard.size(), 1u);
 }
 
+// The sweep scans only when a point may be due; each point still goes at its own time, and a
+// point rewritten without expiry stays.
+TEST(ShardTest, ExpireRemovesEachPointAtItsTime) {
+  Shard shard(Spec(), 0);
+  shard.Upsert({{"never", {1, 0, 0, 0}, {}}}, 0, 1);
+  EXPECT_TRUE(shard.Expire(1'000'000).empty());
+  shard.Upsert({{"late", {0, 1, 0, 0}, {}}}, 2000, 2);
+  shard.Upsert({{"early", {0, 0, 1, 0}, {}}, {"kept", {1, 1, 0, 0}, {}}}, 1000, 3);
+  shard.Upsert({{"kept", {1, 1, 0, 0}, {}}}, 0, 4);  // rewritten: no longer expires
+  EXPECT_TRUE(shard.Expire(999).empty());
+  EXPECT_EQ(shard.Expire(1000), std::vector<std::string>{"early"});
+  EXPECT_TRUE(shard.Expire(1999).empty());
+  EXPECT_TRUE(shard.Get("late", false, 1999).has_value());
+  EXPECT_EQ(shard.Expire(2500), std::vector<std::string>{"late"});
+  EXPECT_TRUE(shard.Expire(1'000'000).empty());
+  EXPECT_EQ(shard.size(), 2u);  // never, kept
+}
+
 TEST(ShardTest, ABatchInsertedInParallelKeepsTheLastVectorOfAnId) {
   Shard shard(Spec(), 0, 16, 2);
   std::vector<Point> batch;

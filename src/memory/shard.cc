@@ -73,6 +73,9 @@ void Shard::UpsertLocked(size_t n, const PointAt& get) {
     Slot& s = slots_[label];
     payload_bytes_ -= s.live ? PayloadBytes(s.payload) + s.id.size() : 0;
     s = Slot{p->id, p->payload, expires_ms, seq, true};
+    if (expires_ms != 0 && (next_expiry_ms_ == 0 || expires_ms < next_expiry_ms_)) {
+      next_expiry_ms_ = expires_ms;
+    }
     payload_bytes_ += PayloadBytes(s.payload) + s.id.size();
     vectors.emplace_back(label, p->vector.data());
   }
@@ -185,9 +188,14 @@ std::vector<std::string> Shard::Expire(int64_t now_ms) {
   std::vector<uint64_t> expired;
   {
     std::shared_lock lock(mu_);
-    for (uint64_t l = 0; l < slots_.size(); ++l) {
-      const Slot& s = slots_[l];
-      if (s.live && s.expires_ms != 0 && s.expires_ms <= now_ms) expired.push_back(l);
+    // A million slots are ~100 MB to read: not every second when nothing can be due.
+    const bool due = next_expiry_ms_ != 0 && next_expiry_ms_ <= now_ms;
+    if (!due && tombstones_.empty()) return {};
+    if (due) {
+      for (uint64_t l = 0; l < slots_.size(); ++l) {
+        const Slot& s = slots_[l];
+        if (s.live && s.expires_ms != 0 && s.expires_ms <= now_ms) expired.push_back(l);
+      }
     }
     if (expired.empty() && tombstones_.empty()) return {};
   }
@@ -201,6 +209,14 @@ std::vector<std::string> Shard::Expire(int64_t now_ms) {
   }
   std::erase_if(tombstones_,
                 [now_ms](const auto& t) { return now_ms - t.second.at_ms > kTombstoneWindowMs; });
+  if (!expired.empty() || (next_expiry_ms_ != 0 && next_expiry_ms_ <= now_ms)) {
+    next_expiry_ms_ = 0;  // the exact next expiry of what is left
+    for (const Slot& s : slots_) {
+      if (s.live && s.expires_ms != 0 && (next_expiry_ms_ == 0 || s.expires_ms < next_expiry_ms_)) {
+        next_expiry_ms_ = s.expires_ms;
+      }
+    }
+  }
   return ids;
 }
 
