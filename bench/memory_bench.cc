@@ -62,13 +62,55 @@ struct Args {
   int shards = 1;
   int m = 16;
   int ef_construction = 200;
-  int ef_search = 64;                // the collection's default ef (the in-process and HTTP rows)
-  std::string quantization = "sq8";  // the collection's index.quantization: sq8 or none
+  int ef_search = mem::IndexParams{}.ef_search;  // the collection ef (in-process, HTTP rows)
+  std::string quantization = "sq8";              // the collection's index.quantization: sq8 or none
   std::string wrk = "/usr/bin/wrk";
   unsigned seed = 42;
   double spread = 1.0;  // noise around a centre, per dimension (centres are N(0, 1))
   int io_threads = 0;   // the HTTP server's I/O threads (0: one per core, as dais serve)
   std::string data;     // vectors from this file (see the usage); empty: the mixture
+};
+
+// A thread that sleeps 1 ms in a loop and records how much longer each sleep took: the time
+// this process's threads wait to run (the cores busy with wrk and the I/O threads, the VM's
+// host), which every request queued behind a stalled I/O thread waits too.
+class HiccupMeter {
+ public:
+  HiccupMeter()
+      : thread_([this] {
+          while (!stop_.load()) {
+            const auto start = Clock::now();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            const double late =
+                std::chrono::duration<double, std::micro>(Clock::now() - start).count() - 1000;
+            late_us_.push_back(std::max(0.0, late));
+          }
+        }) {}
+  // "p50 / p99 / p99.9 / max" of the oversleep, and the share of the time in stalls over 2 ms.
+  std::string Stop() {
+    stop_ = true;
+    thread_.join();
+    std::vector<double> v = late_us_;
+    if (v.empty()) return "no samples";
+    std::sort(v.begin(), v.end());
+    double total = 0, stalled = 0;
+    for (double x : v) {
+      total += 1000 + x;
+      if (x > 2000) stalled += x;
+    }
+    char b[256];
+    std::snprintf(b, sizeof b,
+                  "%zu sleeps of 1 ms overslept p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs, max %.0f "
+                  "µs; %.1f %% of the time in stalls over 2 ms",
+                  v.size(), v[v.size() / 2], v[v.size() * 99 / 100], v[v.size() * 999 / 1000],
+                  v.back(), 100 * stalled / total);
+    return b;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<double> late_us_;
+  std::thread thread_;
 };
 
 double Secs(Clock::time_point since) {
@@ -490,12 +532,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   int64_t errors = 0;
+  HiccupMeter hiccups;
   Row http = Wrk(a, server.port(), queries, a.queries, &errors);
+  const std::string stalls = hiccups.Stop();
   rows.push_back(http);
   server.Stop();
 
   if (a.compare_n > 0) CompareLibraries(a, data, queries, &rows);
   Print(rows);
+  std::printf("\nDuring the HTTP run, a thread sleeping 1 ms in a loop: %s\n", stalls.c_str());
   std::printf(
       "\nHTTP / in-process (%d threads) queries/s: %.2f; HTTP errors: %lld; index memory "
       "%.0f bytes per vector (%.0f MiB per million; the process grew %.0f MiB per "
