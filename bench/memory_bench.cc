@@ -252,7 +252,7 @@ Row Wrk(const Args& a, int port, const std::vector<float>& queries, int nq, int6
     lua << "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n"
         << "local bodies = {\n";
     for (int q = 0; q < nq; ++q) {
-      lua << "'{\"k\":10,\"with_payload\":false,\"vector\":[";
+      lua << "'{\"k\":10,\"ef\":" << a.ef_search << ",\"with_payload\":false,\"vector\":[";
       for (int j = 0; j < a.dim; ++j) lua << (j ? "," : "") << queries[q * a.dim + j];
       lua << "]}',\n";
     }
@@ -449,12 +449,15 @@ int main(int argc, char** argv) {
   flat.qps = a.queries / Secs(start);
   rows.push_back(flat);
 
+  // The collection's ef_search is the sweep's lowest (a search never goes below it), so that each
+  // recall row runs at its own ef; the in-process and HTTP rows ask for --ef-search per request.
   char spec_json[320];
   std::snprintf(spec_json, sizeof spec_json,
                 R"({"name": "bench", "dimension": %d, "metric": "cosine", "shards": %d,)"
                 R"( "index": {"m": %d, "ef_construction": %d, "ef_search": %d,)"
                 R"( "quantization": "%s"}})",
-                a.dim, a.shards, a.m, a.ef_construction, a.ef_search, a.quantization.c_str());
+                a.dim, a.shards, a.m, a.ef_construction, std::min(64, a.ef_search),
+                a.quantization.c_str());
   mem::MemoryService service(nullptr);
   auto spec = mem::ParseCollectionSpec(spec_json);
   if (!spec.ok()) {
@@ -504,6 +507,7 @@ int main(int argc, char** argv) {
   std::vector<mem::SearchRequest> reqs(a.queries);
   for (int q = 0; q < a.queries; ++q) {
     reqs[q].k = 10;
+    reqs[q].ef = a.ef_search;
     reqs[q].with_payload = false;
     reqs[q].vector.assign(&queries[q * a.dim], &queries[(q + 1) * a.dim]);
   }

@@ -16,6 +16,26 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
          });
 }
 
+std::string_view TrimWhitespace(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+// llhttp (strict mode) still takes a bare LF after the request line and as the head's last line,
+// and obsolete line folding (a line starting with a space or tab continues the previous value,
+// also an empty one). RFC 9112 §2.2 and §5.2 let a server refuse both, and a proxy must not pass
+// on a head that a node could split into lines differently.
+const char* LineEndingProblem(std::string_view head) {
+  for (size_t i = head.find('\n'); i != std::string_view::npos; i = head.find('\n', i + 1)) {
+    if (i == 0 || head[i - 1] != '\r') return "a bare LF line ending in the request head";
+    if (i + 1 < head.size() && (head[i + 1] == ' ' || head[i + 1] == '\t')) {
+      return "obsolete line folding in the request head";
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string_view Http1RequestHead::Find(std::string_view name) const {
@@ -46,8 +66,20 @@ struct Http1RequestParser::Callbacks {
     Extend(&Self(p).head_.target, at, n);
     return 0;
   }
+  // A chunked body's trailer lines come through the header callbacks too, after the head: they
+  // are forwarded with the body's bytes, not added to head(), and bounded like a head.
+  static int Trailer(Http1RequestParser& self, llhttp_t* p, size_t n) {
+    self.trailer_bytes_ += n;
+    if (self.trailer_bytes_ > self.limits_.max_head_bytes) {
+      self.error_status_ = 431;
+      llhttp_set_error_reason(p, "trailer beyond the head limit");
+      return HPE_USER;
+    }
+    return 0;
+  }
   static int OnHeaderField(llhttp_t* p, const char* at, size_t n) {
     Http1RequestParser& self = Self(p);
+    if (self.state_ != State::kHead) return Trailer(self, p, n);
     Http1RequestHead& h = self.head_;
     if (self.in_value_ || h.header_count == 0) {  // a new header line
       if (h.header_count == std::min(self.limits_.max_headers, h.headers.size())) {
@@ -63,6 +95,7 @@ struct Http1RequestParser::Callbacks {
   }
   static int OnHeaderValue(llhttp_t* p, const char* at, size_t n) {
     Http1RequestParser& self = Self(p);
+    if (self.state_ != State::kHead) return Trailer(self, p, n);
     Http1RequestHead& h = self.head_;
     // An empty value gets no callback at all; a present one is joined across calls.
     Extend(&h.headers[h.header_count - 1].value, at, n);
@@ -70,16 +103,7 @@ struct Http1RequestParser::Callbacks {
     return 0;
   }
   static int OnHeaderValueComplete(llhttp_t* p) {
-    Http1RequestParser& self = Self(p);
-    self.in_value_ = true;  // "Name:" with an empty value ends its line too
-    // llhttp 8 takes obsolete line folding (a line starting with a space continues the value);
-    // RFC 9112 §5.2 lets a server refuse it, and a proxy must not pass on a value that a node
-    // could read as two lines.
-    const std::string_view v = self.head_.headers[self.head_.header_count - 1].value;
-    if (v.find_first_of("\r\n") != std::string_view::npos) {
-      llhttp_set_error_reason(p, "obsolete line folding in a header value");
-      return -1;
-    }
+    Self(p).in_value_ = true;  // "Name:" with an empty value ends its line too
     return 0;
   }
   static int OnHeadersComplete(llhttp_t* p) {
@@ -88,16 +112,15 @@ struct Http1RequestParser::Callbacks {
     h.version_major = p->http_major;
     h.version_minor = p->http_minor;
     h.chunked = (p->flags & F_CHUNKED) != 0;
-    h.content_length =
-        (p->flags & F_CONTENT_LENGTH) != 0 ? static_cast<int64_t>(p->content_length) : -1;
-    h.keep_alive = llhttp_should_keep_alive(p) != 0;
-    h.expect_continue = EqualsIgnoreCase(h.Find("expect"), "100-continue");
-    if (h.content_length > 0 &&
-        static_cast<uint64_t>(h.content_length) > self.limits_.max_body_bytes) {
+    const bool has_length = (p->flags & F_CONTENT_LENGTH) != 0;
+    if (has_length && p->content_length > self.limits_.max_body_bytes) {  // before any cast
       self.error_status_ = 413;
       llhttp_set_error_reason(p, "Content-Length beyond the body limit");
       return -1;
     }
+    h.content_length = has_length ? static_cast<int64_t>(p->content_length) : -1;
+    h.keep_alive = llhttp_should_keep_alive(p) != 0;
+    h.expect_continue = EqualsIgnoreCase(TrimWhitespace(h.Find("expect")), "100-continue");
     self.state_ = State::kBody;
     return HPE_PAUSED;  // the caller looks at the head before the body
   }
@@ -143,6 +166,8 @@ void Http1RequestParser::Reset() {
   in_value_ = false;
   too_many_headers_ = false;
   body_bytes_ = 0;
+  trailer_bytes_ = 0;
+  head_start_ = nullptr;
 }
 
 void Http1RequestParser::Extend(std::string_view* field, const char* at, size_t length) {
@@ -166,6 +191,7 @@ Http1RequestParser::Result Http1RequestParser::Parse(std::string_view data) {
   if (state_ == State::kDone) return {Stop::kMessageComplete, 0};
   llhttp_t* p = &llhttp_->parser;
   const State before = state_;
+  if (before == State::kHead && head_start_ == nullptr) head_start_ = data.data();
   const llhttp_errno_t err = llhttp_execute(p, data.data(), data.size());
   size_t consumed = data.size();
   if (err != HPE_OK) {
@@ -173,11 +199,15 @@ Http1RequestParser::Result Http1RequestParser::Parse(std::string_view data) {
     consumed = pos != nullptr && pos >= data.data() ? static_cast<size_t>(pos - data.data()) : 0;
   }
   if (before == State::kHead) {
-    const size_t head = head_.head_bytes + (state_ == State::kHead ? data.size() : consumed);
-    head_.head_bytes = head;
-    if (head > limits_.max_head_bytes) {
+    head_.head_bytes += consumed;
+    if (head_.head_bytes > limits_.max_head_bytes) {
       return Fail(431, "request head beyond " + std::to_string(limits_.max_head_bytes) + " bytes",
                   consumed);
+    }
+    if (state_ == State::kBody) {  // the head ended here: its bytes are contiguous from the start
+      if (const char* problem = LineEndingProblem({head_start_, head_.head_bytes})) {
+        return Fail(400, problem, consumed);
+      }
     }
   }
   if (err == HPE_PAUSED) {

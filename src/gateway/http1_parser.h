@@ -14,8 +14,10 @@
 // framing included), so the node sees the request's own body.
 //
 // Refused, as request smuggling defences (RFC 9112 §6.3): Content-Length with Transfer-Encoding,
-// two Content-Length headers, a Transfer-Encoding whose last coding is not chunked, obsolete
-// line folding, bare LF line ends, and anything else llhttp's strict mode refuses.
+// two Content-Length headers, a Transfer-Encoding whose last coding is not chunked, chunk data
+// not followed by CRLF, obsolete line folding, bare LF line ends (the last two by the adapter's
+// own check of the head), and anything else llhttp's strict mode (LLHTTP_STRICT_MODE) refuses.
+// A chunked body's trailer lines are forwarded with the body, not added to the head.
 #pragma once
 
 #include <array>
@@ -70,8 +72,9 @@ class Http1RequestParser {
   Http1RequestParser& operator=(const Http1RequestParser&) = delete;
 
   // Parses the next bytes of the connection. After kHeadComplete, call again with the bytes
-  // after `consumed` to go through the body; after kMessageComplete, Reset() before the next
-  // request; after kError the connection must be closed (the framing is lost).
+  // after `consumed` to go through the body -- also when there are none yet: a request without
+  // a body completes on that call, with nothing consumed. After kMessageComplete, Reset() before
+  // the next request; after kError the connection must be closed (the framing is lost).
   Result Parse(std::string_view data);
   // Ready for the next request on the same connection (after kMessageComplete).
   void Reset();
@@ -97,6 +100,8 @@ class Http1RequestParser {
   bool in_value_ = false;  // the last header callback was a value (a new field starts a header)
   bool too_many_headers_ = false;
   uint64_t body_bytes_ = 0;
+  size_t trailer_bytes_ = 0;
+  const char* head_start_ = nullptr;  // the current head's first byte (the caller's buffer)
   int error_status_ = 0;
   std::string error_;
 };

@@ -158,6 +158,13 @@ TEST(Http1ParserTest, SmugglingAttemptsAndOversizedHeadsAreRefused) {
       {"space before colon", "POST / HTTP/1.1\r\nContent-Length : 4\r\n\r\n", 400},
       {"obsolete line folding", "GET / HTTP/1.1\r\nX-A: a\r\n  folded\r\n\r\n", 400},
       {"bare LF line ends", "GET / HTTP/1.1\nHost: h\n\n", 400},
+      {"bare LF after the request line and at the end", "GET / HTTP/1.1\n\n", 400},
+      {"bare LF ending the head", "GET / HTTP/1.1\r\nHost: h\r\n\n", 400},
+      {"folding an empty value", "POST / HTTP/1.1\r\nTransfer-Encoding:\r\n chunked\r\n\r\n", 400},
+      {"chunk data not ended by CRLF",
+       "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXY0\r\n\r\n", 400},
+      {"Content-Length past 2^63",
+       "POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n", 413},
       {"bad chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
       {"not HTTP", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400},
       {"head too large", "GET /" + std::string(300, 'a') + " HTTP/1.1\r\n\r\n", 431},
@@ -174,6 +181,43 @@ TEST(Http1ParserTest, SmugglingAttemptsAndOversizedHeadsAreRefused) {
     // Refused for good: the framing of the connection is lost.
     EXPECT_EQ(p.Parse("GET / HTTP/1.1\r\n\r\n").stop, Stop::kError) << c.what;
   }
+}
+
+// Trailers are part of the body's bytes: the head is not changed by them, even split over reads
+// from different buffers.
+TEST(Http1ParserTest, TrailersDoNotChangeTheHead) {
+  const std::string head = "POST /t HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  Http1RequestParser p;
+  auto r = p.Parse(head);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete);
+  const std::string part1 = "3\r\nabc\r\n0\r\nX-Tra";
+  const std::string part2 = "iler: v\r\nX-Two: w\r\n\r\n";
+  ASSERT_EQ(p.Parse(part1).stop, Stop::kNeedMore);
+  r = p.Parse(part2);
+  ASSERT_EQ(r.stop, Stop::kMessageComplete) << p.error();
+  EXPECT_EQ(r.consumed, part2.size());
+  EXPECT_EQ(p.head().header_count, 1u);
+  EXPECT_EQ(p.head().Find("x-trailer"), "");
+}
+
+// A malformed head in a read that also holds a large body is a 400, not a 431.
+TEST(Http1ParserTest, AMalformedHeadInALargeReadIsA400) {
+  Http1Limits limits;
+  limits.max_head_bytes = 128;
+  Http1RequestParser p(limits);
+  const std::string wire = "GET / HTTP/1.1\r\nBad Header: x\r\n\r\n" + std::string(1000, 'x');
+  EXPECT_EQ(p.Parse(wire).stop, Stop::kError);
+  EXPECT_EQ(p.error_status(), 400) << p.error();
+}
+
+TEST(Http1ParserTest, ExpectWithSpacesAndABodylessRequestEndingOnAnEmptyCall) {
+  Http1RequestParser p;
+  auto r = p.Parse("GET /h HTTP/1.1\r\nExpect:  100-continue \r\n\r\n");
+  ASSERT_EQ(r.stop, Stop::kHeadComplete);
+  EXPECT_TRUE(p.head().expect_continue);
+  r = p.Parse("");
+  EXPECT_EQ(r.stop, Stop::kMessageComplete);
+  EXPECT_EQ(r.consumed, 0u);
 }
 
 TEST(Http1ParserTest, AChunkedBodyPastTheLimitIsRefused) {

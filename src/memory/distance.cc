@@ -1,6 +1,7 @@
 #include "memory/distance.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -255,20 +256,23 @@ const DistanceKernels* DistanceKernelsFor(std::string_view name) {
 size_t Sq8Bytes(size_t dimension) { return Sq8Tail(dimension) + 2 * sizeof(float); }
 
 void Sq8Encode(const float* v, size_t n, void* code) {
-  float max_abs = 0, norm = 0;
+  float max_abs = 0;
+  double norm = 0;  // |x|² of a float vector can pass float's range
   for (size_t i = 0; i < n; ++i) {
     max_abs = std::max(max_abs, std::fabs(v[i]));
-    norm += v[i] * v[i];
+    norm += static_cast<double>(v[i]) * v[i];
   }
   const float scale = max_abs / 127.0f;
-  const float inverse = scale > 0 ? 1.0f / scale : 0.0f;
   auto* out = static_cast<int8_t*>(code);
   for (size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<int8_t>(std::clamp(std::lrint(v[i] * inverse), -127L, 127L));
+    // v / max_abs first: 127 / max_abs overflows for a tiny max_abs (subnormal scale).
+    const long q = max_abs > 0 ? std::lrint(v[i] / max_abs * 127.0f) : 0;
+    out[i] = static_cast<int8_t>(std::clamp(q, -127L, 127L));
   }
+  const float stored_norm = static_cast<float>(std::min<double>(norm, FLT_MAX));
   std::memset(out + n, 0, Sq8Tail(n) - n);
   std::memcpy(out + Sq8Tail(n), &scale, sizeof scale);
-  std::memcpy(out + Sq8Tail(n) + sizeof(float), &norm, sizeof norm);
+  std::memcpy(out + Sq8Tail(n) + sizeof(float), &stored_norm, sizeof stored_norm);
 }
 
 const DistanceKernels& BestDistanceKernels() {

@@ -76,6 +76,9 @@ void Shard::UpsertLocked(size_t n, const PointAt& get) {
     if (expires_ms != 0 && (next_expiry_ms_ == 0 || expires_ms < next_expiry_ms_)) {
       next_expiry_ms_ = expires_ms;
     }
+    if (expires_ms != 0 && (written_expiry_ms_ == 0 || expires_ms < written_expiry_ms_)) {
+      written_expiry_ms_ = expires_ms;
+    }
     payload_bytes_ += PayloadBytes(s.payload) + s.id.size();
     vectors.emplace_back(label, p->vector.data());
   }
@@ -186,6 +189,7 @@ std::optional<SearchHit> Shard::Get(const std::string& id, bool with_vector, int
 
 std::vector<std::string> Shard::Expire(int64_t now_ms) {
   std::vector<uint64_t> expired;
+  int64_t next = 0;  // the earliest expiry not yet due among the slots scanned
   {
     std::shared_lock lock(mu_);
     // A million slots are ~100 MB to read: not every second when nothing can be due.
@@ -194,12 +198,25 @@ std::vector<std::string> Shard::Expire(int64_t now_ms) {
     if (due) {
       for (uint64_t l = 0; l < slots_.size(); ++l) {
         const Slot& s = slots_[l];
-        if (s.live && s.expires_ms != 0 && s.expires_ms <= now_ms) expired.push_back(l);
+        if (!s.live || s.expires_ms == 0) continue;
+        if (s.expires_ms <= now_ms) {
+          expired.push_back(l);
+        } else if (next == 0 || s.expires_ms < next) {
+          next = s.expires_ms;
+        }
       }
     }
-    if (expired.empty() && tombstones_.empty()) return {};
   }
   std::unique_lock lock(mu_);
+  if (next_expiry_ms_ != 0 && next_expiry_ms_ <= now_ms) {
+    // Scanned: the next expiry is the scan's, or an earlier one written since (which lowered
+    // written_expiry_ms_; a stale one only costs another scan).
+    next_expiry_ms_ = next;
+    if (written_expiry_ms_ != 0 && (next_expiry_ms_ == 0 || written_expiry_ms_ < next_expiry_ms_)) {
+      next_expiry_ms_ = written_expiry_ms_;
+    }
+  }
+  written_expiry_ms_ = 0;
   std::vector<std::string> ids;
   for (uint64_t l : expired) {
     Slot& s = slots_[l];
@@ -209,14 +226,6 @@ std::vector<std::string> Shard::Expire(int64_t now_ms) {
   }
   std::erase_if(tombstones_,
                 [now_ms](const auto& t) { return now_ms - t.second.at_ms > kTombstoneWindowMs; });
-  if (!expired.empty() || (next_expiry_ms_ != 0 && next_expiry_ms_ <= now_ms)) {
-    next_expiry_ms_ = 0;  // the exact next expiry of what is left
-    for (const Slot& s : slots_) {
-      if (s.live && s.expires_ms != 0 && (next_expiry_ms_ == 0 || s.expires_ms < next_expiry_ms_)) {
-        next_expiry_ms_ = s.expires_ms;
-      }
-    }
-  }
   return ids;
 }
 

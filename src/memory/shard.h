@@ -94,9 +94,10 @@ class Shard {
   std::unordered_map<std::string, uint64_t> labels_;  // live ids
   std::unordered_map<std::string, Tombstone> tombstones_;
   size_t payload_bytes_ = 0;
-  // No live point expires before this (Unix ms; 0: none expires). Lowered by writes, set exactly
-  // by each scan: the sweep every second scans the slots only when something may be due.
+  // No live point expires before this (Unix ms; 0: none expires). Lowered by writes, set by each
+  // scan: the sweep every second scans the slots only when something may be due.
   int64_t next_expiry_ms_ = 0;
+  int64_t written_expiry_ms_ = 0;  // the earliest expiry written since the last sweep (0: none)
   mutable std::atomic<uint64_t> exact_searches_{0};
 };
 
