@@ -31,6 +31,7 @@ usage: bench/gateway_bench.py [--seconds 10] [--repeat 3] [--build build/release
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -171,10 +172,31 @@ def jwt_material(tmp):
     return path, tokens
 
 
+def cpu_seconds(pids):
+    """User + system CPU seconds used so far by these processes (all their threads), and by
+    their child processes' (nginx's workers) through /proc."""
+    total, seen = 0.0, set()
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            todo += [int(c) for c in
+                     Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except (OSError, IndexError, ValueError):
+            pass  # gone, or not readable: counts nothing
+    return total
+
+
 def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile, trace,
-                 token=None):
+                 token=None, cpu_pids=()):
     """One wrk cell (after a 2 s warm-up); optionally perf-records or straces the gateway.
-    `token`: sent as the bearer token of every request."""
+    `token`: sent as the bearer token of every request. `cpu_pids`: the processes serving `url`
+    (the proxy, or the node for "direct"): their CPU per request goes into result["cpu_us"]."""
     lua = f'wrk.headers["Authorization"] = "Bearer {token}"\n' if token else ""
     run_wrk(url, body, header_len, conc, 2, str(tmp), lua)  # warm-up
     profiler = tracer = None
@@ -186,7 +208,10 @@ def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile,
         tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(gateway.pid),
                                    "-o", str(tmp / "strace.txt")], stderr=subprocess.DEVNULL)
         time.sleep(1)  # strace attaches asynchronously; nothing to poll for
+    cpu_before = cpu_seconds(cpu_pids)
     result = run_wrk(url, body, header_len, conc, args.seconds, str(tmp), lua)
+    result["cpu_us"] = ((cpu_seconds(cpu_pids) - cpu_before) * 1e6 / max(result["requests"], 1)
+                        if cpu_pids else float("nan"))
     if profiler:
         profiler.wait()
     if tracer:
@@ -231,17 +256,18 @@ def grpc_cells(args, node_grpc, gw_grpc, tmp):
               f"{r64['rps'] / direct_rps:.2f}x | {r1['errors'] + r64['errors']:.0f} |")
 
 
-def jwt_gateways(dais, etcd, tmp, start, args, tokens):
+def jwt_gateways(dais, etcd, tmp, start, args, tokens, pids):
     """Two more gateways verifying bearer tokens (the cache on, and off) for the tenant "bench";
-    fills tokens {target name: token}; returns {target name: url}."""
+    fills tokens {target name: token} and pids {target name: [gateway pid]}; returns {target
+    name: url}."""
     jwks, by_alg = jwt_material(tmp)
     subprocess.run([dais, "ctl", "--etcd", etcd, "apply", "-f", "/dev/stdin"], check=True,
                    capture_output=True, input=b"kind: tenant\nname: bench\n")
     urls = {}
     for label, extra in (("cached", []), ("uncached", ["--jwt-cache-size", "0"])):
         log = f"gateway-jwt-{label}.log"
-        start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--grpc-port", "-1",
-               "--jwks", str(jwks), *extra, *args.gateway_args.split()], log)
+        proc = start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--grpc-port", "-1",
+                      "--jwks", str(jwks), *extra, *args.gateway_args.split()], log)
         port = log_port(tmp / log)
         url = f"http://127.0.0.1:{port}/v2/models/ranker/infer"
         wait_for(lambda: get_ok(f"http://127.0.0.1:{port}/v2/health/ready"), 30,
@@ -250,12 +276,13 @@ def jwt_gateways(dais, etcd, tmp, start, args, tokens):
             if label == "uncached" and alg == "HS256":
                 continue  # an HMAC costs ~1 µs: nothing to cache
             name = f"gateway {alg} {label}"
-            urls[name], tokens[name] = url, token
+            urls[name], tokens[name], pids[name] = url, token, [proc.pid]
     return urls
 
 
-def http_cells(args, tmp, gateway, targets, tokens, body, header_len):
-    """The wrk cells (c=1 and c=64 through every target, medians of --repeat) and their tables."""
+def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
+    """The wrk cells (c=1 and c=64 through every target, medians of --repeat) and their tables.
+    `pids`: {target name: the processes serving it}, for CPU per request."""
     runs = {}
     for rep in range(args.repeat):
         for conc in (1, 64):
@@ -265,21 +292,24 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len):
                     args, tmp, gateway, name, url, body, header_len, conc,
                     profile=first and args.profile and name == "gateway" and conc == 64,
                     trace=first and args.strace and name == "gateway" and conc == 1,
-                    token=tokens.get(name)))
+                    token=tokens.get(name), cpu_pids=pids.get(name, ())))
     # Each figure: the median over the repeats (runs on this shared machine vary by ±20 %).
     results = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
                for key, rs in runs.items()}
     print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, median of "
           f"{args.repeat} run(s), one node on loopback; {time.strftime('%Y-%m-%d')}\n")
     print("| path | c=1 p50 µs | c=1 p99 µs | added p50 µs | c=64 req/s | c=64 p99 µs | "
-          "errors |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "c=64 CPU µs per request | errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     base = results[("direct", 1)]["p50_us"]
     for name in targets:
         r1, r64 = results[(name, 1)], results[(name, 64)]
         added = "" if name == "direct" else f"{r1['p50_us'] - base:+.0f}"
         print(f"| {name} | {r1['p50_us']:.0f} | {r1['p99_us']:.0f} | {added} | "
-              f"{r64['rps']:,.0f} | {r64['p99_us']:.0f} | {r1['errors'] + r64['errors']} |")
+              f"{r64['rps']:,.0f} | {r64['p99_us']:.0f} | {r64['cpu_us']:.1f} | "
+              f"{r1['errors'] + r64['errors']} |")
+    print("\n(CPU per request: the serving process's own user + system time, all its threads "
+          "(nginx: its workers; direct: the node), over the requests of the c=64 cell.)")
     g, n = results[("gateway", 1)]["p50_us"] - base, results[("nginx", 1)]["p50_us"] - base
     ratio = results[("gateway", 64)]["rps"] / results[("nginx", 64)]["rps"]
     if args.jwt:
@@ -334,8 +364,8 @@ def main():
                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
                "--initial-cluster", f"m=http://127.0.0.1:{peer}"], "etcd.log")
         wait_for(lambda: get_ok(f"http://{etcd}/health"), 30, "etcd")
-        start([dais, "node", "--model-repository", str(repo), "--http-port", "0", "--grpc-port",
-               "0", "--etcd", etcd, "--node-id", "n1"], "node.log")
+        node = start([dais, "node", "--model-repository", str(repo), "--http-port", "0",
+                      "--grpc-port", "0", "--etcd", etcd, "--node-id", "n1"], "node.log")
         node_port = log_port(tmp / "node.log")
         subprocess.run([dais, "ctl", "--etcd", etcd, "apply", "-f", "/dev/stdin"], check=True,
                        capture_output=True, input=route_json(1).encode())
@@ -354,7 +384,7 @@ def main():
         nginx_port = free_port()
         (tmp / "nginx.conf").write_text(nginx_conf(
             tmp, NGINX_HTTP.format(node_port=node_port, port=nginx_port), workers=2))
-        start(["nginx", "-c", str(tmp / "nginx.conf"), "-p", str(tmp)], "nginx.log")
+        nginx = start(["nginx", "-c", str(tmp / "nginx.conf"), "-p", str(tmp)], "nginx.log")
         wait_for(lambda: get_ok(f"http://127.0.0.1:{nginx_port}/v2/models/mlp_small/ready"), 30,
                  "nginx")
         body, header_len = request_bodies(16)["json"]
@@ -364,10 +394,11 @@ def main():
             "gateway": f"http://127.0.0.1:{gw_port}/v2/models/ranker/infer",
         }
         tokens = {}
+        pids = {"direct": [node.pid], "nginx": [nginx.pid], "gateway": [gateway.pid]}
         if args.jwt:
-            targets.update(jwt_gateways(dais, etcd, tmp, start, args, tokens))
+            targets.update(jwt_gateways(dais, etcd, tmp, start, args, tokens, pids))
         if not args.no_http:
-            http_cells(args, tmp, gateway, targets, tokens, body, header_len)
+            http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids)
         if args.grpc:
             grpc_cells(args, node_grpc, gw_grpc, tmp)
         if args.rollbacks > 0:
