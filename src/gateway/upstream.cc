@@ -1,9 +1,12 @@
 #include "gateway/upstream.h"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
+#include <boost/asio/ssl.hpp>
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <deque>
 #include <list>
@@ -13,23 +16,34 @@
 
 #include "common/mutex.h"
 #include "frontends/listen.h"
+#include "gateway/http1_response.h"
 #include "tls/context.h"
 
 namespace dais::gateway {
 
 namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 using tcp = net::ip::tcp;
 
 namespace {
 
-// One connection to a node: plain text, or HTTPS over the same TCP stream.
-struct Conn {
-  std::unique_ptr<beast::tcp_stream> tcp;
-  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+// Sockets on an io_context's own executor (not the type-erased any_io_executor): every
+// connection's handlers run on the one thread that runs its io_context.
+using Executor = net::io_context::executor_type;
+using Socket = net::basic_stream_socket<tcp, Executor>;
+using TlsStream = net::ssl::stream<Socket>;
 
-  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
+constexpr size_t kReadBytes = 32 * 1024;
+
+// One connection to a node, plain text or HTTPS, with what its requests reuse: the buffer a
+// request head is written into, the read buffer and the answer parser.
+struct Conn {
+  std::unique_ptr<Socket> tcp;
+  std::unique_ptr<TlsStream> tls;
+  std::string head;
+  std::unique_ptr<char[]> in;
+  std::unique_ptr<Http1ResponseParser> parser;
+
+  Socket& lowest() { return tls ? tls->next_layer() : *tcp; }
   explicit operator bool() const { return tcp || tls; }
   // Calls f with the stream requests go through.
   template <class F>
@@ -42,19 +56,40 @@ struct Conn {
   }
 };
 
+// Names the gateway writes itself (or that would frame the request differently).
+bool Framing(std::string_view name) {
+  auto is = [name](std::string_view n) {
+    return name.size() == n.size() &&
+           std::equal(name.begin(), name.end(), n.begin(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == b;
+           });
+  };
+  return is("host") || is("content-length") || is("transfer-encoding") || is("connection");
+}
+
+bool HasLineBreak(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
+
 }  // namespace
 
 struct UpstreamPool::Impl {
-  Impl(net::io_context* external, UpstreamOptions o)
-      : options(o),
-        owned(external ? nullptr : std::make_unique<net::io_context>()),
-        io(external ? *external : *owned),
-        work(net::make_work_guard(io)) {}
+  Impl(net::io_context* external, UpstreamOptions o) : options(o), io(external) {
+    if (external != nullptr) {
+      work.push_back(net::make_work_guard(*external));
+      return;
+    }
+    // Own threads: an io_context each (as the listener's), requests spread over them.
+    for (int i = 0; i < std::max(1, options.threads); ++i) {
+      owned.push_back(std::make_unique<net::io_context>(1));
+      work.push_back(net::make_work_guard(*owned.back()));
+    }
+    io = owned.front().get();
+  }
 
   UpstreamOptions options;
-  std::unique_ptr<net::io_context> owned;
-  net::io_context& io;
-  net::executor_work_guard<net::io_context::executor_type> work;
+  std::vector<std::unique_ptr<net::io_context>> owned;
+  net::io_context* io;  // the borrowed one, or the first of the pool's own
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::atomic<size_t> next_owned{0};
   std::vector<std::thread> threads;
   Mutex mu;
   // Kept-alive connections, most recently used last (taken from the back: the warmest). One
@@ -78,8 +113,9 @@ struct UpstreamPool::Impl {
   // Where a request goes out: with a borrowed server's io_contexts, the one of the thread that
   // received it (no hand-off to another thread); else the pool's own.
   net::io_context& Here() {
+    if (!owned.empty()) return *owned[next_owned.fetch_add(1) % owned.size()];
     net::io_context* current = frontends::CurrentIoContext();
-    return owned == nullptr && current != nullptr ? *current : io;
+    return current != nullptr ? *current : *io;
   }
   Conn TakeIdle(net::io_context* ioc, const std::string& address) {
     MutexLock l(&mu);
@@ -170,7 +206,7 @@ struct UpstreamPool::Impl {
     if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
     const std::string port = address.substr(colon + 1);
     boost::system::error_code ec;
-    tcp::resolver resolver(io);
+    tcp::resolver resolver(*io);
     auto results = resolver.resolve(host, port, ec);
     if (ec || results.empty()) {
       return Unavailable("upstream '" + address + "' does not resolve: " + ec.message());
@@ -183,7 +219,9 @@ struct UpstreamPool::Impl {
 
 namespace {
 
-// One request/answer exchange on one connection.
+// One request/answer exchange on one connection: the head written into the connection's
+// buffer and sent with the body in one gathered write (the body is not copied), the answer
+// parsed from the connection's read buffer as it arrives.
 class Exchange : public UpstreamPool::Impl::Expirable,
                  public std::enable_shared_from_this<Exchange> {
  public:
@@ -191,30 +229,17 @@ class Exchange : public UpstreamPool::Impl::Expirable,
            std::function<void(UpstreamResult)> done)
       : pool_(pool),
         ioc_(ioc),
-        // The pool's own threads share an io_context: a strand. A server's I/O thread runs an
-        // io_context of its own: its executor, so that the answer is handed on without a queue.
-        executor_(pool->owned ? net::any_io_executor(net::make_strand(*ioc))
-                              : net::any_io_executor(ioc->get_executor())),
         address_(std::move(address)),
         done_(std::move(done)),
-        deadline_(r.deadline) {
-    request_.method_string(r.method);
-    request_.target(r.target);
-    request_.version(11);
-    request_.set(http::field::host, address_);
-    for (auto& [k, v] : r.headers) request_.set(k, v);
-    request_.keep_alive(true);
-    request_.body() = std::move(r.body);
-    request_.prepare_payload();
-  }
+        request_(std::move(r)) {}
 
-  std::chrono::steady_clock::time_point deadline() const override { return deadline_; }
+  std::chrono::steady_clock::time_point deadline() const override { return request_.deadline; }
   void Expire() override {
-    net::post(executor_, [self = shared_from_this()] {
+    net::post(ioc_->get_executor(), [self = shared_from_this()] {
       if (self->ended_) return;
       self->expired_ = true;  // the operation under way ends with operation_aborted
-      beast::error_code ignored;
-      if (self->stream_) self->stream_.lowest().socket().close(ignored);
+      boost::system::error_code ignored;
+      if (self->stream_) self->stream_.lowest().close(ignored);
     });
   }
 
@@ -238,18 +263,22 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     if (pool_->options.tls_context) {
       SSL_CTX_up_ref(pool_->options.tls_context.get());  // the Asio context owns one reference
       net::ssl::context context(pool_->options.tls_context.get());
-      stream_.tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(
-          beast::tcp_stream(executor_), context);
+      stream_.tls = std::make_unique<TlsStream>(ioc_->get_executor(), context);
     } else {
-      stream_.tcp = std::make_unique<beast::tcp_stream>(executor_);
+      stream_.tcp = std::make_unique<Socket>(ioc_->get_executor());
     }
-    stream_.lowest().async_connect(*endpoint, [self = shared_from_this()](beast::error_code ec) {
+    stream_.in = std::make_unique<char[]>(kReadBytes);
+    stream_.parser = std::make_unique<Http1ResponseParser>(pool_->options.max_response_bytes);
+    stream_.lowest().async_connect(*endpoint, [self = shared_from_this()](
+                                                  boost::system::error_code ec) {
       if (ec) {
         return self->Finish(
             self->expired_ ? DeadlineExceeded("connecting to " + self->address_ + ": timed out")
                            : Unavailable("connecting to " + self->address_ + ": " + ec.message()),
             !self->expired_);
       }
+      boost::system::error_code ignored;
+      self->stream_.lowest().set_option(tcp::no_delay(true), ignored);
       if (self->stream_.tls) return self->Handshake();
       self->Write();
     });
@@ -264,7 +293,7 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     static const unsigned char kHttp11[] = "\x08http/1.1";
     SSL_set_alpn_protos(ssl, kHttp11, sizeof(kHttp11) - 1);
     stream_.tls->async_handshake(net::ssl::stream_base::client, [self = shared_from_this()](
-                                                                    beast::error_code ec) {
+                                                                    boost::system::error_code ec) {
       if (!ec) return self->Write();
       std::string why = ec.message();
       if (ec.category() == net::error::get_ssl_category()) {
@@ -278,82 +307,110 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     });
   }
 
+  // The head: request line, Host, the caller's headers (not those the gateway frames itself,
+  // nor any with a line break), Content-Length.
+  void WriteHead() {
+    std::string& h = stream_.head;
+    h.clear();
+    h.append(request_.method).append(" ").append(request_.target).append(" HTTP/1.1\r\nHost: ");
+    h.append(address_).append("\r\n");
+    for (const auto& [k, v] : request_.headers) {
+      if (k.empty() || Framing(k) || HasLineBreak(k) || HasLineBreak(v)) continue;
+      h.append(k).append(": ").append(v).append("\r\n");
+    }
+    const std::string_view m = request_.method;
+    if (!request_.body.empty() || m == "POST" || m == "PUT" || m == "PATCH") {
+      char digits[24];
+      auto end = std::to_chars(digits, digits + sizeof(digits), request_.body.size()).ptr;
+      h.append("Content-Length: ").append(digits, end).append("\r\n");
+    }
+    h.append("\r\n");
+  }
+
   void Write() {
-    stream_.With([this](auto& s) {
-      http::async_write(s, request_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    WriteHead();
+    const std::array<net::const_buffer, 2> out = {net::buffer(stream_.head),
+                                                  net::buffer(request_.body)};
+    stream_.With([this, &out](auto& s) {
+      net::async_write(s, out, [self = shared_from_this()](boost::system::error_code ec, size_t) {
         if (ec && self->reused_ && !self->expired_) {
           return self->Connect();  // the kept-alive connection had gone
         }
         if (ec) return self->Failed(ec, "sending to");
+        self->stream_.parser->Reset(self->request_.method == "HEAD");
         self->Read();
       });
     });
   }
 
   void Read() {
-    parser_.emplace();
-    parser_->body_limit(pool_->options.max_response_bytes);
-    stream_.With([this](auto& s) { ReadFrom(s); });
+    stream_.With([this](auto& s) {
+      s.async_read_some(net::buffer(stream_.in.get(), kReadBytes),
+                        [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                          self->OnRead(ec, n);
+                        });
+    });
   }
 
-  // The head first, then the body: Beast (1.74) checks a Content-Length against body_limit only
-  // when the head arrives without body bytes after it (issue 32: a node's 1 GiB answer in one
-  // write went through the 256 MiB limit), so the length is checked here as well.
-  template <class Stream>
-  void ReadFrom(Stream& s) {
-    http::async_read_header(
-        s, buffer_, *parser_, [self = shared_from_this(), &s](beast::error_code ec, size_t n) {
-          if (ec) return self->OnAnswerRead(ec, n == 0);
-          const auto length = self->parser_->content_length();
-          if (length && *length > self->pool_->options.max_response_bytes) {
-            return self->OnAnswerRead(http::error::body_limit, false);
-          }
-          http::async_read(s, self->buffer_, *self->parser_,
-                           [self](beast::error_code ec, size_t) { self->OnAnswerRead(ec, false); });
-        });
-  }
-
-  // `nothing`: no byte of the answer was received.
-  void OnAnswerRead(beast::error_code ec, bool nothing) {
-    // A kept-alive connection the node closed before reading the request (a clean end, nothing
-    // received): the request was not processed, send it again. A reset may come after the node
-    // took the request: no resend.
-    if (ec && reused_ && nothing && !expired_ &&
-        (ec == http::error::end_of_stream || ec == net::error::eof ||
-         ec == net::ssl::error::stream_truncated)) {
-      buffer_.clear();
-      return Connect();
+  void OnRead(boost::system::error_code ec, size_t n) {
+    Http1ResponseParser& parser = *stream_.parser;
+    if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
+      switch (parser.Finish()) {
+        case Http1ResponseParser::Stop::kComplete:
+          return Done(false);  // delimited by the close
+        case Http1ResponseParser::Stop::kNeedMore:
+          // A kept-alive connection the node closed before reading the request (a clean end,
+          // nothing received): the request was not processed, send it again. A reset may come
+          // after the node took the request: no resend.
+          if (reused_ && !expired_) return Connect();
+          return Failed(ec, "reading the answer of");
+        case Http1ResponseParser::Stop::kError:
+          return Refused(parser);
+      }
     }
-    if (ec == http::error::body_limit) {
+    if (ec) return Failed(ec, "reading the answer of");
+    std::string_view data(stream_.in.get(), n);
+    for (;;) {
+      const auto r = parser.Parse(data);
+      if (r.stop == Http1ResponseParser::Stop::kNeedMore) return Read();
+      if (r.stop == Http1ResponseParser::Stop::kError) return Refused(parser);
+      data.remove_prefix(r.consumed);
+      // An interim 1xx answer (100 Continue, 103 Early Hints): the real one follows on the same
+      // connection.
+      if (parser.status() / 100 != 1) break;
+      parser.Reset(request_.method == "HEAD");
+      if (data.empty()) return Read();
+    }
+    // Bytes after the answer: the connection's framing is not to be trusted for another one.
+    Done(parser.keep_alive() && data.empty());
+  }
+
+  void Refused(const Http1ResponseParser& parser) {
+    if (parser.too_large()) {
       return Finish(Internal("the answer of " + address_ + " exceeds the limit of " +
                              std::to_string(pool_->options.max_response_bytes) + " bytes"),
                     false);
     }
-    if (ec) return Failed(ec, "reading the answer of");
-    // An interim 1xx answer (100 Continue, 103 Early Hints): the real one follows on the same
-    // connection.
-    if (parser_->get().result_int() / 100 == 1) return Read();
-    Done();
+    Finish(Internal("a malformed answer from " + address_ + ": " + parser.error()), false);
   }
 
-  void Failed(beast::error_code ec, const char* what) {
+  void Failed(boost::system::error_code ec, const char* what) {
     Finish(expired_ ? DeadlineExceeded(std::string(what) + " " + address_ + ": timed out")
                     : Internal(std::string(what) + " " + address_ + ": " + ec.message()),
            false);
   }
 
-  void Done() {
-    http::response<http::string_body> r = parser_->release();
+  void Done(bool keep_alive) {
+    Http1ResponseParser& parser = *stream_.parser;
     UpstreamResult result;
-    result.response.status = static_cast<int>(r.result_int());
-    for (const auto& f : r) {
-      std::string name(f.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      result.response.headers.emplace_back(std::move(name), std::string(f.value()));
-    }
-    result.response.body = std::move(r.body());
-    if (r.keep_alive() && buffer_.size() == 0) {
+    result.response.status = parser.status();
+    result.response.headers = std::move(parser.headers());
+    result.response.body = std::move(parser.body());
+    if (keep_alive) {
       pool_->PutIdle(ioc_, address_, std::move(stream_));
+    } else {
+      boost::system::error_code ignored;
+      stream_.lowest().close(ignored);
     }
     End();
     done_(std::move(result));
@@ -364,8 +421,8 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     result.status = std::move(s);
     result.connect_failed = connect_failed;
     if (stream_) {
-      beast::error_code ignored;
-      stream_.lowest().socket().close(ignored);
+      boost::system::error_code ignored;
+      stream_.lowest().close(ignored);
     }
     End();
     done_(std::move(result));
@@ -379,26 +436,22 @@ class Exchange : public UpstreamPool::Impl::Expirable,
 
   UpstreamPool::Impl* pool_;
   net::io_context* const ioc_;
-  const net::any_io_executor executor_;
   const std::string address_;
   std::function<void(UpstreamResult)> done_;
-  const std::chrono::steady_clock::time_point deadline_;
-  http::request<http::string_body> request_;
+  UpstreamRequest request_;
   Conn stream_;
   bool reused_ = false;
   bool expired_ = false;  // the deadline passed (the sweeper closed the connection)
   bool ended_ = false;
   std::optional<UpstreamPool::Impl::Watched::iterator> watched_;
-  beast::flat_buffer buffer_;
-  std::optional<http::response_parser<http::string_body>> parser_;
 };
 
 }  // namespace
 
 UpstreamPool::UpstreamPool(UpstreamOptions options)
     : impl_(std::make_unique<Impl>(nullptr, options)) {
-  for (int i = 0; i < std::max(1, options.threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->io.run(); });
+  for (auto& ioc : impl_->owned) {
+    impl_->threads.emplace_back([ioc = ioc.get()] { ioc->run(); });
   }
 }
 
@@ -406,16 +459,14 @@ UpstreamPool::UpstreamPool(net::io_context* io, UpstreamOptions options)
     : impl_(std::make_unique<Impl>(io, options)) {}
 
 UpstreamPool::~UpstreamPool() {
-  impl_->work.reset();
-  if (impl_->owned) {
-    impl_->io.stop();
-    for (auto& t : impl_->threads) t.join();
-  }
+  impl_->work.clear();
+  for (auto& ioc : impl_->owned) ioc->stop();
+  for (auto& t : impl_->threads) t.join();
   MutexLock l(&impl_->mu);
   impl_->idle.clear();
 }
 
-net::io_context& UpstreamPool::io_context() { return impl_->io; }
+net::io_context& UpstreamPool::io_context() { return *impl_->io; }
 
 void UpstreamPool::Send(const std::string& address, UpstreamRequest request,
                         std::function<void(UpstreamResult)> done) {
