@@ -17,6 +17,7 @@
 #include "frontends/connection_limit.h"
 #include "frontends/http/content_coding.h"
 #include "frontends/http/infer_codec.h"
+#include "frontends/http/response_head.h"
 #include "frontends/listen.h"
 #include "frontends/request_memory.h"
 #include "tls/context.h"
@@ -505,34 +506,28 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     r.stream(std::move(sink));
   }
 
+  // The head written into the connection's buffer and sent with the body in one gathered write.
   void Write(Response r) {
     if (r.stream) return WriteStream(std::move(r));
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
-    res->version(11);
-    res->result(static_cast<unsigned>(r.status));
-    res->set(bhttp::field::server, "dais");
-    if (!r.content_type.empty()) res->set(bhttp::field::content_type, r.content_type);
-    for (auto& [k, v] : r.headers) res->set(k, v);
-    res->keep_alive(keep_alive_);
-    if (r.compressible && r.body.size() >= options_.compress_min_bytes) {
-      res->set(bhttp::field::vary, "Accept-Encoding");
-      if (answer_coding_) {
-        std::string packed = Deflate(r.body, *answer_coding_);
-        if (!packed.empty() && packed.size() < r.body.size()) {
-          r.body = std::move(packed);
-          res->set(bhttp::field::content_encoding,
-                   std::string(ContentEncodingName(*answer_coding_)));
-        }
+    std::string_view coding;
+    const bool compress = r.compressible && r.body.size() >= options_.compress_min_bytes;
+    if (compress && answer_coding_) {
+      std::string packed = Deflate(r.body, *answer_coding_);
+      if (!packed.empty() && packed.size() < r.body.size()) {
+        r.body = std::move(packed);
+        coding = ContentEncodingName(*answer_coding_);
       }
     }
-    res->body() = std::move(r.body);
-    res->prepare_payload();
-    bhttp::async_write(stream_, *res,
-                       [self = shared_from_this(), res](beast::error_code ec, size_t) {
-                         if (!ec && self->discard_rest_) return self->DiscardAndClose();
-                         if (ec || !self->keep_alive_) return self->Close();
-                         self->Read();
-                       });
+    if (!StatusHasBody(r.status)) r.body.clear();
+    WriteResponseHead(r, r.body.size(), keep_alive_, coding, compress, &head_);
+    answer_body_ = std::move(r.body);
+    const std::array<net::const_buffer, 2> out = {net::buffer(head_), net::buffer(answer_body_)};
+    net::async_write(stream_, out, [self = shared_from_this()](beast::error_code ec, size_t) {
+      std::string().swap(self->answer_body_);
+      if (!ec && self->discard_rest_) return self->DiscardAndClose();
+      if (ec || !self->keep_alive_) return self->Close();
+      self->Read();
+    });
   }
 
   void Close() {
@@ -561,6 +556,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<net::steady_timer> first_byte_timer_;         // HTTPS: until the first byte
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::string head_;         // the answer's head being written (its capacity kept)
+  std::string answer_body_;  // and its body
   const Handler& handler_;
   const ServerOptions& options_;
   std::unique_ptr<frontends::ConnectionLimiter::Slot> slot_;
