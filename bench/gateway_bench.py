@@ -31,6 +31,7 @@ usage: bench/gateway_bench.py [--seconds 10] [--repeat 3] [--build build/release
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -192,6 +193,19 @@ def cpu_seconds(pids):
     return total
 
 
+def heap_allocations(url):
+    """dais_process_heap_allocations_total of the dais process serving `url` (its /metrics), or
+    None (nginx; a build without jemalloc)."""
+    try:
+        text = urllib.request.urlopen(url.split("/v2/")[0] + "/metrics", timeout=10).read()
+    except OSError:
+        return None
+    for line in text.decode().splitlines():
+        if line.startswith("dais_process_heap_allocations_total "):
+            return float(line.split()[1])
+    return None
+
+
 def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile, trace,
                  token=None, cpu_pids=()):
     """One wrk cell (after a 2 s warm-up); optionally perf-records or straces the gateway.
@@ -209,9 +223,13 @@ def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile,
                                    "-o", str(tmp / "strace.txt")], stderr=subprocess.DEVNULL)
         time.sleep(1)  # strace attaches asynchronously; nothing to poll for
     cpu_before = cpu_seconds(cpu_pids)
+    allocs_before = heap_allocations(url) if name != "nginx" else None
     result = run_wrk(url, body, header_len, conc, args.seconds, str(tmp), lua)
     result["cpu_us"] = ((cpu_seconds(cpu_pids) - cpu_before) * 1e6 / max(result["requests"], 1)
                         if cpu_pids else float("nan"))
+    allocs_after = heap_allocations(url) if allocs_before is not None else None
+    result["allocs"] = ((allocs_after - allocs_before) / max(result["requests"], 1)
+                        if allocs_after is not None else float("nan"))
     if profiler:
         profiler.wait()
     if tracer:
@@ -299,17 +317,20 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
     print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, median of "
           f"{args.repeat} run(s), one node on loopback; {time.strftime('%Y-%m-%d')}\n")
     print("| path | c=1 p50 µs | c=1 p99 µs | added p50 µs | c=64 req/s | c=64 p99 µs | "
-          "c=64 CPU µs per request | errors |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "c=64 CPU µs per request | c=64 allocations per request | errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     base = results[("direct", 1)]["p50_us"]
     for name in targets:
         r1, r64 = results[(name, 1)], results[(name, 64)]
         added = "" if name == "direct" else f"{r1['p50_us'] - base:+.0f}"
         print(f"| {name} | {r1['p50_us']:.0f} | {r1['p99_us']:.0f} | {added} | "
               f"{r64['rps']:,.0f} | {r64['p99_us']:.0f} | {r64['cpu_us']:.1f} | "
+              f"{'' if math.isnan(r64['allocs']) else format(r64['allocs'], '.1f')} | "
               f"{r1['errors'] + r64['errors']} |")
     print("\n(CPU per request: the serving process's own user + system time, all its threads "
-          "(nginx: its workers; direct: the node), over the requests of the c=64 cell.)")
+          "(nginx: its workers; direct: the node), over the requests of the c=64 cell. "
+          "Allocations per request: the dais process's heap allocations (jemalloc's count, "
+          "dais_process_heap_allocations_total) over the same cell.)")
     g, n = results[("gateway", 1)]["p50_us"] - base, results[("nginx", 1)]["p50_us"] - base
     ratio = results[("gateway", 64)]["rps"] / results[("nginx", 64)]["rps"]
     if args.jwt:

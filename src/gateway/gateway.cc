@@ -374,7 +374,7 @@ void Gateway::Impl::Try(CallPtr call) {
               call->suffix + (call->request.query.empty() ? "" : "?" + call->request.query);
   up.headers = ForwardedHeaders(call->request);
   SetTraceHeaders(*call, &up.headers);
-  up.body = call->request.body;  // kept in the call for a retry
+  up.shared_body = &call->request.body;  // not copied: the call (held by `done`) keeps it
   up.deadline = TryDeadline(*call);
   pool.Send(call->view->node_http.at(*node), std::move(up),
             [this, call, node = *node](UpstreamResult result) {

@@ -319,9 +319,9 @@ class Exchange : public UpstreamPool::Impl::Expirable,
       h.append(k).append(": ").append(v).append("\r\n");
     }
     const std::string_view m = request_.method;
-    if (!request_.body.empty() || m == "POST" || m == "PUT" || m == "PATCH") {
+    if (!request_.Body().empty() || m == "POST" || m == "PUT" || m == "PATCH") {
       char digits[24];
-      auto end = std::to_chars(digits, digits + sizeof(digits), request_.body.size()).ptr;
+      auto end = std::to_chars(digits, digits + sizeof(digits), request_.Body().size()).ptr;
       h.append("Content-Length: ").append(digits, end).append("\r\n");
     }
     h.append("\r\n");
@@ -330,7 +330,7 @@ class Exchange : public UpstreamPool::Impl::Expirable,
   void Write() {
     WriteHead();
     const std::array<net::const_buffer, 2> out = {net::buffer(stream_.head),
-                                                  net::buffer(request_.body)};
+                                                  net::buffer(request_.Body())};
     stream_.With([this, &out](auto& s) {
       net::async_write(s, out, [self = shared_from_this()](boost::system::error_code ec, size_t) {
         if (ec && self->reused_ && !self->expired_) {

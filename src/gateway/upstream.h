@@ -30,7 +30,12 @@ struct UpstreamRequest {
   std::string target;  // path and query
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // When set, sent instead of `body`, not copied: the caller keeps it alive and unchanged until
+  // `done` has run (the gateway: the request's body, held by the call its `done` holds).
+  const std::string* shared_body = nullptr;
   std::chrono::steady_clock::time_point deadline;
+
+  const std::string& Body() const { return shared_body != nullptr ? *shared_body : body; }
 };
 
 struct UpstreamResponse {
