@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Gateway overhead (issue 15): one `dais node` serving mlp_small, and in front of it, in the
-same run, `dais gateway` (a route with one version) and nginx (Debian's nginx-light, proxy_pass
-with an upstream keep-alive pool, 2 workers). wrk posts a batch-1 KServe v2 JSON request:
+same run, `dais gateway` (a route with one version), nginx (Debian's nginx-light, proxy_pass
+with an upstream keep-alive pool, 2 workers) and h2o (Debian's h2o 2.2, proxy.reverse.url, 2
+threads; left out when not installed). wrk posts a batch-1 KServe v2 JSON request:
 
 The node's mlp_small runs with max_queue_delay_microseconds 0 (a copy of the example).
 
@@ -33,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,6 +57,22 @@ NGINX_HTTP = """  upstream node {{ server 127.0.0.1:{node_port}; keepalive 128; 
       proxy_set_header Connection "";
     }}
   }}"""
+
+
+# h2o (Debian's h2o 2.2) as the second reference: a reverse proxy with its default upstream
+# keep-alive, 2 threads like nginx's 2 workers. Runs as root only when told (`user: root`).
+H2O_CONF = """listen:
+  host: 127.0.0.1
+  port: {port}
+num-threads: 2
+user: root
+error-log: {tmp}/h2o-error.log
+hosts:
+  default:
+    paths:
+      "/":
+        proxy.reverse.url: http://127.0.0.1:{node_port}/
+"""
 
 
 def log_port(path, pattern="ports: http="):
@@ -216,14 +234,16 @@ def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile,
     profiler = tracer = None
     if profile:
         profiler = subprocess.Popen(
-            ["perf", "record", "-g", "-p", str(gateway.pid), "-o", args.profile, "--",
+            ["perf", "record", *os.environ.get("DAIS_PERF_ARGS", "-g").split(), "-p", str(gateway.pid), "-o", args.profile, "--",
              "sleep", str(args.seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if trace:
         tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(gateway.pid),
                                    "-o", str(tmp / "strace.txt")], stderr=subprocess.DEVNULL)
         time.sleep(1)  # strace attaches asynchronously; nothing to poll for
     cpu_before = cpu_seconds(cpu_pids)
-    allocs_before = heap_allocations(url) if name != "nginx" else None
+    # Only a dais process's own /metrics (h2o and nginx would pass the path on to the node).
+    dais_served = (name == "direct" or name.startswith("gateway")) and url.startswith("http:")
+    allocs_before = heap_allocations(url) if dais_served else None
     result = run_wrk(url, body, header_len, conc, args.seconds, str(tmp), lua)
     result["cpu_us"] = ((cpu_seconds(cpu_pids) - cpu_before) * 1e6 / max(result["requests"], 1)
                         if cpu_pids else float("nan"))
@@ -298,6 +318,70 @@ def jwt_gateways(dais, etcd, tmp, start, args, tokens, pids):
     return urls
 
 
+def tls_targets(dais, etcd, tmp, start, args, node_port, pids):
+    """HTTPS in front of the same node (the node plain): a gateway with --http-use-ssl, nginx
+    (listen ssl) and h2o (when installed), one self-signed P-256 certificate. Returns {target
+    name: url}; fills pids."""
+    cert, key = tmp / "tls.crt", tmp / "tls.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
+                    str(cert)], check=True, capture_output=True)
+    urls = {}
+    nginx_port = free_port()
+    (tmp / "nginx-tls.conf").write_text(nginx_conf(tmp, NGINX_HTTP.format(
+        node_port=node_port, port=f"{nginx_port} ssl").replace(
+        "location /", f"ssl_certificate {cert};\n    ssl_certificate_key {key};\n    location /"),
+        workers=2).replace(f"pid {tmp}/nginx.pid", f"pid {tmp}/nginx-tls.pid"))
+    nginx = start(["nginx", "-c", str(tmp / "nginx-tls.conf"), "-p", str(tmp)], "nginx-tls.log")
+    urls["nginx TLS"], pids["nginx TLS"] = f"https://127.0.0.1:{nginx_port}", [nginx.pid]
+    if shutil.which("h2o"):
+        h2o_port = free_port()
+        (tmp / "h2o-tls.conf").write_text(H2O_CONF.format(
+            port=h2o_port, node_port=node_port, tmp=tmp).replace(
+            f"  port: {h2o_port}\n",
+            f"  port: {h2o_port}\n  ssl:\n    certificate-file: {cert}\n    key-file: {key}\n"))
+        h2o = start(["h2o", "-c", str(tmp / "h2o-tls.conf")], "h2o-tls.log")
+        urls["h2o TLS"], pids["h2o TLS"] = f"https://127.0.0.1:{h2o_port}", [h2o.pid]
+    gw = start([dais, "gateway", "--etcd", etcd, "--http-port", "0", "--grpc-port", "-1",
+                "--id", "gtls", "--http-use-ssl", "1", "--http-server-cert", str(cert),
+                "--http-server-key", str(key), *args.gateway_args.split()], "gateway-tls.log")
+    gw_port = log_port(tmp / "gateway-tls.log")
+    urls["gateway TLS"], pids["gateway TLS"] = f"https://127.0.0.1:{gw_port}", [gw.pid]
+    paths = {"nginx TLS": "/v2/models/mlp_small", "h2o TLS": "/v2/models/mlp_small",
+             "gateway TLS": "/v2/models/ranker"}
+    for name in urls:
+        url = urls[name] + paths[name]
+        wait_for(lambda: subprocess.run(["curl", "-sfk", url + "/ready"],
+                                        capture_output=True).returncode == 0, 30, name)
+        urls[name] = url + "/infer"
+    return urls
+
+
+def tls_cells(args, tmp, gateway, targets, body, header_len, pids):
+    """c=1 and c=64 over HTTPS (wrk keeps its connections: handshakes amortised), medians of
+    --repeat; ratios against nginx over TLS."""
+    runs = {}
+    for _ in range(args.repeat):
+        for conc in (1, 64):
+            for name, url in targets.items():
+                runs.setdefault((name, conc), []).append(measure_cell(
+                    args, tmp, gateway, name, url, body, header_len, conc, profile=False,
+                    trace=False, cpu_pids=pids.get(name, ())))
+    res = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
+           for key, rs in runs.items()}
+    print("\nOver TLS (client to proxy HTTPS, TLS 1.3, P-256 certificate; proxy to node plain):\n")
+    print("| path | c=1 p50 µs | p50 / nginx TLS | c=64 req/s | req/s / nginx TLS | "
+          "c=64 CPU µs per request | errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    ref1, ref64 = res[("nginx TLS", 1)]["p50_us"], res[("nginx TLS", 64)]["rps"]
+    for name in targets:
+        r1, r64 = res[(name, 1)], res[(name, 64)]
+        print(f"| {name} | {r1['p50_us']:.0f} | {r1['p50_us'] / ref1:.2f}x | {r64['rps']:,.0f} | "
+              f"{r64['rps'] / ref64:.2f}x | {r64['cpu_us']:.1f} | "
+              f"{r1['errors'] + r64['errors']} |")
+
+
 def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
     """The wrk cells (c=1 and c=64 through every target, medians of --repeat) and their tables.
     `pids`: {target name: the processes serving it}, for CPU per request."""
@@ -340,6 +424,11 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
             added = results[(name, 1)]["p50_us"] - base
             print(f"| {name} | {added / n:.2f}x | "
                   f"{results[(name, 64)]['rps'] / results[('nginx', 64)]['rps']:.2f}x |")
+    if ("h2o", 1) in results:
+        h = results[("h2o", 1)]["p50_us"] - base
+        print(f"\nh2o added p50 {h:.0f} µs, c=64 throughput h2o / nginx = "
+              f"{results[('h2o', 64)]['rps'] / results[('nginx', 64)]['rps']:.2f}; gateway / h2o "
+              f"= {results[('gateway', 64)]['rps'] / results[('h2o', 64)]['rps']:.2f}")
     print(f"\ngateway added p50 {g:.0f} µs vs nginx {n:.0f} µs: goal (≤ nginx) "
           f"{'met' if g <= n else 'NOT met'}; c=64 throughput gateway / nginx = {ratio:.2f} "
           f"(goal ≥ 1.0: {'met' if ratio >= 1.0 else 'NOT met'})")
@@ -359,6 +448,8 @@ def main():
                     "only the gRPC ones)")
     ap.add_argument("--grpc", action="store_true", help="also measure gRPC ModelInfer direct "
                     "and through the gateway (dais perf)")
+    ap.add_argument("--tls", action="store_true", help="also measure nginx, h2o and the gateway "
+                    "over HTTPS (the node behind them plain)")
     ap.add_argument("--jwt", action="store_true", help="also measure gateways that verify "
                     "bearer tokens (RS256, ES256, HS256; cached and not)")
     ap.add_argument("--strace", action="store_true", help="count the gateway's system calls "
@@ -412,14 +503,28 @@ def main():
         targets = {
             "direct": f"http://127.0.0.1:{node_port}/v2/models/mlp_small/infer",
             "nginx": f"http://127.0.0.1:{nginx_port}/v2/models/mlp_small/infer",
-            "gateway": f"http://127.0.0.1:{gw_port}/v2/models/ranker/infer",
         }
-        tokens = {}
         pids = {"direct": [node.pid], "nginx": [nginx.pid], "gateway": [gateway.pid]}
+        if shutil.which("h2o"):
+            h2o_port = free_port()
+            (tmp / "h2o.conf").write_text(H2O_CONF.format(port=h2o_port, node_port=node_port,
+                                                          tmp=tmp))
+            h2o = start(["h2o", "-c", str(tmp / "h2o.conf")], "h2o.log")
+            targets["h2o"] = f"http://127.0.0.1:{h2o_port}/v2/models/mlp_small/infer"
+            pids["h2o"] = [h2o.pid]
+            wait_for(lambda: get_ok(f"http://127.0.0.1:{h2o_port}/v2/models/mlp_small/ready"), 30,
+                     "h2o")
+        else:
+            print("h2o is not installed (apt-get install h2o): its row is left out")
+        targets["gateway"] = f"http://127.0.0.1:{gw_port}/v2/models/ranker/infer"
+        tokens = {}
         if args.jwt:
             targets.update(jwt_gateways(dais, etcd, tmp, start, args, tokens, pids))
         if not args.no_http:
             http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids)
+        if args.tls:
+            tls = tls_targets(dais, etcd, tmp, start, args, node_port, pids)
+            tls_cells(args, tmp, gateway, tls, body, header_len, pids)
         if args.grpc:
             grpc_cells(args, node_grpc, gw_grpc, tmp)
         if args.rollbacks > 0:

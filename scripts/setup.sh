@@ -37,8 +37,8 @@ PACKAGES=(
   nginx-light
   # `dais console`: its tests drive the page in a real headless browser (docs/console.md)
   chromium chromium-driver python3-selenium
-  # baselines for bench/ (FastAPI and Flask servers)
-  python3-fastapi python3-uvicorn python3-flask
+  # baselines for bench/ (FastAPI and Flask servers; h2o, the gateway bench's second proxy)
+  python3-fastapi python3-uvicorn python3-flask h2o
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
