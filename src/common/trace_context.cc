@@ -33,7 +33,9 @@ std::string RandomHex(size_t digits) {
 
 std::string TraceContext::Header(const std::string& span_id) const {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "00-" + trace_id + "-" + span_id + "-";
+  std::string out;
+  out.reserve(3 + trace_id.size() + 1 + span_id.size() + 3);  // one allocation
+  out.append("00-").append(trace_id).append("-").append(span_id).append("-");
   out += kHex[flags >> 4];
   out += kHex[flags & 15];
   return out;

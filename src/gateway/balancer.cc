@@ -9,7 +9,10 @@ std::string Balancer::Pick(const std::vector<std::string>& candidates,
                            Clock::time_point now) {
   if (candidates.empty()) return "";
   MutexLock l(&mu_);
-  std::vector<const std::string*> fresh, healthy;
+  // Reused by each thread's picks (cleared, capacity kept): no allocation per request.
+  thread_local std::vector<const std::string*> fresh, healthy;
+  fresh.clear();
+  healthy.clear();
   for (const std::string& c : candidates) {
     if (std::find(exclude.begin(), exclude.end(), c) != exclude.end()) continue;
     fresh.push_back(&c);

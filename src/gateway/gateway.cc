@@ -110,6 +110,7 @@ std::vector<std::pair<std::string, std::string>> ForwardedHeaders(const Request&
     i = end + 1;
   }
   std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(r.headers.size() + 3);  // and the hop count, traceparent, x-request-id
   for (const auto& [k, v] : r.headers) {
     if (!HopByHop(k) && k != kHopsHeader &&
         std::find(named.begin(), named.end(), k) == named.end()) {
@@ -370,8 +371,13 @@ void Gateway::Impl::Try(CallPtr call) {
   if (call->grpc) return TryGrpc(call, *node);
   UpstreamRequest up;
   up.method = call->request.method;
-  up.target = "/v2/models/" + call->model + "/versions/" + std::to_string(call->version) +
-              call->suffix + (call->request.query.empty() ? "" : "?" + call->request.query);
+  const std::string version = std::to_string(call->version);
+  const std::string& query = call->request.query;
+  up.target.reserve(21 + call->model.size() + version.size() + call->suffix.size() + 1 +
+                    query.size());
+  up.target.append("/v2/models/").append(call->model).append("/versions/").append(version);
+  up.target.append(call->suffix);
+  if (!query.empty()) up.target.append("?").append(query);
   up.headers = ForwardedHeaders(call->request);
   SetTraceHeaders(*call, &up.headers);
   up.shared_body = &call->request.body;  // not copied: the call (held by `done`) keeps it
@@ -441,8 +447,11 @@ void Gateway::Impl::OnAnswer(CallPtr call, const std::string& node, UpstreamResu
   // A timeout before the request's deadline is the try's own (try_timeout_ms): another node.
   const bool retryable = result.connect_failed || status == 503 ||
                          result.status.code() == StatusCode::kDeadlineExceeded;
+  // The detail names a failure in the ejection's log line: not built for a success.
   if (Settle(*call, node, ok, outcome, retryable,
-             result.status.ok() ? "HTTP " + std::to_string(status) : result.status.message())) {
+             ok                   ? std::string()
+             : result.status.ok() ? "HTTP " + std::to_string(status)
+                                  : result.status.message())) {
     return Try(std::move(call));
   }
   if (!result.status.ok()) {
@@ -453,6 +462,7 @@ void Gateway::Impl::OnAnswer(CallPtr call, const std::string& node, UpstreamResu
   r.status = status;
   r.body = std::move(result.response.body);
   r.compressible = call->suffix == "/infer";  // as a node (and Triton): inference answers only
+  r.headers.reserve(7);                       // two from the node, and Answer's five
   for (auto& [k, val] : result.response.headers) {
     if (k == "content-type") {
       r.content_type = std::move(val);
@@ -521,8 +531,10 @@ void Gateway::Impl::Record(const Call& call, int status, size_t response_bytes,
   // Only infer requests are counted: probes and metadata would skew a rollout's analysis.
   if (call.is_infer()) {
     bool known_version = !node.empty();
-    for (const auto& v : call.route ? call.route->versions : std::vector<RouteSpec::Weighted>{}) {
-      known_version = known_version || v.version == call.version;
+    if (call.route != nullptr) {
+      for (const auto& v : call.route->versions) {
+        known_version = known_version || v.version == call.version;
+      }
     }
     // A request refused before its route was resolved (401, 403, 429) still counts under its
     // route when the alias is one.
@@ -540,6 +552,7 @@ void Gateway::Impl::Record(const Call& call, int status, size_t response_bytes,
 }
 
 void Gateway::Impl::Answer(const CallPtr& call, Response response, const std::string& node) {
+  response.headers.reserve(response.headers.size() + 5);
   response.headers.emplace_back("x-dais-route", call->alias);
   if (!call->request_id.empty()) response.headers.emplace_back("x-request-id", call->request_id);
   if (call->version >= 0)

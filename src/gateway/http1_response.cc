@@ -94,6 +94,7 @@ void Http1ResponseParser::Reset(bool to_head) {
   started_ = in_value_ = in_body_ = too_large_ = keep_alive_ = false;
   status_ = 0;
   headers_.clear();
+  if (headers_.capacity() == 0) headers_.reserve(8);  // moved out with the last answer
   body_.clear();
   error_.clear();
 }

@@ -430,6 +430,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     auto q = target.find('?');
     r.path = std::string(target.substr(0, q));
     if (q != std::string_view::npos) r.query = std::string(target.substr(q + 1));
+    r.headers.reserve(static_cast<size_t>(std::distance(req.begin(), req.end())));
     for (const auto& f : req) {
       if (inflater_ && f.name() == bhttp::field::content_encoding) continue;  // decoded below
       r.headers.emplace_back(
