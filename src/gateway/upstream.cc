@@ -91,7 +91,6 @@ struct UpstreamPool::Impl {
   std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
   std::atomic<size_t> next_owned{0};
   std::vector<std::thread> threads;
-  Mutex mu;
   // Kept-alive connections, most recently used last (taken from the back: the warmest). One
   // idle longer than kMaxIdle is closed when its list is next touched: the node closes idle
   // connections itself after a while (120 s for dais), and such a socket only waits in
@@ -101,10 +100,61 @@ struct UpstreamPool::Impl {
     Conn stream;
     std::chrono::steady_clock::time_point since;
   };
-  // By the io_context the connection runs on (with a borrowed server's, one per I/O thread),
-  // then the node's address.
-  std::map<std::pair<net::io_context*, std::string>, std::deque<Idle>> idle DAIS_GUARDED_BY(mu);
+  // Deadlines without a timer per request (arming and cancelling one costs two timerfd_settime
+  // calls per request): each io_context in use has one timer that ticks every kSweep while
+  // requests are in flight on it and expires those past their deadline.
+  struct Expirable {
+    virtual ~Expirable() = default;
+    virtual std::chrono::steady_clock::time_point deadline() const = 0;
+    // Called by the sweep, on the io_context's thread.
+    virtual void Expire() = 0;
+  };
+  using Watched = std::list<std::weak_ptr<Expirable>>;
+  static constexpr std::chrono::milliseconds kSweep{5};
+  struct Sweeper {
+    explicit Sweeper(net::io_context& ioc) : timer(ioc) {}
+    net::steady_timer timer;
+    bool ticking = false;
+    Watched live;
+  };
+  // What the exchanges of one io_context share: its idle connections by node address and its
+  // sweeper. Touched only on that io_context's thread (exchanges start there and run there), so
+  // without a lock; found through a per-thread cache (Local).
+  struct PerIo {
+    std::map<std::string, std::deque<Idle>, std::less<>> idle;
+    std::unique_ptr<Sweeper> sweeper;
+  };
+  // Never reused, so that a thread's cache cannot mistake a new pool for a destroyed one.
+  const uint64_t id = [] {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }();
+  Mutex mu;
+  std::map<net::io_context*, std::unique_ptr<PerIo>> per_io DAIS_GUARDED_BY(mu);
   std::map<std::string, tcp::endpoint> resolved DAIS_GUARDED_BY(mu);
+
+  // The state of `ioc`; called on ioc's thread.
+  PerIo& Local(net::io_context* ioc) {
+    struct Cached {
+      uint64_t pool = 0;
+      net::io_context* ioc = nullptr;
+      PerIo* state = nullptr;
+    };
+    thread_local std::array<Cached, 4> cache;
+    thread_local size_t next_slot = 0;
+    for (const Cached& c : cache) {
+      if (c.pool == id && c.ioc == ioc) return *c.state;
+    }
+    PerIo* state;
+    {
+      MutexLock l(&mu);
+      auto& p = per_io[ioc];
+      if (!p) p = std::make_unique<PerIo>();
+      state = p.get();
+    }
+    cache[next_slot++ % cache.size()] = {id, ioc, state};
+    return *state;
+  }
 
   static void DropStale(std::deque<Idle>& list) {
     const auto now = std::chrono::steady_clock::now();
@@ -118,8 +168,8 @@ struct UpstreamPool::Impl {
     return current != nullptr ? *current : *io;
   }
   Conn TakeIdle(net::io_context* ioc, const std::string& address) {
-    MutexLock l(&mu);
-    auto it = idle.find({ioc, address});
+    auto& idle = Local(ioc).idle;
+    auto it = idle.find(address);
     if (it == idle.end()) return {};
     DropStale(it->second);
     if (it->second.empty()) return {};
@@ -128,54 +178,30 @@ struct UpstreamPool::Impl {
     return s;
   }
   void PutIdle(net::io_context* ioc, const std::string& address, Conn s) {
-    MutexLock l(&mu);
-    auto& list = idle[{ioc, address}];
-    DropStale(list);
-    if (list.size() < options.max_idle_per_address) {
-      list.push_back({std::move(s), std::chrono::steady_clock::now()});
+    auto& idle = Local(ioc).idle;
+    auto it = idle.find(address);
+    if (it == idle.end()) it = idle.emplace(address, std::deque<Idle>()).first;
+    DropStale(it->second);
+    if (it->second.size() < options.max_idle_per_address) {
+      it->second.push_back({std::move(s), std::chrono::steady_clock::now()});
     }
   }
-  // Deadlines without a timer per request (arming and cancelling one costs two timerfd_settime
-  // calls per request): each io_context in use has one timer that ticks every kSweep while
-  // requests are in flight on it and expires those past their deadline.
-  struct Expirable {
-    virtual ~Expirable() = default;
-    virtual std::chrono::steady_clock::time_point deadline() const = 0;
-    // Called under sweep_mu, from the sweeping thread: must only post.
-    virtual void Expire() = 0;
-  };
-  using Watched = std::list<std::weak_ptr<Expirable>>;
-  static constexpr std::chrono::milliseconds kSweep{5};
-  struct Sweeper {
-    explicit Sweeper(net::io_context& ioc) : timer(ioc) {}
-    net::steady_timer timer;
-    bool ticking = false;
-    Watched live;
-  };
-  Mutex sweep_mu;
-  std::map<net::io_context*, std::unique_ptr<Sweeper>> sweepers DAIS_GUARDED_BY(sweep_mu);
 
   Watched::iterator Watch(net::io_context* ioc, std::weak_ptr<Expirable> e) {
-    MutexLock l(&sweep_mu);
-    auto& sw = sweepers[ioc];
+    auto& sw = Local(ioc).sweeper;
     if (!sw) sw = std::make_unique<Sweeper>(*ioc);
     auto it = sw->live.insert(sw->live.end(), std::move(e));
     if (!sw->ticking) {
       sw->ticking = true;
-      Arm(ioc, sw.get());
+      Arm(sw.get());
     }
     return it;
   }
-  void Unwatch(net::io_context* ioc, Watched::iterator it) {
-    MutexLock l(&sweep_mu);
-    sweepers[ioc]->live.erase(it);
-  }
-  void Arm(net::io_context* ioc, Sweeper* sw) DAIS_REQUIRES(sweep_mu) {
+  void Unwatch(net::io_context* ioc, Watched::iterator it) { Local(ioc).sweeper->live.erase(it); }
+  static void Arm(Sweeper* sw) {
     sw->timer.expires_after(kSweep);
-    sw->timer.async_wait([this, ioc](boost::system::error_code ec) {
+    sw->timer.async_wait([sw](boost::system::error_code ec) {
       if (ec) return;  // the pool is going away
-      MutexLock l(&sweep_mu);
-      Sweeper* sw = sweepers[ioc].get();
       const auto now = std::chrono::steady_clock::now();
       for (auto it = sw->live.begin(); it != sw->live.end();) {
         auto e = it->lock();
@@ -189,7 +215,7 @@ struct UpstreamPool::Impl {
       if (sw->live.empty()) {
         sw->ticking = false;
       } else {
-        Arm(ioc, sw);
+        Arm(sw);
       }
     });
   }
@@ -463,7 +489,7 @@ UpstreamPool::~UpstreamPool() {
   for (auto& ioc : impl_->owned) ioc->stop();
   for (auto& t : impl_->threads) t.join();
   MutexLock l(&impl_->mu);
-  impl_->idle.clear();
+  impl_->per_io.clear();
 }
 
 net::io_context& UpstreamPool::io_context() { return *impl_->io; }
