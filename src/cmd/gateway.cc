@@ -181,6 +181,7 @@ int RunGateway(const GatewayCliOptions& o) {
     grpc = std::make_unique<frontends::grpc::H2Server>(go2, gw.GrpcMethods());
     if (Status s = grpc->Start(); !s.ok()) {
       LOG_ERROR("dais gateway: --grpc-port: {}", s.message());
+      http.Stop();  // its threads run the node connections' io_contexts: joined before gw goes
       return 2;
     }
     LOG_INFO("ports: http={} grpc={}", http.port(), grpc->port());

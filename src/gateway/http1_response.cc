@@ -24,8 +24,18 @@ struct Http1ResponseParser::Callbacks {
     Self(p).started_ = true;
     return 0;
   }
+  // The head (and a chunked body's trailers) bounded like a request's: a node streaming header
+  // lines would otherwise grow them until the deadline.
+  static int Count(llhttp_t* p, size_t n) {
+    Http1ResponseParser& self = Self(p);
+    self.head_bytes_ += n;
+    if (self.head_bytes_ <= kMaxHeadBytes && self.headers_.size() <= kMaxHeaders) return 0;
+    llhttp_set_error_reason(p, "the answer's head exceeds 64 KiB or 100 lines");
+    return HPE_USER;
+  }
   static int OnHeaderField(llhttp_t* p, const char* at, size_t n) {
     Http1ResponseParser& self = Self(p);
+    if (int e = Count(p, n); e != 0) return e;
     if (self.in_body_) return 0;
     if (self.in_value_ || self.headers_.empty()) {
       self.headers_.emplace_back();
@@ -39,6 +49,7 @@ struct Http1ResponseParser::Callbacks {
   }
   static int OnHeaderValue(llhttp_t* p, const char* at, size_t n) {
     Http1ResponseParser& self = Self(p);
+    if (int e = Count(p, n); e != 0) return e;
     if (self.in_body_) return 0;  // trailers after the body: not kept
     self.headers_.back().second.append(at, n);
     self.in_value_ = true;
@@ -51,13 +62,17 @@ struct Http1ResponseParser::Callbacks {
   static int OnHeadersComplete(llhttp_t* p) {
     Http1ResponseParser& self = Self(p);
     self.status_ = p->status_code;
-    if ((p->flags & F_CONTENT_LENGTH) != 0 && p->content_length > self.max_body_bytes_ &&
-        !self.to_head_) {
+    // No body, whatever Content-Length says (RFC 9110 §6.4.1): the answer to a HEAD, 1xx, 204,
+    // 304 (llhttp 8 would wait for a 304's declared length).
+    const bool bodiless =
+        self.to_head_ || self.status_ / 100 == 1 || self.status_ == 204 || self.status_ == 304;
+    if (!bodiless && (p->flags & F_CONTENT_LENGTH) != 0 &&
+        p->content_length > self.max_body_bytes_) {
       return TooLarge(p);
     }
     // Trailer lines come through the header callbacks: dropped from here on.
     self.in_body_ = true;
-    return self.to_head_ ? 1 : 0;  // 1: no body (the answer to a HEAD)
+    return bodiless ? 1 : 0;  // 1: no body
   }
   static int OnBody(llhttp_t* p, const char* at, size_t n) {
     Http1ResponseParser& self = Self(p);
@@ -93,6 +108,7 @@ void Http1ResponseParser::Reset(bool to_head) {
   to_head_ = to_head;
   started_ = in_value_ = in_body_ = too_large_ = keep_alive_ = false;
   status_ = 0;
+  head_bytes_ = 0;
   headers_.clear();
   if (headers_.capacity() == 0) headers_.reserve(8);  // moved out with the last answer
   body_.clear();

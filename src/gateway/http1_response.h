@@ -4,7 +4,8 @@
 // a complete answer of its own: the caller resets and parses on (the real one follows).
 //
 // A body over the limit, declared or received (Content-Length, chunked or delimited by the
-// close), stops the parse with too_large() set: the answer is refused, not cut.
+// close), stops the parse with too_large() set: the answer is refused, not cut. A head over
+// 64 KiB or 100 lines is refused as malformed. HEAD, 1xx, 204 and 304 answers have no body.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,8 @@ class Http1ResponseParser {
  private:
   struct Callbacks;
   struct Llhttp;
+  static constexpr size_t kMaxHeadBytes = 64 * 1024;
+  static constexpr size_t kMaxHeaders = 100;
   std::unique_ptr<Llhttp> llhttp_;
   uint64_t max_body_bytes_;
   bool to_head_ = false;
@@ -61,6 +64,7 @@ class Http1ResponseParser {
   bool too_large_ = false;
   bool keep_alive_ = false;
   int status_ = 0;
+  size_t head_bytes_ = 0;  // header (and trailer) bytes so far
   std::vector<std::pair<std::string, std::string>> headers_;
   std::string body_;
   std::string error_;

@@ -283,6 +283,7 @@ class Exchange : public UpstreamPool::Impl::Expirable,
  private:
   void Connect() {
     reused_ = false;
+    received_ = false;
     auto endpoint = pool_->Resolve(address_);
     if (!endpoint.ok()) return Finish(endpoint.status(), true);
     stream_ = Conn();
@@ -380,15 +381,19 @@ class Exchange : public UpstreamPool::Impl::Expirable,
 
   void OnRead(boost::system::error_code ec, size_t n) {
     Http1ResponseParser& parser = *stream_.parser;
+    if (n > 0) received_ = true;
     if (ec == net::error::eof || ec == net::ssl::error::stream_truncated) {
       switch (parser.Finish()) {
         case Http1ResponseParser::Stop::kComplete:
+          // A TLS stream cut without close_notify may have been cut by anyone: a body delimited
+          // by that end is not known to be whole.
+          if (ec == net::ssl::error::stream_truncated) return Failed(ec, "reading the answer of");
           return Done(false);  // delimited by the close
         case Http1ResponseParser::Stop::kNeedMore:
           // A kept-alive connection the node closed before reading the request (a clean end,
           // nothing received): the request was not processed, send it again. A reset may come
           // after the node took the request: no resend.
-          if (reused_ && !expired_) return Connect();
+          if (reused_ && !expired_ && !received_) return Connect();
           return Failed(ec, "reading the answer of");
         case Http1ResponseParser::Stop::kError:
           return Refused(parser);
@@ -407,8 +412,10 @@ class Exchange : public UpstreamPool::Impl::Expirable,
       parser.Reset(request_.method == "HEAD");
       if (data.empty()) return Read();
     }
-    // Bytes after the answer: the connection's framing is not to be trusted for another one.
-    Done(parser.keep_alive() && data.empty());
+    // Bytes after the answer: the connection's framing is not to be trusted for another one. Nor
+    // after a HEAD (a server that sends a body anyway may send it late), nor once expired (the
+    // sweep closed the socket).
+    Done(parser.keep_alive() && data.empty() && request_.method != "HEAD" && !expired_);
   }
 
   void Refused(const Http1ResponseParser& parser) {
@@ -467,7 +474,8 @@ class Exchange : public UpstreamPool::Impl::Expirable,
   UpstreamRequest request_;
   Conn stream_;
   bool reused_ = false;
-  bool expired_ = false;  // the deadline passed (the sweeper closed the connection)
+  bool received_ = false;  // a byte of an answer (even a 1xx) came: never sent again
+  bool expired_ = false;   // the deadline passed (the sweeper closed the connection)
   bool ended_ = false;
   std::optional<UpstreamPool::Impl::Watched::iterator> watched_;
 };

@@ -68,8 +68,9 @@ class UpstreamPool {
   // On `io` (borrowed; run by its owner's threads, e.g. the gateway's HTTP server): a request
   // sent from a listener's I/O thread goes out on that thread's io_context (one per thread,
   // frontends/listen.h), no hand-off to another thread; from any other thread, on `io`.
+  // The owner stops the threads running `io` before destroying the pool.
   UpstreamPool(boost::asio::io_context* io, UpstreamOptions options);
-  ~UpstreamPool();  // stops the threads; pending sends complete with an error
+  ~UpstreamPool();  // stops the pool's own threads (pending sends are dropped with them)
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
 

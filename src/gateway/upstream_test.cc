@@ -241,6 +241,32 @@ TEST(UpstreamTest, AKeptAliveConnectionTheNodeClosedIsReplacedOnce) {
   EXPECT_EQ(node.connections(), 2);
 }
 
+TEST(UpstreamTest, NoBodyAfterA304OrA204WhateverItsLength) {
+  // llhttp 8 alone would wait for the 304's declared 10 bytes (until the deadline).
+  ScriptedNode node({"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+                     "HTTP/1.1 204 No Content\r\nContent-Length: 99999999999\r\n\r\n"});
+  UpstreamPool pool(Limited());
+  UpstreamResult first = SendTo(pool, node.address());
+  ASSERT_TRUE(first.status.ok()) << first.status.message();
+  EXPECT_EQ(first.response.status, 304);
+  UpstreamResult second = SendTo(pool, node.address());
+  ASSERT_TRUE(second.status.ok()) << second.status.message();
+  EXPECT_EQ(second.response.status, 204);
+  EXPECT_EQ(node.connections(), 1);
+}
+
+TEST(UpstreamTest, AnAnswerHeadPastItsLimitIsRefused) {
+  std::string answer = "HTTP/1.1 200 OK\r\n";
+  for (int i = 0; i < 2000; ++i)
+    answer += "X-Filler-" + std::to_string(i) + ": " + std::string(40, 'v') + "\r\n";
+  answer += "Content-Length: 0\r\n\r\n";
+  RawNode node(answer);
+  UpstreamPool pool(Limited());
+  UpstreamResult r = SendTo(pool, node.address());
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("head exceeds"), std::string::npos) << r.status.message();
+}
+
 TEST(UpstreamTest, MalformedAndCutAnswersAreErrorsNamingTheNode) {
   {
     ScriptedNode node({"HTTP/1.1 2x0 OK\r\n\r\n"});

@@ -209,3 +209,24 @@ def test_repository_index(server):
         assert str(by_name[m]["version"]) == "1", by_name[m]
     ready = server.index(ready=True)
     assert {e["name"] for e in ready} >= {"mlp_small", "xgb_multiclass"}, ready
+
+
+def test_head_answer_has_no_body_and_the_connection_goes_on(server):
+    """A HEAD gets the head a GET would (its Content-Length too) and no body: bytes of a body
+    would be read as the next answer on the same connection (RFC 9110 §9.3.2)."""
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+    try:
+        for path in ("/v2", "/v2/models/mlp_small", "/no/such/path"):
+            conn.request("HEAD", path)
+            head = conn.getresponse()
+            assert head.read() == b""
+            length = head.getheader("Content-Length")
+            conn.request("GET", path)
+            get = conn.getresponse()
+            body = get.read()
+            if head.status == get.status:
+                assert length == str(len(body)), (path, length, len(body))
+            assert get.status in (200, 404), (path, get.status, body)
+    finally:
+        conn.close()

@@ -185,6 +185,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Read() {
+    head_request_ = false;
     parser_.emplace();
     parser_->body_limit(options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
@@ -418,6 +419,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     reservation_.Release();  // complete: the handler's now
     bhttp::request<bhttp::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
+    head_request_ = req.method() == bhttp::verb::head;
     if (req.version() >= 11 && req.find(bhttp::field::host) == req.end()) {
       // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host (nginx does).
       keep_alive_ = false;
@@ -522,6 +524,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (!StatusHasBody(r.status)) r.body.clear();
     WriteResponseHead(r, r.body.size(), keep_alive_, coding, compress, &head_);
     answer_body_ = std::move(r.body);
+    // The answer to a HEAD: the head a GET would get (its Content-Length included), no body
+    // (RFC 9110 §9.3.2; a client reads none, and the bytes would be taken for the next answer).
+    if (head_request_) answer_body_.clear();
     const std::array<net::const_buffer, 2> out = {net::buffer(head_), net::buffer(answer_body_)};
     net::async_write(stream_, out, [self = shared_from_this()](beast::error_code ec, size_t) {
       std::string().swap(self->answer_body_);
@@ -557,8 +562,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<net::steady_timer> first_byte_timer_;         // HTTPS: until the first byte
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  std::string head_;         // the answer's head being written (its capacity kept)
-  std::string answer_body_;  // and its body
+  bool head_request_ = false;  // the request being answered is a HEAD
+  std::string head_;           // the answer's head being written (its capacity kept)
+  std::string answer_body_;    // and its body
   const Handler& handler_;
   const ServerOptions& options_;
   std::unique_ptr<frontends::ConnectionLimiter::Slot> slot_;
