@@ -75,8 +75,9 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--upstream-threads", o->upstream_threads,
-                  "Threads of their own for the connections to the nodes; 0: the HTTP threads "
-                  "(a request goes out from the thread that received it).")
+                  "Threads of their own for the HTTP connections to the nodes, an io_context each "
+                  "(the gRPC ones then run on the first); 0: the HTTP threads (a request goes "
+                  "out from the thread that received it).")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   cmd->add_option("--access-log", o->access_log,
