@@ -443,7 +443,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of every cell; the table shows the medians")
     ap.add_argument("--profile", help="perf record the gateway during its c=64 cell into this "
-                    "file (then: perf report -i FILE)")
+                    "file (then: perf report -i FILE); perf's options from DAIS_PERF_ARGS (default -g), "
+                    "e.g. '--call-graph dwarf,8192' or '-e probe_libjemalloc:opnew' after "
+                    "perf probe, to find allocation sites")
     ap.add_argument("--no-http", action="store_true", help="skip the HTTP cells (with --grpc: "
                     "only the gRPC ones)")
     ap.add_argument("--grpc", action="store_true", help="also measure gRPC ModelInfer direct "

@@ -3,18 +3,12 @@
 #include <llhttp.h>
 
 #include <algorithm>
-#include <cctype>
 #include <utility>
+
+#include "common/ascii.h"
 
 namespace dais::gateway {
 namespace {
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 std::string_view TrimWhitespace(std::string_view v) {
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
-#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <deque>
@@ -14,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/ascii.h"
 #include "common/mutex.h"
 #include "frontends/listen.h"
 #include "gateway/http1_response.h"
@@ -58,16 +58,9 @@ struct Conn {
 
 // Names the gateway writes itself (or that would frame the request differently).
 bool Framing(std::string_view name) {
-  auto is = [name](std::string_view n) {
-    return name.size() == n.size() &&
-           std::equal(name.begin(), name.end(), n.begin(), [](char a, char b) {
-             return std::tolower(static_cast<unsigned char>(a)) == b;
-           });
-  };
-  return is("host") || is("content-length") || is("transfer-encoding") || is("connection");
+  return EqualsIgnoreCase(name, "host") || EqualsIgnoreCase(name, "content-length") ||
+         EqualsIgnoreCase(name, "transfer-encoding") || EqualsIgnoreCase(name, "connection");
 }
-
-bool HasLineBreak(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
 
 }  // namespace
 

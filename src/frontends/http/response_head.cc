@@ -2,25 +2,17 @@
 
 #include <algorithm>
 #include <boost/beast/http/status.hpp>
-#include <cctype>
 #include <charconv>
+
+#include "common/ascii.h"
 
 namespace dais::frontends::http {
 namespace {
 
-bool SameName(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 bool Framing(std::string_view name) {
-  return SameName(name, "content-length") || SameName(name, "transfer-encoding") ||
-         SameName(name, "connection") || SameName(name, "server");
+  return EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "transfer-encoding") ||
+         EqualsIgnoreCase(name, "connection") || EqualsIgnoreCase(name, "server");
 }
-
-bool HasLineBreak(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
 
 void AppendNumber(uint64_t n, std::string* out) {
   char digits[24];
@@ -45,7 +37,7 @@ void WriteResponseHead(const Response& r, size_t body_bytes, bool keep_alive,
   out->append("\r\nServer: dais\r\n");
   const auto& h = r.headers;
   const bool own_type = std::any_of(h.begin(), h.end(), [](const auto& kv) {
-    return SameName(kv.first, "content-type") && !HasLineBreak(kv.second);
+    return EqualsIgnoreCase(kv.first, "content-type") && !HasLineBreak(kv.second);
   });
   if (!own_type && !r.content_type.empty() && !HasLineBreak(r.content_type)) {
     out->append("Content-Type: ").append(r.content_type).append("\r\n");
@@ -54,11 +46,11 @@ void WriteResponseHead(const Response& r, size_t body_bytes, bool keep_alive,
     const auto& [k, v] = h[i];
     if (k.empty() || Framing(k) || HasLineBreak(k) || HasLineBreak(v)) continue;
     if (std::any_of(h.begin() + static_cast<std::ptrdiff_t>(i) + 1, h.end(),
-                    [&k](const auto& later) { return SameName(later.first, k); })) {
+                    [&k](const auto& later) { return EqualsIgnoreCase(later.first, k); })) {
       continue;  // set again below: the last one counts
     }
-    if (!content_encoding.empty() && SameName(k, "content-encoding")) continue;
-    if (vary_accept_encoding && SameName(k, "vary")) continue;
+    if (!content_encoding.empty() && EqualsIgnoreCase(k, "content-encoding")) continue;
+    if (vary_accept_encoding && EqualsIgnoreCase(k, "vary")) continue;
     out->append(k).append(": ").append(v).append("\r\n");
   }
   if (vary_accept_encoding) out->append("Vary: Accept-Encoding\r\n");
