@@ -1,5 +1,5 @@
-// The gateway's HTTP/1.1 request framing (gateway/http1_parser.h, llhttp) against Beast's parser
-// on the same bytes: a KServe v2 inference request as a client sends it (head with a bearer
+// The gateway's HTTP/1.1 request framing (frontends/http/http1_parser.h, llhttp) against Beast's
+// parser on the same bytes: a KServe v2 inference request as a client sends it (head with a bearer
 // token, 1 KiB JSON body), 16 of them pipelined in one buffer. Prints nanoseconds and heap
 // allocations per request (operator new counted in this process), and the ratio to Beast's
 // `request_parser<string_body>` (what the gateway's serving path uses today) and to a
@@ -15,7 +15,7 @@
 #include <new>
 #include <string>
 
-#include "gateway/http1_parser.h"
+#include "frontends/http/http1_parser.h"
 
 namespace {
 
@@ -100,16 +100,16 @@ Result Measure(const std::string& wire, double seconds, F parse_all) {
 }
 
 size_t ParseLlhttp(const std::string& wire) {
-  dais::gateway::Http1RequestParser p;
+  dais::frontends::http::Http1RequestParser p;
   std::string_view rest = wire;
   size_t done = 0;
   while (!rest.empty()) {
     auto r = p.Parse(rest);
     rest.remove_prefix(r.consumed);
-    if (r.stop == dais::gateway::Http1RequestParser::Stop::kMessageComplete) {
+    if (r.stop == dais::frontends::http::Http1RequestParser::Stop::kMessageComplete) {
       ++done;
       p.Reset();
-    } else if (r.stop != dais::gateway::Http1RequestParser::Stop::kHeadComplete) {
+    } else if (r.stop != dais::frontends::http::Http1RequestParser::Stop::kHeadComplete) {
       std::fprintf(stderr, "llhttp: %s\n", p.error().c_str());
       std::exit(1);
     }

@@ -6,16 +6,18 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <cctype>
 #include <charconv>
+#include <cstring>
 #include <deque>
 #include <limits>
 
+#include "common/ascii.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "common/zlib_codec.h"
 #include "frontends/connection_limit.h"
 #include "frontends/http/content_coding.h"
+#include "frontends/http/http1_parser.h"
 #include "frontends/http/infer_codec.h"
 #include "frontends/http/response_head.h"
 #include "frontends/listen.h"
@@ -37,30 +39,19 @@ std::string_view Request::Header(std::string_view name) const {
 
 namespace {
 
+constexpr size_t kFirstReadBytes = 4096;  // a connection's read buffer (a head grows it)
 constexpr size_t kBodyReadBytes = 64 * 1024;
 constexpr int kLingerSecs = 5;
 
-std::string Lower(std::string_view s) {
+// A header name as handlers look it up (lower case).
+std::string LowerName(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (char& c : out) c = AsciiLower(c);
   return out;
 }
 
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-
-// OK without a Transfer-Encoding; else CheckTransferEncoding of every line of it, joined.
-template <class Fields>
-Status CheckTransferEncodings(const Fields& h) {
-  auto [first, last] = h.equal_range(bhttp::field::transfer_encoding);
-  if (first == last) return OkStatus();
-  std::string all;
-  for (auto it = first; it != last; ++it) {
-    if (!all.empty()) all += ',';
-    all.append(it->value().data(), it->value().size());
-  }
-  return CheckTransferEncoding(all);
-}
+using Parser = Http1RequestParser;
 
 // The answer to plain HTTP on an HTTPS port (sent in plain text: the client speaks it), as
 // nginx's 497.
@@ -84,7 +75,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         tls_(tls),
         handler_(handler),
         options_(options),
-        slot_(std::move(slot)) {}
+        slot_(std::move(slot)),
+        parser_(Http1Limits{.max_head_bytes = 64 * 1024,
+                            .max_headers = 64,
+                            .max_body_bytes = options.max_body_bytes,
+                            .max_body_chunks = options.max_body_chunks}) {}
 
   // On the accepting thread: the connection is idle (may make room for another) from now, not
   // only once its own I/O thread has started reading.
@@ -184,15 +179,19 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         });
   }
 
+  // The next request: what is left of the last read (a pipelined request) moves to the front of
+  // the buffer, where its head is parsed in place.
   void Read() {
     head_request_ = false;
-    parser_.emplace();
-    parser_->body_limit(options_.max_body_bytes);
-    parser_->header_limit(64 * 1024);
-    chunks_ = 0;
-    parser_->on_chunk_header(on_chunk_);
     answer_coding_.reset();
     inflater_.reset();
+    if (in_pos_ > 0) {
+      std::memmove(in_.data(), in_.data() + in_pos_, in_len_ - in_pos_);
+      in_len_ -= in_pos_;
+      in_pos_ = 0;
+    }
+    fed_ = 0;
+    parser_.Reset();
     // An idle keep-alive connection, or a client that stalls mid-request, is closed after this,
     // or earlier when the listener is at its connection limit and this one has waited longest.
     const bool silent_under_pressure = !served_ && slot_->UnderPressure();
@@ -201,59 +200,117 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
             ? std::min(options_.idle_timeout_secs, options_.header_timeout_under_pressure_secs)
             : options_.idle_timeout_secs));
     MarkIdle();
-    bhttp::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+    ParseHead();
   }
 
-  // The header is in: the body (if any) is read piece by piece, so that a JSON body nested deeper
-  // than the limit is refused after its first bytes rather than read whole (issue 11: 40 MB of
-  // '[' took 11.7 s before its 400).
-  void OnHeader(beast::error_code ec) {
-    if (ec) return OnRead(ec);
+  // The head's bytes stay where they arrived (the parser's fields point into them) until the
+  // buffer is full: then it grows, and the head is parsed again from its start (a few times at
+  // most: the buffer doubles, up to the head limit).
+  void ParseHead() {
+    if (fed_ < in_len_) {
+      const auto r = parser_.ParseInPlace(in_.data() + fed_, in_len_ - fed_);
+      if (r.stop == Parser::Stop::kError) return OnParseError();
+      if (r.stop != Parser::Stop::kNeedMore) {
+        in_pos_ = fed_ + r.consumed;
+        return OnHead();
+      }
+      fed_ = in_len_;
+    }
+    if (in_len_ == in_.size()) {
+      std::string bigger(std::max<size_t>(kFirstReadBytes, in_.size() * 2), '\0');
+      std::memcpy(bigger.data(), in_.data(), in_len_);
+      in_.swap(bigger);
+      parser_.Reset();
+      fed_ = 0;
+      if (in_len_ > 0) return ParseHead();
+    }
+    stream_.async_read_some(net::buffer(in_.data() + in_len_, in_.size() - in_len_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->OnReadError(ec);
+                              self->in_len_ += n;
+                              self->ParseHead();
+                            });
+  }
+
+  // The head is in: the request is built from it, then the body (if any) is read piece by piece,
+  // so that a JSON body nested deeper than the limit is refused after its first bytes rather
+  // than read whole (issue 11: 40 MB of '[' took 11.7 s before its 400).
+  void OnHead() {
     slot_->Busy();
     served_ = true;
-    const auto& h = parser_->get();
-    if (Status te = CheckTransferEncodings(h); !te.ok()) {
-      return AnswerEarly(te.code() == StatusCode::kUnimplemented ? 501 : 400, te.message());
-    }
-    if (parser_->is_done()) return OnRead(ec);
-    json_bytes_ = std::numeric_limits<uint64_t>::max();
-    auto ihcl = h.find("Inference-Header-Content-Length");
-    if (ihcl != h.end()) {
-      // Binary tensor extension: only the first N bytes are JSON (a malformed value is the
-      // handler's 400; scan nothing here).
-      std::string_view v(ihcl->value().data(), ihcl->value().size());
-      uint64_t n = 0;
-      auto r = std::from_chars(v.data(), v.data() + v.size(), n);
-      json_bytes_ = r.ec == std::errc() && r.ptr == v.data() + v.size() ? n : 0;
-    } else {
-      auto ct = h.find(bhttp::field::content_type);
-      if (ct != h.end() && ct->value().find("octet-stream") != beast::string_view::npos) {
-        json_bytes_ = 0;
+    const Http1RequestHead& h = parser_.head();
+    if (std::string_view te = h.Find("transfer-encoding"); !te.empty()) {
+      // llhttp has refused a final coding other than chunked; another coding before it is ours.
+      std::string all;
+      for (size_t i = 0; i < h.header_count; ++i) {
+        if (!EqualsIgnoreCase(h.headers[i].name, "transfer-encoding")) continue;
+        if (!all.empty()) all += ',';
+        all += h.headers[i].value;
+      }
+      if (Status st = CheckTransferEncoding(all); !st.ok()) {
+        return AnswerEarly(st.code() == StatusCode::kUnimplemented ? 501 : 400, st.message());
       }
     }
-    inflater_.reset();
-    decoded_.clear();
-    auto ce = h.find(bhttp::field::content_encoding);
-    if (ce != h.end()) {
-      auto coding = RequestCoding(std::string_view(ce->value().data(), ce->value().size()));
+    bool has_host = false;
+    for (size_t i = 0; i < h.header_count && !has_host; ++i) {
+      has_host = EqualsIgnoreCase(h.headers[i].name, "host");
+    }
+    if (h.version_major == 1 && h.version_minor >= 1 && !has_host) {
+      // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host (nginx does).
+      return AnswerEarly(400, "HTTP/1.1 request without a Host header");
+    }
+    // The head's views point into the read buffer, which the body's reads reuse: the request
+    // takes copies now.
+    keep_alive_ = h.keep_alive;
+    head_request_ = h.method == "HEAD";
+    request_ = Request{};
+    request_.method = std::string(h.method);
+    const auto q = h.target.find('?');
+    request_.path = std::string(h.target.substr(0, q));
+    if (q != std::string_view::npos) request_.query = std::string(h.target.substr(q + 1));
+    json_bytes_ = std::numeric_limits<uint64_t>::max();
+    if (std::string_view ihcl = h.Find("inference-header-content-length"); !ihcl.empty()) {
+      // Binary tensor extension: only the first N bytes are JSON (a malformed value is the
+      // handler's 400; scan nothing here).
+      uint64_t n = 0;
+      auto r = std::from_chars(ihcl.data(), ihcl.data() + ihcl.size(), n);
+      json_bytes_ = r.ec == std::errc() && r.ptr == ihcl.data() + ihcl.size() ? n : 0;
+    } else if (h.Find("content-type").find("octet-stream") != std::string_view::npos) {
+      json_bytes_ = 0;
+    }
+    std::string().swap(decoded_);
+    if (std::string_view ce = h.Find("content-encoding"); !ce.empty()) {
+      auto coding = RequestCoding(ce);
       if (!coding.ok()) {
         // RFC 9110 §15.5.16: a 415 for a content coding names the ones accepted.
         return AnswerEarly(415, coding.status().message(), {{"Accept-Encoding", "gzip, deflate"}});
       }
       if (*coding) inflater_.emplace(**coding, options_.max_body_bytes);
     }
+    request_.headers.reserve(h.header_count);
+    for (size_t i = 0; i < h.header_count; ++i) {
+      const Http1Header& f = h.headers[i];
+      if (inflater_ && EqualsIgnoreCase(f.name, "content-encoding")) continue;  // decoded below
+      request_.headers.emplace_back(LowerName(f.name), std::string(f.value));
+    }
+    wire_.clear();
+    if (!h.chunked && h.content_length <= 0) return Complete();
     // A body that came whole with its head (most requests) is in memory already and takes no
     // time to arrive. Any other is bounded by the process's budget for requests still arriving
     // (a known length reserved whole before a byte of it is read, a chunked one as it comes:
     // OnBody), and may be closed for room, the slowest first, while it arrives.
-    const auto length = parser_->content_length();
-    arriving_ = !length || *length > buffer_.size();
+    const uint64_t here = in_len_ - in_pos_;
+    arriving_ = h.chunked || static_cast<uint64_t>(h.content_length) > here;
+    if (h.content_length > 0) {
+      if (arriving_ &&
+          !reservation_.Hold(static_cast<uint64_t>(h.content_length), options_.listener)) {
+        return RefuseForMemory();
+      }
+      wire_.reserve(static_cast<size_t>(h.content_length));
+    }
     if (arriving_) {
-      if (length && !reservation_.Hold(*length, options_.listener)) return RefuseForMemory();
       body_since_ = std::chrono::steady_clock::now();
-      body_bytes_ = 0;
+      body_bytes_ = here;
       slot_->Receiving([weak = weak_from_this()] {
         if (auto self = weak.lock()) {
           net::post(self->stream_.get_executor(), [self] { self->Tcp().close(); });
@@ -262,27 +319,47 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     scanner_.emplace(options_.max_json_depth);
     scanned_ = 0;
-    // Reads of at least 64 KiB while a body comes in: Beast reads what the buffer's spare
-    // capacity allows, 512 bytes at a time for a fresh buffer (80,000 reads for 40 MB).
-    buffer_.reserve(kBodyReadBytes);
-    auto expect = h.find(bhttp::field::expect);
-    if (expect != h.end() && beast::iequals(expect->value(), "100-continue")) {
+    parser_.set_body_sink(&wire_);
+    if (arriving_ && h.expect_continue) {
       // RFC 9110 §10.1.1: curl and other clients wait (curl: 1 s) for this before the body.
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       return net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
                               [self = shared_from_this()](beast::error_code ec, size_t) {
                                 if (ec) return self->Close();
-                                self->ReadBody();
+                                self->ParseBody();
                               });
     }
-    ReadBody();
+    ParseBody();
   }
 
-  void ReadBody() {
+  // The body's bytes in the buffer go through the parser (its payload appended to wire_), then
+  // the buffer is read into again from its start until the message ends.
+  void ParseBody() {
+    auto stop = Parser::Stop::kNeedMore;
+    if (in_pos_ < in_len_) {
+      const auto r = parser_.Parse({in_.data() + in_pos_, in_len_ - in_pos_});
+      in_pos_ += r.consumed;
+      stop = r.stop;
+      if (stop == Parser::Stop::kError) return OnParseError();
+    } else {
+      stop = parser_.Parse({}).stop;  // a body already whole ends on an empty call
+      if (stop == Parser::Stop::kError) return OnParseError();
+    }
+    const bool complete = stop == Parser::Stop::kMessageComplete;
+    if (!OnBody(complete)) return;
+    if (complete) return Complete();
+    in_pos_ = in_len_ = 0;
+    // Reads of at least 64 KiB while a body comes in (40 MB in 640 reads, not 80,000).
+    if (in_.size() < kBodyReadBytes) std::string(kBodyReadBytes, '\0').swap(in_);
     if (arriving_) Tcp().expires_at(BodyDeadline());
-    bhttp::async_read_some(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnBody(ec, n); });
+    stream_.async_read_some(net::buffer(in_.data(), in_.size()),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->OnBodyReadError(ec);
+                              self->in_len_ = n;
+                              self->body_bytes_ += n;
+                              if (self->arriving_) self->slot_->Progress(n);
+                              self->ParseBody();
+                            });
   }
 
   // When the body must have arrived up to what was read so far: the minimum rate after the
@@ -311,7 +388,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                        {{"Retry-After", "1"}});
   }
 
-  void OnBody(beast::error_code ec, size_t n) {
+  void OnBodyReadError(beast::error_code ec) {
     if (ec == beast::error::timeout) {
       slot_->CountSlow();
       beast::error_code ignored;
@@ -325,46 +402,44 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                       std::chrono::steady_clock::now() - body_since_)
                       .count());
     }
-    if (ec) return OnRead(ec);
-    body_bytes_ += n;
-    if (arriving_) slot_->Progress(n);
-    std::string& wire = parser_->get().body();
+    OnReadError(ec);
+  }
+
+  // The payload that came since the last call (wire_): decompressed, bounded by the memory
+  // budget, scanned for depth. False when the request was answered early.
+  bool OnBody(bool complete) {
     if (inflater_) {
-      // Decompressed as it arrives; the compressed bytes are dropped once inflated (Beast
-      // appends each read at the body's end, wherever that is).
-      Status s = inflater_->Feed(wire, &decoded_);
-      wire.clear();
+      // Decompressed as it arrives; the compressed bytes are dropped once inflated.
+      Status s = inflater_->Feed(wire_, &decoded_);
+      wire_.clear();
       if (!s.ok()) {
-        return AnswerEarly(s.code() == StatusCode::kResourceExhausted ? 413 : 400, s.message());
+        AnswerEarly(s.code() == StatusCode::kResourceExhausted ? 413 : 400, s.message());
+        return false;
       }
     }
-    const std::string& body = inflater_ ? decoded_ : wire;
+    const std::string& body = inflater_ ? decoded_ : wire_;
     // What the body's strings and the read buffer have allocated, not only what they hold: a
     // string grows by doubling, so 17 MB of body may sit in 32 MiB.
     if (arriving_) {
-      const uint64_t allocated = wire.capacity() + decoded_.capacity() + buffer_.capacity();
+      const uint64_t allocated = wire_.capacity() + decoded_.capacity() + in_.capacity();
       if (allocated > reservation_.held() &&
           !reservation_.Hold(allocated + kBodyReadBytes, options_.listener)) {
-        return RefuseForMemory();
+        RefuseForMemory();
+        return false;
       }
     }
     // The depth scan exists to stop reading a hostile body early; on the last piece there is
     // nothing left to read, and the JSON parser applies the same limit.
     const uint64_t until = std::min<uint64_t>(body.size(), json_bytes_);
-    if (until > scanned_ && !parser_->is_done()) {
+    if (until > scanned_ && !complete) {
       if (!scanner_->Feed(std::string_view(body).substr(scanned_, until - scanned_))) {
-        return AnswerEarly(400, "JSON nested deeper than " + std::to_string(scanner_->max_depth()) +
-                                    " levels at offset " + std::to_string(scanner_->offset()));
+        AnswerEarly(400, "JSON nested deeper than " + std::to_string(scanner_->max_depth()) +
+                             " levels at offset " + std::to_string(scanner_->offset()));
+        return false;
       }
       scanned_ = until;
     }
-    if (!parser_->is_done()) return ReadBody();
-    if (inflater_) {
-      if (Status s = inflater_->Finish(); !s.ok()) return AnswerEarly(400, s.message());
-    }
-    // Idle keep-alive connections must not each keep 64 KiB (thousands of them are allowed).
-    if (buffer_.capacity() > 4096) buffer_.shrink_to_fit();
-    OnRead(ec);
+    return true;
   }
 
   // Answers before the whole request was read, then drops the rest of it and closes.
@@ -374,32 +449,25 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     // What was read of the body goes now, not when the lingering close ends (up to 5 s later):
     // the memory is what the budget bounded.
     reservation_.Release();
-    parser_.reset();
     inflater_.reset();
     std::string().swap(decoded_);
-    buffer_ = beast::flat_buffer();
+    std::string().swap(wire_);
+    std::string().swap(in_);
+    in_len_ = in_pos_ = fed_ = 0;
     discard_rest_ = true;
     Write(Response{status, "application/json", ErrorJson(message), std::move(headers)});
   }
 
-  void OnRead(beast::error_code ec) {
+  void OnReadError(beast::error_code) {
+    // The client went away, closed, stalled past its timeout or reset: nothing to answer.
     slot_->Busy();
-    if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
-        ec == net::error::connection_reset || ec == net::error::operation_aborted ||
-        ec == net::ssl::error::stream_truncated) {  // a TLS client gone without close_notify
-      return Close();
-    }
-    if (ec == bhttp::error::body_limit) {
-      // Answered before the body: the rest is drained so that the 413 is not reset away.
-      return AnswerEarly(413, "request body exceeds the limit of " +
-                                  std::to_string(options_.max_body_bytes) + " bytes");
-    }
-    if (chunks_ > options_.max_body_chunks) {
-      return AnswerEarly(413, "chunked request body in more than " +
-                                  std::to_string(options_.max_body_chunks) + " chunks");
-    }
-    if (ec && !kTls && buffer_.size() > 0 &&
-        *static_cast<const unsigned char*>(buffer_.data().data()) == 0x16) {
+    Close();
+  }
+
+  void OnParseError() {
+    slot_->Busy();
+    const int status = parser_.error_status();
+    if (!kTls && !served_ && in_len_ > 0 && static_cast<unsigned char>(in_[0]) == 0x16) {
       // A TLS ClientHello: an HTTP answer would mean nothing to it.
       tls::CountTlsOnPlainPort(options_.listener);
       LOG_INFO(
@@ -408,43 +476,41 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
           options_.listener);
       return Close();
     }
-    if (ec) {
-      keep_alive_ = false;
-      return Write(Response{400,
-                            "application/json",
-                            "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}",
-                            {}});
+    if (status == 413 && parser_.chunks() > options_.max_body_chunks) {
+      return AnswerEarly(413, "chunked request body in more than " +
+                                  std::to_string(options_.max_body_chunks) + " chunks");
     }
+    if (status == 413) {
+      // Answered before the body: the rest is drained so that the 413 is not reset away.
+      return AnswerEarly(413, "request body exceeds the limit of " +
+                                  std::to_string(options_.max_body_bytes) + " bytes");
+    }
+    AnswerEarly(status, "malformed HTTP request: " + parser_.error());
+  }
+
+  // The whole request is in: to the handler.
+  void Complete() {
+    if (inflater_) {
+      if (Status s = inflater_->Finish(); !s.ok()) return AnswerEarly(400, s.message());
+    }
+    // Idle keep-alive connections must not each keep 64 KiB (thousands of them are allowed).
+    if (in_.size() > kFirstReadBytes && in_len_ - in_pos_ <= kFirstReadBytes) {
+      std::string smaller(kFirstReadBytes, '\0');
+      std::memcpy(smaller.data(), in_.data() + in_pos_, in_len_ - in_pos_);
+      in_.swap(smaller);
+      in_len_ -= in_pos_;
+      in_pos_ = 0;
+    }
+    parser_.set_body_sink(nullptr);
     Tcp().expires_never();   // the handler may take as long as the model needs
     reservation_.Release();  // complete: the handler's now
-    bhttp::request<bhttp::string_body> req = parser_->release();
-    keep_alive_ = req.keep_alive();
-    head_request_ = req.method() == bhttp::verb::head;
-    if (req.version() >= 11 && req.find(bhttp::field::host) == req.end()) {
-      // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host (nginx does).
-      keep_alive_ = false;
-      return Write(Response{
-          400, "application/json", "{\"error\":\"HTTP/1.1 request without a Host header\"}", {}});
-    }
-    Request r;
-    r.method = std::string(req.method_string().data(), req.method_string().size());
-    std::string_view target(req.target().data(), req.target().size());
-    auto q = target.find('?');
-    r.path = std::string(target.substr(0, q));
-    if (q != std::string_view::npos) r.query = std::string(target.substr(q + 1));
-    r.headers.reserve(static_cast<size_t>(std::distance(req.begin(), req.end())));
-    for (const auto& f : req) {
-      if (inflater_ && f.name() == bhttp::field::content_encoding) continue;  // decoded below
-      r.headers.emplace_back(
-          Lower(std::string_view(f.name_string().data(), f.name_string().size())),
-          std::string(f.value().data(), f.value().size()));
-    }
-    r.body = inflater_ ? std::move(decoded_) : std::move(req.body());
+    arriving_ = false;
+    request_.body = inflater_ ? std::move(decoded_) : std::move(wire_);
     inflater_.reset();
-    answer_coding_ = AnswerCoding(r.Header("accept-encoding"));
+    answer_coding_ = AnswerCoding(request_.Header("accept-encoding"));
     // dispatch: an answer given on this connection's thread (the gateway's, a cached one) is
     // written right away; from another thread (a model instance's) it is queued to this one.
-    handler_(std::move(r), [self = shared_from_this()](Response resp) {
+    handler_(std::move(request_), [self = shared_from_this()](Response resp) {
       net::dispatch(self->stream_.get_executor(),
                     [self, resp = std::move(resp)]() mutable { self->Write(std::move(resp)); });
     });
@@ -560,14 +626,19 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   tls::ServerContext* tls_;
   std::unique_ptr<tls::ServerContext::Handshake> handshake_;  // HTTPS: its slot
   std::optional<net::steady_timer> first_byte_timer_;         // HTTPS: until the first byte
-  beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bool head_request_ = false;  // the request being answered is a HEAD
   std::string head_;           // the answer's head being written (its capacity kept)
   std::string answer_body_;    // and its body
   const Handler& handler_;
   const ServerOptions& options_;
   std::unique_ptr<frontends::ConnectionLimiter::Slot> slot_;
+  // The read buffer: [in_pos_, in_len_) not yet parsed (a head: from 0, fed_ of it given to the
+  // parser so far).
+  std::string in_ = std::string(kFirstReadBytes, '\0');
+  size_t in_len_ = 0, in_pos_ = 0, fed_ = 0;
+  Parser parser_;
+  Request request_;   // being read (its head copied out of the buffer)
+  std::string wire_;  // the body's payload as it came (compressed if Content-Encoding)
   bool keep_alive_ = true;
   // The request being read: how many leading body bytes are JSON, how far they were scanned.
   uint64_t json_bytes_ = 0;
@@ -576,13 +647,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<Inflater> inflater_;         // the body came with Content-Encoding gzip / deflate
   std::string decoded_;                      // what it decompressed to so far
   std::optional<ZlibFormat> answer_coding_;  // the request's Accept-Encoding allows it
-  bool served_ = false;  // a request head completed: no longer a silent connection
-  uint64_t chunks_ = 0;
-  // Counts a chunked body's chunks; past the limit the parser stops with an error.
-  std::function<void(uint64_t, beast::string_view, beast::error_code&)> on_chunk_ =
-      [this](uint64_t, beast::string_view, beast::error_code& ec) {
-        if (++chunks_ > options_.max_body_chunks) ec = bhttp::error::bad_chunk;
-      };
+  bool served_ = false;             // a request head completed: no longer a silent connection
   bool discard_rest_ = false;       // answered early: drop the rest of the body, then close
   RequestReservation reservation_;  // of RequestMemory, for the body being read
   std::chrono::steady_clock::time_point body_since_;  // its head arrived

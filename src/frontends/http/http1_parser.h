@@ -9,9 +9,10 @@
 // needs more, or the request is refused (error_status(): 400 malformed or ambiguous framing,
 // 413 body too large, 431 head too large or too many headers). The head's fields are views into
 // the caller's bytes: every byte of a head must stay where it was until the head is complete
-// (a head split over reads is a head the caller keeps contiguous). Body bytes are taken as they
-// come and left where they are: the forwarder sends the raw bytes the parser took (chunked
-// framing included), so the node sees the request's own body.
+// (a head split over reads is a head the caller keeps contiguous, or parses again from its start
+// after a Reset()). Body bytes are taken as they come and left where they are: a forwarder sends
+// the raw bytes the parser took (chunked framing included); a server that wants the payload
+// itself (chunk framing removed) sets a body sink, which the payload bytes are appended to.
 //
 // Refused, as request smuggling defences (RFC 9112 §6.3): Content-Length with Transfer-Encoding,
 // two Content-Length headers, a Transfer-Encoding whose last coding is not chunked, chunk data
@@ -27,12 +28,13 @@
 #include <string>
 #include <string_view>
 
-namespace dais::gateway {
+namespace dais::frontends::http {
 
 struct Http1Limits {
   size_t max_head_bytes = 64 * 1024;            // request line and headers (431 beyond)
   size_t max_headers = 64;                      // header lines (431 beyond)
   uint64_t max_body_bytes = uint64_t{1} << 32;  // declared or received (413 beyond)
+  uint64_t max_body_chunks = UINT64_MAX;        // a chunked body's chunks (413 beyond)
 };
 
 struct Http1Header {
@@ -76,12 +78,22 @@ class Http1RequestParser {
   // a body completes on that call, with nothing consumed. After kMessageComplete, Reset() before
   // the next request; after kError the connection must be closed (the framing is lost).
   Result Parse(std::string_view data);
-  // Ready for the next request on the same connection (after kMessageComplete).
+  // As Parse, for a caller whose bytes may be written to during the call (a server's own read
+  // buffer): bytes 0x80-0xFF in the request line (a raw UTF-8 path, as curl sends one), which
+  // llhttp's strict mode refuses, are taken as nginx and Beast take them. They are hidden from
+  // llhttp and put back before this returns, so the head's fields show them.
+  Result ParseInPlace(char* data, size_t size);
+  // Ready for the next request on the same connection (after kMessageComplete), or to parse a
+  // head again from its first byte (after kNeedMore in the head).
   void Reset();
+  // Where the payload bytes of the body go from now on (appended; chunk framing removed), or
+  // null (the default): nowhere.
+  void set_body_sink(std::string* sink) { body_sink_ = sink; }
 
   const Http1RequestHead& head() const { return head_; }
   bool in_body() const { return state_ == State::kBody; }
   uint64_t body_bytes() const { return body_bytes_; }  // payload bytes (without chunk framing)
+  uint64_t chunks() const { return chunks_; }          // chunk headers of a chunked body so far
   int error_status() const { return error_status_; }   // 400, 413 or 431
   const std::string& error() const { return error_; }
 
@@ -99,11 +111,14 @@ class Http1RequestParser {
   State state_ = State::kHead;
   bool in_value_ = false;  // the last header callback was a value (a new field starts a header)
   bool too_many_headers_ = false;
+  bool request_line_seen_ = false;  // ParseInPlace: its end has been given
   uint64_t body_bytes_ = 0;
+  uint64_t chunks_ = 0;
+  std::string* body_sink_ = nullptr;
   size_t trailer_bytes_ = 0;
   const char* head_start_ = nullptr;  // the current head's first byte (the caller's buffer)
   int error_status_ = 0;
   std::string error_;
 };
 
-}  // namespace dais::gateway
+}  // namespace dais::frontends::http

@@ -1,13 +1,15 @@
-#include "gateway/http1_parser.h"
+#include "frontends/http/http1_parser.h"
 
 #include <llhttp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
+#include <vector>
 
 #include "common/ascii.h"
 
-namespace dais::gateway {
+namespace dais::frontends::http {
 namespace {
 
 std::string_view TrimWhitespace(std::string_view v) {
@@ -118,12 +120,22 @@ struct Http1RequestParser::Callbacks {
     self.state_ = State::kBody;
     return HPE_PAUSED;  // the caller looks at the head before the body
   }
-  static int OnBody(llhttp_t* p, const char*, size_t n) {
+  static int OnBody(llhttp_t* p, const char* at, size_t n) {
     Http1RequestParser& self = Self(p);
     self.body_bytes_ += n;
     if (self.body_bytes_ > self.limits_.max_body_bytes) {
       self.error_status_ = 413;
       llhttp_set_error_reason(p, "body beyond the body limit");
+      return HPE_USER;
+    }
+    if (self.body_sink_ != nullptr) self.body_sink_->append(at, n);
+    return 0;
+  }
+  static int OnChunkHeader(llhttp_t* p) {
+    Http1RequestParser& self = Self(p);
+    if (++self.chunks_ > self.limits_.max_body_chunks) {
+      self.error_status_ = 413;
+      llhttp_set_error_reason(p, "more chunks than the limit");
       return HPE_USER;
     }
     return 0;
@@ -144,6 +156,7 @@ Http1RequestParser::Http1RequestParser(Http1Limits limits)
   llhttp_->settings.on_header_value_complete = Callbacks::OnHeaderValueComplete;
   llhttp_->settings.on_headers_complete = Callbacks::OnHeadersComplete;
   llhttp_->settings.on_body = Callbacks::OnBody;
+  llhttp_->settings.on_chunk_header = Callbacks::OnChunkHeader;
   llhttp_->settings.on_message_complete = Callbacks::OnMessageComplete;
   llhttp_init(&llhttp_->parser, HTTP_REQUEST, &llhttp_->settings);
   llhttp_->parser.data = this;
@@ -159,7 +172,10 @@ void Http1RequestParser::Reset() {
   state_ = State::kHead;
   in_value_ = false;
   too_many_headers_ = false;
+  request_line_seen_ = false;
   body_bytes_ = 0;
+  chunks_ = 0;
+  body_sink_ = nullptr;
   trailer_bytes_ = 0;
   head_start_ = nullptr;
 }
@@ -221,4 +237,21 @@ Http1RequestParser::Result Http1RequestParser::Parse(std::string_view data) {
               consumed);
 }
 
-}  // namespace dais::gateway
+Http1RequestParser::Result Http1RequestParser::ParseInPlace(char* data, size_t size) {
+  if (state_ != State::kHead || request_line_seen_) return Parse({data, size});
+  const char* newline = static_cast<const char*>(std::memchr(data, '\n', size));
+  request_line_seen_ = newline != nullptr;
+  const size_t line = newline != nullptr ? static_cast<size_t>(newline - data) : size;
+  std::vector<std::pair<size_t, char>> hidden;  // allocates only for such a request line
+  for (size_t i = 0; i < line; ++i) {
+    if (static_cast<unsigned char>(data[i]) >= 0x80) {
+      hidden.emplace_back(i, data[i]);
+      data[i] = '~';  // an unreserved URI character (RFC 3986 section 2.3)
+    }
+  }
+  const Result r = Parse({data, size});
+  for (const auto& [i, c] : hidden) data[i] = c;
+  return r;
+}
+
+}  // namespace dais::frontends::http

@@ -1,10 +1,10 @@
-#include "gateway/http1_parser.h"
+#include "frontends/http/http1_parser.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace dais::gateway {
+namespace dais::frontends::http {
 namespace {
 
 using Stop = Http1RequestParser::Stop;
@@ -251,5 +251,102 @@ TEST(Http1ParserTest, AHeadTricklingPastTheLimitIsRefused) {
   EXPECT_LE(fed, 65u);
 }
 
+TEST(Http1ParserTest, TheBodySinkGetsThePayloadWithoutChunkFraming) {
+  const std::string wire =
+      "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\nX-Trailer: t\r\n\r\n";
+  for (size_t piece : {wire.size(), size_t{1}, size_t{3}}) {
+    Http1RequestParser p;
+    std::string body;
+    std::string_view rest = wire;
+    bool head_seen = false;
+    for (;;) {
+      auto r = p.Parse(rest.substr(0, head_seen ? piece : rest.size()));
+      ASSERT_NE(r.stop, Stop::kError) << p.error();
+      rest.remove_prefix(r.consumed);
+      if (r.stop == Stop::kHeadComplete) {
+        head_seen = true;
+        p.set_body_sink(&body);
+      }
+      if (r.stop == Stop::kMessageComplete) break;
+      ASSERT_FALSE(rest.empty() && r.stop == Stop::kNeedMore);
+    }
+    EXPECT_EQ(body, "abcdefg") << "pieces of " << piece;
+    EXPECT_EQ(p.chunks(), 3u);  // two with data, the last
+    EXPECT_TRUE(rest.empty());
+  }
+}
+
+TEST(Http1ParserTest, ChunksPastTheLimitAreA413) {
+  Http1Limits limits;
+  limits.max_body_chunks = 2;
+  Http1RequestParser p(limits);
+  const std::string wire =
+      "POST /x HTTP/1.1\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n1\r\nc\r\n0\r\n\r\n";
+  auto r = p.Parse(wire);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete);
+  r = p.Parse(std::string_view(wire).substr(r.consumed));
+  EXPECT_EQ(r.stop, Stop::kError);
+  EXPECT_EQ(p.error_status(), 413);
+}
+
+TEST(Http1ParserTest, AnUpgradeRequestIsAnsweredAsAPlainOne) {
+  // curl --http2 on http:// asks for h2c; a server may ignore Upgrade (RFC 9110 section 7.8).
+  const std::string wire =
+      "GET /v2/health/live HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+      "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
+      "GET /next HTTP/1.1\r\nHost: h\r\n\r\n";
+  Http1RequestParser p;
+  std::string_view rest = wire;
+  auto r = p.Parse(rest);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+  rest.remove_prefix(r.consumed);
+  r = p.Parse(rest);
+  ASSERT_EQ(r.stop, Stop::kMessageComplete) << p.error();
+  rest.remove_prefix(r.consumed);
+  p.Reset();
+  r = p.Parse(rest);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+  EXPECT_EQ(p.head().target, "/next");
+}
+
+TEST(Http1ParserTest, AHeadParsedAgainFromItsStartAfterReset) {
+  // A server whose buffer grows under a head moves its bytes, then parses them again.
+  const std::string wire = "GET /moved HTTP/1.1\r\nHost: h\r\nX-Long: abcdef\r\n\r\n";
+  Http1RequestParser p;
+  ASSERT_EQ(p.Parse(std::string_view(wire).substr(0, 30)).stop, Stop::kNeedMore);
+  const std::string moved = wire;  // elsewhere in memory
+  p.Reset();
+  auto r = p.Parse(moved);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+  EXPECT_EQ(p.head().target.data(), moved.data() + 4);
+  EXPECT_EQ(p.head().Find("x-long"), "abcdef");
+  EXPECT_EQ(p.head().head_bytes, wire.size());
+}
+
+TEST(Http1ParserTest, ARawUtf8PathIsTakenInPlaceOnly) {
+  std::string wire = "GET /v2/models/caf\xc3\xa9/config HTTP/1.1\r\nHost: x\r\n\r\n";
+  Http1RequestParser strict;
+  EXPECT_EQ(strict.Parse(wire).stop, Stop::kError);  // llhttp's strict mode alone
+  for (size_t piece : {wire.size(), size_t{1}, size_t{20}}) {
+    std::string bytes = wire;
+    Http1RequestParser p;
+    size_t at = 0;
+    Http1RequestParser::Result r;
+    do {
+      const size_t n = std::min(piece, bytes.size() - at);
+      r = p.ParseInPlace(bytes.data() + at, n);
+      at += r.consumed;
+    } while (r.stop == Stop::kNeedMore && at < bytes.size());
+    ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+    EXPECT_EQ(p.head().target, "/v2/models/caf\xc3\xa9/config");
+    EXPECT_EQ(bytes, wire);  // every byte put back
+  }
+  std::string in_method = "G\xc3T / HTTP/1.1\r\n\r\n";
+  Http1RequestParser p;
+  EXPECT_EQ(p.ParseInPlace(in_method.data(), in_method.size()).stop, Stop::kError);
+}
+
 }  // namespace
-}  // namespace dais::gateway
+}  // namespace dais::frontends::http
