@@ -94,8 +94,10 @@ ConnectionLimiter::Slot::~Slot() {
 }
 
 void ConnectionLimiter::Slot::Unlist() {
-  if (state_ == State::kIdle) (served_ ? owner_->idle_ : owner_->silent_).erase(pos_);
-  if (state_ == State::kReceiving) owner_->receiving_.erase(pos_);
+  if (state_ == State::kIdle) {
+    parked_.splice(parked_.end(), served_ ? owner_->idle_ : owner_->silent_, pos_);
+  }
+  if (state_ == State::kReceiving) parked_.splice(parked_.end(), owner_->receiving_, pos_);
   state_ = State::kBusy;
   close_ = nullptr;
 }
@@ -107,7 +109,7 @@ void ConnectionLimiter::Slot::Idle(std::function<void()> close) {
   state_ = State::kIdle;
   close_ = std::move(close);
   std::list<Slot*>& list = served_ ? owner_->idle_ : owner_->silent_;
-  pos_ = list.insert(list.end(), this);
+  list.splice(list.end(), parked_, pos_);
 }
 
 void ConnectionLimiter::Slot::Receiving(std::function<void()> close) {
@@ -119,7 +121,7 @@ void ConnectionLimiter::Slot::Receiving(std::function<void()> close) {
   close_ = std::move(close);
   receiving_since_ = std::chrono::steady_clock::now();
   received_.store(0, std::memory_order_relaxed);
-  pos_ = owner_->receiving_.insert(owner_->receiving_.end(), this);
+  owner_->receiving_.splice(owner_->receiving_.end(), parked_, pos_);
 }
 
 bool ConnectionLimiter::Slot::served() const {

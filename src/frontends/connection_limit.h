@@ -80,7 +80,7 @@ class ConnectionLimiter {
     friend class ConnectionLimiter;
     enum class State { kBusy, kIdle, kReceiving };
     Slot(ConnectionLimiter* owner, std::string address)
-        : owner_(owner), address_(std::move(address)) {}
+        : owner_(owner), address_(std::move(address)), pos_(parked_.insert(parked_.end(), this)) {}
     // Out of whichever list it is in. owner_->mu_ held.
     void Unlist();
     ConnectionLimiter* owner_;
@@ -88,6 +88,9 @@ class ConnectionLimiter {
     State state_ = State::kBusy;  // guarded by owner_->mu_
     bool evicted_ = false;        // guarded by owner_->mu_; its close was called: never again
     bool served_ = false;         // guarded by owner_->mu_; which idle list pos_ is in
+    // Its one list node, allocated once: spliced into the owner's list of its state and back
+    // into parked_ (no allocation per request).
+    std::list<Slot*> parked_;
     std::list<Slot*>::iterator pos_;
     std::function<void()> close_;
     std::chrono::steady_clock::time_point receiving_since_;  // guarded by owner_->mu_

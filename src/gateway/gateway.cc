@@ -458,15 +458,21 @@ void Gateway::Impl::OnAnswer(CallPtr call, const std::string& node, UpstreamResu
     const int code = result.status.code() == StatusCode::kDeadlineExceeded ? 504 : 502;
     return Answer(call, Error(code, result.status.message()), node);
   }
-  Response r;
-  r.status = status;
-  r.body = std::move(result.response.body);
-  r.compressible = call->suffix == "/infer";  // as a node (and Triton): inference answers only
-  r.headers.reserve(7);                       // two from the node, and Answer's five
+  // The node's Content-Type moved in at construction: "application/json", the default, is one
+  // byte too long for a string's inline buffer (an allocation per answer otherwise).
+  std::string content_type;
   for (auto& [k, val] : result.response.headers) {
-    if (k == "content-type") {
-      r.content_type = std::move(val);
-    } else if (k == "inference-header-content-length" || k == "retry-after") {
+    if (k == "content-type") content_type = std::move(val);
+  }
+  Response r{.status = status,
+             .content_type = content_type.empty() ? "application/json" : std::move(content_type),
+             .body = std::move(result.response.body),
+             .headers = {},
+             // As a node (and Triton): inference answers only.
+             .compressible = call->suffix == "/infer"};
+  r.headers.reserve(7);  // two from the node, and Answer's five
+  for (auto& [k, val] : result.response.headers) {
+    if (k == "inference-header-content-length" || k == "retry-after") {
       r.headers.emplace_back(k, std::move(val));
     }
   }

@@ -185,14 +185,15 @@ std::vector<double> PowerOfTwoBuckets(double max) {
 // --- Family ----------------------------------------------------------------------------------
 
 template <typename T>
-T& Family<T>::Get(const std::vector<std::string>& label_values) {
-  if (label_values.size() != label_names_.size()) {
-    DAIS_LOG(kFatal, "metric {}: {} label values given for {} label names", name_,
-             label_values.size(), label_names_.size());
+void Family<T>::CheckArity(size_t values) const {
+  if (values != label_names_.size()) {
+    DAIS_LOG(kFatal, "metric {}: {} label values given for {} label names", name_, values,
+             label_names_.size());
   }
-  MutexLock lock(&mu_);
-  auto it = live_.find(label_values);
-  if (it != live_.end()) return *it->second;
+}
+
+template <typename T>
+T& Family<T>::Create(std::vector<std::string> label_values) {
   std::unique_ptr<T> child;
   if constexpr (std::is_same_v<T, Histogram>) {
     child = std::make_unique<Histogram>(bounds_);
@@ -201,16 +202,31 @@ T& Family<T>::Get(const std::vector<std::string>& label_values) {
   }
   T* raw = child.get();
   all_.push_back(std::move(child));
-  live_.emplace(label_values, raw);
+  live_.emplace(std::move(label_values), raw);
   return *raw;
 }
 
 template <typename T>
+T& Family<T>::Get(const std::vector<std::string>& label_values) {
+  CheckArity(label_values.size());
+  MutexLock lock(&mu_);
+  auto it = live_.find(label_values);
+  if (it != live_.end()) return *it->second;
+  return Create(label_values);
+}
+
+template <typename T>
+T& Family<T>::Get(std::initializer_list<std::string_view> label_values) {
+  CheckArity(label_values.size());
+  MutexLock lock(&mu_);
+  auto it = live_.find(label_values);
+  if (it != live_.end()) return *it->second;
+  return Create(std::vector<std::string>(label_values.begin(), label_values.end()));
+}
+
+template <typename T>
 void Family<T>::Remove(const std::vector<std::string>& label_values) {
-  if (label_values.size() != label_names_.size()) {
-    DAIS_LOG(kFatal, "metric {}: {} label values given for {} label names", name_,
-             label_values.size(), label_names_.size());
-  }
+  CheckArity(label_values.size());
   MutexLock lock(&mu_);
   live_.erase(label_values);  // the child itself stays in all_: references remain valid
 }

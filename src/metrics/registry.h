@@ -10,11 +10,14 @@
 // Thread-safety: everything is thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -105,6 +108,9 @@ class Family : public FamilyBase {
   // first use. For histograms the family's bucket bounds apply. The reference stays valid for
   // the registry's life.
   T& Get(const std::vector<std::string>& label_values);
+  // The same without building a vector of strings: no allocation once the child exists (the
+  // per-request form: `family.Get({route, version})`).
+  T& Get(std::initializer_list<std::string_view> label_values);
   // Drops the child from the exposition (no-op if absent). Existing references stay valid but
   // are no longer exposed; a later Get with the same values creates a fresh child.
   void Remove(const std::vector<std::string>& label_values);
@@ -113,8 +119,30 @@ class Family : public FamilyBase {
  private:
   friend class Registry;
   std::vector<double> bounds_;  // histograms only
+  // Label values ordered as vectors of strings, also against a list of views (heterogeneous
+  // lookup: std::map::find without a key built).
+  struct LabelsLess {
+    using is_transparent = void;
+    using Views = std::initializer_list<std::string_view>;
+    bool operator()(const std::vector<std::string>& a, const std::vector<std::string>& b) const {
+      return a < b;
+    }
+    bool operator()(const std::vector<std::string>& a, Views b) const {
+      return std::lexicographical_compare(
+          a.begin(), a.end(), b.begin(), b.end(),
+          [](std::string_view x, std::string_view y) { return x < y; });
+    }
+    bool operator()(Views a, const std::vector<std::string>& b) const {
+      return std::lexicographical_compare(
+          a.begin(), a.end(), b.begin(), b.end(),
+          [](std::string_view x, std::string_view y) { return x < y; });
+    }
+  };
+  void CheckArity(size_t values) const;
+  T& Create(std::vector<std::string> label_values) DAIS_REQUIRES(mu_);
+
   mutable Mutex mu_;
-  std::map<std::vector<std::string>, T*> live_ DAIS_GUARDED_BY(mu_);
+  std::map<std::vector<std::string>, T*, LabelsLess> live_ DAIS_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<T>> all_ DAIS_GUARDED_BY(mu_);
 };
 

@@ -194,6 +194,24 @@ TEST(RegistryTest, GetReturnsSameChild) {
   EXPECT_NE(&f.Get({"1", "2"}), &f.Get({"2", "1"}));
 }
 
+TEST(RegistryTest, ViewsAndStringsFindTheSameChild) {
+  Registry r;
+  auto& f = r.AddCounter("c", "x", {"route", "code"});
+  const std::string route = "a-route-longer-than-sso", code = "200";
+  Counter& by_views = f.Get({std::string_view(route), std::string_view(code)});
+  by_views.Increment();
+  EXPECT_EQ(&f.Get(std::vector<std::string>{route, code}), &by_views);
+  EXPECT_EQ(&f.Get({route, code}), &by_views);
+  // Ordered like the vectors: a prefix sorts first, each value compared whole.
+  EXPECT_NE(&f.Get({"a-route", "200"}), &by_views);
+  EXPECT_NE(&f.Get({"a-route-longer-than-sso", "20"}), &by_views);
+  f.Remove({route, code});
+  Counter& fresh = f.Get({route, code});
+  EXPECT_NE(&fresh, &by_views);
+  EXPECT_EQ(fresh.Value(), 0);
+  EXPECT_NE(r.Expose().find("c{route=\"a-route\",code=\"200\"} 0"), std::string::npos);
+}
+
 TEST(RegistryTest, ReRegistrationReturnsSameFamily) {
   Registry r;
   auto& c1 = r.AddCounter("c", "x", {"model"});
