@@ -5,7 +5,7 @@
 namespace dais::gateway {
 
 std::string Balancer::Pick(const std::vector<std::string>& candidates,
-                           const std::vector<std::string>& exclude, uint64_t random,
+                           std::span<const std::string> exclude, uint64_t random,
                            Clock::time_point now) {
   if (candidates.empty()) return "";
   MutexLock l(&mu_);

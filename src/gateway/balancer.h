@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,8 @@ class Balancer {
   // One of `candidates` (node names), or empty when there are none; `random` is a uniformly
   // random number. Names in `exclude` (nodes already tried for this request) are skipped unless
   // nothing else is left.
-  std::string Pick(const std::vector<std::string>& candidates,
-                   const std::vector<std::string>& exclude, uint64_t random, Clock::time_point now);
+  std::string Pick(const std::vector<std::string>& candidates, std::span<const std::string> exclude,
+                   uint64_t random, Clock::time_point now);
 
   // Around each try: Start before sending, then Finish with the outcome. Finish returns true
   // when this failure ejected the node.

@@ -29,8 +29,9 @@ TEST(BalancerTest, TwoChoicesPreferTheLessLoadedNode) {
 
 TEST(BalancerTest, ExcludedNodesAreSkippedUnlessNothingElseIsLeft) {
   Balancer b;
-  for (uint64_t r = 0; r < 20; ++r) EXPECT_EQ(b.Pick({"a", "b"}, {"a"}, r, kT0), "b");
-  EXPECT_EQ(b.Pick({"a"}, {"a"}, 3, kT0), "a");
+  const std::vector<std::string> tried = {"a"};
+  for (uint64_t r = 0; r < 20; ++r) EXPECT_EQ(b.Pick({"a", "b"}, tried, r, kT0), "b");
+  EXPECT_EQ(b.Pick({"a"}, tried, 3, kT0), "a");
 }
 
 TEST(BalancerTest, ConsecutiveFailuresEjectThenReadmitWithGrowingEjections) {

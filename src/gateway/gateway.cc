@@ -353,7 +353,8 @@ std::optional<std::string> Gateway::Impl::PickNode(const CallPtr& call) {
     }
     return std::nullopt;
   }
-  std::string node = balancer.Pick(*nodes, call->tried, Random(), Clock::now());
+  std::string node =
+      balancer.Pick(*nodes, {call->tried.data(), call->tried.size()}, Random(), Clock::now());
   balancer.Start(node);
   call->tried.push_back(node);
   return node;

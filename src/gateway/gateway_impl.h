@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -130,7 +131,8 @@ struct Gateway::Impl {
     int64_t version = -1;
     const char* how = "";
     bool fallback = false;
-    std::vector<std::string> tried;
+    // Nodes tried, in order (two inline: most calls are tried once, some twice).
+    boost::container::small_vector<std::string, 2> tried;
     Clock::time_point started, deadline;
     // W3C trace context (BeginTrace): the trace (continued or new), the gateway's span (the
     // node's parent) and the request id sent on and answered (x-request-id).

@@ -109,6 +109,7 @@ struct UpstreamPool::Impl {
     net::steady_timer timer;
     bool ticking = false;
     Watched live;
+    Watched spare;  // nodes of ended exchanges, reused (no list node allocated per request)
   };
   // What the exchanges of one io_context share: its idle connections by node address and its
   // sweeper. Touched only on that io_context's thread (exchanges start there and run there), so
@@ -183,14 +184,25 @@ struct UpstreamPool::Impl {
   Watched::iterator Watch(net::io_context* ioc, std::weak_ptr<Expirable> e) {
     auto& sw = Local(ioc).sweeper;
     if (!sw) sw = std::make_unique<Sweeper>(*ioc);
-    auto it = sw->live.insert(sw->live.end(), std::move(e));
+    Watched::iterator it;
+    if (sw->spare.empty()) {
+      it = sw->live.insert(sw->live.end(), std::move(e));
+    } else {
+      it = sw->spare.begin();
+      *it = std::move(e);
+      sw->live.splice(sw->live.end(), sw->spare, it);
+    }
     if (!sw->ticking) {
       sw->ticking = true;
       Arm(sw.get());
     }
     return it;
   }
-  void Unwatch(net::io_context* ioc, Watched::iterator it) { Local(ioc).sweeper->live.erase(it); }
+  void Unwatch(net::io_context* ioc, Watched::iterator it) {
+    Sweeper& sw = *Local(ioc).sweeper;
+    it->reset();
+    sw.spare.splice(sw.spare.end(), sw.live, it);
+  }
   static void Arm(Sweeper* sw) {
     sw->timer.expires_after(kSweep);
     sw->timer.async_wait([sw](boost::system::error_code ec) {
