@@ -253,7 +253,7 @@ def alloc_probes():
     return [e for e in events if e in listed]
 
 
-def count_allocations(args, tmp, pid, url, body, header_len):
+def count_allocations(args, tmp, pid, url, body, header_len, token=None):
     """Heap allocations per request of the dais process `pid` serving `url` at c=64, counted
     exactly by perf uprobes on jemalloc's entry points during a cell of its own (the probes
     slow the process: this cell's throughput is not reported). NaN where perf cannot probe."""
@@ -264,7 +264,8 @@ def count_allocations(args, tmp, pid, url, body, header_len):
     counter = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(out), "-p", str(pid),
                                 "-e", ",".join(events)], stderr=subprocess.DEVNULL)
     time.sleep(0.5)  # perf attaches asynchronously; its count starts before wrk's first request
-    result = run_wrk(url, body, header_len, 64, args.seconds, str(tmp), "")
+    lua = f'wrk.headers["Authorization"] = "Bearer {token}"\n' if token else ""
+    result = run_wrk(url, body, header_len, 64, args.seconds, str(tmp), lua)
     counter.send_signal(signal.SIGINT)
     counter.wait(30)
     total = 0
@@ -452,10 +453,11 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
     # Allocations counted exactly where perf can (jemalloc's own count lags: a thread's cache
     # merges its counts into the arena's only when it flushes, so it undercounts by ~40 %).
     exact = False
-    for name in ("direct", "gateway"):
-        if name in targets and pids.get(name) and os.geteuid() == 0 and shutil.which("perf"):
+    for name in targets:
+        dais_served = name == "direct" or name.startswith("gateway")
+        if dais_served and pids.get(name) and os.geteuid() == 0 and shutil.which("perf"):
             per_request = count_allocations(args, tmp, pids[name][0], targets[name], body,
-                                            header_len)
+                                            header_len, tokens.get(name))
             if not math.isnan(per_request):
                 results[(name, 64)]["allocs"], exact = per_request, True
     print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, median of "

@@ -327,6 +327,33 @@ def test_error_bodies_are_valid_utf8(server):
     assert "\\xff\\xfe\\xc3" in json.loads(text)["error"], text
 
 
+def test_llhttp_framing_edge_cases(server, kv):
+    """The request reader's edges found in review (llhttp on the serving path): an empty
+    Transfer-Encoding is not framed by the Content-Length beside it (a smuggling vector); CONNECT
+    is refused (llhttp ends it at its head); whitespace after a header value is not part of it;
+    a raw UTF-8 path after an empty line is still read."""
+    smuggled = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+    reply = raw_http(server.http_port,
+                     b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n"
+                     b"Content-Length: 2\r\n\r\n{}" + smuggled)
+    assert reply.startswith(b"HTTP/1.1 400 "), reply[:200]
+    assert b"Transfer-Encoding" in reply
+    reply = raw_http(server.http_port, b"CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 405 "), reply[:200]
+    # A binary inference request whose JSON length has whitespace after it (Beast trimmed it;
+    # llhttp keeps it: with it, the length would not parse and the answer would be a 400).
+    x = np.random.default_rng(3).normal(size=(1, 16)).astype(np.float32)
+    body, headers = kv.binary_request({"INPUT__0": x})
+    head = (f"POST /v2/models/mlp_small/infer HTTP/1.1\r\nHost: x\r\n"
+            f"Inference-Header-Content-Length: {headers['Inference-Header-Content-Length']} \t\r\n"
+            f"Content-Type: application/octet-stream\r\nContent-Length: {len(body)}\r\n\r\n")
+    reply = raw_http(server.http_port, head.encode() + body)
+    assert reply.startswith(b"HTTP/1.1 200 "), reply[:300]
+    reply = raw_http(server.http_port,
+                     b"\r\nGET /v2/models/\xc3\xa9/config HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 404 "), reply[:200]
+
+
 # -- connection limits ----------------------------------------------------------------------------
 
 def metric_value(text: str, name: str, labels: str) -> float:

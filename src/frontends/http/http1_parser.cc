@@ -105,6 +105,11 @@ struct Http1RequestParser::Callbacks {
   static int OnHeadersComplete(llhttp_t* p) {
     Http1RequestParser& self = Self(p);
     Http1RequestHead& h = self.head_;
+    // llhttp skips the whitespace before a value but keeps the whitespace after it (RFC 9110
+    // §5.5: not part of the value).
+    for (size_t i = 0; i < h.header_count; ++i) {
+      h.headers[i].value = TrimWhitespace(h.headers[i].value);
+    }
     h.version_major = p->http_major;
     h.version_minor = p->http_minor;
     h.chunked = (p->flags & F_CHUNKED) != 0;
@@ -129,6 +134,18 @@ struct Http1RequestParser::Callbacks {
       return HPE_USER;
     }
     if (self.body_sink_ != nullptr) self.body_sink_->append(at, n);
+    return 0;
+  }
+  // Chunk extensions are skipped, not buffered, but bounded like a head: otherwise one endless
+  // extension would keep a connection busy without a byte of payload (CVE-2024-22019 in Node).
+  static int OnChunkExtension(llhttp_t* p, const char*, size_t n) {
+    Http1RequestParser& self = Self(p);
+    self.extension_bytes_ += n;
+    if (self.extension_bytes_ > self.limits_.max_head_bytes) {
+      self.error_status_ = 400;
+      llhttp_set_error_reason(p, "chunk extensions beyond the head limit");
+      return HPE_USER;
+    }
     return 0;
   }
   static int OnChunkHeader(llhttp_t* p) {
@@ -157,6 +174,8 @@ Http1RequestParser::Http1RequestParser(Http1Limits limits)
   llhttp_->settings.on_headers_complete = Callbacks::OnHeadersComplete;
   llhttp_->settings.on_body = Callbacks::OnBody;
   llhttp_->settings.on_chunk_header = Callbacks::OnChunkHeader;
+  llhttp_->settings.on_chunk_extension_name = Callbacks::OnChunkExtension;
+  llhttp_->settings.on_chunk_extension_value = Callbacks::OnChunkExtension;
   llhttp_->settings.on_message_complete = Callbacks::OnMessageComplete;
   llhttp_init(&llhttp_->parser, HTTP_REQUEST, &llhttp_->settings);
   llhttp_->parser.data = this;
@@ -175,6 +194,7 @@ void Http1RequestParser::Reset() {
   request_line_seen_ = false;
   body_bytes_ = 0;
   chunks_ = 0;
+  extension_bytes_ = 0;
   body_sink_ = nullptr;
   trailer_bytes_ = 0;
   head_start_ = nullptr;
@@ -239,11 +259,16 @@ Http1RequestParser::Result Http1RequestParser::Parse(std::string_view data) {
 
 Http1RequestParser::Result Http1RequestParser::ParseInPlace(char* data, size_t size) {
   if (state_ != State::kHead || request_line_seen_) return Parse({data, size});
-  const char* newline = static_cast<const char*>(std::memchr(data, '\n', size));
+  // Empty lines before a request line are ignored (RFC 9112 §2.2; llhttp skips them too).
+  size_t start = 0;
+  if (head_.head_bytes == 0) {
+    while (start < size && (data[start] == '\r' || data[start] == '\n')) ++start;
+  }
+  const char* newline = static_cast<const char*>(std::memchr(data + start, '\n', size - start));
   request_line_seen_ = newline != nullptr;
   const size_t line = newline != nullptr ? static_cast<size_t>(newline - data) : size;
   std::vector<std::pair<size_t, char>> hidden;  // allocates only for such a request line
-  for (size_t i = 0; i < line; ++i) {
+  for (size_t i = start; i < line; ++i) {
     if (static_cast<unsigned char>(data[i]) >= 0x80) {
       hidden.emplace_back(i, data[i]);
       data[i] = '~';  // an unreserved URI character (RFC 3986 section 2.3)

@@ -348,5 +348,38 @@ TEST(Http1ParserTest, ARawUtf8PathIsTakenInPlaceOnly) {
   EXPECT_EQ(p.ParseInPlace(in_method.data(), in_method.size()).stop, Stop::kError);
 }
 
+TEST(Http1ParserTest, ValuesLoseTheWhitespaceAroundThem) {
+  const std::string wire =
+      "POST /x HTTP/1.1\r\nHost: h\r\nAuthorization:  Bearer t \t\r\nX-Empty:   \r\n"
+      "Content-Length: 0\r\n\r\n";
+  Http1RequestParser p;
+  ASSERT_EQ(p.Parse(wire).stop, Stop::kHeadComplete) << p.error();
+  EXPECT_EQ(p.head().Find("authorization"), "Bearer t");
+  EXPECT_EQ(p.head().Find("x-empty"), "");
+}
+
+TEST(Http1ParserTest, EndlessChunkExtensionsAreRefused) {
+  Http1Limits limits;
+  limits.max_head_bytes = 256;
+  Http1RequestParser p(limits);
+  const std::string head = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  ASSERT_EQ(p.Parse(head).stop, Stop::kHeadComplete);
+  ASSERT_EQ(p.Parse("1;name=").stop, Stop::kNeedMore);
+  Http1RequestParser::Result r;
+  for (int i = 0; i < 10 && r.stop != Stop::kError; ++i) r = p.Parse(std::string(64, 'a'));
+  EXPECT_EQ(r.stop, Stop::kError);
+  EXPECT_EQ(p.error_status(), 400);
+}
+
+TEST(Http1ParserTest, EmptyLinesBeforeARawUtf8RequestLine) {
+  std::string wire = "\r\nGET /caf\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string original = wire;
+  Http1RequestParser p;
+  auto r = p.ParseInPlace(wire.data(), wire.size());
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+  EXPECT_EQ(p.head().target, "/caf\xc3\xa9");
+  EXPECT_EQ(wire, original);
+}
+
 }  // namespace
 }  // namespace dais::frontends::http

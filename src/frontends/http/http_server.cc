@@ -239,23 +239,27 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     slot_->Busy();
     served_ = true;
     const Http1RequestHead& h = parser_.head();
-    if (std::string_view te = h.Find("transfer-encoding"); !te.empty()) {
-      // llhttp has refused a final coding other than chunked; another coding before it is ours.
-      std::string all;
-      for (size_t i = 0; i < h.header_count; ++i) {
-        if (!EqualsIgnoreCase(h.headers[i].name, "transfer-encoding")) continue;
-        if (!all.empty()) all += ',';
-        all += h.headers[i].value;
-      }
-      if (Status st = CheckTransferEncoding(all); !st.ok()) {
+    // llhttp has refused a final coding other than chunked; another coding before it is ours,
+    // and so is an empty Transfer-Encoding (llhttp frames such a request by its Content-Length).
+    bool has_te = false, has_host = false;
+    std::string all_te;
+    for (size_t i = 0; i < h.header_count; ++i) {
+      has_host = has_host || EqualsIgnoreCase(h.headers[i].name, "host");
+      if (!EqualsIgnoreCase(h.headers[i].name, "transfer-encoding")) continue;
+      if (has_te) all_te += ',';
+      has_te = true;
+      all_te += h.headers[i].value;
+    }
+    if (has_te) {
+      if (Status st = CheckTransferEncoding(all_te); !st.ok()) {
         return AnswerEarly(st.code() == StatusCode::kUnimplemented ? 501 : 400, st.message());
       }
     }
-    bool has_host = false;
-    for (size_t i = 0; i < h.header_count && !has_host; ++i) {
-      has_host = EqualsIgnoreCase(h.headers[i].name, "host");
+    if (h.method == "CONNECT") {
+      // llhttp ends a CONNECT at its head (what follows is the tunnel's): no server role tunnels.
+      return AnswerEarly(405, "CONNECT is not supported");
     }
-    if (h.version_major == 1 && h.version_minor >= 1 && !has_host) {
+    if ((h.version_major > 1 || (h.version_major == 1 && h.version_minor >= 1)) && !has_host) {
       // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host (nginx does).
       return AnswerEarly(400, "HTTP/1.1 request without a Host header");
     }
@@ -342,7 +346,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       stop = r.stop;
       if (stop == Parser::Stop::kError) return OnParseError();
     } else {
-      stop = parser_.Parse({}).stop;  // a body already whole ends on an empty call
+      // A body already whole ends on an empty call.
+      stop = parser_.Parse({in_.data() + in_pos_, 0}).stop;
       if (stop == Parser::Stop::kError) return OnParseError();
     }
     const bool complete = stop == Parser::Stop::kMessageComplete;
@@ -490,6 +495,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   // The whole request is in: to the handler.
   void Complete() {
+    // Serving: never closed for room (a body that was arriving left the receiving list).
+    slot_->Busy();
     if (inflater_) {
       if (Status s = inflater_->Finish(); !s.ok()) return AnswerEarly(400, s.message());
     }
