@@ -192,6 +192,7 @@ void Http1RequestParser::Reset() {
   in_value_ = false;
   too_many_headers_ = false;
   request_line_seen_ = false;
+  request_line_started_ = false;
   body_bytes_ = 0;
   chunks_ = 0;
   extension_bytes_ = 0;
@@ -261,8 +262,9 @@ Http1RequestParser::Result Http1RequestParser::ParseInPlace(char* data, size_t s
   if (state_ != State::kHead || request_line_seen_) return Parse({data, size});
   // Empty lines before a request line are ignored (RFC 9112 §2.2; llhttp skips them too).
   size_t start = 0;
-  if (head_.head_bytes == 0) {
+  if (!request_line_started_) {
     while (start < size && (data[start] == '\r' || data[start] == '\n')) ++start;
+    request_line_started_ = start < size;
   }
   const char* newline = static_cast<const char*>(std::memchr(data + start, '\n', size - start));
   request_line_seen_ = newline != nullptr;

@@ -111,7 +111,8 @@ class Http1RequestParser {
   State state_ = State::kHead;
   bool in_value_ = false;  // the last header callback was a value (a new field starts a header)
   bool too_many_headers_ = false;
-  bool request_line_seen_ = false;  // ParseInPlace: its end has been given
+  bool request_line_seen_ = false;     // ParseInPlace: its end has been given
+  bool request_line_started_ = false;  // ParseInPlace: a byte other than CR / LF has been given
   uint64_t body_bytes_ = 0;
   uint64_t chunks_ = 0;
   size_t extension_bytes_ = 0;  // chunk extensions of this message

@@ -379,6 +379,15 @@ TEST(Http1ParserTest, EmptyLinesBeforeARawUtf8RequestLine) {
   ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
   EXPECT_EQ(p.head().target, "/caf\xc3\xa9");
   EXPECT_EQ(wire, original);
+  // The same a byte at a time: the empty line's LF is not the request line's end (fuzz finding).
+  Http1RequestParser q;
+  size_t at = 0;
+  do {
+    r = q.ParseInPlace(wire.data() + at, 1);
+    at += r.consumed;
+  } while (r.stop == Stop::kNeedMore && at < wire.size());
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << q.error();
+  EXPECT_EQ(q.head().target, "/caf\xc3\xa9");
 }
 
 }  // namespace
