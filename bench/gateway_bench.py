@@ -232,48 +232,70 @@ ALLOC_ENTRY_POINTS = ("_Znwm", "malloc", "calloc", "realloc")
 
 
 def alloc_probes():
-    """perf uprobe events on jemalloc's allocation entry points (created once, as root), or []
-    where perf cannot place them."""
+    """perf uprobe events on jemalloc's allocation entry points, placed afresh (as root) at the
+    addresses of the library installed now, or [] where perf cannot place them. Removed again by
+    remove_alloc_probes()."""
     try:
         symbols = subprocess.run(["nm", "-D", "--defined-only", JEMALLOC], capture_output=True,
                                  text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
+    remove_alloc_probes()  # never a probe left at another version's address
     events = []
     for line in symbols.splitlines():
         f = line.split()
         if len(f) == 3 and f[2] in ALLOC_ENTRY_POINTS:
             name = "dais_alloc_" + f[2].lstrip("_")
             # By address: perf finds C++ names without debug information this way.
-            subprocess.run(["perf", "probe", "-q", "-x", JEMALLOC, "-a", f"{name}=0x{f[0]}"],
-                           capture_output=True, timeout=60)  # fails harmlessly if it exists
-            events.append(f"probe_libjemalloc:{name}")
-    listed = subprocess.run(["perf", "probe", "-l"], capture_output=True, text=True,
-                            timeout=60).stdout
-    return [e for e in events if e in listed]
+            added = subprocess.run(["perf", "probe", "-q", "-x", JEMALLOC, "-a",
+                                    f"{name}=0x{f[0]}"], capture_output=True, timeout=60)
+            if added.returncode == 0:
+                events.append(f"probe_libjemalloc:{name}")
+    return events
+
+
+def remove_alloc_probes():
+    subprocess.run(["perf", "probe", "-q", "-d", "probe_libjemalloc:dais_alloc_*"],
+                   capture_output=True, timeout=60)
 
 
 def count_allocations(args, tmp, pid, url, body, header_len, token=None):
     """Heap allocations per request of the dais process `pid` serving `url` at c=64, counted
-    exactly by perf uprobes on jemalloc's entry points during a cell of its own (the probes
-    slow the process: this cell's throughput is not reported). NaN where perf cannot probe."""
+    exactly by perf uprobes on jemalloc's entry points during a cell of its own, after a warm-up
+    (the probes slow the process: this cell's throughput is not reported). NaN where perf cannot
+    probe or count."""
     events = alloc_probes()
     if len(events) != len(ALLOC_ENTRY_POINTS):
+        remove_alloc_probes()
         return float("nan")
+    lua = f'wrk.headers["Authorization"] = "Bearer {token}"\n' if token else ""
+    run_wrk(url, body, header_len, 64, 2, str(tmp), lua)  # connections opened, caches warm
     out = tmp / "alloc-count.csv"
+    out.unlink(missing_ok=True)
     counter = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(out), "-p", str(pid),
                                 "-e", ",".join(events)], stderr=subprocess.DEVNULL)
-    time.sleep(0.5)  # perf attaches asynchronously; its count starts before wrk's first request
-    lua = f'wrk.headers["Authorization"] = "Bearer {token}"\n' if token else ""
-    result = run_wrk(url, body, header_len, 64, args.seconds, str(tmp), lua)
-    counter.send_signal(signal.SIGINT)
-    counter.wait(30)
-    total = 0
-    for line in out.read_text().splitlines():
-        f = line.split(",")
-        if len(f) > 2 and f[0].isdigit():
-            total += int(f[0])
-    return total / max(result["requests"], 1)
+    try:
+        time.sleep(0.5)  # perf attaches asynchronously; it counts before wrk's first request
+        result = run_wrk(url, body, header_len, 64, args.seconds, str(tmp), lua)
+    finally:
+        counter.send_signal(signal.SIGINT)
+        try:
+            counter.wait(30)
+        except subprocess.TimeoutExpired:
+            counter.kill()
+            counter.wait(10)
+        remove_alloc_probes()
+    counts = {}
+    try:
+        for line in out.read_text().splitlines():
+            f = line.split(",")
+            if len(f) > 2 and f[0].isdigit():
+                counts[f[2]] = int(f[0])
+    except OSError:
+        return float("nan")
+    if set(counts) != set(events):  # an event "<not counted>": no exact figure
+        return float("nan")
+    return sum(counts.values()) / max(result["requests"], 1)
 
 
 def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile, trace,

@@ -339,7 +339,7 @@ def test_llhttp_framing_edge_cases(server, kv):
     assert reply.startswith(b"HTTP/1.1 400 "), reply[:200]
     assert b"Transfer-Encoding" in reply
     reply = raw_http(server.http_port, b"CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert reply.startswith(b"HTTP/1.1 405 "), reply[:200]
+    assert reply.startswith(b"HTTP/1.1 501 "), reply[:200]
     # A binary inference request whose JSON length has whitespace after it (Beast trimmed it;
     # llhttp keeps it: with it, the length would not parse and the answer would be a 400).
     x = np.random.default_rng(3).normal(size=(1, 16)).astype(np.float32)
@@ -352,6 +352,30 @@ def test_llhttp_framing_edge_cases(server, kv):
     reply = raw_http(server.http_port,
                      b"\r\nGET /v2/models/\xc3\xa9/config HTTP/1.1\r\nHost: x\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 404 "), reply[:200]
+
+
+def test_the_lingering_close_after_an_early_answer_is_bounded_in_all(server):
+    """After an answer given before the request was read (here a CONNECT, refused at its head),
+    the server reads and drops what follows for a few seconds in all (nginx's lingering_time),
+    not a few seconds after each read: a client that keeps sending is cut off."""
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=5) as s:
+        s.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(65536)
+        assert got.startswith(b"HTTP/1.1 501 "), got[:200]
+        # The server has shut its sending side (the answer is complete) but still reads; once it
+        # closes for good, a send is answered by a reset and the next one fails.
+        deadline = time.monotonic() + 20
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            try:
+                s.sendall(b"x" * 100)
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.5)  # the client's pace (the behaviour under test), not a wait
+        assert closed, "the connection was still open 20 s after the answer"
 
 
 # -- connection limits ----------------------------------------------------------------------------

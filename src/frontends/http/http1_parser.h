@@ -115,7 +115,7 @@ class Http1RequestParser {
   bool request_line_started_ = false;  // ParseInPlace: a byte other than CR / LF has been given
   uint64_t body_bytes_ = 0;
   uint64_t chunks_ = 0;
-  size_t extension_bytes_ = 0;  // chunk extensions of this message
+  uint64_t framing_bytes_ = 0;  // a body's bytes that are not payload (chunk framing, trailers)
   std::string* body_sink_ = nullptr;
   size_t trailer_bytes_ = 0;
   const char* head_start_ = nullptr;  // the current head's first byte (the caller's buffer)

@@ -369,6 +369,23 @@ TEST(Http1ParserTest, EndlessChunkExtensionsAreRefused) {
   for (int i = 0; i < 10 && r.stop != Stop::kError; ++i) r = p.Parse(std::string(64, 'a'));
   EXPECT_EQ(r.stop, Stop::kError);
   EXPECT_EQ(p.error_status(), 400);
+  // Empty extensions and leading zeros reach no callback at all: bounded all the same.
+  for (const char* endless : {";", "0"}) {
+    Http1RequestParser q(limits);
+    ASSERT_EQ(q.Parse(head).stop, Stop::kHeadComplete);
+    ASSERT_EQ(q.Parse(endless[0] == ';' ? "1" : "0").stop, Stop::kNeedMore);
+    Http1RequestParser::Result e;
+    for (int i = 0; i < 10 && e.stop != Stop::kError; ++i) e = q.Parse(std::string(64, endless[0]));
+    EXPECT_EQ(e.stop, Stop::kError) << endless;
+    EXPECT_EQ(q.error_status(), 400);
+  }
+  // A legitimate body of many one-byte chunks passes.
+  Http1RequestParser ok(limits);
+  ASSERT_EQ(ok.Parse(head).stop, Stop::kHeadComplete);
+  std::string chunks;
+  for (int i = 0; i < 200; ++i) chunks += "1\r\na\r\n";
+  chunks += "0\r\n\r\n";
+  EXPECT_EQ(ok.Parse(chunks).stop, Stop::kMessageComplete) << ok.error();
 }
 
 TEST(Http1ParserTest, EmptyLinesBeforeARawUtf8RequestLine) {

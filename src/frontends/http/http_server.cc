@@ -257,7 +257,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     if (h.method == "CONNECT") {
       // llhttp ends a CONNECT at its head (what follows is the tunnel's): no server role tunnels.
-      return AnswerEarly(405, "CONNECT is not supported");
+      return AnswerEarly(501, "CONNECT is not supported");
     }
     if ((h.version_major > 1 || (h.version_major == 1 && h.version_minor >= 1)) && !has_host) {
       // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host (nginx does).
@@ -620,8 +620,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // close).
   void DiscardAndClose() {
     Close();
-    if (!discard_buf_) discard_buf_ = std::make_unique<std::array<char, kBodyReadBytes>>();
-    Tcp().expires_after(std::chrono::seconds(kLingerSecs));
+    if (!discard_buf_) {
+      discard_buf_ = std::make_unique<std::array<char, kBodyReadBytes>>();
+      // In all, not per read (nginx's lingering_time): a client that keeps sending is cut off.
+      Tcp().expires_after(std::chrono::seconds(kLingerSecs));
+    }
     stream_.async_read_some(net::buffer(*discard_buf_),
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (!ec) self->DiscardAndClose();
