@@ -15,6 +15,13 @@ inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
          });
 }
 
+// Without the spaces and tabs around it (HTTP's optional whitespace, RFC 9110 §5.6.3).
+inline std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 // A CR or LF: such a name or value would split a head into other lines (header injection).
 inline bool HasLineBreak(std::string_view s) {
   return s.find_first_of("\r\n") != std::string_view::npos;

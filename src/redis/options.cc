@@ -2,16 +2,9 @@
 
 #include <charconv>
 
+#include "common/ascii.h"
+
 namespace dais::redis {
-namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
 
 Status SplitHostPort(std::string_view address, std::string* host, uint16_t* port) {
   const auto bad = [&](std::string_view why) {
@@ -39,11 +32,11 @@ Status SplitHostPort(std::string_view address, std::string* host, uint16_t* port
 
 StatusOr<ClientOptions> ParseSeeds(std::string_view comma_list) {
   ClientOptions options;
-  if (Trim(comma_list).empty()) return InvalidArgument("empty redis seed list");
+  if (TrimOws(comma_list).empty()) return InvalidArgument("empty redis seed list");
   size_t start = 0;
   for (;;) {
     const size_t comma = comma_list.find(',', start);
-    const std::string_view entry = Trim(comma_list.substr(
+    const std::string_view entry = TrimOws(comma_list.substr(
         start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (entry.empty()) {
       return InvalidArgument("empty entry in redis seed list \"" + std::string(comma_list) + "\"");

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "common/ascii.h"
 #include "features/offline/offline_files.h"
 #include "fmt/format.h"
 
@@ -27,15 +28,8 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && EqualsNoCase(s.substr(s.size() - suffix.size()), suffix);
+  return s.size() >= suffix.size() && EqualsIgnoreCase(s.substr(s.size() - suffix.size()), suffix);
 }
 
 // Text shown in a message: at most 40 bytes of it.
@@ -49,9 +43,9 @@ std::string Quote(std::string_view s) {
 // One element written as text: a number or true/false (any case).
 Status AppendToken(DataType type, std::string_view tok, std::string* out) {
   Scalar v;
-  if (EqualsNoCase(tok, "true")) {
+  if (EqualsIgnoreCase(tok, "true")) {
     v = Scalar::Int(1);
-  } else if (EqualsNoCase(tok, "false")) {
+  } else if (EqualsIgnoreCase(tok, "false")) {
     v = Scalar::Int(0);
   } else if (!ParseNumber(tok, &v)) {
     return InvalidArgument(fmt::format("{} is not a number", Quote(tok)));

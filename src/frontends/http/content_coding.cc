@@ -4,31 +4,16 @@
 #include <string>
 #include <vector>
 
+#include "common/ascii.h"
+
 namespace dais::frontends::http {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // A qvalue (RFC 9110 §12.4.2) is zero when it is "0", "0.", "0.0", ... ("q=0" refuses).
 bool QIsZero(std::string_view params) {
   while (!params.empty()) {
     const size_t semi = params.find(';');
-    std::string_view p = Trim(params.substr(0, semi));
+    std::string_view p = TrimOws(params.substr(0, semi));
     params = semi == std::string_view::npos ? std::string_view() : params.substr(semi + 1);
     if (p.size() < 2 || std::tolower(static_cast<unsigned char>(p[0])) != 'q' || p[1] != '=') {
       continue;
@@ -46,12 +31,12 @@ bool QIsZero(std::string_view params) {
 }  // namespace
 
 StatusOr<std::optional<ZlibFormat>> RequestCoding(std::string_view content_encoding) {
-  const std::string_view v = Trim(content_encoding);
-  if (v.empty() || EqualsNoCase(v, "identity")) return std::optional<ZlibFormat>();
-  if (EqualsNoCase(v, "gzip") || EqualsNoCase(v, "x-gzip")) {
+  const std::string_view v = TrimOws(content_encoding);
+  if (v.empty() || EqualsIgnoreCase(v, "identity")) return std::optional<ZlibFormat>();
+  if (EqualsIgnoreCase(v, "gzip") || EqualsIgnoreCase(v, "x-gzip")) {
     return std::optional<ZlibFormat>(ZlibFormat::kGzip);
   }
-  if (EqualsNoCase(v, "deflate")) return std::optional<ZlibFormat>(ZlibFormat::kZlib);
+  if (EqualsIgnoreCase(v, "deflate")) return std::optional<ZlibFormat>(ZlibFormat::kZlib);
   return Unimplemented("Content-Encoding '" + std::string(v) +
                        "' is not supported: send the body as gzip, deflate or identity");
 }
@@ -67,11 +52,11 @@ std::optional<ZlibFormat> AnswerCoding(std::string_view accept_encoding) {
     accept_encoding =
         comma == std::string_view::npos ? std::string_view() : accept_encoding.substr(comma + 1);
     const size_t semi = item.find(';');
-    const std::string_view coding = Trim(item.substr(0, semi));
+    const std::string_view coding = TrimOws(item.substr(0, semi));
     const bool ok = semi == std::string_view::npos || !QIsZero(item.substr(semi + 1));
-    if (EqualsNoCase(coding, "gzip") || EqualsNoCase(coding, "x-gzip")) {
+    if (EqualsIgnoreCase(coding, "gzip") || EqualsIgnoreCase(coding, "x-gzip")) {
       gzip = ok;
-    } else if (EqualsNoCase(coding, "deflate")) {
+    } else if (EqualsIgnoreCase(coding, "deflate")) {
       deflate = ok;
     } else if (coding == "*") {
       any = ok;
@@ -86,7 +71,7 @@ Status CheckTransferEncoding(std::string_view te) {
   std::vector<std::string> codings;
   while (!te.empty()) {
     const size_t comma = te.find(',');
-    std::string_view item = Trim(te.substr(0, comma));
+    std::string_view item = TrimOws(te.substr(0, comma));
     te = comma == std::string_view::npos ? std::string_view() : te.substr(comma + 1);
     if (item.empty()) continue;
     std::string lower(item);

@@ -12,12 +12,6 @@
 namespace dais::frontends::http {
 namespace {
 
-std::string_view TrimWhitespace(std::string_view v) {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-  return v;
-}
-
 // llhttp (strict mode) still takes a bare LF after the request line and as the head's last line,
 // and obsolete line folding (a line starting with a space or tab continues the previous value,
 // also an empty one). RFC 9112 §2.2 and §5.2 let a server refuse both, and a proxy must not pass
@@ -108,7 +102,7 @@ struct Http1RequestParser::Callbacks {
     // llhttp skips the whitespace before a value but keeps the whitespace after it (RFC 9110
     // §5.5: not part of the value).
     for (size_t i = 0; i < h.header_count; ++i) {
-      h.headers[i].value = TrimWhitespace(h.headers[i].value);
+      h.headers[i].value = TrimOws(h.headers[i].value);
     }
     h.version_major = p->http_major;
     h.version_minor = p->http_minor;
@@ -121,7 +115,7 @@ struct Http1RequestParser::Callbacks {
     }
     h.content_length = has_length ? static_cast<int64_t>(p->content_length) : -1;
     h.keep_alive = llhttp_should_keep_alive(p) != 0;
-    h.expect_continue = EqualsIgnoreCase(TrimWhitespace(h.Find("expect")), "100-continue");
+    h.expect_continue = EqualsIgnoreCase(TrimOws(h.Find("expect")), "100-continue");
     self.state_ = State::kBody;
     return HPE_PAUSED;  // the caller looks at the head before the body
   }
