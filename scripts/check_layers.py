@@ -32,6 +32,7 @@ ALLOWED = {
     "server": {"common", "runtime"},
     "streams": {"common", "metrics", "tls", "redis", "server"},
     "learn": {"common", "features/spec"},
+    "agents": {"common", "cluster"},
     "memory": {"common", "metrics", "tls", "redis"},
     "cluster": {"common", "etcd", "metrics", "runtime", "placement"},
     "frontends": {"common", "metrics", "tls"},

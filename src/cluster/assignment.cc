@@ -34,6 +34,10 @@ std::string Assignment::ToJson() const {
     w.Key("memory");
     w.RawValue(memory.data(), memory.size(), rapidjson::kObjectType);
   }
+  if (!agent.empty()) {
+    w.Key("agent");
+    w.RawValue(agent.data(), agent.size(), rapidjson::kObjectType);
+  }
   w.EndObject();
   return sb.GetString();
 }
@@ -73,7 +77,8 @@ StatusOr<Assignment> AssignmentFromJson(const std::string& json) {
       a.gpus.push_back(g.GetInt());
     }
   }
-  for (auto [key, out] : {std::pair{"training", &a.training}, std::pair{"memory", &a.memory}}) {
+  for (auto [key, out] : {std::pair{"training", &a.training}, std::pair{"memory", &a.memory},
+                          std::pair{"agent", &a.agent}}) {
     if (!d.HasMember(key)) continue;
     if (!d[key].IsObject()) {
       return InvalidArgument(std::string("assignment: '") + key + "' must be an object");

@@ -8,7 +8,8 @@
 // A training job's assignment (key .../training:<job>) also carries the job's spec as the object
 // `training` (training_job.h): the node runs the job instead of loading a model. A vector
 // memory shard's (key .../memory:<collection>:<shard>) carries `memory` (collection_placement.h):
-// the node holds that shard.
+// the node holds that shard. An agent's (key .../agent:<name>) carries `agent`: the node runs its
+// runtime (agent_placement.h).
 #pragma once
 
 #include <cstdint>
@@ -28,10 +29,11 @@ struct Assignment {
   std::string priority = "latency-sensitive";
   std::string training;  // the training job's spec (JSON object); empty for a model
   std::string memory;    // the shard's spec (JSON object); empty for a model
+  std::string agent;     // the agent's spec (JSON object; agent_placement.h); empty for a model
 
   // A job (assigned_job.h) rather than a model, and its spec (compared to see it changed).
-  bool IsJob() const { return !training.empty() || !memory.empty(); }
-  std::string JobSpec() const { return training + memory; }
+  bool IsJob() const { return !training.empty() || !memory.empty() || !agent.empty(); }
+  std::string JobSpec() const { return training + memory + agent; }
 
   std::string ToJson() const;
 };

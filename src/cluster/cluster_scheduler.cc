@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "cluster/agent_placement.h"
 #include "cluster/assignment.h"
 #include "cluster/collection_placement.h"
 #include "cluster/deployment.h"
@@ -129,6 +130,7 @@ Status ClusterScheduler::Start() {
   Watch("/dais/deployments/", &deployments_);
   Watch(kTrainingsPrefix, &trainings_);
   Watch(kCollectionsPrefix, &collections_);
+  Watch(kAgentsPrefix, &agents_);
   Watch(kAssignmentsPrefix, &assignments_);
   Watch(kInstancesPrefix, &instances_);
   Watch(kLeaderKey, &leader_view_);
@@ -260,6 +262,7 @@ struct ClusterScheduler::Plan {
   std::map<std::string, DeploymentSpec> wanted;
   std::map<std::string, std::string> training;  // "training:<job>" -> the job's spec (JSON)
   std::map<std::string, std::string> memory;    // "memory:<c>:<shard>" -> the shard's (JSON)
+  std::map<std::string, std::string> agent;     // "agent:<name>" -> the agent's spec (JSON)
   std::map<std::string, std::string> cordoned;  // node -> "cordon" | "drain"
   std::unique_ptr<placement::Cluster> cluster;
   std::map<std::string, int> count;  // deployment -> replicas assigned
@@ -278,13 +281,14 @@ struct ClusterScheduler::Plan {
 bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
   const auto started = std::chrono::steady_clock::now();
   Plan plan;
-  std::map<std::string, std::string> nodes, deployments, trainings, collections;
+  std::map<std::string, std::string> nodes, deployments, trainings, collections, agents;
   {
     MutexLock l(&mu_);
     nodes = nodes_.kv;
     deployments = deployments_.kv;
     trainings = trainings_.kv;
     collections = collections_.kv;
+    agents = agents_.kv;
     plan.assignments = assignments_.kv;
     plan.instances = instances_.kv;
     for (const auto& [key, value] : cordoned_.kv) {
@@ -342,6 +346,18 @@ bool ClusterScheduler::Reconcile() DAIS_NO_THREAD_SAFETY_ANALYSIS {
       plan.memory[d.name] = c->ShardJob(s);
       plan.wanted[d.name] = std::move(d);
     }
+  }
+  // An agent's runtime is a deployment "agent:<name>" whose assignment carries the agent's spec
+  // (agent_placement.h).
+  for (const auto& [key, json] : agents) {
+    auto d = AgentDeployment(json);
+    if (!d.ok()) {
+      LOG_WARNING("scheduler {}: ignoring the agent at {}: {}", options_.id, key,
+                  d.status().message());
+      continue;
+    }
+    plan.agent[d->name] = json;
+    plan.wanted[d->name] = std::move(*d);
   }
   plan.cluster = std::make_unique<placement::Cluster>(plan.specs);
   KeepOrDrop(plan);
@@ -470,6 +486,7 @@ void ClusterScheduler::KeepOrDrop(Plan& plan) {
     Assignment now = *assignment;
     now.training = plan.training.count(name) ? plan.training[name] : "";
     now.memory = plan.memory.count(name) ? plan.memory[name] : "";
+    now.agent = plan.agent.count(name) ? plan.agent[name] : "";
     now.version = d->second.version;
     now.priority = d->second.priority;
     now.gpus = p.gpus;
@@ -604,9 +621,10 @@ void ClusterScheduler::PlaceMissing(Plan& plan) {
       }
       const std::string node = plan.specs[static_cast<size_t>(p->node)].name;
       plan.cluster->Apply(task, *p);
-      Assignment a{name, d->model, d->version, p->gpus, task.gpu_milli, d->priority, "", ""};
+      Assignment a{name, d->model, d->version, p->gpus, task.gpu_milli, d->priority, "", "", ""};
       if (auto t = plan.training.find(name); t != plan.training.end()) a.training = t->second;
       if (auto m = plan.memory.find(name); m != plan.memory.end()) a.memory = m->second;
+      if (auto g = plan.agent.find(name); g != plan.agent.end()) a.agent = g->second;
       const std::string key = AssignmentsPrefix(node) + d->model;
       plan.assignments[key] = a.ToJson();
       plan.kept.push_back({key, name, task, *p});

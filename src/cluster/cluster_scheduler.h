@@ -95,6 +95,7 @@ class ClusterScheduler {
   View deployments_ DAIS_GUARDED_BY(mu_);
   View trainings_ DAIS_GUARDED_BY(mu_);    // training jobs (training_job.h)
   View collections_ DAIS_GUARDED_BY(mu_);  // vector memory (collection_placement.h)
+  View agents_ DAIS_GUARDED_BY(mu_);       // agents' runtimes (agent_placement.h)
   View assignments_ DAIS_GUARDED_BY(mu_);
   View instances_ DAIS_GUARDED_BY(mu_);
   View leader_view_ DAIS_GUARDED_BY(mu_);

@@ -28,7 +28,7 @@ TEST(CollectionPlacementTest, ShardsBecomeSpreadDeployments) {
   auto again = ParseCollectionPlacement(CollectionPlacementToJson(*c));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->spec_json, c->spec_json);
-  Assignment a{d.name, d.model, 0, {}, 0, "latency-sensitive", "", c->ShardJob(2)};
+  Assignment a{d.name, d.model, 0, {}, 0, "latency-sensitive", "", c->ShardJob(2), ""};
   auto back = AssignmentFromJson(a.ToJson());
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(back->IsJob());

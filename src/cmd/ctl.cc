@@ -10,13 +10,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "agents/agent_spec.h"
 #include "cluster/deployment.h"
 #include "cluster/events.h"
 #include "cluster/keys.h"
 #include "cluster/training_job.h"
+#include "cmd/ctl_agent.h"
 #include "cmd/ctl_collection.h"
 #include "cmd/ctl_get.h"
 #include "cmd/ctl_rollout.h"
@@ -36,6 +39,7 @@ struct ApplyDoc {
   std::string where;  // "deploy.yaml document 2"
   std::string text;   // the document alone, as YAML
   std::string key, json, what;
+  std::optional<agents::AgentSpec> agent;  // checked against the cluster before writing
 };
 
 // Validates one document (a deployment, route or tenant by its 'kind:') into key, json and
@@ -81,9 +85,16 @@ Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
     doc->json = cluster::CollectionPlacementToJson(c);
     doc->what = fmt::format("collection {} applied ({} shard(s) x {} replica(s))", c.name, c.shards,
                             c.replicas);
+  } else if (kind == "agent") {
+    ASSIGN_OR_RETURN(agents::AgentSpec a, agents::ParseAgentYaml(doc->text));
+    doc->key = agents::kAgentsPrefix + a.name;
+    doc->json = agents::AgentToJson(a);
+    doc->what = fmt::format("agent {} applied ({} step(s); {} priority)", a.name, a.steps.size(),
+                            a.priority);
+    doc->agent = std::move(a);
   } else {
     return InvalidArgument("kind: '" + kind +
-                           "' is not deployment, route, tenant, training or collection");
+                           "' is not deployment, route, tenant, training, collection or agent");
   }
   return OkStatus();
 }
@@ -167,6 +178,12 @@ int Apply(etcd::Client& c, const CtlOptions& o) {
       refusals.push_back(fmt::format("{}: {} is given twice", d.where, d.key));
     }
   }
+  for (const ApplyDoc& d : docs) {
+    if (!d.agent) continue;
+    if (Status s = CheckAgentCapabilities(c, *d.agent, keys); !s.ok()) {
+      refusals.push_back(fmt::format("{}: agent {}: {}", d.where, d.agent->name, s.message()));
+    }
+  }
   if (!refusals.empty()) {
     for (const std::string& r : refusals) fmt::print(stderr, "dais ctl apply: {}\n", r);
     fmt::print(stderr, "dais ctl apply: nothing applied ({} refused)\n", refusals.size());
@@ -205,14 +222,14 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
       "collection from a YAML spec "
       "('kind:'; validated before writing)");
   apply
-      ->add_option(
-          "-f,--file", o->file,
-          "The spec: a deployment (docs/cluster.md), 'kind: route' / 'kind: tenant' "
-          "(docs/gateway.md), 'kind: training' (docs/learning-loop.md) or 'kind: collection' "
-          "(docs/memory.md); several YAML "
-          "documents (---) in one file, a directory of "
-          "*.yaml / *.yml files, or - for stdin. All are validated first: one refusal "
-          "and nothing is written.")
+      ->add_option("-f,--file", o->file,
+                   "The spec: a deployment (docs/cluster.md), 'kind: route' / 'kind: tenant' "
+                   "(docs/gateway.md), 'kind: training' (docs/learning-loop.md), 'kind: agent' "
+                   "(docs/agents.md) or 'kind: collection' "
+                   "(docs/memory.md); several YAML "
+                   "documents (---) in one file, a directory of "
+                   "*.yaml / *.yml files, or - for stdin. All are validated first: one refusal "
+                   "and nothing is written.")
       ->required();
   CLI::App* get = cmd->add_subcommand(
       "get",

@@ -9,10 +9,12 @@
 #include <map>
 #include <vector>
 
+#include "agents/agent_spec.h"
 #include "cluster/deployment.h"
 #include "cluster/events.h"
 #include "cluster/keys.h"
 #include "cmd/cli_habits.h"
+#include "cmd/ctl_agent.h"
 #include "cmd/ctl_collection.h"
 #include "cmd/ctl_training.h"
 #include "common/json.h"
@@ -144,6 +146,19 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
     return {Str(d, "name"), models.empty() ? "(all)" : models,
             limited ? num("requests_per_second") : "unlimited", limited ? num("burst") : "-"};
   }
+  if (what == "agents") {
+    const rapidjson::Value* t = d.HasMember("trigger") ? &d["trigger"] : nullptr;
+    const std::string trigger = t == nullptr             ? ""
+                                : t->HasMember("stream") ? Str(*t, "stream")
+                                                         : "every " + Str(*t, "every");
+    const size_t steps = d.HasMember("steps") && d["steps"].IsArray() ? d["steps"].Size() : 0;
+    const std::string p99 =
+        d.HasMember("sla") && d["sla"].HasMember("p99_ms") && d["sla"]["p99_ms"].IsNumber()
+            ? fmt::format("{:g}", d["sla"]["p99_ms"].GetDouble())
+            : "";
+    return {Str(d, "name"), Str(d, "tenant"),      Str(d, "priority"),
+            trigger,        std::to_string(steps), p99};
+  }
   if (what == "events") {
     const int64_t ms =
         d.HasMember("time_ms") && d["time_ms"].IsInt64() ? d["time_ms"].GetInt64() : 0;
@@ -181,7 +196,8 @@ const std::map<std::string, std::vector<std::string>>& Headers() {
       {"assignments", {"NODE", "MODEL", "DEPLOYMENT", "VERSION", "GPUS"}},
       {"events", {"TIME (UTC)", "KIND", "DEPLOYMENT", "NODE", "MESSAGE"}},
       {"routes", {"ROUTE", "MODEL", "VERSIONS", "STABLE", "STICKY", "RULES"}},
-      {"tenants", {"TENANT", "MODELS", "REQUESTS/S", "BURST"}}};
+      {"tenants", {"TENANT", "MODELS", "REQUESTS/S", "BURST"}},
+      {"agents", {"AGENT", "TENANT", "PRIORITY", "TRIGGER", "STEPS", "SLA_P99_MS"}}};
   return kHeader;
 }
 
@@ -198,7 +214,7 @@ const std::map<std::string, std::string>& Prefixes() {
       {"nodes", cluster::kNodesPrefix},         {"deployments", "/dais/deployments/"},
       {"instances", cluster::kInstancesPrefix}, {"assignments", cluster::kAssignmentsPrefix},
       {"events", cluster::kEventsPrefix},       {"routes", gateway::kRoutesPrefix},
-      {"tenants", gateway::kTenantsPrefix}};
+      {"tenants", gateway::kTenantsPrefix},     {"agents", agents::kAgentsPrefix}};
   return kPrefix;
 }
 
@@ -369,10 +385,12 @@ int GetGathered(etcd::Client& c, const CtlOptions& o, const std::string& what) {
 }
 
 constexpr const char* kKinds =
-    "nodes, deployments, instances, assignments, events, routes, tenants, trainings or "
-    "collections";
+    "nodes, deployments, instances, assignments, events, routes, tenants, trainings, "
+    "collections, agents or runs (of an agent)";
 
 }  // namespace
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows) { Table(rows); }
 
 StatusOr<std::string> KindJson(etcd::Client& c, const std::string& kind) {
   if (kind == "trainings") return TrainingJson(c);
@@ -401,10 +419,12 @@ std::string CanonicalKind(const std::string& what) {
                                                               {"tenant", "tenants"},
                                                               {"training", "trainings"},
                                                               {"collection", "collections"},
-                                                              {"col", "collections"}};
-  static const std::vector<std::string> kPlural = {"nodes",       "deployments", "instances",
-                                                   "assignments", "events",      "routes",
-                                                   "tenants",     "trainings",   "collections"};
+                                                              {"col", "collections"},
+                                                              {"agent", "agents"},
+                                                              {"run", "runs"}};
+  static const std::vector<std::string> kPlural = {
+      "nodes",   "deployments", "instances",   "assignments", "events", "routes",
+      "tenants", "trainings",   "collections", "agents",      "runs"};
   if (std::find(kPlural.begin(), kPlural.end(), what) != kPlural.end()) return what;
   auto it = kAliases.find(what);
   return it == kAliases.end() ? "" : it->second;
@@ -414,14 +434,22 @@ int CtlGet(etcd::Client& c, const CtlOptions& options) {
   CtlOptions o = options;
   o.what = CanonicalKind(options.what);
   if (o.what.empty()) {
-    std::vector<std::string> names = {"nodes",  "deployments", "instances", "assignments", "events",
-                                      "routes", "tenants",     "trainings", "collections"};
+    std::vector<std::string> names = {"nodes",       "deployments", "instances", "assignments",
+                                      "events",      "routes",      "tenants",   "trainings",
+                                      "collections", "agents",      "runs"};
     auto near = Suggest(options.what, names);
     fmt::print(stderr, "dais ctl get: '{}' is not {}{}\n", options.what, kKinds,
                near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near.front()));
     return 2;
   }
   if (o.what == "trainings" || o.what == "collections") return GetGathered(c, o, o.what);
+  if (o.what == "runs") {
+    if (o.name.empty()) {
+      fmt::print(stderr, "dais ctl get runs: name the agent (dais ctl get runs AGENT)\n");
+      return 2;
+    }
+    return GetRuns(c, o.name, 20, o.output == "json");
+  }
   auto items = StoredItems(c, o.what, o.name, o.output == "wide");
   if (!items.ok()) {
     fmt::print(stderr, "dais ctl get: {}\n", items.status().message());

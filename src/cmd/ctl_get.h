@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cmd/ctl.h"
 #include "etcd/client.h"
@@ -18,6 +19,8 @@ std::string CanonicalKind(const std::string& what);
 StatusOr<std::string> KindJson(etcd::Client& c, const std::string& kind);
 
 int CtlGet(etcd::Client& c, const CtlOptions& o);
+// Rows (the header first) as an aligned table on stdout.
+void PrintTable(const std::vector<std::vector<std::string>>& rows);
 int CtlDescribe(etcd::Client& c, const CtlOptions& o);
 
 }  // namespace dais::cmd

@@ -1,6 +1,7 @@
 // dais: one binary, one subcommand per role. main only wires.
 #include <CLI/CLI.hpp>
 
+#include "cmd/agent.h"
 #include "cmd/archive.h"
 #include "cmd/check_model.h"
 #include "cmd/cli_habits.h"
@@ -76,7 +77,10 @@ int main(int argc, char** argv) {
   CLI::App* gateway_cmd = dais::cmd::AddGatewayCommand(&app, &gateway);
   dais::cmd::ConsoleCliOptions console;
   CLI::App* console_cmd = dais::cmd::AddConsoleCommand(&app, &console);
-  for (CLI::App* cmd : {node_cmd, ctl_cmd, gateway_cmd, scheduler_cmd, console_cmd}) {
+  dais::cmd::AgentCliOptions agent;
+  CLI::App* agent_cmd = dais::cmd::AddAgentCommand(&app, &agent);
+  for (CLI::App* cmd : {node_cmd, ctl_cmd, gateway_cmd, scheduler_cmd, console_cmd,
+                        agent_cmd->get_subcommand("run")}) {
     dais::cmd::AddEtcdTlsFlags(cmd);
   }
 #endif
@@ -120,6 +124,7 @@ int main(int argc, char** argv) {
   if (ctl_cmd->parsed()) return dais::cmd::RunCtl(ctl_cmd, ctl);
   if (gateway_cmd->parsed()) return dais::cmd::RunGateway(gateway);
   if (console_cmd->parsed()) return dais::cmd::RunConsole(console);
+  if (agent_cmd->parsed()) return dais::cmd::RunAgentCommand(agent);
 #endif
   if (serve_cmd->parsed()) return dais::cmd::RunServe(serve);
   if (perf_cmd->parsed()) return dais::cmd::RunPerf(perf);

@@ -5,80 +5,18 @@
 #include <rapidjson/writer.h>
 
 #include <CLI/CLI.hpp>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "cmd/http_json_client.h"
 #include "cmd/serve_memory.h"
 #include "common/json.h"
 #include "dais/status.h"
 
 namespace dais::cmd {
 namespace {
-
-namespace beast = boost::beast;
-namespace bhttp = beast::http;
-using tcp = boost::asio::ip::tcp;
-
-struct HttpAnswer {
-  int status = 0;
-  std::string body;
-};
-
-// One keep-alive connection to the server of --url.
-class HttpJsonClient {
- public:
-  explicit HttpJsonClient(const MemoryCliOptions& o) : token_(o.token), socket_(io_) {
-    std::string rest = o.url;
-    if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-    const size_t slash = rest.find('/');
-    if (slash != std::string::npos) rest = rest.substr(0, slash);
-    const size_t colon = rest.rfind(':');
-    host_ = colon == std::string::npos ? rest : rest.substr(0, colon);
-    port_ = colon == std::string::npos ? "80" : rest.substr(colon + 1);
-  }
-
-  StatusOr<HttpAnswer> Call(bhttp::verb method, const std::string& target, std::string body) {
-    bhttp::request<bhttp::string_body> req(method, target, 11);
-    req.set(bhttp::field::host, host_);
-    req.set(bhttp::field::content_type, "application/json");
-    if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
-    req.body() = std::move(body);
-    req.prepare_payload();
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      beast::error_code ec;
-      if (!socket_.is_open()) {
-        tcp::resolver resolver(io_);
-        auto endpoints = resolver.resolve(host_, port_, ec);
-        if (!ec) boost::asio::connect(socket_, endpoints, ec);
-        if (ec)
-          return Unavailable("cannot connect to " + host_ + ":" + port_ + ": " + ec.message());
-      }
-      bhttp::write(socket_, req, ec);
-      bhttp::response_parser<bhttp::string_body> parser;
-      parser.body_limit(1ull << 32);
-      if (!ec) bhttp::read(socket_, buffer_, parser, ec);
-      if (!ec) {
-        auto res = parser.release();
-        return HttpAnswer{static_cast<int>(res.result_int()), std::move(res.body())};
-      }
-      socket_.close();
-      buffer_.clear();
-    }
-    return Unavailable("the connection to " + host_ + ":" + port_ + " failed");
-  }
-
- private:
-  std::string token_, host_, port_;
-  boost::asio::io_context io_;
-  tcp::socket socket_;
-  beast::flat_buffer buffer_;
-};
 
 const std::string kBase = "/v2/memory/collections";
 
@@ -101,8 +39,8 @@ int Create(const MemoryCliOptions& o) {
     std::fprintf(stderr, "dais memory create: %s\n", spec.status().message().c_str());
     return 1;
   }
-  HttpJsonClient http(o);
-  auto a = http.Call(bhttp::verb::post, kBase, memory::CollectionSpecJson(**spec));
+  HttpJsonClient http(o.url, o.token);
+  auto a = http.Call("POST", kBase, memory::CollectionSpecJson(**spec));
   if (int rc = Check(a, "create")) return rc;
   std::printf("collection %s: dimension %d, %s, %d shard(s) x %d replica(s)\n",
               (*spec)->name.c_str(), (*spec)->dimension, memory::MetricName((*spec)->metric),
@@ -117,14 +55,14 @@ int Load(const MemoryCliOptions& o) {
     std::fprintf(stderr, "dais memory load: cannot read %s\n", o.points_file.c_str());
     return 1;
   }
-  HttpJsonClient http(o);
+  HttpJsonClient http(o.url, o.token);
   const auto start = std::chrono::steady_clock::now();
   std::string line, batch;
   size_t in_batch = 0, sent = 0, line_no = 0;
   auto flush = [&]() -> int {
     if (in_batch == 0) return 0;
-    auto a = http.Call(bhttp::verb::post, kBase + "/" + o.collection + "/upsert",
-                       "{\"points\":[" + batch + "]}");
+    auto a =
+        http.Call("POST", kBase + "/" + o.collection + "/upsert", "{\"points\":[" + batch + "]}");
     if (int rc = Check(a, "load (lines " + std::to_string(line_no - in_batch + 1) + "-" +
                               std::to_string(line_no) + ")")) {
       return rc;
@@ -156,8 +94,8 @@ int Search(const MemoryCliOptions& o) {
   std::string body = "{\"vector\":[" + o.vector + "],\"k\":" + std::to_string(o.k);
   if (!o.filter.empty()) body += ",\"filter\":" + o.filter;
   if (o.has_min_score) body += ",\"min_score\":" + std::to_string(o.min_score);
-  HttpJsonClient http(o);
-  auto a = http.Call(bhttp::verb::post, kBase + "/" + o.collection + "/search", body + "}");
+  HttpJsonClient http(o.url, o.token);
+  auto a = http.Call("POST", kBase + "/" + o.collection + "/search", body + "}");
   if (int rc = Check(a, "search")) return rc;
   if (o.json) {
     std::printf("%s\n", a->body.c_str());
@@ -185,8 +123,8 @@ int Search(const MemoryCliOptions& o) {
 }
 
 int Stats(const MemoryCliOptions& o) {
-  HttpJsonClient http(o);
-  auto a = http.Call(bhttp::verb::get, kBase, "");
+  HttpJsonClient http(o.url, o.token);
+  auto a = http.Call("GET", kBase, "");
   if (int rc = Check(a, "stats")) return rc;
   rapidjson::Document doc;
   if (!json::ParseJson(a->body, &doc).ok() || !doc.HasMember("collections")) {
@@ -246,8 +184,8 @@ int Stats(const MemoryCliOptions& o) {
 }
 
 int Drop(const MemoryCliOptions& o) {
-  HttpJsonClient http(o);
-  auto a = http.Call(bhttp::verb::delete_, kBase + "/" + o.collection, "");
+  HttpJsonClient http(o.url, o.token);
+  auto a = http.Call("DELETE", kBase + "/" + o.collection, "");
   if (int rc = Check(a, "drop")) return rc;
   std::printf("collection %s dropped\n", o.collection.c_str());
   return 0;

@@ -5,6 +5,7 @@
 
 #include "cluster/node_agent.h"
 #include "cluster/nvml.h"
+#include "cmd/agent_job.h"
 #include "cmd/memory_shard_job.h"
 #include "cmd/serve_memory.h"
 #include "common/logging.h"
@@ -30,6 +31,9 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
                   "without the NVIDIA driver). Declared instead (simulation, tests): "
                   "[Nx]MODEL:MEMORY, comma-separated, e.g. 2xA100:80GiB,T4:16GiB; 'none': no GPU.");
   cmd->add_option("--labels", o->labels, "Node labels for placement constraints: k=v,k2=v2.");
+  cmd->add_option("--agent-gateway", o->agent_gateway,
+                  "http://HOST:PORT: where the agents this node runs send their inference and "
+                  "memory steps (docs/agents.md). Default: a gateway registered in etcd.");
   cmd->add_option("--lease-ttl-secs", o->lease_ttl_secs,
                   "The node's registration lease: a killed node leaves the cluster within this.")
       ->check(CLI::Range(2, 300))
@@ -87,8 +91,17 @@ int RunNode(const NodeCliOptions& o) {
   std::error_code ec;
   training.dais_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
 #endif
+  AgentJobOptions agents;
+  agents.node_id = ao.node_id;
+  agents.etcd_endpoints = o.etcd;
+  agents.gateway = o.agent_gateway;
+  {
+    std::error_code exe;
+    agents.dais_binary = std::filesystem::read_symlink("/proc/self/exe", exe).string();
+  }
   ao.jobs = [&](const cluster::Assignment& a,
                 std::function<void()> changed) -> StatusOr<std::unique_ptr<cluster::AssignedJob>> {
+    if (!a.agent.empty()) return StartAgentJob(agents, a, std::move(changed));
     if (!a.memory.empty())
       return StartMemoryShard(memory ? memory->service() : nullptr, a, std::move(changed));
 #ifdef DAIS_HAVE_LEARN

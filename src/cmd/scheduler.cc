@@ -17,6 +17,7 @@
 #endif
 #include "cmd/metrics_port.h"
 #ifdef DAIS_HAVE_GRPC
+#include "cmd/agent_orchestrator.h"
 #include "cmd/service_discovery.h"
 #endif
 #include "frontends/http/http_server.h"
@@ -212,10 +213,19 @@ int RunLive(const SchedulerCliOptions& o) {
     LOG_ERROR("dais scheduler: rollouts: {}", s.message());
     return 2;
   }
+  agents::OrchestratorOptions ao;
+  ao.calm_ms = o.agent_calm_ms;
+  AgentOrchestratorLoop orchestrator(
+      o.etcd, o.id, [&scheduler] { return scheduler.leader_revision(); }, ao);
+  if (Status s = orchestrator.Start(); !s.ok()) {
+    LOG_ERROR("dais scheduler: agents: {}", s.message());
+    return 2;
+  }
   LOG_INFO("dais scheduler {} started (policy {}, lease {} s, etcd {})", o.id, o.policy,
            o.lease_ttl_secs, o.etcd.front());
   int sig = 0;
   sigwait(&stop, &sig);
+  orchestrator.Stop();
   rollouts.Stop();
   scheduler.Stop();
   if (metrics) metrics->Stop();
@@ -257,6 +267,11 @@ CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
   cmd->add_option("--prometheus", o->prometheus,
                   "host:port of a Prometheus that scrapes the gateways: rollout analysis queries "
                   "it (PromQL). Default: the gateways' /metrics are scraped directly.");
+  cmd->add_option("--agent-calm-ms", o->agent_calm_ms,
+                  "Agents paused for a higher priority's SLA resume once every running agent has "
+                  "been within its SLA by a margin for this long (docs/agents.md).")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 3600000));
   cmd->add_option("--feedback-stream", o->feedback_stream,
                   "redis://HOST:PORT/STREAM: the nodes' --feedback-stream. With --label-stream, "
                   "rollouts started with --accuracy-label compare the live accuracy of canary "

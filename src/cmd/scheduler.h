@@ -33,6 +33,7 @@ struct SchedulerCliOptions {
   // redis://HOST:PORT/STREAM of the nodes' feedback and label streams: rollouts with an accuracy
   // label join them (streams/live_accuracy.h).
   std::string feedback_stream, label_stream;
+  int64_t agent_calm_ms = 5000;  // agents/orchestrator.h
 };
 
 CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* options);

@@ -1,0 +1,230 @@
+#include "agents/template.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace dais::agents {
+namespace {
+
+using rapidjson::Value;
+
+std::string Json(const Value& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return sb.GetString();
+}
+
+// What a reference puts inside text: a string as it is, anything else as JSON.
+std::string Text(const Value& v) {
+  if (v.IsString()) return std::string(v.GetString(), v.GetStringLength());
+  return Json(v);
+}
+
+bool ParseNumber(std::string_view s, double* out) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  if (s.empty()) return false;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, *out);
+  return ec == std::errc() && p == end && std::isfinite(*out);
+}
+
+}  // namespace
+
+bool AsNumber(const Value& v, double* out) {
+  if (v.IsNumber()) {
+    *out = v.GetDouble();
+    return true;
+  }
+  if (v.IsBool()) {
+    *out = v.GetBool() ? 1 : 0;
+    return true;
+  }
+  return v.IsString() && ParseNumber(std::string_view(v.GetString(), v.GetStringLength()), out);
+}
+
+RunContext::RunContext() { doc_.SetObject(); }
+
+void RunContext::SetEvent(const std::vector<std::pair<std::string, std::string>>& fields) {
+  Value event(rapidjson::kObjectType);
+  for (const auto& [k, v] : fields) {
+    Value key(k.data(), static_cast<rapidjson::SizeType>(k.size()), allocator());
+    Value val(v.data(), static_cast<rapidjson::SizeType>(v.size()), allocator());
+    event.AddMember(key, val, allocator());
+  }
+  Set("event", std::move(event));
+}
+
+void RunContext::SetRun(const std::string& agent, const std::string& run_id, int attempt) {
+  Value run(rapidjson::kObjectType);
+  run.AddMember("id", Value(run_id.c_str(), allocator()), allocator());
+  run.AddMember("agent", Value(agent.c_str(), allocator()), allocator());
+  run.AddMember("attempt", attempt, allocator());
+  Set("run", std::move(run));
+}
+
+void RunContext::Set(const std::string& name, Value value) {
+  if (auto it = doc_.FindMember(name.c_str()); it != doc_.MemberEnd()) {
+    it->value = std::move(value);
+    return;
+  }
+  doc_.AddMember(Value(name.c_str(), allocator()), value, allocator());
+}
+
+const Value* RunContext::Find(std::string_view path) const {
+  const Value* at = &doc_;
+  while (!path.empty()) {
+    const size_t dot = path.find('.');
+    const std::string_view part = path.substr(0, dot);
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+    if (at->IsObject()) {
+      auto it = at->FindMember(
+          Value(rapidjson::StringRef(part.data(), static_cast<rapidjson::SizeType>(part.size()))));
+      if (it == at->MemberEnd()) return nullptr;
+      at = &it->value;
+    } else if (at->IsArray()) {
+      size_t index = 0;
+      auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+      if (ec != std::errc() || p != part.data() + part.size() || index >= at->Size()) {
+        return nullptr;
+      }
+      at = &(*at)[static_cast<rapidjson::SizeType>(index)];
+    } else {
+      return nullptr;
+    }
+  }
+  return at;
+}
+
+StatusOr<std::vector<std::string>> References(std::string_view text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = text.find("${", at)) != std::string_view::npos) {
+    const size_t end = text.find('}', at + 2);
+    if (end == std::string_view::npos) {
+      return InvalidArgument("'" + std::string(text) + "': a reference ${ without its }");
+    }
+    if (end == at + 2) return InvalidArgument("'" + std::string(text) + "': an empty ${}");
+    out.emplace_back(text.substr(at + 2, end - at - 2));
+    at = end + 1;
+  }
+  return out;
+}
+
+Status RunContext::RenderString(std::string_view text, Value* out) const {
+  auto& alloc = const_cast<rapidjson::Document&>(doc_).GetAllocator();
+  if (text.size() > 3 && text.substr(0, 2) == "${" && text.back() == '}' &&
+      text.find("${", 2) == std::string_view::npos) {
+    const std::string_view path = text.substr(2, text.size() - 3);
+    const Value* v = Find(path);
+    if (v == nullptr) return NotFound("${" + std::string(path) + "} refers to nothing");
+    out->CopyFrom(*v, alloc);
+    return OkStatus();
+  }
+  std::string rendered;
+  size_t at = 0;
+  while (true) {
+    const size_t open = text.find("${", at);
+    if (open == std::string_view::npos) break;
+    const size_t close = text.find('}', open + 2);
+    if (close == std::string_view::npos) break;  // validated at apply: kept as text
+    rendered.append(text.substr(at, open - at));
+    const std::string_view path = text.substr(open + 2, close - open - 2);
+    const Value* v = Find(path);
+    if (v == nullptr) return NotFound("${" + std::string(path) + "} refers to nothing");
+    rendered += Text(*v);
+    at = close + 1;
+  }
+  rendered.append(text.substr(at));
+  out->SetString(rendered.data(), static_cast<rapidjson::SizeType>(rendered.size()), alloc);
+  return OkStatus();
+}
+
+Status RunContext::Render(const Value& body, Value* out) const {
+  auto& alloc = const_cast<rapidjson::Document&>(doc_).GetAllocator();
+  if (body.IsString()) {
+    return RenderString(std::string_view(body.GetString(), body.GetStringLength()), out);
+  }
+  if (body.IsArray()) {
+    out->SetArray();
+    for (const Value& item : body.GetArray()) {
+      Value v;
+      RETURN_IF_ERROR(Render(item, &v));
+      out->PushBack(v, alloc);
+    }
+    return OkStatus();
+  }
+  if (body.IsObject()) {
+    out->SetObject();
+    for (const auto& m : body.GetObject()) {
+      Value v;
+      RETURN_IF_ERROR(Render(m.value, &v));
+      out->AddMember(Value(m.name, alloc), v, alloc);
+    }
+    return OkStatus();
+  }
+  out->CopyFrom(body, alloc);
+  return OkStatus();
+}
+
+std::string RunContext::ToJson() const { return Json(doc_); }
+
+StatusOr<bool> EvaluateCondition(std::string_view condition, const RunContext& context) {
+  static constexpr std::string_view kOps[] = {"==", "!=", "<=", ">=", "<", ">"};
+  // The operator: the first one outside a reference.
+  size_t op_at = std::string_view::npos;
+  std::string_view op;
+  int depth = 0;
+  for (size_t i = 0; i < condition.size() && op_at == std::string_view::npos; ++i) {
+    if (condition.substr(i, 2) == "${") depth = 1;
+    if (condition[i] == '}') depth = 0;
+    if (depth) continue;
+    for (std::string_view o : kOps) {
+      if (condition.substr(i, o.size()) == o) {
+        op_at = i;
+        op = o;
+        break;
+      }
+    }
+  }
+  auto operand = [&](std::string_view s, Value* out) {
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+    Value text(rapidjson::StringRef(s.data(), static_cast<rapidjson::SizeType>(s.size())));
+    return context.Render(text, out);
+  };
+  if (op_at == std::string_view::npos) {
+    Value v;
+    RETURN_IF_ERROR(operand(condition, &v));
+    double d = 0;
+    if (AsNumber(v, &d)) return d != 0;
+    if (v.IsString()) return v.GetStringLength() > 0 && std::string_view(v.GetString()) != "false";
+    if (v.IsArray()) return !v.Empty();
+    return v.IsObject();
+  }
+  Value left, right;
+  RETURN_IF_ERROR(operand(condition.substr(0, op_at), &left));
+  RETURN_IF_ERROR(operand(condition.substr(op_at + op.size()), &right));
+  double a = 0, b = 0;
+  if (AsNumber(left, &a) && AsNumber(right, &b)) {
+    if (op == "==") return a == b;
+    if (op == "!=") return a != b;
+    if (op == "<") return a < b;
+    if (op == "<=") return a <= b;
+    if (op == ">") return a > b;
+    return a >= b;
+  }
+  if (op != "==" && op != "!=") {
+    return InvalidArgument("'" + std::string(condition) + "': " + std::string(op) +
+                           " compares numbers; got '" + Text(left) + "' and '" + Text(right) + "'");
+  }
+  const bool equal = Text(left) == Text(right);
+  return op == "==" ? equal : !equal;
+}
+
+}  // namespace dais::agents

@@ -1,0 +1,446 @@
+#include "cmd/agent.h"
+
+#include <rapidjson/document.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agents/agent_spec.h"
+#include "agents/run.h"
+#include "cmd/agent_actions.h"
+#include "cmd/agent_live.h"
+#include "cmd/metrics_port.h"
+#include "cmd/serve_features.h"
+#include "common/json.h"
+#include "common/logging.h"
+#include "etcd/client.h"
+#include "fmt/format.h"
+#include "gateway/rollout.h"
+#include "metrics/registry.h"
+#include "redis/client.h"
+#include "streams/event_stream.h"
+
+namespace dais::cmd {
+
+CLI::App* AddAgentCommand(CLI::App* app, AgentCliOptions* o) {
+  CLI::App* cmd = app->add_subcommand(
+      "agent", "Agents on the cluster (docs/agents.md): 'run' is the runtime of one agent");
+  cmd->require_subcommand(1);
+  CLI::App* run = cmd->add_subcommand(
+      "run",
+      "Run an agent: consume its trigger (a Redis stream, with a consumer group; or a timer), "
+      "run its steps for each trigger, record each run in dais:agent:<name>:runs");
+  run->add_option("--name", o->name, "The agent applied with dais ctl apply (read from etcd).");
+  run->add_option("-f,--file", o->file, "Or the agent's spec file (no etcd).");
+  run->add_option("--etcd", o->etcd, "etcd endpoints host:port (comma-separated), with --name.")
+      ->delimiter(',')
+      ->capture_default_str();
+  run->add_option("--gateway", o->gateway,
+                  "Where infer and memory steps go: the gateway (or a dais serve / node), "
+                  "http://HOST:PORT. Default: a gateway registered in etcd (with --name).");
+  run->add_option("--features-url", o->features_url,
+                  "The feature server of features steps (Feast's /get-online-features; default: "
+                  "--gateway).");
+  run->add_option("--token", o->token, "Bearer token for the gateway (the agent's tenant).");
+  run->add_option("--consumer", o->consumer,
+                  "This runtime's name in the trigger's consumer group: keep it across restarts "
+                  "so that its unfinished runs are resumed (default: the host name).");
+  run->add_option("--workers", o->workers, "Runs at once (threads).")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  run->add_option("--retry-after-ms", o->retry_after_ms,
+                  "A failed run's trigger is tried again after this long (also: how long another "
+                  "runtime's unfinished run waits before this one takes it over).")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 86400000));
+  run->add_option("--emit-max-len", o->emit_max_len,
+                  "Streams written by emit steps stay near "
+                  "this many entries.")
+      ->capture_default_str();
+  run->add_flag("--drain", o->drain,
+                "Exit once no new trigger arrives (a batch run; failed runs waiting for their "
+                "retry stay pending for the next start).");
+  run->add_option("--metrics-port", o->metrics_port,
+                  "Port of GET /metrics (dais_agent_*); 0 picks a free one, logged as 'ports: "
+                  "metrics=N'. Default (-1): none.");
+  run->add_option("--metrics-address", o->metrics_address, "Address the metrics port binds.")
+      ->capture_default_str();
+  return cmd;
+}
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct AgentMetrics {
+  explicit AgentMetrics(const std::string& agent) : agent(agent) {
+    auto& r = metrics::Registry::Global();
+    runs = &r.AddCounter("dais_agent_runs_total",
+                         "Runs of an agent by outcome (completed, stopped by a branch, failed).",
+                         {"agent", "outcome"});
+    duration = &r.AddHistogram("dais_agent_run_duration_seconds", "Duration of an agent's runs.",
+                               {"agent"}, metrics::LatencyBuckets());
+    steps = &r.AddHistogram("dais_agent_step_duration_seconds",
+                            "Duration of an agent's steps (failed ones included).",
+                            {"agent", "step"}, metrics::LatencyBuckets());
+    step_errors =
+        &r.AddCounter("dais_agent_step_errors_total", "Steps that failed.", {"agent", "step"});
+    dead = &r.AddCounter("dais_agent_dead_lettered_total",
+                         "Triggers given up after max_attempts failed runs.", {"agent"});
+  }
+  void Record(const agents::RunTrace& t) {
+    runs->Get({agent, t.outcome}).Increment();
+    duration->Get({agent}).Observe(static_cast<double>(t.duration_us) / 1e6);
+    for (const auto& s : t.steps) {
+      steps->Get({agent, s.name}).Observe(static_cast<double>(s.duration_us) / 1e6);
+      if (s.outcome == "error") step_errors->Get({agent, s.name}).Increment();
+    }
+  }
+  std::string agent;
+  metrics::Family<metrics::Counter>* runs;
+  metrics::Family<metrics::Histogram>* duration;
+  metrics::Family<metrics::Histogram>* steps;
+  metrics::Family<metrics::Counter>* step_errors;
+  metrics::Family<metrics::Counter>* dead;
+};
+
+StatusOr<agents::AgentSpec> LoadSpec(const AgentCliOptions& o) {
+  if (o.file.empty() == o.name.empty()) {
+    return InvalidArgument("give --name (an agent applied to etcd) or -f FILE");
+  }
+  if (!o.file.empty()) {
+    std::ifstream f(o.file);
+    if (!f) return InvalidArgument("cannot read " + o.file);
+    std::stringstream s;
+    s << f.rdbuf();
+    auto spec = agents::ParseAgentYaml(s.str());
+    if (!spec.ok()) return InvalidArgument(o.file + ": " + spec.status().message());
+    return spec;
+  }
+  ASSIGN_OR_RETURN(auto client, etcd::Client::Create({o.etcd}));
+  ASSIGN_OR_RETURN(etcd::RangeResult r, client->Get(agents::kAgentsPrefix + o.name));
+  if (r.kvs.empty()) {
+    return NotFound("no agent " + o.name + " (dais ctl apply it first; dais ctl get agents)");
+  }
+  return agents::ParseAgentYaml(r.kvs[0].value);
+}
+
+// One trigger of the stream: runs it (attempt counted in Redis), then acknowledges it, leaves it
+// for a retry, or dead-letters it after max_attempts.
+class TriggerHandler {
+ public:
+  TriggerHandler(const agents::AgentSpec& spec, const AgentCliOptions& o, redis::Client* redis,
+                 streams::EventStream* stream, AgentMetrics* metrics, AgentLive* live)
+      : spec_(spec), o_(o), redis_(redis), stream_(stream), metrics_(metrics), live_(live) {}
+
+  // True when the run failed and is to be tried again (the entry stays pending).
+  bool Handle(const streams::Entry& entry, agents::Actions& actions) {
+    const std::string attempts_key = "dais:agent:" + spec_.name + ":attempts";
+    auto n = redis_->Run({attempts_key, {"HINCRBY", attempts_key, entry.entry_id, "1"}});
+    const int attempt =
+        n.ok() && n->type == redis::Reply::Type::kInteger ? static_cast<int>(n->integer) : 1;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(spec_.run_timeout_ms);
+    agents::RunTrace t =
+        agents::RunAgent(spec_, entry.entry_id, attempt, entry.fields, actions, deadline);
+    metrics_->Record(t);
+    // The latency the SLA is about: from the trigger's publication (its entry id's milliseconds)
+    // to the run's end, time in the backlog included.
+    if (t.outcome != "failed") {
+      const double published_ms = std::strtod(entry.entry_id.c_str(), nullptr);
+      live_->RecordRun(std::max(0.0, static_cast<double>(NowMs()) - published_ms));
+    }
+    std::vector<redis::KeyedCommand> writes;
+    writes.push_back({spec_.RunsStream(),
+                      {"XADD", spec_.RunsStream(), "MAXLEN", "~", std::to_string(o_.runs_max_len),
+                       "*", "run_id", t.run_id, "outcome", t.outcome, "trace", t.ToJson()}});
+    const bool give_up = t.outcome == "failed" && attempt >= spec_.max_attempts;
+    if (give_up) {
+      metrics_->dead->Get({spec_.name}).Increment();
+      redis::Command c = {"XADD", spec_.DeadLetterStream(), "*", "run_id", t.run_id, "error",
+                          t.error};
+      for (const auto& [k, v] : entry.fields) c.insert(c.end(), {k, v});
+      writes.push_back({spec_.DeadLetterStream(), std::move(c)});
+      LOG_WARNING("agent {}: run {} failed {} times, dead-lettered: {}", spec_.name, t.run_id,
+                  attempt, t.error);
+    } else if (t.outcome == "failed") {
+      LOG_INFO("agent {}: run {} attempt {} failed (retried in {} ms): {}", spec_.name, t.run_id,
+               attempt, o_.retry_after_ms, t.error);
+    }
+    redis_->RunBatch(std::move(writes));
+    if (t.outcome != "failed" || give_up) {
+      // Acknowledged after the run is recorded: a crash before leaves it pending (run again;
+      // its writes are recognised by the run's id).
+      if (Status s = stream_->Ack(spec_.TriggerStreamName(), spec_.group, {entry.entry_id});
+          !s.ok()) {
+        LOG_WARNING("agent {}: ack of {}: {}", spec_.name, entry.entry_id, s.message());
+      }
+      // A count left behind (Redis away) is harmless: the entry is done.
+      (void)redis_->Run({attempts_key, {"HDEL", attempts_key, entry.entry_id}});
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  const agents::AgentSpec& spec_;
+  const AgentCliOptions& o_;
+  redis::Client* redis_;
+  streams::EventStream* stream_;
+  AgentMetrics* metrics_;
+  AgentLive* live_;
+};
+
+// A worker: its own Redis connection for the blocking reads; first what it left unfinished
+// (after a restart), then new triggers, and every --retry-after-ms what is pending too long
+// (its own failed runs, or another runtime's that died).
+void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
+                  const std::string& consumer, redis::Client* shared, AgentMetrics* metrics,
+                  AgentLive* live, std::atomic<bool>* stop, std::atomic<int>* idle_workers) {
+  FeatureFlags f;
+  f.redis = spec.RedisAddress();
+  f.redis_tls = o.redis_tls;
+  f.redis_pool = 1;
+  auto own = ConnectRedis(f);
+  if (!own.ok()) {
+    LOG_ERROR("agent {}: redis {}: {}", spec.name, f.redis, own.status().message());
+    return;
+  }
+  auto reader = streams::MakeRedisEventStream(own->get(), 0);
+  auto acker = streams::MakeRedisEventStream(shared, 0);
+  AgentEndpoints endpoints{o.gateway, o.features_url, o.token, o.emit_max_len, o.emitted_ttl_secs};
+  AgentActions actions(endpoints, shared);
+  TriggerHandler handler(spec, o, shared, acker.get(), metrics, live);
+  const std::string stream = spec.TriggerStreamName();
+  bool pending = true;
+  bool counted_idle = false;
+  using Clock = std::chrono::steady_clock;
+  std::deque<std::pair<Clock::time_point, streams::Entry>> retries;  // due in order
+  auto last_claim = Clock::now();
+  const auto retry_after = std::chrono::milliseconds(o.retry_after_ms);
+  auto handle = [&](const streams::Entry& e) {
+    if (handler.Handle(e, actions)) retries.emplace_back(Clock::now() + retry_after, e);
+  };
+  while (!stop->load()) {
+    if (!retries.empty() && retries.front().first <= Clock::now()) {
+      streams::Entry e = std::move(retries.front().second);
+      retries.pop_front();
+      handle(e);
+      continue;
+    }
+    if (live->paused()) {  // the orchestrator gives way to higher priorities: triggers wait
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    StatusOr<std::vector<streams::Entry>> batch = std::vector<streams::Entry>();
+    const auto now = Clock::now();
+    if (now - last_claim >= retry_after) {
+      last_claim = now;
+      // Another runtime's unfinished runs: not before a run in progress there could have ended.
+      batch = reader->Claim(stream, spec.group, consumer,
+                            std::max<int64_t>(o.retry_after_ms, spec.run_timeout_ms + 1000), 16);
+    }
+    if (batch.ok() && batch->empty()) {
+      // Once at the start: what this consumer left unfinished before a restart.
+      int64_t block_ms = 500;
+      if (!retries.empty()) {
+        block_ms = std::clamp<int64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(retries.front().first - now)
+                .count(),
+            1, 500);
+      }
+      batch = reader->Read(stream, spec.group, consumer, pending ? 1000 : 16,
+                           pending ? 0 : static_cast<int>(block_ms), pending);
+      if (pending && batch.ok() && !batch->empty()) pending = false;
+    }
+    if (!batch.ok()) {
+      LOG_WARNING("agent {}: reading {}: {}", spec.name, stream, batch.status().message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    const bool idle = batch->empty() && !pending && retries.empty();
+    if (batch->empty() && pending) pending = false;
+    if (idle != counted_idle) {
+      counted_idle = idle;
+      idle_workers->fetch_add(idle ? 1 : -1);
+    }
+    for (const streams::Entry& e : *batch) {
+      // A claim also returns this worker's own failed runs waiting for their retry.
+      const bool queued = std::any_of(retries.begin(), retries.end(), [&](const auto& r) {
+        return r.second.entry_id == e.entry_id;
+      });
+      if (!queued) handle(e);
+    }
+  }
+}
+
+// A timer agent: one run per period, taken by one runtime (a marker per period in Redis).
+void TimerLoop(const agents::AgentSpec& spec, const AgentCliOptions& o, redis::Client* redis,
+               AgentMetrics* metrics, AgentLive* live, std::atomic<bool>* stop) {
+  AgentEndpoints endpoints{o.gateway, o.features_url, o.token, o.emit_max_len, o.emitted_ttl_secs};
+  AgentActions actions(endpoints, redis);
+  while (!stop->load()) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const int64_t slot = now_ms / spec.trigger_every_ms;
+    const std::string key = "dais:agent:" + spec.name + ":slot:" + std::to_string(slot);
+    auto taken = redis->Run(
+        {key, {"SET", key, o.consumer, "NX", "PX", std::to_string(spec.trigger_every_ms * 2)}});
+    if (!live->paused() && taken.ok() && taken->type == redis::Reply::Type::kStatus) {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.run_timeout_ms);
+      const std::string run_id = "t" + std::to_string(slot);
+      agents::RunTrace t = agents::RunAgent(spec, run_id, 1, {}, actions, deadline);
+      metrics->Record(t);
+      if (t.outcome != "failed") {
+        live->RecordRun(static_cast<double>(NowMs() - slot * spec.trigger_every_ms));
+      }
+      auto recorded =
+          redis->Run({spec.RunsStream(),
+                      {"XADD", spec.RunsStream(), "MAXLEN", "~", std::to_string(o.runs_max_len),
+                       "*", "run_id", t.run_id, "outcome", t.outcome, "trace", t.ToJson()}});
+      if (!recorded.ok()) {
+        LOG_WARNING("agent {}: run {} not recorded: {}", spec.name, t.run_id,
+                    recorded.status().message());
+      }
+    }
+    const int64_t next = (slot + 1) * spec.trigger_every_ms;
+    while (!stop->load() && std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                    .count() < next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+// The first gateway registered in the cluster (http://HOST:PORT), or empty.
+std::string RegisteredGateway(etcd::Client& etcd) {
+  auto g = etcd.Get(gateway::kGatewaysPrefix, true);
+  if (!g.ok()) return "";
+  for (const auto& kv : g->kvs) {
+    rapidjson::Document d;
+    if (json::ParseJson(kv.value, &d).ok() && d.IsObject() && d.HasMember("http") &&
+        d["http"].IsString()) {
+      return std::string("http://") + d["http"].GetString();
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+int RunAgentCommand(const AgentCliOptions& in) {
+  AgentCliOptions o = in;
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  auto spec = LoadSpec(o);
+  if (!spec.ok()) {
+    LOG_ERROR("dais agent run: {}", spec.status().message());
+    return 2;
+  }
+  if (o.consumer.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    o.consumer = host;
+  }
+  const std::string address =
+      spec->RedisAddress().empty() ? std::string("127.0.0.1:6379") : spec->RedisAddress();
+  FeatureFlags f;
+  f.redis = address;
+  f.redis_tls = o.redis_tls;
+  auto redis = ConnectRedis(f);
+  if (!redis.ok() || !(*redis)->WaitUntilReachable(std::chrono::seconds(10))) {
+    LOG_ERROR("dais agent run: redis {}: {}", address,
+              redis.ok() ? "not reachable" : redis.status().message());
+    return 2;
+  }
+  std::unique_ptr<frontends::http::Server> metrics_server;
+  if (o.metrics_port >= 0) {
+    metrics_server = MetricsServer(o.metrics_address, o.metrics_port);
+    if (Status s = metrics_server->Start(); !s.ok()) {
+      LOG_ERROR("dais agent run: --metrics-port: {}", s.message());
+      return 2;
+    }
+    LOG_INFO("ports: metrics={}", metrics_server->port());
+  }
+  AgentMetrics metrics(spec->name);
+  std::unique_ptr<etcd::Client> etcd;
+  if (!o.name.empty()) {
+    auto c = etcd::Client::Create({o.etcd});
+    if (!c.ok()) {
+      LOG_ERROR("dais agent run: --etcd: {}", c.status().message());
+      return 2;
+    }
+    etcd = std::move(*c);
+  }
+  if (o.gateway.empty() && etcd) o.gateway = RegisteredGateway(*etcd);
+  if (o.gateway.empty()) {
+    LOG_ERROR("dais agent run: no --gateway, and no gateway registered in etcd");
+    return 2;
+  }
+  AgentLive live(spec->name, o.consumer, etcd.get(), redis->get(), spec->TriggerStreamName(),
+                 spec->group, std::chrono::milliseconds(spec->sla_window_ms));
+  live.Start();
+  std::atomic<bool> stop{false};
+  std::atomic<int> idle{0};
+  std::vector<std::thread> threads;
+  if (spec->trigger_every_ms > 0) {
+    threads.emplace_back(TimerLoop, std::cref(*spec), std::cref(o), redis->get(), &metrics, &live,
+                         &stop);
+  } else {
+    auto group = streams::MakeRedisEventStream(redis->get(), 0);
+    if (Status s = group->EnsureGroup(spec->TriggerStreamName(), spec->group); !s.ok()) {
+      LOG_ERROR("dais agent run: consumer group {}: {}", spec->group, s.message());
+      return 2;
+    }
+    for (int i = 0; i < o.workers; ++i) {
+      threads.emplace_back(StreamWorker, std::cref(*spec), std::cref(o),
+                           o.consumer + "-" + std::to_string(i), redis->get(), &metrics, &live,
+                           &stop, &idle);
+    }
+  }
+  LOG_INFO("agent {} running ({}; {} step(s); consumer {})", spec->name,
+           spec->trigger_every_ms > 0 ? fmt::format("every {} ms", spec->trigger_every_ms)
+                                      : "stream " + spec->trigger_stream,
+           spec->steps.size(), o.consumer);
+  const pthread_t main_thread = pthread_self();
+  std::thread drain_watch;
+  if (o.drain && spec->trigger_every_ms == 0) {
+    drain_watch = std::thread([&] {
+      while (!stop.load() && idle.load() < o.workers) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      pthread_kill(main_thread, SIGUSR1);
+    });
+  }
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  LOG_INFO("agent {}: {}: stopping after the runs in progress", spec->name,
+           sig == SIGUSR1  ? "drained"
+           : sig == SIGINT ? "SIGINT"
+                           : "SIGTERM");
+  stop = true;
+  for (auto& t : threads) t.join();
+  if (drain_watch.joinable()) drain_watch.join();
+  if (metrics_server) metrics_server->Stop();
+  return 0;
+}
+
+}  // namespace dais::cmd

@@ -1,0 +1,70 @@
+#include "cmd/agent_actions.h"
+
+#include <algorithm>
+
+namespace dais::cmd {
+namespace {
+
+// KEYS[1]: the marker of the event id, KEYS[2]: the stream. ARGV: the marker's TTL, the stream's
+// MAXLEN, then field, value pairs. The marker and the entry are written together or not at all,
+// so a retried run finds the marker and appends nothing. The marker's key carries the stream's
+// name as its hash tag: both land in one slot of a Redis Cluster.
+const redis::Script kEmitOnce(R"(
+if redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[1])) then
+  return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
+end
+return ''
+)");
+
+std::chrono::milliseconds Left(agents::Deadline deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
+AgentActions::AgentActions(const AgentEndpoints& endpoints, redis::Client* redis)
+    : endpoints_(endpoints),
+      redis_(redis),
+      gateway_(endpoints.gateway, endpoints.token),
+      features_(endpoints.features_url.empty() ? endpoints.gateway : endpoints.features_url,
+                endpoints.token) {}
+
+StatusOr<std::string> AgentActions::Post(HttpJsonClient& client, const std::string& target,
+                                         const std::string& body, agents::Deadline deadline) {
+  ASSIGN_OR_RETURN(HttpAnswer answer, client.Call("POST", target, body, deadline));
+  RETURN_IF_ERROR(AnswerStatus(answer));
+  return std::move(answer.body);
+}
+
+StatusOr<std::string> AgentActions::Features(const std::string& body, agents::Deadline deadline) {
+  return Post(features_, "/get-online-features", body, deadline);
+}
+
+StatusOr<std::string> AgentActions::Infer(const std::string& route, const std::string& body,
+                                          agents::Deadline deadline) {
+  return Post(gateway_, "/v2/models/" + route + "/infer", body, deadline);
+}
+
+StatusOr<std::string> AgentActions::Memory(const std::string& collection, const std::string& op,
+                                           const std::string& body, agents::Deadline deadline) {
+  return Post(gateway_, "/v2/memory/collections/" + collection + "/" + op, body, deadline);
+}
+
+StatusOr<std::string> AgentActions::Emit(const std::string& stream, const std::string& event_id,
+                                         const agents::Fields& fields, agents::Deadline deadline) {
+  std::vector<std::string> args = {std::to_string(endpoints_.emitted_ttl_secs),
+                                   std::to_string(endpoints_.emit_max_len), "event_id", event_id};
+  for (const auto& [k, v] : fields) {
+    args.push_back(k);
+    args.push_back(v);
+  }
+  auto reply = redis_->RunEval(kEmitOnce, {"dais:emitted:{" + stream + "}:" + event_id, stream},
+                               std::move(args), Left(deadline));
+  if (!reply.ok()) return Unavailable("emit to " + stream + ": " + reply.status().message());
+  if (reply->is_error()) return Unavailable("emit to " + stream + ": " + reply->str);
+  return reply->str;  // the entry's id; "" when emitted before
+}
+
+}  // namespace dais::cmd

@@ -1,0 +1,136 @@
+#include "cmd/agent_job.h"
+
+#include <rapidjson/document.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "common/json.h"
+#include "common/logging.h"
+#include "common/mutex.h"
+#include "fmt/format.h"
+
+namespace dais::cmd {
+namespace {
+
+class AgentJob : public cluster::AssignedJob {
+ public:
+  AgentJob(AgentJobOptions options, std::string agent, std::function<void()> changed)
+      : options_(std::move(options)), agent_(std::move(agent)), changed_(std::move(changed)) {
+    Set("RUNNING", "starting");
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~AgentJob() override {
+    stop_ = true;
+    thread_.join();
+  }
+
+  State Current() const override {
+    MutexLock l(&mu_);
+    return state_;
+  }
+
+ private:
+  void Set(const std::string& state, const std::string& reason) {
+    {
+      MutexLock l(&mu_);
+      if (state_.state == state && state_.reason == reason) return;
+      state_ = {state, reason};
+    }
+    if (changed_) changed_();
+  }
+
+  // Waits up to `ms`; false when stopping.
+  bool Sleep(int64_t ms) {
+    for (int64_t waited = 0; waited < ms && !stop_.load(); waited += 50) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return !stop_.load();
+  }
+
+  // Starts the runtime and waits for it; its exit status (-1: not started).
+  int RunOnce() {
+    std::string endpoints;
+    for (const auto& e : options_.etcd_endpoints) endpoints += (endpoints.empty() ? "" : ",") + e;
+    std::vector<std::string> args = {
+        options_.dais_binary, "agent",         "run", "--name", agent_, "--etcd", endpoints,
+        "--consumer",         options_.node_id};
+    if (!options_.gateway.empty()) args.insert(args.end(), {"--gateway", options_.gateway});
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the node
+      if (::getppid() != parent) ::_exit(127);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    Set("RUNNING", fmt::format("pid {}{}", pid, last_exit_));
+    int status = 0;
+    while (true) {
+      const pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) break;
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return -1;
+      if (stop_.load()) {
+        ::kill(pid, SIGTERM);
+        ::waitpid(pid, &status, 0);
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  void Loop() {
+    int64_t backoff_ms = 1000;
+    while (!stop_.load()) {
+      const auto started = std::chrono::steady_clock::now();
+      const int exit = RunOnce();
+      if (stop_.load()) return;
+      const bool quick = std::chrono::steady_clock::now() - started < std::chrono::minutes(1);
+      backoff_ms = quick ? std::min<int64_t>(backoff_ms * 2, 30000) : 1000;
+      last_exit_ = fmt::format(" (restarted after exit status {})", exit);
+      LOG_WARNING("agent {}: its runtime exited with status {}; starting it again in {} ms", agent_,
+                  exit, backoff_ms);
+      Set("RUNNING", fmt::format("exited with status {}; again in {} ms", exit, backoff_ms));
+      Sleep(backoff_ms);
+    }
+  }
+
+  const AgentJobOptions options_;
+  const std::string agent_;
+  std::function<void()> changed_;
+  std::atomic<bool> stop_{false};
+  std::string last_exit_;  // loop thread only
+  mutable Mutex mu_;
+  State state_ DAIS_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<cluster::AssignedJob>> StartAgentJob(const AgentJobOptions& options,
+                                                              const cluster::Assignment& a,
+                                                              std::function<void()> changed) {
+  rapidjson::Document d;
+  RETURN_IF_ERROR(json::ParseJson(a.agent, &d));
+  if (!d.IsObject() || !d.HasMember("name") || !d["name"].IsString()) {
+    return InvalidArgument("the assignment's agent has no name");
+  }
+  if (options.dais_binary.empty()) return FailedPrecondition("the dais binary is not known");
+  return std::unique_ptr<cluster::AssignedJob>(
+      std::make_unique<AgentJob>(options, d["name"].GetString(), std::move(changed)));
+}
+
+}  // namespace dais::cmd

@@ -1,0 +1,28 @@
+// An agent's runtime on the node the scheduler chose (cluster/agent_placement.h): the node runs
+// `dais agent run --name <agent> --consumer <node>` as a child process, starts it again when it
+// exits (after 1 s, doubling to 30 s while it keeps failing within a minute), and stops it when
+// the assignment goes. The child dies with the node (PR_SET_PDEATHSIG); its log lines go to the
+// node's log. RUNNING with "pid N" while it runs; the exits are in the reason.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/assigned_job.h"
+
+namespace dais::cmd {
+
+struct AgentJobOptions {
+  std::string node_id;
+  std::vector<std::string> etcd_endpoints;
+  std::string dais_binary;
+  std::string gateway;  // --agent-gateway; empty: the runtime finds one in etcd
+};
+
+StatusOr<std::unique_ptr<cluster::AssignedJob>> StartAgentJob(const AgentJobOptions& options,
+                                                              const cluster::Assignment& a,
+                                                              std::function<void()> changed);
+
+}  // namespace dais::cmd

@@ -1,0 +1,124 @@
+#include "cmd/agent_live.h"
+
+#include <rapidjson/document.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "agents/agent_spec.h"
+#include "common/json.h"
+#include "common/logging.h"
+#include "fmt/format.h"
+
+namespace dais::cmd {
+namespace {
+
+constexpr int64_t kLeaseSecs = 5;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+AgentLive::AgentLive(std::string agent, std::string consumer, etcd::Client* etcd,
+                     redis::Client* redis, std::string stream, std::string group,
+                     std::chrono::milliseconds window)
+    : agent_(std::move(agent)),
+      consumer_(std::move(consumer)),
+      stream_(std::move(stream)),
+      group_(std::move(group)),
+      window_length_(window),
+      etcd_(etcd),
+      redis_(redis) {}
+
+AgentLive::~AgentLive() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void AgentLive::Start() {
+  if (etcd_ != nullptr) thread_ = std::thread([this] { Loop(); });
+}
+
+void AgentLive::RecordRun(double latency_ms) {
+  const auto now = std::chrono::steady_clock::now();
+  MutexLock l(&mu_);
+  window_.emplace_back(now, latency_ms);
+  while (!window_.empty() && window_.front().first < now - window_length_) window_.pop_front();
+}
+
+// The group's lag (entries not delivered yet) plus its pending entries (delivered, not done).
+int64_t AgentLive::Backlog() {
+  if (stream_.empty()) return 0;
+  auto r = redis_->Run({stream_, {"XINFO", "GROUPS", stream_}}, std::chrono::seconds(1));
+  if (!r.ok() || r->type != redis::Reply::Type::kArray) return -1;
+  for (const redis::Reply& g : r->elements) {
+    std::string name;
+    int64_t lag = 0, pending = 0;
+    for (size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+      const std::string& k = g.elements[i].str;
+      const redis::Reply& v = g.elements[i + 1];
+      if (k == "name") name = v.str;
+      if (k == "lag" && v.type == redis::Reply::Type::kInteger) lag = v.integer;
+      if (k == "pending" && v.type == redis::Reply::Type::kInteger) pending = v.integer;
+    }
+    if (name == group_) return lag + pending;
+  }
+  return -1;
+}
+
+void AgentLive::Loop() {
+  const std::string status_key = std::string(agents::kAgentStatusPrefix) + agent_ + "/" + consumer_;
+  const std::string control_key = std::string(agents::kAgentControlPrefix) + agent_;
+  int64_t lease = 0;
+  while (!stop_.load()) {
+    // Follow the orchestrator.
+    if (auto c = etcd_->Get(control_key); c.ok()) {
+      bool paused = false;
+      rapidjson::Document d;
+      if (!c->kvs.empty() && json::ParseJson(c->kvs[0].value, &d).ok() && d.IsObject() &&
+          d.HasMember("state") && d["state"].IsString()) {
+        paused = std::string_view(d["state"].GetString()) == "paused";
+        if (paused != paused_.load()) {
+          LOG_INFO("agent {}: {} by the orchestrator: {}", agent_, paused ? "paused" : "resumed",
+                   d.HasMember("reason") && d["reason"].IsString() ? d["reason"].GetString() : "");
+        }
+      }
+      paused_ = paused;
+    }
+    // Report.
+    std::vector<double> latencies;
+    {
+      MutexLock l(&mu_);
+      const auto now = std::chrono::steady_clock::now();
+      while (!window_.empty() && window_.front().first < now - window_length_) window_.pop_front();
+      for (const auto& [t, ms] : window_) latencies.push_back(ms);
+    }
+    double p99 = 0;
+    if (!latencies.empty()) {
+      const size_t k = (latencies.size() * 99 + 99) / 100 - 1;
+      std::nth_element(latencies.begin(), latencies.begin() + k, latencies.end());
+      p99 = latencies[k];
+    }
+    const std::string status = fmt::format(
+        R"({{"consumer":"{}","time_ms":{},"p99_ms":{:.3f},"window_runs":{},"backlog":{},)"
+        R"("paused":{}}})",
+        consumer_, NowMs(), p99, latencies.size(), Backlog(), paused_.load());
+    if (lease == 0) {
+      if (auto l = etcd_->GrantLease(kLeaseSecs); l.ok()) lease = *l;
+    } else if (!etcd_->KeepAliveOnce(lease).ok()) {
+      lease = 0;
+      continue;
+    }
+    if (lease != 0 && !etcd_->Put(status_key, status, lease).ok()) lease = 0;
+    for (int i = 0; i < 10 && !stop_.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  if (lease != 0) (void)etcd_->RevokeLease(lease);
+}
+
+}  // namespace dais::cmd

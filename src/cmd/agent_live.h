@@ -1,0 +1,46 @@
+// The agent runtime's link to the orchestrator (agents/orchestrator.h): every second it publishes
+// its live state (the window p99 of its runs' latency, their count, the trigger's backlog) under
+// /dais/agent-status/<agent>/<consumer> with a lease, and reads /dais/agent-control/<agent>:
+// while it says "paused", the workers take no new trigger.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/mutex.h"
+#include "etcd/client.h"
+#include "redis/client.h"
+
+namespace dais::cmd {
+
+class AgentLive {
+ public:
+  // `etcd` null: no orchestrator (a spec file run alone); never paused. `stream` empty: a timer.
+  AgentLive(std::string agent, std::string consumer, etcd::Client* etcd, redis::Client* redis,
+            std::string stream, std::string group, std::chrono::milliseconds window);
+  ~AgentLive();
+  void Start();
+  // A run ended `latency_ms` after its trigger was published.
+  void RecordRun(double latency_ms);
+  bool paused() const { return paused_.load(); }
+
+ private:
+  void Loop();
+  int64_t Backlog();
+
+  const std::string agent_, consumer_, stream_, group_;
+  const std::chrono::milliseconds window_length_;
+  etcd::Client* etcd_;
+  redis::Client* redis_;
+  std::atomic<bool> paused_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  Mutex mu_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, double>> window_ DAIS_GUARDED_BY(mu_);
+};
+
+}  // namespace dais::cmd

@@ -1,0 +1,149 @@
+#include "cmd/agent_orchestrator.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <map>
+
+#include "agents/agent_spec.h"
+#include "cluster/events.h"
+#include "common/json.h"
+#include "common/logging.h"
+#include "fmt/format.h"
+#include "metrics/registry.h"
+
+namespace dais::cmd {
+namespace {
+
+constexpr int64_t kStaleMs = 5000;  // a status older than this is no report
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double Number(const rapidjson::Value& v, const char* key) {
+  return v.HasMember(key) && v[key].IsNumber() ? v[key].GetDouble() : 0;
+}
+
+std::string Text(const rapidjson::Value& v, const char* key) {
+  return v.HasMember(key) && v[key].IsString() ? v[key].GetString() : "";
+}
+
+std::string ControlJson(const agents::AgentControl& c, int64_t now_ms) {
+  rapidjson::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  d.AddMember("state", rapidjson::Value(c.state.c_str(), a), a);
+  d.AddMember("reason", rapidjson::Value(c.reason.c_str(), a), a);
+  d.AddMember("time_ms", now_ms, a);
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  d.Accept(w);
+  return sb.GetString();
+}
+
+}  // namespace
+
+AgentOrchestratorLoop::AgentOrchestratorLoop(std::vector<std::string> etcd,
+                                             std::string scheduler_id,
+                                             std::function<int64_t()> leader_revision,
+                                             agents::OrchestratorOptions options)
+    : etcd_endpoints_(std::move(etcd)),
+      id_(std::move(scheduler_id)),
+      leader_revision_(std::move(leader_revision)),
+      options_(options),
+      policy_(std::make_unique<agents::Orchestrator>(options)) {}
+
+AgentOrchestratorLoop::~AgentOrchestratorLoop() { Stop(); }
+
+Status AgentOrchestratorLoop::Start() {
+  ASSIGN_OR_RETURN(client_, etcd::Client::Create({etcd_endpoints_}));
+  thread_ = std::thread([this] { Loop(); });
+  return OkStatus();
+}
+
+void AgentOrchestratorLoop::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void AgentOrchestratorLoop::Loop() {
+  while (!stop_.load()) {
+    const int64_t revision = leader_revision_();
+    if (revision == 0) {
+      policy_ = std::make_unique<agents::Orchestrator>(options_);  // a later leadership afresh
+    } else {
+      Tick(revision);
+    }
+    for (int i = 0; i < 10 && !stop_.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+void AgentOrchestratorLoop::Tick(int64_t revision) {
+  auto specs = client_->Get(agents::kAgentsPrefix, true);
+  if (!specs.ok() || specs->kvs.empty()) return;
+  std::vector<agents::AgentSpec> agents;
+  for (const auto& kv : specs->kvs) {
+    if (auto a = agents::ParseAgentYaml(kv.value); a.ok()) agents.push_back(std::move(*a));
+  }
+  const int64_t now = NowMs();
+  std::map<std::string, agents::AgentLoad> loads;
+  if (auto st = client_->Get(agents::kAgentStatusPrefix, true); st.ok()) {
+    for (const auto& kv : st->kvs) {
+      const std::string rest = kv.key.substr(std::string(agents::kAgentStatusPrefix).size());
+      rapidjson::Document d;
+      if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
+      if (now - static_cast<int64_t>(Number(d, "time_ms")) > kStaleMs) continue;
+      agents::AgentLoad& l = loads[rest.substr(0, rest.find('/'))];
+      l.reporting = true;
+      l.p99_ms = std::max(l.p99_ms, Number(d, "p99_ms"));
+      l.window_runs += static_cast<int64_t>(Number(d, "window_runs"));
+      l.backlog = std::max(l.backlog, static_cast<int64_t>(Number(d, "backlog")));
+    }
+  }
+  std::map<std::string, agents::AgentControl> controls;
+  if (auto c = client_->Get(agents::kAgentControlPrefix, true); c.ok()) {
+    for (const auto& kv : c->kvs) {
+      rapidjson::Document d;
+      if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
+      controls[kv.key.substr(std::string(agents::kAgentControlPrefix).size())] = {
+          Text(d, "state"), Text(d, "reason")};
+    }
+  }
+  static auto& decided = metrics::Registry::Global().AddCounter(
+      "dais_agent_orchestrator_decisions_total",
+      "Agents paused or resumed by the orchestrator (on the leading scheduler).",
+      {"agent", "state"});
+  for (const agents::Decision& d : policy_->Evaluate(now, agents, loads, controls)) {
+    cluster::ClusterEvent ev{now,
+                             d.control.state == "paused" ? "agent-paused" : "agent-resumed",
+                             "agent:" + d.agent,
+                             "",
+                             d.control.reason,
+                             id_};
+    std::vector<etcd::Op> ops = {{etcd::Op::Kind::kPut, agents::kAgentControlPrefix + d.agent,
+                                  ControlJson(d.control, now), 0, false}};
+    if (auto lease = client_->GrantLease(3600); lease.ok()) {
+      ops.push_back({etcd::Op::Kind::kPut, cluster::kEventsPrefix + ev.Key(sequence_++),
+                     ev.ToJson(), *lease, false});
+    }
+    using etcd::Compare;
+    auto txn = client_->Txn({{"/dais/scheduler/leader", Compare::Target::kCreateRevision,
+                              Compare::Op::kEqual, revision, ""}},
+                            ops);
+    if (!txn.ok() || !txn->succeeded) {
+      LOG_WARNING("agents: {} not {} ({})", d.agent, d.control.state,
+                  txn.ok() ? "not the leader any more" : txn.status().message());
+      return;
+    }
+    decided.Get({d.agent, d.control.state}).Increment();
+    LOG_INFO("agents: {} {}: {}", d.agent, d.control.state, d.control.reason);
+  }
+}
+
+}  // namespace dais::cmd

@@ -1,0 +1,272 @@
+"""Issue 38: agents. `kind: agent` applied with `dais ctl apply` is checked against the cluster
+(routes whose model a deployment serves, collections that exist) and refused naming what is
+missing, with nothing written; `dais agent run` consumes the trigger stream with a consumer
+group, runs the steps (a feature lookup on the feature server, inference on the model, a branch,
+an emit), records every run (`dais ctl get runs`), retries a failed run and dead-letters it after
+max_attempts; a runtime killed with -9 mid-stream and started again finishes the stream with
+every alert written exactly once. Real etcd, redis-server, `dais serve` (mlp_small, LibTorch)."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from cluster_util import apply, ctl
+from conftest import metric_value, parse_prometheus, redis_call, wait_for
+
+FEATURES = """\
+domain: retail
+entities: [{name: sku, key_type: int64}]
+feature_groups:
+  - name: stock
+    entity: sku
+    version: 1
+    max_age: 1d
+    ttl: 30d
+    features:
+      - {name: on_hand, dtype: FP32, default: 0}
+      - {name: daily_sales, dtype: FP32, default: 0}
+"""
+
+ZEROS = ", ".join(["0"] * 13)
+
+
+def agent_yaml(redis_port: int, name: str = "inventory-alert", route: str = "mlp_small",
+               extra: str = "") -> str:
+    return f"""\
+kind: agent
+name: {name}
+tenant: retail
+priority: high
+sla: {{p99_ms: 500}}
+trigger: {{stream: redis://127.0.0.1:{redis_port}/orders-{name}}}
+max_attempts: 2
+run_timeout: 10s
+capabilities: {{routes: [{route}], feature_groups: [stock], streams: [alerts-{name}]}}
+steps:
+  - {{name: stock, features: {{features: ["stock:on_hand", "stock:daily_sales"],
+                              entities: {{sku: "${{event.sku}}"}}}}}}
+  - name: forecast
+    infer:
+      route: {route}
+      inputs: [{{name: INPUT__0, datatype: FP32, shape: [1, 16],
+                 data: ["${{event.qty}}", "${{stock.on_hand}}", "${{stock.daily_sales}}", {ZEROS}]}}]
+  - {{name: short, branch: {{if: "${{event.qty}} > ${{stock.on_hand}}"}}}}
+  - name: alert
+    emit:
+      stream: alerts-{name}
+      fields: {{sku: "${{event.sku}}", order: "${{run.id}}", forecast: "${{forecast.OUTPUT__0.0}}"}}
+{extra}"""
+
+
+@pytest.fixture(scope="module")
+def feature_server(start_module_server, model_repo, tmp_path_factory):
+    spec = tmp_path_factory.mktemp("agent-features") / "stock.yaml"
+    spec.write_text(FEATURES)
+    srv = start_module_server(model_repo, "--feature-spec", str(spec))
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    r = srv.post("/push", json={"push_source_name": "stock", "to": "online", "df": {
+        "sku": list(range(1, 11)), "event_timestamp": [now] * 10,
+        "on_hand": [float(10 * i) for i in range(1, 11)], "daily_sales": [1.0] * 10}}, timeout=10)
+    assert r.status_code == 200, r.text
+    return srv
+
+
+def serve_route(dais_bin, etcd, tmp_path):
+    apply(dais_bin, etcd, tmp_path, "name: mlp\nmodel: mlp_small\nreplicas: 1\n")
+    apply(dais_bin, etcd, tmp_path, "kind: route\nname: mlp_small\nmodel: mlp_small\n"
+          "versions: [{version: 1, weight: 100}]\n")
+
+
+class Runtime:
+    """`dais agent run` as a process of the test (killed by PID at the end)."""
+
+    def __init__(self, dais_bin, etcd, name, gateway, log_dir, consumer="c1", *extra):
+        self.log_path = log_dir / f"agent-{name}-{time.monotonic_ns()}.log"
+        self.proc = subprocess.Popen(
+            [str(dais_bin), "agent", "run", "--etcd", etcd.endpoint, "--name", name,
+             "--gateway", gateway, "--consumer", consumer, "--metrics-port", "0", *extra],
+            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def metrics(self):
+        port = wait_for(lambda: re.search(r"ports: metrics=(\d+)", self.log()), 20,
+                        "the agent's metrics port").group(1)
+        import requests
+        return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def stream_entries(port, stream):
+    """[(id, {field: value})] of a stream, oldest first."""
+    out = []
+    for entry_id, kv in redis_call(port, "XRANGE", stream, "-", "+"):
+        fields = {kv[i].decode(): kv[i + 1].decode() for i in range(0, len(kv), 2)}
+        out.append((entry_id.decode(), fields))
+    return out
+
+
+def publish_orders(port, stream, orders):
+    return [redis_call(port, "XADD", stream, "*", "sku", str(sku), "qty", str(qty)).decode()
+            for sku, qty in orders]
+
+
+def test_apply_checks_the_agent_against_the_cluster_and_writes_nothing_when_refused(
+        etcd_server, redis_server, dais_bin, tmp_path):
+    spec = agent_yaml(redis_server.port)
+    # The route does not exist yet: refused, naming it; nothing written.
+    r = apply_refused(dais_bin, etcd_server, tmp_path, spec)
+    assert "route 'mlp_small' does not exist" in r.stderr, r.stderr
+    assert etcd_server.get_prefix("/dais/agents/") == {}
+    # The route exists but no deployment serves its model.
+    apply(dais_bin, etcd_server, tmp_path, "kind: route\nname: mlp_small\nmodel: mlp_small\n"
+          "versions: [{version: 1, weight: 100}]\n")
+    r = apply_refused(dais_bin, etcd_server, tmp_path, spec)
+    assert "sends to model 'mlp_small', which no deployment serves" in r.stderr, r.stderr
+    # A step that uses what the capabilities do not list; a reference to a later step.
+    r = apply_refused(dais_bin, etcd_server, tmp_path, spec.replace("streams: [alerts-", "streams: [x-"))
+    assert "steps[3] (alert).emit.stream: 'alerts-inventory-alert' is not in capabilities.streams" \
+        in r.stderr, r.stderr
+    r = apply_refused(dais_bin, etcd_server, tmp_path,
+                      spec.replace("${event.qty} > ${stock.on_hand}", "${alert.id} > 1"))
+    assert "${alert.id} names no earlier step" in r.stderr, r.stderr
+    r = apply_refused(dais_bin, etcd_server, tmp_path, spec + "colour: blue\n")
+    assert "colour: unknown field" in r.stderr, r.stderr
+    # A collection that does not exist.
+    r = apply_refused(dais_bin, etcd_server, tmp_path, spec.replace(
+        "capabilities: {", "capabilities: {collections: [users], "))
+    assert "collection 'users' does not exist" in r.stderr, r.stderr
+    assert etcd_server.get_prefix("/dais/agents/") == {}
+    # With a deployment serving the model, it is applied and listed.
+    apply(dais_bin, etcd_server, tmp_path, "name: mlp\nmodel: mlp_small\nreplicas: 1\n")
+    out = apply(dais_bin, etcd_server, tmp_path, spec).stdout
+    assert "agent inventory-alert applied (4 step(s); high priority)" in out
+    table = ctl(dais_bin, etcd_server, "get", "agents").stdout
+    assert re.search(r"inventory-alert\s+retail\s+high\s+redis://\S+\s+4\s+500", table), table
+    stored = json.loads(ctl(dais_bin, etcd_server, "get", "agent", "inventory-alert",
+                            "-o", "json").stdout)
+    assert stored["steps"][1]["infer"]["route"] == "mlp_small"
+
+
+def apply_refused(dais_bin, etcd, tmp_path, spec):
+    path = tmp_path / f"refused-{time.monotonic_ns()}.yaml"
+    path.write_text(spec)
+    r = ctl(dais_bin, etcd, "apply", "-f", str(path), check=False)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "nothing applied" in r.stderr
+    return r
+
+
+def test_stream_runs_emit_once_even_when_every_trigger_is_delivered_again(
+        etcd_server, redis_server, feature_server, dais_bin, tmp_path):
+    name = "once"
+    serve_route(dais_bin, etcd_server, tmp_path)
+    apply(dais_bin, etcd_server, tmp_path, agent_yaml(redis_server.port, name))
+    port = redis_server.port
+    # sku i has 10*i on hand: qty 25 runs short for sku 1 and 2 only.
+    ids = publish_orders(port, f"orders-{name}", [(sku, 25) for sku in range(1, 6)])
+    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--drain")
+    try:
+        assert rt.proc.wait(60) == 0, rt.log()
+    finally:
+        rt.stop()
+    alerts = stream_entries(port, f"alerts-{name}")
+    assert sorted(f["sku"] for _, f in alerts) == ["1", "2"], alerts
+    assert {f["order"] for _, f in alerts} == {ids[0], ids[1]}
+    assert all(f["event_id"] == f"{name}:{f['order']}:alert" for _, f in alerts)
+    runs = [json.loads(f["trace"]) for _, f in stream_entries(port, f"dais:agent:{name}:runs")]
+    assert sorted(r["outcome"] for r in runs) == ["completed"] * 2 + ["stopped"] * 3
+    assert all(s["outcome"] == "ok" for s in runs[0]["steps"][:2])
+    # Every trigger delivered again (as after a crash between the emit and the ack): the runs
+    # happen again, the emits are recognised and nothing is written twice.
+    redis_call(port, "XGROUP", "SETID", f"orders-{name}", name, "0")
+    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--drain")
+    try:
+        assert rt.proc.wait(60) == 0, rt.log()
+    finally:
+        rt.stop()
+    assert len(stream_entries(port, f"alerts-{name}")) == 2
+    runs = [json.loads(f["trace"]) for _, f in stream_entries(port, f"dais:agent:{name}:runs")]
+    assert sum(1 for r in runs[5:] for s in r["steps"] if s["outcome"] == "duplicate") == 2
+    table = ctl(dais_bin, etcd_server, "get", "runs", name).stdout
+    assert re.search(r"\S+\s+1\s+completed\s+[\d.]+\s+stock:ok forecast:ok short:ok "
+                     r"alert:duplicate", table), table
+
+
+def test_a_failing_run_is_retried_then_dead_lettered_with_metrics(
+        etcd_server, redis_server, feature_server, dais_bin, tmp_path):
+    name = "retries"
+    serve_route(dais_bin, etcd_server, tmp_path)
+    apply(dais_bin, etcd_server, tmp_path, agent_yaml(redis_server.port, name))
+    port = redis_server.port
+    bad = publish_orders(port, f"orders-{name}", [(3, "many")])[0]
+    good = publish_orders(port, f"orders-{name}", [(1, 50)])[0]
+    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1",
+                 "--retry-after-ms", "200")
+    try:
+        dead = wait_for(lambda: stream_entries(port, f"dais:agent:{name}:dead"), 30,
+                        "the bad order dead-lettered")
+        assert dead[0][1]["run_id"] == bad
+        assert "input INPUT__0: 'many' is not a number" in dead[0][1]["error"]
+        assert dead[0][1]["qty"] == "many"
+        runs = [json.loads(f["trace"]) for _, f in stream_entries(port, f"dais:agent:{name}:runs")]
+        tried = sorted(r["attempt"] for r in runs if r["run_id"] == bad)
+        assert tried == [1, 2], runs
+        assert [r["outcome"] for r in runs if r["run_id"] == good] == ["completed"]
+        # Nothing left pending: the dead-lettered trigger was acknowledged.
+        wait_for(lambda: redis_call(port, "XPENDING", f"orders-{name}", name)[0] == 0, 10,
+                 "no pending entry")
+        samples = parse_prometheus(rt.metrics())
+        assert metric_value(samples, "dais_agent_runs_total", agent=name, outcome="failed") == 2
+        assert metric_value(samples, "dais_agent_runs_total", agent=name,
+                            outcome="completed") == 1
+        assert metric_value(samples, "dais_agent_dead_lettered_total", agent=name) == 1
+        assert metric_value(samples, "dais_agent_step_errors_total", agent=name,
+                            step="forecast") == 2
+        assert metric_value(samples, "dais_agent_step_duration_seconds_count", agent=name,
+                            step="stock") == 3
+    finally:
+        rt.stop()
+
+
+def test_a_runtime_killed_mid_stream_resumes_and_writes_every_alert_once(
+        etcd_server, redis_server, feature_server, dais_bin, tmp_path):
+    name = "crash"
+    serve_route(dais_bin, etcd_server, tmp_path)
+    apply(dais_bin, etcd_server, tmp_path, agent_yaml(redis_server.port, name))
+    port = redis_server.port
+    orders = [(1 + i % 10, 55) for i in range(300)]  # short for sku 1..5: 150 alerts
+    ids = publish_orders(port, f"orders-{name}", orders)
+    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--workers", "4")
+    try:
+        wait_for(lambda: len(stream_entries(port, f"dais:agent:{name}:runs")) >= 40, 60,
+                 "some runs done")
+        rt.proc.send_signal(signal.SIGKILL)
+        rt.proc.wait(10)
+    finally:
+        rt.stop()
+    done_before = len(stream_entries(port, f"dais:agent:{name}:runs"))
+    assert done_before < len(orders), "the runtime finished before it was killed"
+    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--workers", "4",
+                 "--drain")
+    try:
+        assert rt.proc.wait(120) == 0, rt.log()
+    finally:
+        rt.stop()
+    alerts = stream_entries(port, f"alerts-{name}")
+    expected = {ids[i] for i, (sku, qty) in enumerate(orders) if qty > 10 * sku}
+    written = [f["order"] for _, f in alerts]
+    assert len(written) == len(set(written)), "an alert written twice"
+    assert set(written) == expected
+    assert redis_call(port, "XPENDING", f"orders-{name}", name)[0] == 0
