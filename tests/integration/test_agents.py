@@ -270,3 +270,66 @@ def test_a_runtime_killed_mid_stream_resumes_and_writes_every_alert_once(
     assert len(written) == len(set(written)), "an alert written twice"
     assert set(written) == expected
     assert redis_call(port, "XPENDING", f"orders-{name}", name)[0] == 0
+
+
+def control(etcd, name):
+    raw = etcd.get_prefix(f"/dais/agent-control/{name}").get(f"/dais/agent-control/{name}")
+    return json.loads(raw) if raw else {}
+
+
+def agent_events(etcd):
+    return [json.loads(v) for v in etcd.get_prefix("/dais/events/").values()
+            if json.loads(v)["kind"].startswith("agent-")]
+
+
+def test_agents_are_placed_on_a_node_and_a_low_priority_one_gives_way_to_a_high_one(
+        etcd_server, redis_server, feature_server, start_server, model_repo, dais_bin, tmp_path):
+    """Both agents are placed by the scheduler on the node, which runs their runtimes. A burst of
+    triggers for both: the high-priority agent's latency goes over its SLA, the orchestrator
+    pauses the low-priority one (an event with the reason), and resumes it once the high one is
+    calm; the low one then works off its backlog, every alert written once."""
+    from cluster_util import Scheduler
+    port = redis_server.port
+    node = start_server(model_repo, "--etcd", etcd_server.endpoint, "--node-id", "n1",
+                        "--lease-ttl-secs", "2", "--agent-gateway", feature_server.url,
+                        command="node")
+    sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path, "--agent-calm-ms", "1000")
+    try:
+        serve_route(dais_bin, etcd_server, tmp_path)
+        for name, priority in (("urgent", "high"), ("bulk", "low")):
+            spec = agent_yaml(port, name).replace("priority: high", f"priority: {priority}")
+            spec = spec.replace("sla: {p99_ms: 500}", "sla: {p99_ms: 100, window: 2s}")
+            apply(dais_bin, etcd_server, tmp_path, spec)
+        # Placed, and their runtimes report from the node.
+        for name in ("urgent", "bulk"):
+            wait_for(lambda: f"/dais/agent-status/{name}/n1" in
+                     etcd_server.get_prefix(f"/dais/agent-status/{name}/"), 60,
+                     f"{name}'s runtime reporting from n1")
+        insts = {k.split("/")[-1]: json.loads(v)
+                 for k, v in etcd_server.get_prefix("/dais/instances/n1/").items()}
+        assert insts["agent:urgent"]["state"] == "RUNNING", insts
+        assert insts["agent:urgent"]["reason"].startswith("pid "), insts
+        orders = [(1 + i % 10, 55) for i in range(600)]  # short for sku 1..5
+        bulk_ids = publish_orders(port, "orders-bulk", orders)
+        publish_orders(port, "orders-urgent", orders)
+        paused = wait_for(lambda: control(etcd_server, "bulk").get("state") == "paused"
+                          and control(etcd_server, "bulk"), 60, "bulk paused")
+        assert re.match(r"agent urgent \(high priority\) p99 \d+ ms > its SLA 100 ms",
+                        paused["reason"]), paused
+        assert control(etcd_server, "urgent") == {}  # the high one is never paused
+        wait_for(lambda: control(etcd_server, "bulk").get("state") == "running", 120,
+                 "bulk resumed")
+        # Nothing lost: the low one works off its backlog; every alert once.
+        expected = {bulk_ids[i] for i, (sku, qty) in enumerate(orders) if qty > 10 * sku}
+        alerts = wait_for(lambda: (lambda a: a if len(a) >= len(expected) else None)(
+            [f["order"] for _, f in stream_entries(port, "alerts-bulk")]), 120,
+            "bulk's alerts")
+        assert sorted(alerts) == sorted(expected)
+        kinds = [(e["kind"], e["deployment"]) for e in agent_events(etcd_server)]
+        assert ("agent-paused", "agent:bulk") in kinds and ("agent-resumed", "agent:bulk") in kinds
+        table = ctl(dais_bin, etcd_server, "get", "events").stdout
+        assert "agent-paused" in table and "p99" in table, table
+    finally:
+        sched.stop()
+        print(sched.log()[-3000:])
+        node.stop()
