@@ -30,10 +30,12 @@ std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<A
   for (const AgentSpec& a : agents) {
     const AgentLoad* load = LoadOf(loads, a.name);
     if (Paused(controls, a.name) || a.sla_p99_ms <= 0 || load == nullptr) continue;
-    if (load->p99_ms > a.sla_p99_ms && a.PriorityRank() < breach_rank) {
+    const double limit = options_.pause_fraction * a.sla_p99_ms;
+    if (load->p99_ms > limit && a.PriorityRank() < breach_rank) {
       breach_rank = a.PriorityRank();
-      why = fmt::format("agent {} ({} priority) p99 {:.0f} ms > its SLA {:g} ms (backlog {})",
-                        a.name, a.priority, load->p99_ms, a.sla_p99_ms, load->backlog);
+      why = fmt::format(
+          "agent {} ({} priority) p99 {:.0f} ms > {:g} of its SLA {:g} ms (backlog {})", a.name,
+          a.priority, load->p99_ms, options_.pause_fraction, a.sla_p99_ms, load->backlog);
     }
     if (load->p99_ms > options_.calm_fraction * a.sla_p99_ms) calm = false;
   }

@@ -3,13 +3,14 @@
 // leading scheduler feeds it what the runtimes published in etcd and writes its decisions back
 // (cmd/agent_orchestrator.cc); tests feed it directly, with their own clock.
 //
-// The signal of a shortage is an agent missing its SLA: its runs' p99 latency (from the trigger's
-// publication to the run's end, so time waiting in the backlog counts) over the last window above
-// sla.p99_ms. Then every agent of lower priority is paused (its runtimes stop taking new triggers:
-// they wait in the stream, nothing is lost), freeing what they used (the models' instances, the
-// gateway, the CPU) for it. When every running agent of higher priority has been within its SLA
-// by a margin (p99 ≤ calm_fraction × SLA) for calm_ms, the paused agents of the highest paused
-// priority resume and work off their backlog; the next lower priority waits another calm_ms.
+// The signal of a shortage is an agent about to miss its SLA: its runs' p99 latency (from the
+// trigger's publication to the run's end, so time waiting in the backlog counts) over the last
+// window above pause_fraction × sla.p99_ms. Then every agent of lower priority is paused (its
+// runtimes stop taking new triggers: they wait in the stream, nothing is lost), freeing what they
+// used (the models' instances, the gateway, the CPU) for it. When every running agent of higher
+// priority has been within its SLA by a margin (p99 ≤ calm_fraction × SLA) for calm_ms, the paused
+// agents of the highest paused priority resume and work off their backlog; the next lower priority
+// waits another calm_ms.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,11 @@ struct Decision {
 };
 
 struct OrchestratorOptions {
-  double calm_fraction = 0.8;
+  // Lower priorities are paused when an agent's p99 passes pause_fraction of its SLA (before it
+  // misses it: the decision takes a few hundred milliseconds to act), resumed once every running
+  // agent stayed within calm_fraction of its SLA for calm_ms.
+  double pause_fraction = 0.8;
+  double calm_fraction = 0.5;
   int64_t calm_ms = 5000;
 };
 

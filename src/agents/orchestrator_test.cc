@@ -25,7 +25,7 @@ void Apply(const std::vector<Decision>& ds, std::map<std::string, AgentControl>*
 TEST(OrchestratorTest, PausesLowerPrioritiesWhileAHigherOneMissesItsSlaAndResumesInOrder) {
   const std::vector<AgentSpec> agents = {
       Agent("alerts", "high", 500), Agent("retention", "normal", 0), Agent("reports", "low", 2000)};
-  Orchestrator o({0.8, 5000});
+  Orchestrator o({1.0, 0.8, 5000});
   std::map<std::string, AgentControl> controls;
   // All within SLA: nothing to do.
   EXPECT_TRUE(
@@ -36,7 +36,7 @@ TEST(OrchestratorTest, PausesLowerPrioritiesWhileAHigherOneMissesItsSlaAndResume
   EXPECT_EQ(ds[0].agent, "retention");
   EXPECT_EQ(ds[0].control.state, "paused");
   EXPECT_EQ(ds[0].control.reason,
-            "agent alerts (high priority) p99 812 ms > its SLA 500 ms (backlog 40)");
+            "agent alerts (high priority) p99 812 ms > 1 of its SLA 500 ms (backlog 40)");
   Apply(ds, &controls);
   // Still over: nothing new. Back under SLA but not by the margin (450 > 0.8 x 500): no resume.
   EXPECT_TRUE(o.Evaluate(2000, agents, {{"alerts", Load(700)}}, controls).empty());
@@ -71,6 +71,10 @@ TEST(OrchestratorTest, AMissOfTheLowestPriorityPausesNothingAndSilentAgentsAreIg
   EXPECT_TRUE(o.Evaluate(0, agents, {{"alerts", silent}}, controls).empty());
   // Same priority: a high agent over its SLA pauses no other high agent.
   const std::vector<AgentSpec> peers = {Agent("a", "high", 100), Agent("b", "high", 100)};
+  // By default the pause comes before the miss: at 0.8 of the SLA.
+  const std::vector<AgentSpec> two = {Agent("a", "high", 100), Agent("b", "low", 0)};
+  EXPECT_TRUE(Orchestrator().Evaluate(0, two, {{"a", Load(80)}}, controls).empty());
+  EXPECT_EQ(Orchestrator().Evaluate(0, two, {{"a", Load(81)}}, controls).size(), 1u);
   EXPECT_TRUE(o.Evaluate(0, peers, {{"a", Load(500)}}, controls).empty());
 }
 

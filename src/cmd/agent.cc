@@ -97,6 +97,10 @@ struct AgentMetrics {
                             {"agent", "step"}, metrics::LatencyBuckets());
     step_errors =
         &r.AddCounter("dais_agent_step_errors_total", "Steps that failed.", {"agent", "step"});
+    latency = &r.AddHistogram(
+        "dais_agent_run_latency_seconds",
+        "From a trigger's publication to its run's end (what the SLA's p99 is about).", {"agent"},
+        metrics::LatencyBuckets());
     dead = &r.AddCounter("dais_agent_dead_lettered_total",
                          "Triggers given up after max_attempts failed runs.", {"agent"});
   }
@@ -113,6 +117,7 @@ struct AgentMetrics {
   metrics::Family<metrics::Histogram>* duration;
   metrics::Family<metrics::Histogram>* steps;
   metrics::Family<metrics::Counter>* step_errors;
+  metrics::Family<metrics::Histogram>* latency;
   metrics::Family<metrics::Counter>* dead;
 };
 
@@ -160,7 +165,9 @@ class TriggerHandler {
     // to the run's end, time in the backlog included.
     if (t.outcome != "failed") {
       const double published_ms = std::strtod(entry.entry_id.c_str(), nullptr);
-      live_->RecordRun(std::max(0.0, static_cast<double>(NowMs()) - published_ms));
+      const double latency_ms = std::max(0.0, static_cast<double>(NowMs()) - published_ms);
+      live_->RecordRun(latency_ms);
+      metrics_->latency->Get({spec_.name}).Observe(latency_ms / 1000);
     }
     std::vector<redis::KeyedCommand> writes;
     writes.push_back({spec_.RunsStream(),

@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "common/logging.h"
 #include "fmt/format.h"
+#include "metrics/registry.h"
 
 namespace dais::cmd {
 namespace {
@@ -74,7 +75,13 @@ void AgentLive::Loop() {
   const std::string status_key = std::string(agents::kAgentStatusPrefix) + agent_ + "/" + consumer_;
   const std::string control_key = std::string(agents::kAgentControlPrefix) + agent_;
   int64_t lease = 0;
-  while (!stop_.load()) {
+  metrics::Gauge& paused_gauge =
+      metrics::Registry::Global()
+          .AddGauge("dais_agent_paused",
+                    "1 while the orchestrator has this agent paused (for a higher priority's SLA).",
+                    {"agent"})
+          .Get({agent_});
+  for (int64_t tick = 0; !stop_.load(); ++tick) {
     // Follow the orchestrator.
     if (auto c = etcd_->Get(control_key); c.ok()) {
       bool paused = false;
@@ -88,6 +95,7 @@ void AgentLive::Loop() {
         }
       }
       paused_ = paused;
+      paused_gauge.Set(paused ? 1 : 0);
     }
     // Report.
     std::vector<double> latencies;
@@ -109,13 +117,14 @@ void AgentLive::Loop() {
         consumer_, NowMs(), p99, latencies.size(), Backlog(), paused_.load());
     if (lease == 0) {
       if (auto l = etcd_->GrantLease(kLeaseSecs); l.ok()) lease = *l;
-    } else if (!etcd_->KeepAliveOnce(lease).ok()) {
+    } else if (tick % 4 == 0 && !etcd_->KeepAliveOnce(lease).ok()) {
       lease = 0;
       continue;
     }
     if (lease != 0 && !etcd_->Put(status_key, status, lease).ok()) lease = 0;
-    for (int i = 0; i < 10 && !stop_.load(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Four times a second: the orchestrator's decisions act within about half a second.
+    for (int i = 0; i < 5 && !stop_.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
   if (lease != 0) (void)etcd_->RevokeLease(lease);

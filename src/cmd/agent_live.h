@@ -1,4 +1,5 @@
-// The agent runtime's link to the orchestrator (agents/orchestrator.h): every second it publishes
+// The agent runtime's link to the orchestrator (agents/orchestrator.h): four times a second it
+// publishes
 // its live state (the window p99 of its runs' latency, their count, the trigger's backlog) under
 // /dais/agent-status/<agent>/<consumer> with a lease, and reads /dais/agent-control/<agent>:
 // while it says "paused", the workers take no new trigger.

@@ -78,8 +78,8 @@ void AgentOrchestratorLoop::Loop() {
     } else {
       Tick(revision);
     }
-    for (int i = 0; i < 10 && !stop_.load(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 5 && !stop_.load(); ++i) {  // four times a second
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
 }

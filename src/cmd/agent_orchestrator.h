@@ -1,4 +1,4 @@
-// The agent orchestrator on the leading scheduler (agents/orchestrator.h decides): every second
+// The agent orchestrator on the leading scheduler (agents/orchestrator.h decides): every 250 ms
 // it reads the agents, what their runtimes report and the current controls from etcd, and writes
 // the decisions (/dais/agent-control/<agent>) and an event with the reason (`dais ctl get
 // events`), conditioned on still leading.
