@@ -162,9 +162,11 @@ class TriggerHandler {
         agents::RunAgent(spec_, entry.entry_id, attempt, entry.fields, actions, deadline);
     metrics_->Record(t);
     // The latency the SLA is about: from the trigger's publication (its entry id's milliseconds)
-    // to the run's end, time in the backlog included.
+    // to the run's end, time in the backlog included; but not from before this runtime started
+    // (a backlog left while the agent was not running is not a shortage of resources now).
     if (t.outcome != "failed") {
-      const double published_ms = std::strtod(entry.entry_id.c_str(), nullptr);
+      const double published_ms =
+          std::max(std::strtod(entry.entry_id.c_str(), nullptr), static_cast<double>(started_ms_));
       const double latency_ms = std::max(0.0, static_cast<double>(NowMs()) - published_ms);
       live_->RecordRun(latency_ms);
       metrics_->latency->Get({spec_.name}).Observe(latency_ms / 1000);
@@ -208,6 +210,7 @@ class TriggerHandler {
   streams::EventStream* stream_;
   AgentMetrics* metrics_;
   AgentLive* live_;
+  const int64_t started_ms_ = NowMs();
 };
 
 // A worker: its own Redis connection for the blocking reads; first what it left unfinished
@@ -224,6 +227,9 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
   if (!own.ok()) {
     LOG_ERROR("agent {}: redis {}: {}", spec.name, f.redis, own.status().message());
     return;
+  }
+  if (!(*own)->WaitUntilReachable(std::chrono::seconds(5))) {
+    LOG_WARNING("agent {}: redis {} not reachable yet (reads retry)", spec.name, f.redis);
   }
   auto reader = streams::MakeRedisEventStream(own->get(), 0);
   auto acker = streams::MakeRedisEventStream(shared, 0);

@@ -63,6 +63,9 @@ class AgentJob : public cluster::AssignedJob {
         options_.dais_binary, "agent",         "run", "--name", agent_, "--etcd", endpoints,
         "--consumer",         options_.node_id};
     if (!options_.gateway.empty()) args.insert(args.end(), {"--gateway", options_.gateway});
+    if (!options_.features_url.empty()) {
+      args.insert(args.end(), {"--features-url", options_.features_url});
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

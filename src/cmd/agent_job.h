@@ -18,7 +18,8 @@ struct AgentJobOptions {
   std::string node_id;
   std::vector<std::string> etcd_endpoints;
   std::string dais_binary;
-  std::string gateway;  // --agent-gateway; empty: the runtime finds one in etcd
+  std::string gateway;       // --agent-gateway; empty: the runtime finds one in etcd
+  std::string features_url;  // --agent-features-url; default: the node itself
 };
 
 StatusOr<std::unique_ptr<cluster::AssignedJob>> StartAgentJob(const AgentJobOptions& options,

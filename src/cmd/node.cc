@@ -34,6 +34,9 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
   cmd->add_option("--agent-gateway", o->agent_gateway,
                   "http://HOST:PORT: where the agents this node runs send their inference and "
                   "memory steps (docs/agents.md). Default: a gateway registered in etcd.");
+  cmd->add_option("--agent-features-url", o->agent_features_url,
+                  "http://HOST:PORT: the feature server (Feast API) of those agents' features "
+                  "steps. Default: this node.");
   cmd->add_option("--lease-ttl-secs", o->lease_ttl_secs,
                   "The node's registration lease: a killed node leaves the cluster within this.")
       ->check(CLI::Range(2, 300))
@@ -120,6 +123,8 @@ int RunNode(const NodeCliOptions& o) {
     ao.http_endpoint = o.advertise_host + ":" + std::to_string(ports.http);
     ao.grpc_endpoint = ports.grpc > 0 ? o.advertise_host + ":" + std::to_string(ports.grpc) : "";
     ao.metrics_endpoint = o.advertise_host + ":" + std::to_string(ports.metrics);
+    agents.features_url =
+        o.agent_features_url.empty() ? "http://" + ao.http_endpoint : o.agent_features_url;
     agent = std::make_unique<cluster::NodeAgent>(ao, manager);
     return agent->Start();
   };

@@ -18,7 +18,8 @@ struct NodeCliOptions {
   ServeOptions serve;
   std::vector<std::string> etcd;
   std::string gpus;
-  std::string agent_gateway;  // the gateway of the agents this node runs (empty: from etcd)
+  std::string agent_gateway;       // the gateway of the agents this node runs (empty: from etcd)
+  std::string agent_features_url;  // their feature server (empty: this node)
   std::string labels;
   int lease_ttl_secs = 10;
   std::string advertise_host = "127.0.0.1";

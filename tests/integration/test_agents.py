@@ -292,7 +292,7 @@ def test_agents_are_placed_on_a_node_and_a_low_priority_one_gives_way_to_a_high_
     port = redis_server.port
     node = start_server(model_repo, "--etcd", etcd_server.endpoint, "--node-id", "n1",
                         "--lease-ttl-secs", "2", "--agent-gateway", feature_server.url,
-                        command="node")
+                        "--agent-features-url", feature_server.url, command="node")
     sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path, "--agent-calm-ms", "1000")
     try:
         serve_route(dais_bin, etcd_server, tmp_path)
@@ -333,3 +333,20 @@ def test_agents_are_placed_on_a_node_and_a_low_priority_one_gives_way_to_a_high_
         sched.stop()
         print(sched.log()[-3000:])
         node.stop()
+
+
+def test_the_example_agents_demo_runs(dais_bin):
+    """scripts/agents_demo.py, as a newcomer runs it: both example agents placed on a node, their
+    alerts and offers written, apply to first run timed."""
+    import os
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run(["/usr/bin/python3", str(root / "scripts/agents_demo.py"), "--build",
+                        str(Path(dais_bin).parents[2]), "--orders", "20", "--inactive", "10"],
+                       capture_output=True, text=True, timeout=300, env=os.environ)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert re.search(r"inventory alerts: \d+ of 20 orders ran short", r.stdout), r.stdout
+    assert re.search(r"retention offers: \d+ of 10 inactive users at risk", r.stdout), r.stdout
+    assert re.search(r"agent:inventory-alert\s+RUNNING\s+pid \d+", r.stdout), r.stdout
+    assert re.search(r"apply -> first run: inventory-alert [\d.]+ s, user-retention [\d.]+ s",
+                     r.stdout), r.stdout
