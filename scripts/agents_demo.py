@@ -124,6 +124,12 @@ class Cluster:
             raise RuntimeError(f"dais ctl {' '.join(args)}: {r.stdout}{r.stderr}")
         return r.stdout
 
+    def etcd_get_prefix(self, prefix):
+        """The keys under `prefix` (etcdctl)."""
+        r = subprocess.run(["etcdctl", "--endpoints", f"http://{self.etcd}", "get", "--prefix",
+                            "--keys-only", prefix], capture_output=True, text=True, timeout=10)
+        return [k for k in r.stdout.split() if k]
+
     def apply(self, text, quiet=False):
         path = self.tmp / f"spec-{time.monotonic_ns()}.yaml"
         path.write_text(text.replace("127.0.0.1:6379", f"127.0.0.1:{self.redis_port}"))

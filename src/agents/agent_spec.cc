@@ -294,6 +294,7 @@ Status Validate(const AgentSpec& a) {
     return InvalidArgument("trigger.stream: '" + a.trigger_stream +
                            "' is not redis://HOST:PORT/STREAM");
   }
+  if (a.concurrency < 1 || a.concurrency > 256) return InvalidArgument("concurrency: 1 to 256");
   if (a.max_attempts < 1 || a.max_attempts > 100) {
     return InvalidArgument("max_attempts: 1 to 100");
   }
@@ -358,13 +359,15 @@ StatusOr<AgentSpec> ParseAgentYaml(const std::string& yaml) {
   ASSIGN_OR_RETURN(const YAML::Node root, cluster::LoadYamlMap(yaml, "agent spec"));
   RETURN_IF_ERROR(Unknown(root,
                           {"kind", "name", "tenant", "priority", "sla", "resources", "trigger",
-                           "max_attempts", "run_timeout", "capabilities", "steps"},
+                           "max_attempts", "concurrency", "run_timeout", "capabilities",
+                           "steps"},
                           ""));
   AgentSpec a;
   RETURN_IF_ERROR(Get(root, "name", "", &a.name));
   RETURN_IF_ERROR(Get(root, "tenant", "", &a.tenant));
   RETURN_IF_ERROR(Get(root, "priority", "", &a.priority));
   RETURN_IF_ERROR(Get(root, "max_attempts", "", &a.max_attempts));
+  RETURN_IF_ERROR(Get(root, "concurrency", "", &a.concurrency));
   RETURN_IF_ERROR(GetDurationMs(root, "run_timeout", "", &a.run_timeout_ms));
   if (const YAML::Node s = root["sla"]; s) {
     if (!s.IsMap()) return InvalidArgument("sla: expected a mapping");
@@ -450,6 +453,8 @@ std::string AgentToJson(const AgentSpec& a) {
   w.EndObject();
   w.Key("max_attempts");
   w.Int(a.max_attempts);
+  w.Key("concurrency");
+  w.Int(a.concurrency);
   w.Key("run_timeout");
   Str(w, std::to_string(a.run_timeout_ms) + "ms");
   w.Key("capabilities");

@@ -13,6 +13,7 @@
 //     every: 30s                              # a timer (one run per period)
 //     group: inventory-alert                  # the consumer group (default: the agent's name)
 //   max_attempts: 3                      # runs of one trigger before it is dead-lettered
+//   concurrency: 2                       # runs at once (a runtime's workers)
 //   run_timeout: 5s                      # the deadline of one run (every step's calls)
 //   capabilities:                        # what the agent may use; checked at apply
 //     routes: [demand]                   # inference through the gateway, by route
@@ -79,6 +80,7 @@ struct AgentSpec {
   int64_t trigger_every_ms = 0;
   std::string group;  // default: name
   int max_attempts = 3;
+  int concurrency = 2;  // runs at once per runtime (its worker threads)
   int64_t run_timeout_ms = 5000;
   Capabilities capabilities;
   std::vector<StepSpec> steps;

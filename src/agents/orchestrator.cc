@@ -37,7 +37,7 @@ std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<A
           "agent {} ({} priority) p99 {:.0f} ms > {:g} of its SLA {:g} ms (backlog {})", a.name,
           a.priority, load->p99_ms, options_.pause_fraction, a.sla_p99_ms, load->backlog);
     }
-    if (load->p99_ms > options_.calm_fraction * a.sla_p99_ms) calm = false;
+    if (load->p99_ms > options_.calm_fraction * limit) calm = false;
   }
   if (breach_rank < 3) {
     calm_since_ms_ = -1;
@@ -62,9 +62,10 @@ std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<A
   for (const AgentSpec& a : agents) {
     if (a.PriorityRank() == resume_rank && Paused(controls, a.name)) {
       out.push_back({a.name,
-                     {"running", fmt::format("every running agent within its SLA (p99 ≤ {:g} "
-                                             "of it) for {} ms",
-                                             options_.calm_fraction, options_.calm_ms)}});
+                     {"running", fmt::format("every running agent within its SLA (p99 at most "
+                                             "{:g} of it) for {} ms",
+                                             options_.calm_fraction * options_.pause_fraction,
+                                             options_.calm_ms)}});
     }
   }
   calm_since_ms_ = now_ms;  // the next priority down waits a calm period of its own

@@ -8,9 +8,9 @@
 // window above pause_fraction × sla.p99_ms. Then every agent of lower priority is paused (its
 // runtimes stop taking new triggers: they wait in the stream, nothing is lost), freeing what they
 // used (the models' instances, the gateway, the CPU) for it. When every running agent of higher
-// priority has been within its SLA by a margin (p99 ≤ calm_fraction × SLA) for calm_ms, the paused
-// agents of the highest paused priority resume and work off their backlog; the next lower priority
-// waits another calm_ms.
+// priority has been within its SLA by a margin (p99 ≤ calm_fraction × pause_fraction × SLA) for
+// calm_ms, the paused agents of the highest paused priority resume and work off their backlog; the
+// next lower priority waits another calm_ms.
 #pragma once
 
 #include <cstdint>
@@ -43,9 +43,9 @@ struct Decision {
 struct OrchestratorOptions {
   // Lower priorities are paused when an agent's p99 passes pause_fraction of its SLA (before it
   // misses it: the decision takes a few hundred milliseconds to act), resumed once every running
-  // agent stayed within calm_fraction of its SLA for calm_ms.
+  // agent stayed within calm_fraction of that threshold for calm_ms.
   double pause_fraction = 0.8;
-  double calm_fraction = 0.5;
+  double calm_fraction = 0.6;
   int64_t calm_ms = 5000;
 };
 

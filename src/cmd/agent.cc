@@ -53,8 +53,8 @@ CLI::App* AddAgentCommand(CLI::App* app, AgentCliOptions* o) {
   run->add_option("--consumer", o->consumer,
                   "This runtime's name in the trigger's consumer group: keep it across restarts "
                   "so that its unfinished runs are resumed (default: the host name).");
-  run->add_option("--workers", o->workers, "Runs at once (threads).")
-      ->capture_default_str()
+  run->add_option("--workers", o->workers,
+                  "Runs at once (threads). Default: the agent's concurrency.")
       ->check(CLI::Range(1, 256));
   run->add_option("--retry-after-ms", o->retry_after_ms,
                   "A failed run's trigger is tried again after this long (also: how long another "
@@ -368,6 +368,7 @@ int RunAgentCommand(const AgentCliOptions& in) {
     LOG_ERROR("dais agent run: {}", spec.status().message());
     return 2;
   }
+  if (o.workers == 0) o.workers = spec->concurrency;
   if (o.consumer.empty()) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);

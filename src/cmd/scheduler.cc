@@ -215,6 +215,7 @@ int RunLive(const SchedulerCliOptions& o) {
   }
   agents::OrchestratorOptions ao;
   ao.calm_ms = o.agent_calm_ms;
+  ao.pause_fraction = o.agent_pause_fraction;
   AgentOrchestratorLoop orchestrator(
       o.etcd, o.id, [&scheduler] { return scheduler.leader_revision(); }, ao);
   if (Status s = orchestrator.Start(); !s.ok()) {
@@ -267,6 +268,12 @@ CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
   cmd->add_option("--prometheus", o->prometheus,
                   "host:port of a Prometheus that scrapes the gateways: rollout analysis queries "
                   "it (PromQL). Default: the gateways' /metrics are scraped directly.");
+  cmd->add_option("--agent-pause-fraction", o->agent_pause_fraction,
+                  "Agents of lower priority are paused once an agent's p99 passes this share of "
+                  "its SLA (below 1: before the SLA is missed, as the pause takes effect within "
+                  "about half a second).")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 1.0));
   cmd->add_option("--agent-calm-ms", o->agent_calm_ms,
                   "Agents paused for a higher priority's SLA resume once every running agent has "
                   "been within its SLA by a margin for this long (docs/agents.md).")
