@@ -20,7 +20,7 @@ record).
 
 usage: bench/agents_bench.py [--seconds 5] [--sla-ms 500] [--urgent-share 0.9] [--probe 20000]
                              [--concurrency 8]
-                             [--pause-fraction 0.3] [--build build/release]
+                             [--pause-fraction 0.5] [--build build/release]
 """
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def main():
     ap.add_argument("--urgent-share", type=float, default=0.9)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--probe", type=int, default=20000)
-    ap.add_argument("--pause-fraction", type=float, default=0.3)
+    ap.add_argument("--pause-fraction", type=float, default=0.5)
     args = ap.parse_args()
     repo = ROOT / "examples/model_repository"
     tmp = Path(tempfile.mkdtemp(prefix="dais-agents-bench-"))

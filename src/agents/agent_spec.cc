@@ -265,6 +265,18 @@ Status ParseSteps(const YAML::Node& steps, AgentSpec* a) {
   return OkStatus();
 }
 
+// "host:port" of redis://HOST:PORT/STREAM (or rediss://), or "" when it is not one.
+std::string StreamHost(const std::string& url) {
+  for (const std::string scheme : {"redis://", "rediss://"}) {
+    if (url.rfind(scheme, 0) == 0) {
+      const std::string rest = url.substr(scheme.size());
+      const size_t slash = rest.find('/');
+      return slash == std::string::npos || slash == 0 ? "" : rest.substr(0, slash);
+    }
+  }
+  return "";
+}
+
 Status Validate(const AgentSpec& a) {
   static const std::regex kName("[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?");
   if (!std::regex_match(a.name, kName)) {
@@ -290,7 +302,12 @@ Status Validate(const AgentSpec& a) {
     return InvalidArgument(
         "trigger: give exactly one of stream (redis://HOST:PORT/STREAM) and every (a duration)");
   }
-  if (stream && (a.RedisAddress().empty() || a.TriggerStreamName().empty())) {
+  if (!stream && a.redis.empty()) {
+    return InvalidArgument(
+        "redis: required with trigger.every (HOST:PORT: where the runs, the "
+        "emits and the timer's markers go)");
+  }
+  if (stream && (StreamHost(a.trigger_stream).empty() || a.TriggerStreamName().empty())) {
     return InvalidArgument("trigger.stream: '" + a.trigger_stream +
                            "' is not redis://HOST:PORT/STREAM");
   }
@@ -334,21 +351,14 @@ const char* StepKindName(StepKind kind) {
 }
 
 std::string AgentSpec::RedisAddress() const {
-  for (const char* scheme : {"redis://", "rediss://"}) {
-    if (trigger_stream.rfind(scheme, 0) == 0) {
-      const std::string rest = trigger_stream.substr(std::string(scheme).size());
-      const size_t slash = rest.find('/');
-      return slash == std::string::npos || slash == 0 ? "" : rest.substr(0, slash);
-    }
-  }
-  return "";
+  return redis.empty() ? StreamHost(trigger_stream) : redis;
 }
 
 std::string AgentSpec::TriggerStreamName() const {
-  const std::string address = RedisAddress();
-  if (address.empty()) return "";
-  const size_t at = trigger_stream.find(address) + address.size() + 1;
-  return at >= trigger_stream.size() ? "" : trigger_stream.substr(at);
+  const size_t scheme = trigger_stream.find("://");
+  if (scheme == std::string::npos) return "";
+  const size_t slash = trigger_stream.find('/', scheme + 3);
+  return slash == std::string::npos ? "" : trigger_stream.substr(slash + 1);
 }
 
 int AgentSpec::PriorityRank() const {
@@ -357,14 +367,15 @@ int AgentSpec::PriorityRank() const {
 
 StatusOr<AgentSpec> ParseAgentYaml(const std::string& yaml) {
   ASSIGN_OR_RETURN(const YAML::Node root, cluster::LoadYamlMap(yaml, "agent spec"));
-  RETURN_IF_ERROR(Unknown(root,
-                          {"kind", "name", "tenant", "priority", "sla", "resources", "trigger",
-                           "max_attempts", "concurrency", "run_timeout", "capabilities",
-                           "steps"},
-                          ""));
+  RETURN_IF_ERROR(
+      Unknown(root,
+              {"kind", "name", "tenant", "priority", "sla", "resources", "trigger", "redis",
+               "max_attempts", "concurrency", "run_timeout", "capabilities", "steps"},
+              ""));
   AgentSpec a;
   RETURN_IF_ERROR(Get(root, "name", "", &a.name));
   RETURN_IF_ERROR(Get(root, "tenant", "", &a.tenant));
+  RETURN_IF_ERROR(Get(root, "redis", "", &a.redis));
   RETURN_IF_ERROR(Get(root, "priority", "", &a.priority));
   RETURN_IF_ERROR(Get(root, "max_attempts", "", &a.max_attempts));
   RETURN_IF_ERROR(Get(root, "concurrency", "", &a.concurrency));
@@ -451,6 +462,10 @@ std::string AgentToJson(const AgentSpec& a) {
   w.Key("group");
   Str(w, a.group);
   w.EndObject();
+  if (!a.redis.empty()) {
+    w.Key("redis");
+    Str(w, a.redis);
+  }
   w.Key("max_attempts");
   w.Int(a.max_attempts);
   w.Key("concurrency");

@@ -12,6 +12,7 @@
 //     stream: redis://127.0.0.1:6379/orders   # a Redis stream (a consumer group reads it), or
 //     every: 30s                              # a timer (one run per period)
 //     group: inventory-alert                  # the consumer group (default: the agent's name)
+//   redis: 127.0.0.1:6379                # runs, emits, a timer's markers (default: the stream's)
 //   max_attempts: 3                      # runs of one trigger before it is dead-lettered
 //   concurrency: 2                       # runs at once (a runtime's workers)
 //   run_timeout: 5s                      # the deadline of one run (every step's calls)
@@ -77,6 +78,7 @@ struct AgentSpec {
   int64_t memory_mib = 128;
   // Trigger: a stream (redis://HOST:PORT/STREAM) or a timer.
   std::string trigger_stream;
+  std::string redis;  // host:port of its runs, emits and timer; default: the trigger stream's
   int64_t trigger_every_ms = 0;
   std::string group;  // default: name
   int max_attempts = 3;

@@ -109,6 +109,11 @@ TEST(AgentSpecTest, RefusesWhatItCannotRunNamingTheField) {
   EXPECT_NE(refused("stream: alerts,", "stream: other,").find("capabilities.streams"),
             std::string::npos);
   EXPECT_NE(refused("tenant: retail", "tenant: ''").find("tenant: required"), std::string::npos);
+  EXPECT_NE(refused("{stream: redis://127.0.0.1:6379/orders}", "{every: 1m}")
+                .find("redis: required with trigger.every"),
+            std::string::npos);
+  EXPECT_NE(refused("redis://127.0.0.1:6379/orders", "redis:///orders").find("is not redis://"),
+            std::string::npos);
   EXPECT_NE(refused("${event.sku}\"}}}", "${event.sku\"}}}").find("without its }"),
             std::string::npos);
 }
@@ -194,6 +199,7 @@ kind: agent
 name: retention
 tenant: growth
 trigger: {every: 1m}
+redis: 127.0.0.1:6379
 capabilities: {collections: [users], streams: [offers]}
 steps:
   - {name: similar, memory_search: {collection: users, vector: ["${event.x}", 0.5], k: 3}}

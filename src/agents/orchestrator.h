@@ -44,7 +44,7 @@ struct OrchestratorOptions {
   // Lower priorities are paused when an agent's p99 passes pause_fraction of its SLA (before it
   // misses it: the decision takes a few hundred milliseconds to act), resumed once every running
   // agent stayed within calm_fraction of that threshold for calm_ms.
-  double pause_fraction = 0.8;
+  double pause_fraction = 0.5;
   double calm_fraction = 0.6;
   int64_t calm_ms = 5000;
 };

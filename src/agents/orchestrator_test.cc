@@ -71,10 +71,10 @@ TEST(OrchestratorTest, AMissOfTheLowestPriorityPausesNothingAndSilentAgentsAreIg
   EXPECT_TRUE(o.Evaluate(0, agents, {{"alerts", silent}}, controls).empty());
   // Same priority: a high agent over its SLA pauses no other high agent.
   const std::vector<AgentSpec> peers = {Agent("a", "high", 100), Agent("b", "high", 100)};
-  // By default the pause comes before the miss: at 0.8 of the SLA.
+  // By default the pause comes before the miss: at half the SLA.
   const std::vector<AgentSpec> two = {Agent("a", "high", 100), Agent("b", "low", 0)};
-  EXPECT_TRUE(Orchestrator().Evaluate(0, two, {{"a", Load(80)}}, controls).empty());
-  EXPECT_EQ(Orchestrator().Evaluate(0, two, {{"a", Load(81)}}, controls).size(), 1u);
+  EXPECT_TRUE(Orchestrator().Evaluate(0, two, {{"a", Load(50)}}, controls).empty());
+  EXPECT_EQ(Orchestrator().Evaluate(0, two, {{"a", Load(51)}}, controls).size(), 1u);
   EXPECT_TRUE(o.Evaluate(0, peers, {{"a", Load(500)}}, controls).empty());
 }
 

@@ -374,8 +374,7 @@ int RunAgentCommand(const AgentCliOptions& in) {
     gethostname(host, sizeof(host) - 1);
     o.consumer = host;
   }
-  const std::string address =
-      spec->RedisAddress().empty() ? std::string("127.0.0.1:6379") : spec->RedisAddress();
+  const std::string address = spec->RedisAddress();
   FeatureFlags f;
   f.redis = address;
   f.redis_tls = o.redis_tls;

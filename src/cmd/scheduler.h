@@ -34,7 +34,7 @@ struct SchedulerCliOptions {
   // label join them (streams/live_accuracy.h).
   std::string feedback_stream, label_stream;
   int64_t agent_calm_ms = 5000;  // agents/orchestrator.h
-  double agent_pause_fraction = 0.8;
+  double agent_pause_fraction = 0.5;
 };
 
 CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* options);
