@@ -25,7 +25,7 @@ struct AgentCliOptions {
   std::string features_url;  // default: --gateway
   std::string token;         // bearer token for the gateway
   std::string consumer;      // default: the host name
-  int workers = 0;  // 0: the spec's concurrency
+  int workers = 0;           // 0: the spec's concurrency
   int retry_after_ms = 5000;
   int64_t emit_max_len = 1000000;
   int64_t runs_max_len = 10000;
