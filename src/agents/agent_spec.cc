@@ -5,6 +5,8 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <regex>
 #include <set>
 
@@ -54,14 +56,16 @@ void YamlToJson(const YAML::Node& n, Writer& w) {
         w.Null();
         return;
       }
-      char* end = nullptr;
-      const long long i = std::strtoll(s.c_str(), &end, 10);
-      if (!s.empty() && *end == '\0') {
+      // Decimal only (no hex, no overflow to the largest value), as JSON reads numbers.
+      const char* end = s.data() + s.size();
+      int64_t i = 0;
+      if (auto [p, ec] = std::from_chars(s.data(), end, i); ec == std::errc() && p == end) {
         w.Int64(i);
         return;
       }
-      const double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && *end == '\0' && std::isfinite(d)) {
+      double d = 0;
+      if (auto [p, ec] = std::from_chars(s.data(), end, d, std::chars_format::general);
+          ec == std::errc() && p == end && std::isfinite(d)) {
         w.Double(d);
         return;
       }
@@ -315,7 +319,9 @@ Status Validate(const AgentSpec& a) {
   if (a.max_attempts < 1 || a.max_attempts > 100) {
     return InvalidArgument("max_attempts: 1 to 100");
   }
-  if (a.run_timeout_ms <= 0) return InvalidArgument("run_timeout: must be positive");
+  if (a.run_timeout_ms <= 0 || a.run_timeout_ms > 3600000) {
+    return InvalidArgument("run_timeout: more than 0, at most 1h");
+  }
   return OkStatus();
 }
 
@@ -365,8 +371,27 @@ int AgentSpec::PriorityRank() const {
   return priority == "high" ? 0 : priority == "normal" ? 1 : 2;
 }
 
+namespace {
+StatusOr<AgentSpec> ParseAgent(const YAML::Node& root);
+}  // namespace
+
 StatusOr<AgentSpec> ParseAgentYaml(const std::string& yaml) {
   ASSIGN_OR_RETURN(const YAML::Node root, cluster::LoadYamlMap(yaml, "agent spec"));
+  return ParseAgentNode(root);
+}
+
+StatusOr<AgentSpec> ParseAgentNode(const YAML::Node& root) {
+  if (!root.IsMap()) return InvalidArgument("the agent spec must be a YAML mapping");
+  try {
+    return ParseAgent(root);
+  } catch (const YAML::Exception& e) {  // e.g. a key that is itself a list or a mapping
+    return InvalidArgument(std::string("not an agent spec: ") + e.what());
+  }
+}
+
+namespace {
+
+StatusOr<AgentSpec> ParseAgent(const YAML::Node& root) {
   RETURN_IF_ERROR(
       Unknown(root,
               {"kind", "name", "tenant", "priority", "sla", "resources", "trigger", "redis",
@@ -415,6 +440,8 @@ StatusOr<AgentSpec> ParseAgentYaml(const std::string& yaml) {
   RETURN_IF_ERROR(ParseSteps(steps, &a));
   return a;
 }
+
+}  // namespace
 
 std::string AgentToJson(const AgentSpec& a) {
   rapidjson::StringBuffer sb;

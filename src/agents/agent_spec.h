@@ -33,6 +33,8 @@
 // the run and the earlier steps' results (agents/template.h).
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -103,6 +105,9 @@ struct AgentSpec {
 // InvalidArgument naming the field ("steps[2] (forecast).infer.route: 'demand' is not in
 // capabilities.routes").
 StatusOr<AgentSpec> ParseAgentYaml(const std::string& yaml);
+// The same from a document already loaded (`dais ctl apply`: its quoted scalars stay strings,
+// which a YAML::Dump of the document would lose).
+StatusOr<AgentSpec> ParseAgentNode(const YAML::Node& root);
 std::string AgentToJson(const AgentSpec& agent);
 
 }  // namespace dais::agents

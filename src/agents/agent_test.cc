@@ -35,12 +35,14 @@ class FakeActions : public Actions {
   double on_hand = 5;
   double forecast = 9;
   bool infer_fails = false;
+  std::string features_answer;  // instead of the well-formed one when set
   std::vector<std::string> calls;
   std::set<std::string> emitted_ids;
   std::vector<Fields> emitted;
 
   StatusOr<std::string> Features(const std::string& body, Deadline) override {
     calls.push_back("features " + body);
+    if (!features_answer.empty()) return features_answer;
     return R"({"metadata":{"feature_names":["sku","on_hand"]},"results":[{"values":["42"]},)"
            R"({"values":[)" +
            std::to_string(on_hand) + "]}]}";
@@ -116,6 +118,36 @@ TEST(AgentSpecTest, RefusesWhatItCannotRunNamingTheField) {
             std::string::npos);
   EXPECT_NE(refused("${event.sku}\"}}}", "${event.sku\"}}}").find("without its }"),
             std::string::npos);
+}
+
+TEST(AgentSpecTest, QuotedScalarsStayStringsAndPlainNumbersAreDecimal) {
+  std::string yaml = kInventory;
+  yaml.replace(yaml.find("sku: \"${event.sku}\", need:"), 5, "zip: \"02134\", hex: 0x1F, sku: ");
+  ASSERT_OK_AND_ASSIGN(AgentSpec a, ParseAgentYaml(yaml));
+  EXPECT_NE(a.steps[3].body.find(R"("zip":"02134")"), std::string::npos) << a.steps[3].body;
+  EXPECT_NE(a.steps[3].body.find(R"("hex":"0x1F")"), std::string::npos) << a.steps[3].body;
+  ASSERT_OK_AND_ASSIGN(AgentSpec b, ParseAgentNode(YAML::Load(yaml)));
+  EXPECT_EQ(AgentToJson(a), AgentToJson(b));
+}
+
+TEST(AgentSpecTest, AKeyThatIsNotTextIsRefusedNotThrown) {
+  auto a = ParseAgentYaml(std::string(kInventory) + "? [a, b]\n: c\n");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RunTest, AMalformedAnswerFailsTheStepNamingIt) {
+  ASSERT_OK_AND_ASSIGN(AgentSpec a, ParseAgentYaml(kInventory));
+  for (const char* answer :
+       {"[1]", R"({"metadata":{"feature_names":[1,2]},"results":[1,2]})",
+        R"({"metadata":{"feature_names":["sku","on_hand"]},"results":[{},{}]})",
+        R"({"metadata":7,"results":[]})", "not json"}) {
+    FakeActions fake;
+    fake.features_answer = answer;
+    RunTrace t = RunAgent(a, "1-0", 1, {{"sku", "42"}, {"qty", "3"}}, fake, Later());
+    EXPECT_EQ(t.outcome, "failed") << answer;
+    EXPECT_NE(t.error.find("stock: "), std::string::npos) << t.error;
+  }
 }
 
 TEST(TemplateTest, RendersReferencesKeepingTypesAndConditionsCompare) {

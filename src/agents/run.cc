@@ -121,13 +121,18 @@ class StepRunner {
     ASSIGN_OR_RETURN(std::string answer, actions_.Features(Json(request), deadline_));
     rapidjson::Document doc;
     RETURN_IF_ERROR(Parse(answer, "the feature server", &doc));
-    if (!doc.HasMember("metadata") || !doc["metadata"].HasMember("feature_names") ||
-        !doc.HasMember("results") || !doc["results"].IsArray()) {
+    if (!doc.IsObject() || !doc.HasMember("metadata") || !doc["metadata"].IsObject() ||
+        !doc["metadata"].HasMember("feature_names") ||
+        !doc["metadata"]["feature_names"].IsArray() || !doc.HasMember("results") ||
+        !doc["results"].IsArray()) {
       return Internal("the feature server's answer has no metadata.feature_names / results");
     }
     const Value& names = doc["metadata"]["feature_names"];
     const Value& results = doc["results"];
     for (rapidjson::SizeType i = entity_columns; i < names.Size() && i < results.Size(); ++i) {
+      if (!names[i].IsString() || !results[i].IsObject() || !results[i].HasMember("values")) {
+        return Internal("the feature server's answer has a column without a name or values");
+      }
       const Value& values = results[i]["values"];
       Value v;
       if (values.IsArray() && values.Size() == 1) {
@@ -161,11 +166,14 @@ class StepRunner {
     ASSIGN_OR_RETURN(std::string answer, actions_.Infer(step.route, Json(request), deadline_));
     rapidjson::Document doc;
     RETURN_IF_ERROR(Parse(answer, "the gateway", &doc));
-    if (!doc.HasMember("outputs") || !doc["outputs"].IsArray()) {
+    if (!doc.IsObject() || !doc.HasMember("outputs") || !doc["outputs"].IsArray()) {
       return Internal("the answer of route " + step.route + " has no outputs");
     }
     for (const Value& out : doc["outputs"].GetArray()) {
-      if (!out.HasMember("name") || !out.HasMember("data")) continue;
+      if (!out.IsObject() || !out.HasMember("name") || !out["name"].IsString() ||
+          !out.HasMember("data")) {
+        continue;  // (binary outputs carry no data: not referencable)
+      }
       Value data;
       data.CopyFrom(out["data"], alloc());
       result->AddMember(Value(out["name"], alloc()), data, alloc());
@@ -190,11 +198,12 @@ class StepRunner {
       result->CopyFrom(doc, alloc());
       return OkStatus();
     }
-    if (!doc.HasMember("results") || !doc["results"].IsArray()) {
+    if (!doc.IsObject() || !doc.HasMember("results") || !doc["results"].IsArray()) {
       return Internal("the search of " + step.collection + " answered no results");
     }
     Value ids(rapidjson::kArrayType), scores(rapidjson::kArrayType), hits;
     for (const Value& hit : doc["results"].GetArray()) {
+      if (!hit.IsObject()) continue;
       if (hit.HasMember("id")) ids.PushBack(Value(hit["id"], alloc()), alloc());
       if (hit.HasMember("score")) scores.PushBack(Value(hit["score"], alloc()), alloc());
     }

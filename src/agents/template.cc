@@ -118,8 +118,7 @@ StatusOr<std::vector<std::string>> References(std::string_view text) {
 
 Status RunContext::RenderString(std::string_view text, Value* out) const {
   auto& alloc = const_cast<rapidjson::Document&>(doc_).GetAllocator();
-  if (text.size() > 3 && text.substr(0, 2) == "${" && text.back() == '}' &&
-      text.find("${", 2) == std::string_view::npos) {
+  if (text.size() > 3 && text.substr(0, 2) == "${" && text.find('}') == text.size() - 1) {
     const std::string_view path = text.substr(2, text.size() - 3);
     const Value* v = Find(path);
     if (v == nullptr) return NotFound("${" + std::string(path) + "} refers to nothing");

@@ -188,7 +188,17 @@ class TriggerHandler {
       LOG_INFO("agent {}: run {} attempt {} failed (retried in {} ms): {}", spec_.name, t.run_id,
                attempt, o_.retry_after_ms, t.error);
     }
-    redis_->RunBatch(std::move(writes));
+    const std::vector<StatusOr<redis::Reply>> wrote = redis_->RunBatch(std::move(writes));
+    for (size_t i = 0; i < wrote.size(); ++i) {
+      if (wrote[i].ok() && !wrote[i]->is_error()) continue;
+      const std::string why = wrote[i].ok() ? wrote[i]->str : wrote[i].status().message();
+      if (i == 1) {  // the dead letter: without it the trigger stays pending, given up later
+        LOG_WARNING("agent {}: run {} not dead-lettered ({}): left pending", spec_.name, t.run_id,
+                    why);
+        return true;
+      }
+      LOG_WARNING("agent {}: run {} not recorded: {}", spec_.name, t.run_id, why);
+    }
     if (t.outcome != "failed" || give_up) {
       // Acknowledged after the run is recorded: a crash before leaves it pending (run again;
       // its writes are recognised by the run's id).
@@ -226,6 +236,7 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
   auto own = ConnectRedis(f);
   if (!own.ok()) {
     LOG_ERROR("agent {}: redis {}: {}", spec.name, f.redis, own.status().message());
+    idle_workers->fetch_add(1);  // (--drain does not wait for it)
     return;
   }
   if (!(*own)->WaitUntilReachable(std::chrono::seconds(5))) {
@@ -246,11 +257,21 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
   auto handle = [&](const streams::Entry& e) {
     if (handler.Handle(e, actions)) retries.emplace_back(Clock::now() + retry_after, e);
   };
+  // One entry at a time (the workers are the concurrency): an entry waiting in a batch behind
+  // slow runs would age past the claim's idle time and be run by another worker as well.
+  const int64_t claim_idle_ms = std::max<int64_t>(o.retry_after_ms, spec.run_timeout_ms) + 1000;
   while (!stop->load()) {
     if (!retries.empty() && retries.front().first <= Clock::now()) {
       streams::Entry e = std::move(retries.front().second);
       retries.pop_front();
-      handle(e);
+      // Still ours? Claiming it again resets its idle time (no other worker takes it while it
+      // runs); nothing comes back when another took it over or it was acknowledged meanwhile.
+      auto mine = shared->Run({stream,
+                               {"XCLAIM", stream, spec.group, consumer,
+                                std::to_string(o.retry_after_ms), e.entry_id, "JUSTID"}});
+      if (mine.ok() && mine->type == redis::Reply::Type::kArray && !mine->elements.empty()) {
+        handle(e);
+      }
       continue;
     }
     if (live->paused()) {  // the orchestrator gives way to higher priorities: triggers wait
@@ -261,9 +282,9 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
     const auto now = Clock::now();
     if (now - last_claim >= retry_after) {
       last_claim = now;
-      // Another runtime's unfinished runs: not before a run in progress there could have ended.
-      batch = reader->Claim(stream, spec.group, consumer,
-                            std::max<int64_t>(o.retry_after_ms, spec.run_timeout_ms + 1000), 16);
+      // Another runtime's unfinished runs: not before a run in progress there could have ended,
+      // nor before a failed one's retry there was due.
+      batch = reader->Claim(stream, spec.group, consumer, static_cast<int>(claim_idle_ms), 1);
     }
     if (batch.ok() && batch->empty()) {
       // Once at the start: what this consumer left unfinished before a restart.
@@ -274,7 +295,7 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
                 .count(),
             1, 500);
       }
-      batch = reader->Read(stream, spec.group, consumer, pending ? 1000 : 16,
+      batch = reader->Read(stream, spec.group, consumer, pending ? 1000 : 1,
                            pending ? 0 : static_cast<int>(block_ms), pending);
       if (pending && batch.ok() && !batch->empty()) pending = false;
     }
@@ -283,7 +304,7 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       continue;
     }
-    const bool idle = batch->empty() && !pending && retries.empty();
+    const bool idle = batch->empty() && !pending;  // (retries due later stay pending)
     if (batch->empty() && pending) pending = false;
     if (idle != counted_idle) {
       counted_idle = idle;
@@ -353,6 +374,21 @@ std::string RegisteredGateway(etcd::Client& etcd) {
   return "";
 }
 
+// The agent's spec, and the options it completes (workers, consumer).
+StatusOr<agents::AgentSpec> Prepare(AgentCliOptions* o) {
+  ASSIGN_OR_RETURN(agents::AgentSpec spec, LoadSpec(*o));
+  if (o->workers == 0) o->workers = spec.concurrency;
+  if (o->drain && spec.trigger_every_ms > 0) {
+    return InvalidArgument("--drain is for a stream trigger (" + spec.name + " has a timer)");
+  }
+  if (o->consumer.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    o->consumer = host;
+  }
+  return spec;
+}
+
 }  // namespace
 
 int RunAgentCommand(const AgentCliOptions& in) {
@@ -363,16 +399,10 @@ int RunAgentCommand(const AgentCliOptions& in) {
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  auto spec = LoadSpec(o);
+  auto spec = Prepare(&o);
   if (!spec.ok()) {
     LOG_ERROR("dais agent run: {}", spec.status().message());
     return 2;
-  }
-  if (o.workers == 0) o.workers = spec->concurrency;
-  if (o.consumer.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    o.consumer = host;
   }
   const std::string address = spec->RedisAddress();
   FeatureFlags f;

@@ -60,7 +60,14 @@ StatusOr<std::string> AgentActions::Emit(const std::string& stream, const std::s
     args.push_back(k);
     args.push_back(v);
   }
-  auto reply = redis_->RunEval(kEmitOnce, {"dais:emitted:{" + stream + "}:" + event_id, stream},
+  // The marker in the stream's slot: Redis hashes a key by its first {tag} when it has one.
+  std::string tag = stream;
+  if (const size_t open = stream.find('{'); open != std::string::npos) {
+    const size_t close = stream.find('}', open + 1);
+    if (close != std::string::npos && close > open + 1)
+      tag = stream.substr(open + 1, close - open - 1);
+  }
+  auto reply = redis_->RunEval(kEmitOnce, {"dais:emitted:{" + tag + "}:" + event_id, stream},
                                std::move(args), Left(deadline));
   if (!reply.ok()) return Unavailable("emit to " + stream + ": " + reply.status().message());
   if (reply->is_error()) return Unavailable("emit to " + stream + ": " + reply->str);

@@ -21,6 +21,8 @@ namespace {
 
 class AgentJob : public cluster::AssignedJob {
  public:
+  static constexpr int kStopGraceMs = 10000;
+
   AgentJob(AgentJobOptions options, std::string agent, std::function<void()> changed)
       : options_(std::move(options)), agent_(std::move(agent)), changed_(std::move(changed)) {
     Set("RUNNING", "starting");
@@ -63,6 +65,7 @@ class AgentJob : public cluster::AssignedJob {
         options_.dais_binary, "agent",         "run", "--name", agent_, "--etcd", endpoints,
         "--consumer",         options_.node_id};
     if (!options_.gateway.empty()) args.insert(args.end(), {"--gateway", options_.gateway});
+    if (!options_.token.empty()) args.insert(args.end(), {"--token", options_.token});
     if (!options_.features_url.empty()) {
       args.insert(args.end(), {"--features-url", options_.features_url});
     }
@@ -86,8 +89,17 @@ class AgentJob : public cluster::AssignedJob {
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) return -1;
       if (stop_.load()) {
+        // It finishes its runs in progress (each bounded by the agent's run_timeout, at most
+        // 1 h); past kStopGrace it is killed: its unfinished triggers stay pending for the next.
         ::kill(pid, SIGTERM);
-        ::waitpid(pid, &status, 0);
+        for (int waited_ms = 0; ::waitpid(pid, &status, WNOHANG) == 0; waited_ms += 50) {
+          if (waited_ms >= kStopGraceMs) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
         return 0;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -102,12 +114,13 @@ class AgentJob : public cluster::AssignedJob {
       const int exit = RunOnce();
       if (stop_.load()) return;
       const bool quick = std::chrono::steady_clock::now() - started < std::chrono::minutes(1);
-      backoff_ms = quick ? std::min<int64_t>(backoff_ms * 2, 30000) : 1000;
+      if (!quick) backoff_ms = 1000;
       last_exit_ = fmt::format(" (restarted after exit status {})", exit);
       LOG_WARNING("agent {}: its runtime exited with status {}; starting it again in {} ms", agent_,
                   exit, backoff_ms);
       Set("RUNNING", fmt::format("exited with status {}; again in {} ms", exit, backoff_ms));
       Sleep(backoff_ms);
+      backoff_ms = std::min<int64_t>(backoff_ms * 2, 30000);  // while it keeps failing quickly
     }
   }
 

@@ -1,8 +1,9 @@
 // An agent's runtime on the node the scheduler chose (cluster/agent_placement.h): the node runs
 // `dais agent run --name <agent> --consumer <node>` as a child process, starts it again when it
 // exits (after 1 s, doubling to 30 s while it keeps failing within a minute), and stops it when
-// the assignment goes. The child dies with the node (PR_SET_PDEATHSIG); its log lines go to the
-// node's log. RUNNING with "pid N" while it runs; the exits are in the reason.
+// the assignment goes (SIGTERM; SIGKILL after 10 s). The child dies with the node
+// (PR_SET_PDEATHSIG); its log lines go to the node's log. RUNNING with "pid N" while it runs; the
+// exits are in the reason.
 #pragma once
 
 #include <functional>
@@ -20,6 +21,7 @@ struct AgentJobOptions {
   std::string dais_binary;
   std::string gateway;       // --agent-gateway; empty: the runtime finds one in etcd
   std::string features_url;  // --agent-features-url; default: the node itself
+  std::string token;         // --agent-token: the gateway's bearer token for them
 };
 
 StatusOr<std::unique_ptr<cluster::AssignedJob>> StartAgentJob(const AgentJobOptions& options,

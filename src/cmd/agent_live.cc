@@ -81,7 +81,8 @@ void AgentLive::Loop() {
                     "1 while the orchestrator has this agent paused (for a higher priority's SLA).",
                     {"agent"})
           .Get({agent_});
-  for (int64_t tick = 0; !stop_.load(); ++tick) {
+  auto kept_alive = std::chrono::steady_clock::now();
+  while (!stop_.load()) {
     // Follow the orchestrator.
     if (auto c = etcd_->Get(control_key); c.ok()) {
       bool paused = false;
@@ -115,11 +116,13 @@ void AgentLive::Loop() {
         R"({{"consumer":"{}","time_ms":{},"p99_ms":{:.3f},"window_runs":{},"backlog":{},)"
         R"("paused":{}}})",
         consumer_, NowMs(), p99, latencies.size(), Backlog(), paused_.load());
+    const auto now = std::chrono::steady_clock::now();
     if (lease == 0) {
       if (auto l = etcd_->GrantLease(kLeaseSecs); l.ok()) lease = *l;
-    } else if (tick % 4 == 0 && !etcd_->KeepAliveOnce(lease).ok()) {
-      lease = 0;
-      continue;
+      kept_alive = now;
+    } else if (now - kept_alive >= std::chrono::seconds(1)) {  // (the lease lives 5 s)
+      kept_alive = now;
+      if (!etcd_->KeepAliveOnce(lease).ok()) lease = 0;
     }
     if (lease != 0 && !etcd_->Put(status_key, status, lease).ok()) lease = 0;
     // Four times a second: the orchestrator's decisions act within about half a second.

@@ -115,6 +115,18 @@ void AgentOrchestratorLoop::Tick(int64_t revision) {
           Text(d, "state"), Text(d, "reason")};
     }
   }
+  // A control key left by an agent deleted since (re-applied, it would start paused).
+  for (const auto& [name, control] : controls) {
+    const bool known = std::any_of(agents.begin(), agents.end(),
+                                   [&](const agents::AgentSpec& a) { return a.name == name; });
+    if (!known) {
+      using etcd::Compare;
+      (void)client_->Txn(
+          {{"/dais/scheduler/leader", Compare::Target::kCreateRevision, Compare::Op::kEqual,
+            revision, ""}},
+          {{etcd::Op::Kind::kDelete, agents::kAgentControlPrefix + name, "", 0, false}});
+    }
+  }
   static auto& decided = metrics::Registry::Global().AddCounter(
       "dais_agent_orchestrator_decisions_total",
       "Agents paused or resumed by the orchestrator (on the leading scheduler).",

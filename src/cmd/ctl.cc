@@ -86,7 +86,7 @@ Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
     doc->what = fmt::format("collection {} applied ({} shard(s) x {} replica(s))", c.name, c.shards,
                             c.replicas);
   } else if (kind == "agent") {
-    ASSIGN_OR_RETURN(agents::AgentSpec a, agents::ParseAgentYaml(doc->text));
+    ASSIGN_OR_RETURN(agents::AgentSpec a, agents::ParseAgentNode(root));
     doc->key = agents::kAgentsPrefix + a.name;
     doc->json = agents::AgentToJson(a);
     doc->what = fmt::format("agent {} applied ({} step(s); {} priority)", a.name, a.steps.size(),

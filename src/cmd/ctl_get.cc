@@ -147,15 +147,16 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
             limited ? num("requests_per_second") : "unlimited", limited ? num("burst") : "-"};
   }
   if (what == "agents") {
-    const rapidjson::Value* t = d.HasMember("trigger") ? &d["trigger"] : nullptr;
+    const rapidjson::Value* t =
+        d.HasMember("trigger") && d["trigger"].IsObject() ? &d["trigger"] : nullptr;
     const std::string trigger = t == nullptr             ? ""
                                 : t->HasMember("stream") ? Str(*t, "stream")
                                                          : "every " + Str(*t, "every");
     const size_t steps = d.HasMember("steps") && d["steps"].IsArray() ? d["steps"].Size() : 0;
-    const std::string p99 =
-        d.HasMember("sla") && d["sla"].HasMember("p99_ms") && d["sla"]["p99_ms"].IsNumber()
-            ? fmt::format("{:g}", d["sla"]["p99_ms"].GetDouble())
-            : "";
+    const std::string p99 = d.HasMember("sla") && d["sla"].IsObject() &&
+                                    d["sla"].HasMember("p99_ms") && d["sla"]["p99_ms"].IsNumber()
+                                ? fmt::format("{:g}", d["sla"]["p99_ms"].GetDouble())
+                                : "";
     return {Str(d, "name"), Str(d, "tenant"),      Str(d, "priority"),
             trigger,        std::to_string(steps), p99};
   }

@@ -1,12 +1,13 @@
 #include "cmd/http_json_client.h"
 
 #include <rapidjson/document.h>
-#include <sys/socket.h>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <optional>
 
 #include "common/json.h"
 
@@ -16,21 +17,27 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = boost::asio::ip::tcp;
 
+// Asynchronous operations run on a private io_context until they finish: a beast::tcp_stream's
+// expiry bounds the connect, the write and the read together by the call's deadline (a blocking
+// socket with SO_RCVTIMEO would not: Asio's synchronous read polls again without a limit).
 struct HttpJsonClient::Impl {
   std::string token, host, port;
   boost::asio::io_context io;
-  tcp::socket socket{io};
+  std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
 
-  // The socket's send and receive timeouts: what is left until `deadline` (at least 1 ms).
-  void SetTimeouts(std::chrono::steady_clock::time_point deadline) {
-    using namespace std::chrono;
-    if (deadline == steady_clock::time_point::max()) return;
-    const auto left = std::max<int64_t>(
-        1000, duration_cast<microseconds>(deadline - steady_clock::now()).count());
-    timeval tv{static_cast<time_t>(left / 1000000), static_cast<suseconds_t>(left % 1000000)};
-    setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  void Expire(std::chrono::steady_clock::time_point deadline) {
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      stream->expires_never();
+    } else {
+      stream->expires_at(deadline);
+    }
+  }
+
+  // Runs what was started until it completed.
+  void Run() {
+    io.restart();
+    io.run();
   }
 };
 
@@ -59,34 +66,50 @@ StatusOr<HttpAnswer> HttpJsonClient::Call(const std::string& method, const std::
   if (!m.token.empty()) req.set(bhttp::field::authorization, "Bearer " + m.token);
   req.body() = std::move(body);
   req.prepare_payload();
+  const auto late = [&] {
+    return DeadlineExceeded("no answer from " + address_ + " before the deadline");
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return DeadlineExceeded("no answer from " + address_ + " before the deadline");
-    }
+    if (std::chrono::steady_clock::now() >= deadline) return late();
     beast::error_code ec;
-    if (!m.socket.is_open()) {
+    if (!m.stream) {
       tcp::resolver resolver(m.io);
       auto endpoints = resolver.resolve(m.host, m.port, ec);
-      if (!ec) boost::asio::connect(m.socket, endpoints, ec);
-      if (ec) return Unavailable("cannot connect to " + address_ + ": " + ec.message());
-      m.socket.set_option(tcp::no_delay(true), ec);
+      if (ec) return Unavailable("cannot resolve " + address_ + ": " + ec.message());
+      m.stream.emplace(m.io);
+      m.Expire(deadline);
+      m.stream->async_connect(endpoints,
+                              [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+      m.Run();
+      if (ec == beast::error::timeout) {
+        m.stream.reset();
+        return late();
+      }
+      if (ec) {
+        m.stream.reset();
+        return Unavailable("cannot connect to " + address_ + ": " + ec.message());
+      }
+      m.stream->socket().set_option(tcp::no_delay(true), ec);
     }
-    m.SetTimeouts(deadline);
-    bhttp::write(m.socket, req, ec);
+    m.Expire(deadline);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(1ull << 32);
-    if (!ec) bhttp::read(m.socket, m.buffer, parser, ec);
+    bhttp::async_write(*m.stream, req, [&](beast::error_code e, size_t) {
+      ec = e;
+      if (!e) {
+        bhttp::async_read(*m.stream, m.buffer, parser,
+                          [&ec](beast::error_code e2, size_t) { ec = e2; });
+      }
+    });
+    m.Run();
     if (!ec) {
       auto res = parser.release();
-      if (!res.keep_alive()) m.socket.close(ec);
+      if (!res.keep_alive()) m.stream.reset();
       return HttpAnswer{static_cast<int>(res.result_int()), std::move(res.body())};
     }
-    m.socket.close();
+    m.stream.reset();  // closes the connection
     m.buffer.clear();
-    if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again ||
-        ec == boost::asio::error::timed_out) {
-      return DeadlineExceeded("no answer from " + address_ + " before the deadline");
-    }
+    if (ec == beast::error::timeout) return late();
   }
   return Unavailable("the connection to " + address_ + " failed");
 }

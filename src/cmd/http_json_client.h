@@ -1,6 +1,7 @@
 // A small blocking HTTP/1.1 client for JSON calls to a dais server (the `dais memory` CLI, the
 // agent runtime's steps): one keep-alive connection, reopened once when it broke, a deadline per
-// call. Not thread-safe: one per thread. Beast stays inside http_json_client.cc.
+// call bounding the connect, the write and the read together. Not thread-safe: one per thread.
+// Beast stays inside http_json_client.cc.
 #pragma once
 
 #include <chrono>

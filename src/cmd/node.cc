@@ -34,6 +34,9 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
   cmd->add_option("--agent-gateway", o->agent_gateway,
                   "http://HOST:PORT: where the agents this node runs send their inference and "
                   "memory steps (docs/agents.md). Default: a gateway registered in etcd.");
+  cmd->add_option("--agent-token", o->agent_token,
+                  "Bearer token the agents this node runs send to the gateway (one with --jwks "
+                  "refuses them without one). Default: none.");
   cmd->add_option("--agent-features-url", o->agent_features_url,
                   "http://HOST:PORT: the feature server (Feast API) of those agents' features "
                   "steps. Default: this node.");
@@ -98,6 +101,7 @@ int RunNode(const NodeCliOptions& o) {
   agents.node_id = ao.node_id;
   agents.etcd_endpoints = o.etcd;
   agents.gateway = o.agent_gateway;
+  agents.token = o.agent_token;
   {
     std::error_code exe;
     agents.dais_binary = std::filesystem::read_symlink("/proc/self/exe", exe).string();
