@@ -107,12 +107,13 @@ class StepRunner {
     Value request(rapidjson::kObjectType);
     request.AddMember("features", b["features"], alloc());
     Value entities(rapidjson::kObjectType);
-    for (auto& m : b["entities"].GetObject()) {
+    const Value& given = b["entities"];
+    for (const auto& m : given.GetObject()) {
       Value ids(rapidjson::kArrayType);
       if (m.value.IsArray()) {
-        ids = std::move(m.value);
+        ids.CopyFrom(m.value, alloc());
       } else {
-        ids.PushBack(m.value, alloc());
+        ids.PushBack(Value(m.value, alloc()), alloc());
       }
       entities.AddMember(Value(m.name, alloc()), ids, alloc());
     }
@@ -216,7 +217,8 @@ class StepRunner {
 
   Status RunEmit(const StepSpec& step, Value& b, Value* result, bool* duplicate) {
     Fields fields;
-    for (const auto& m : b["fields"].GetObject()) {
+    const Value& given = b["fields"];
+    for (const auto& m : given.GetObject()) {
       fields.emplace_back(m.name.GetString(), Text(m.value));
     }
     const std::string event_id = agent_.name + ":" + run_id_ + ":" + step.name;

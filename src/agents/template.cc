@@ -69,8 +69,8 @@ void RunContext::SetRun(const std::string& agent, const std::string& run_id, int
 }
 
 void RunContext::Set(const std::string& name, Value value) {
-  if (auto it = doc_.FindMember(name.c_str()); it != doc_.MemberEnd()) {
-    it->value = std::move(value);
+  if (doc_.HasMember(name.c_str())) {
+    doc_[name.c_str()] = std::move(value);
     return;
   }
   doc_.AddMember(Value(name.c_str(), allocator()), value, allocator());
