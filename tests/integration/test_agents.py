@@ -254,7 +254,7 @@ def test_a_runtime_killed_mid_stream_resumes_and_writes_every_alert_once(
     serve_route(dais_bin, etcd_server, tmp_path)
     apply(dais_bin, etcd_server, tmp_path, agent_yaml(redis_server.port, name))
     port = redis_server.port
-    orders = [(1 + i % 10, 55) for i in range(300)]  # short for sku 1..5: 150 alerts
+    orders = [(1 + i % 10, 55) for i in range(1000)]  # short for sku 1..5: 500 alerts
     ids = publish_orders(port, f"orders-{name}", orders)
     rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--workers", "4")
     try:
