@@ -13,17 +13,6 @@ namespace {
 
 using rapidjson::Value;
 
-std::string Json(const Value& v) {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  v.Accept(w);
-  return sb.GetString();
-}
-
-std::string Text(const Value& v) {
-  return v.IsString() ? std::string(v.GetString(), v.GetStringLength()) : Json(v);
-}
-
 bool IsInteger(std::string_view s, int64_t* out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && p == s.data() + s.size();
@@ -39,7 +28,7 @@ Status Numbers(const Value& v, const std::string& what, Value* out,
   }
   double d = 0;
   if (!AsNumber(v, &d)) {
-    return InvalidArgument(what + ": '" + Text(v) + "' is not a number");
+    return InvalidArgument(what + ": '" + ValueText(v) + "' is not a number");
   }
   int64_t i = 0;
   if (v.IsInt64()) {
@@ -119,7 +108,7 @@ class StepRunner {
     }
     const size_t entity_columns = entities.MemberCount();
     request.AddMember("entities", entities, alloc());
-    ASSIGN_OR_RETURN(std::string answer, actions_.Features(Json(request), deadline_));
+    ASSIGN_OR_RETURN(std::string answer, actions_.Features(ValueJson(request), deadline_));
     rapidjson::Document doc;
     RETURN_IF_ERROR(Parse(answer, "the feature server", &doc));
     if (!doc.IsObject() || !doc.HasMember("metadata") || !doc["metadata"].IsObject() ||
@@ -164,7 +153,7 @@ class StepRunner {
     for (const char* key : {"outputs", "parameters"}) {
       if (b.HasMember(key)) request.AddMember(Value(key, alloc()), b[key], alloc());
     }
-    ASSIGN_OR_RETURN(std::string answer, actions_.Infer(step.route, Json(request), deadline_));
+    ASSIGN_OR_RETURN(std::string answer, actions_.Infer(step.route, ValueJson(request), deadline_));
     rapidjson::Document doc;
     RETURN_IF_ERROR(Parse(answer, "the gateway", &doc));
     if (!doc.IsObject() || !doc.HasMember("outputs") || !doc["outputs"].IsArray()) {
@@ -192,7 +181,7 @@ class StepRunner {
     }
     ASSIGN_OR_RETURN(
         std::string answer,
-        actions_.Memory(step.collection, search ? "search" : "upsert", Json(b), deadline_));
+        actions_.Memory(step.collection, search ? "search" : "upsert", ValueJson(b), deadline_));
     rapidjson::Document doc;
     RETURN_IF_ERROR(Parse(answer, "the memory service", &doc));
     if (!search) {
@@ -219,7 +208,7 @@ class StepRunner {
     Fields fields;
     const Value& given = b["fields"];
     for (const auto& m : given.GetObject()) {
-      fields.emplace_back(m.name.GetString(), Text(m.value));
+      fields.emplace_back(m.name.GetString(), ValueText(m.value));
     }
     const std::string event_id = agent_.name + ":" + run_id_ + ":" + step.name;
     ASSIGN_OR_RETURN(std::string id, actions_.Emit(step.stream, event_id, fields, deadline_));

@@ -12,19 +12,6 @@ namespace {
 
 using rapidjson::Value;
 
-std::string Json(const Value& v) {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  v.Accept(w);
-  return sb.GetString();
-}
-
-// What a reference puts inside text: a string as it is, anything else as JSON.
-std::string Text(const Value& v) {
-  if (v.IsString()) return std::string(v.GetString(), v.GetStringLength());
-  return Json(v);
-}
-
 bool ParseNumber(std::string_view s, double* out) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
@@ -35,6 +22,17 @@ bool ParseNumber(std::string_view s, double* out) {
 }
 
 }  // namespace
+
+std::string ValueJson(const Value& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return sb.GetString();
+}
+
+std::string ValueText(const Value& v) {
+  return v.IsString() ? std::string(v.GetString(), v.GetStringLength()) : ValueJson(v);
+}
 
 bool AsNumber(const Value& v, double* out) {
   if (v.IsNumber()) {
@@ -136,7 +134,7 @@ Status RunContext::RenderString(std::string_view text, Value* out) const {
     const std::string_view path = text.substr(open + 2, close - open - 2);
     const Value* v = Find(path);
     if (v == nullptr) return NotFound("${" + std::string(path) + "} refers to nothing");
-    rendered += Text(*v);
+    rendered += ValueText(*v);
     at = close + 1;
   }
   rendered.append(text.substr(at));
@@ -171,7 +169,7 @@ Status RunContext::Render(const Value& body, Value* out) const {
   return OkStatus();
 }
 
-std::string RunContext::ToJson() const { return Json(doc_); }
+std::string RunContext::ToJson() const { return ValueJson(doc_); }
 
 StatusOr<bool> EvaluateCondition(std::string_view condition, const RunContext& context) {
   static constexpr std::string_view kOps[] = {"==", "!=", "<=", ">=", "<", ">"};
@@ -220,9 +218,10 @@ StatusOr<bool> EvaluateCondition(std::string_view condition, const RunContext& c
   }
   if (op != "==" && op != "!=") {
     return InvalidArgument("'" + std::string(condition) + "': " + std::string(op) +
-                           " compares numbers; got '" + Text(left) + "' and '" + Text(right) + "'");
+                           " compares numbers; got '" + ValueText(left) + "' and '" +
+                           ValueText(right) + "'");
   }
-  const bool equal = Text(left) == Text(right);
+  const bool equal = ValueText(left) == ValueText(right);
   return op == "==" ? equal : !equal;
 }
 

@@ -52,6 +52,10 @@ StatusOr<std::vector<std::string>> References(std::string_view text);
 // numbers) compare as numbers, otherwise as text (== and != only).
 StatusOr<bool> EvaluateCondition(std::string_view condition, const RunContext& context);
 
+// A value as JSON text; as text inside text (a string as it is, anything else as JSON).
+std::string ValueJson(const rapidjson::Value& v);
+std::string ValueText(const rapidjson::Value& v);
+
 // A number from a JSON number or a string that reads as one.
 bool AsNumber(const rapidjson::Value& v, double* out);
 
