@@ -118,6 +118,20 @@ def stream_entries(port, stream):
     return out
 
 
+def run_records(port, name):
+    """The run records of an agent (dais:agent:<name>:runs), oldest first."""
+    return [json.loads(f["trace"]) for _, f in stream_entries(port, f"dais:agent:{name}:runs")]
+
+
+def drain(dais_bin, etcd, name, gateway, log_dir, *extra):
+    """`dais agent run --drain` as consumer c1, until it exits (0) by itself."""
+    rt = Runtime(dais_bin, etcd, name, gateway, log_dir, "c1", "--drain", *extra)
+    try:
+        assert rt.proc.wait(120) == 0, rt.log()
+    finally:
+        rt.stop()
+
+
 def publish_orders(port, stream, orders):
     return [redis_call(port, "XADD", stream, "*", "sku", str(sku), "qty", str(qty)).decode()
             for sku, qty in orders]
@@ -177,28 +191,20 @@ def test_stream_runs_emit_once_even_when_every_trigger_is_delivered_again(
     port = redis_server.port
     # sku i has 10*i on hand: qty 25 runs short for sku 1 and 2 only.
     ids = publish_orders(port, f"orders-{name}", [(sku, 25) for sku in range(1, 6)])
-    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--drain")
-    try:
-        assert rt.proc.wait(60) == 0, rt.log()
-    finally:
-        rt.stop()
+    drain(dais_bin, etcd_server, name, feature_server.url, tmp_path)
     alerts = stream_entries(port, f"alerts-{name}")
     assert sorted(f["sku"] for _, f in alerts) == ["1", "2"], alerts
     assert {f["order"] for _, f in alerts} == {ids[0], ids[1]}
     assert all(f["event_id"] == f"{name}:{f['order']}:alert" for _, f in alerts)
-    runs = [json.loads(f["trace"]) for _, f in stream_entries(port, f"dais:agent:{name}:runs")]
+    runs = run_records(port, name)
     assert sorted(r["outcome"] for r in runs) == ["completed"] * 2 + ["stopped"] * 3
     assert all(s["outcome"] == "ok" for s in runs[0]["steps"][:2])
     # Every trigger delivered again (as after a crash between the emit and the ack): the runs
     # happen again, the emits are recognised and nothing is written twice.
     redis_call(port, "XGROUP", "SETID", f"orders-{name}", name, "0")
-    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--drain")
-    try:
-        assert rt.proc.wait(60) == 0, rt.log()
-    finally:
-        rt.stop()
+    drain(dais_bin, etcd_server, name, feature_server.url, tmp_path)
     assert len(stream_entries(port, f"alerts-{name}")) == 2
-    runs = [json.loads(f["trace"]) for _, f in stream_entries(port, f"dais:agent:{name}:runs")]
+    runs = run_records(port, name)
     assert sum(1 for r in runs[5:] for s in r["steps"] if s["outcome"] == "duplicate") == 2
     table = ctl(dais_bin, etcd_server, "get", "runs", name).stdout
     assert re.search(r"\S+\s+1\s+completed\s+[\d.]+\s+stock:ok forecast:ok short:ok "
@@ -221,7 +227,7 @@ def test_a_failing_run_is_retried_then_dead_lettered_with_metrics(
         assert dead[0][1]["run_id"] == bad
         assert "input INPUT__0: 'many' is not a number" in dead[0][1]["error"]
         assert dead[0][1]["qty"] == "many"
-        runs = [json.loads(f["trace"]) for _, f in stream_entries(port, f"dais:agent:{name}:runs")]
+        runs = run_records(port, name)
         tried = sorted(r["attempt"] for r in runs if r["run_id"] == bad)
         assert tried == [1, 2], runs
         assert [r["outcome"] for r in runs if r["run_id"] == good] == ["completed"]
@@ -266,12 +272,7 @@ def test_a_runtime_killed_mid_stream_resumes_and_writes_every_alert_once(
         rt.stop()
     done_before = len(stream_entries(port, f"dais:agent:{name}:runs"))
     assert done_before < len(orders), "the runtime finished before it was killed"
-    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--workers", "4",
-                 "--drain")
-    try:
-        assert rt.proc.wait(120) == 0, rt.log()
-    finally:
-        rt.stop()
+    drain(dais_bin, etcd_server, name, feature_server.url, tmp_path, "--workers", "4")
     alerts = stream_entries(port, f"alerts-{name}")
     expected = {ids[i] for i, (sku, qty) in enumerate(orders) if qty > 10 * sku}
     written = [f["order"] for _, f in alerts]
@@ -391,7 +392,7 @@ steps:
     runs = [f["run"] for _, f in ticks]
     assert all(re.fullmatch(r"t\d+", r) for r in runs), runs
     # One run per period between the two runtimes (not two, one of them emitting a duplicate).
-    records = [json.loads(f["trace"]) for _, f in stream_entries(port, "dais:agent:tick:runs")]
+    records = run_records(port, "tick")
     ids = [r["run_id"] for r in records]
     assert len(ids) == len(set(ids)), ids
     assert all(s["outcome"] == "ok" for r in records for s in r["steps"]), records
