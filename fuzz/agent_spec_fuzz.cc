@@ -37,6 +37,10 @@ class Echo : public dais::agents::Actions {
                              Deadline) override {
     return v_;
   }
+  StatusOr<std::string> Txn(const std::string&, const std::string&, const std::string&,
+                            Deadline) override {
+    return R"({"outcome":)" + v_ + "}";
+  }
 
  private:
   std::string v_;

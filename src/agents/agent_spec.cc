@@ -23,7 +23,8 @@ using cluster::Unknown;
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
 constexpr StepKind kKinds[] = {StepKind::kFeatures,     StepKind::kInfer, StepKind::kMemorySearch,
-                               StepKind::kMemoryUpsert, StepKind::kEmit,  StepKind::kBranch};
+                               StepKind::kMemoryUpsert, StepKind::kEmit,  StepKind::kBranch,
+                               StepKind::kTxn};
 
 void Str(Writer& w, const std::string& s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
@@ -210,6 +211,16 @@ Status ParseStepBody(StepSpec* s, const rapidjson::Value& b, const AgentSpec& ag
         return InvalidArgument(at + ".fields: expected a mapping of field to value");
       }
       return capable(caps.streams, s->stream, "stream", "streams");
+    case StepKind::kTxn:
+      RETURN_IF_ERROR(known({"type", "params"}));
+      s->txn_type = StringMember(b, "type");
+      if (s->txn_type.empty()) {
+        return InvalidArgument(at + ".type: required (a transaction type of dais txn)");
+      }
+      if (!b.HasMember("params") || !b["params"].IsObject()) {
+        return InvalidArgument(at + ".params: expected a mapping (the transaction's parameters)");
+      }
+      return capable(caps.transactions, s->txn_type, "type", "transactions");
     case StepKind::kBranch:
       RETURN_IF_ERROR(known({"if"}));
       if (StringMember(b, "if").empty()) {
@@ -253,7 +264,7 @@ Status ParseSteps(const YAML::Node& steps, AgentSpec* a) {
     if (kinds != 1) {
       return InvalidArgument(at +
                              ": give exactly one of features, infer, memory_search, "
-                             "memory_upsert, emit, branch");
+                             "memory_upsert, emit, branch, txn");
     }
     RETURN_IF_ERROR(Unknown(n, {"name", StepKindName(s.kind)}, at + "."));
     if (!body.IsMap()) return InvalidArgument(at + "." + StepKindName(s.kind) + ": a mapping");
@@ -352,6 +363,8 @@ const char* StepKindName(StepKind kind) {
       return "emit";
     case StepKind::kBranch:
       return "branch";
+    case StepKind::kTxn:
+      return "txn";
   }
   return "?";
 }
@@ -426,12 +439,14 @@ StatusOr<AgentSpec> ParseAgent(const YAML::Node& root) {
   RETURN_IF_ERROR(Get(t, "group", "trigger.", &a.group));
   if (const YAML::Node c = root["capabilities"]; c) {
     if (!c.IsMap()) return InvalidArgument("capabilities: expected a mapping");
-    RETURN_IF_ERROR(
-        Unknown(c, {"routes", "feature_groups", "collections", "streams"}, "capabilities."));
+    RETURN_IF_ERROR(Unknown(c,
+                            {"routes", "feature_groups", "collections", "streams", "transactions"},
+                            "capabilities."));
     RETURN_IF_ERROR(NeedList(c, "routes", "capabilities.", &a.capabilities.routes));
     RETURN_IF_ERROR(NeedList(c, "feature_groups", "capabilities.", &a.capabilities.feature_groups));
     RETURN_IF_ERROR(NeedList(c, "collections", "capabilities.", &a.capabilities.collections));
     RETURN_IF_ERROR(NeedList(c, "streams", "capabilities.", &a.capabilities.streams));
+    RETURN_IF_ERROR(NeedList(c, "transactions", "capabilities.", &a.capabilities.transactions));
   }
   RETURN_IF_ERROR(Validate(a));
   if (a.group.empty()) a.group = a.name;
@@ -505,6 +520,7 @@ std::string AgentToJson(const AgentSpec& a) {
   list("feature_groups", a.capabilities.feature_groups);
   list("collections", a.capabilities.collections);
   list("streams", a.capabilities.streams);
+  list("transactions", a.capabilities.transactions);
   w.EndObject();
   w.Key("steps");
   w.StartArray();

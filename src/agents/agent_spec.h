@@ -21,6 +21,7 @@
 //     feature_groups: [stock]
 //     collections: [similar-users]       # vector memory
 //     streams: [alerts]                  # streams it writes (emit)
+//     transactions: [reserve]            # `dais txn` types it places (txn)
 //   steps:
 //     - {name: stock, features: {features: [stock:on_hand], entities: {sku: "${event.sku}"}}}
 //     - name: forecast
@@ -28,6 +29,7 @@
 //                                         data: ["${event.qty}", "${stock.on_hand}"]}]}
 //     - {name: short, branch: {if: "${forecast.OUTPUT__0.0} > ${stock.on_hand}"}}
 //     - {name: alert, emit: {stream: alerts, fields: {sku: "${event.sku}"}}}
+//     - {name: hold, txn: {type: reserve, params: {sku: "${event.sku}", qty: 1}}}
 //
 // A step's body is kept as JSON: its strings may hold ${...} references to the trigger's event,
 // the run and the earlier steps' results (agents/template.h).
@@ -51,7 +53,7 @@ using cluster::kAgentsPrefix;  // "/dais/agents/"
 inline constexpr const char* kAgentStatusPrefix = "/dais/agent-status/";
 inline constexpr const char* kAgentControlPrefix = "/dais/agent-control/";
 
-enum class StepKind { kFeatures, kInfer, kMemorySearch, kMemoryUpsert, kEmit, kBranch };
+enum class StepKind { kFeatures, kInfer, kMemorySearch, kMemoryUpsert, kEmit, kBranch, kTxn };
 const char* StepKindName(StepKind kind);  // "features", "infer", "memory_search", ...
 
 struct StepSpec {
@@ -62,11 +64,13 @@ struct StepSpec {
   std::string route;                        // infer
   std::string collection;                   // memory_search / memory_upsert
   std::string stream;                       // emit
+  std::string txn_type;                     // txn
   std::vector<std::string> feature_groups;  // features
 };
 
 struct Capabilities {
   std::vector<std::string> routes, feature_groups, collections, streams;
+  std::vector<std::string> transactions;  // `dais txn` types
 };
 
 struct AgentSpec {

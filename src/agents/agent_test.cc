@@ -66,6 +66,15 @@ class FakeActions : public Actions {
     emitted.push_back(fields);
     return std::to_string(emitted.size()) + "-0";
   }
+  // dais txn: the first outcome per idempotency key, as its decision log keeps it.
+  std::map<std::string, std::string> txn_outcomes;
+  std::string txn_answer = R"({"txn_id":"t1","outcome":"committed"})";
+  StatusOr<std::string> Txn(const std::string& type, const std::string& body,
+                            const std::string& key, Deadline) override {
+    calls.push_back("txn " + type + " " + key + " " + body);
+    if (txn_answer.empty()) return Unavailable("HTTP 503: participant_unavailable");
+    return txn_outcomes.emplace(key, txn_answer).first->second;
+  }
 };
 
 Deadline Later() { return std::chrono::steady_clock::now() + std::chrono::seconds(5); }
@@ -243,6 +252,51 @@ steps:
   EXPECT_EQ(fake.calls[0], R"(memory users search {"vector":[0.25,0.5],"k":3})");
   ASSERT_EQ(fake.emitted.size(), 1u);
   EXPECT_EQ(fake.emitted[0], (Fields{{"user", "u7"}, {"s", "0.9"}}));
+}
+
+TEST(RunTest, ATxnStepIsKeyedByTheRunAndItsRefusalIsAnOutcome) {
+  constexpr const char* kHold = R"(
+kind: agent
+name: hold
+tenant: retail
+trigger: {stream: redis://127.0.0.1:6379/orders}
+capabilities: {transactions: [reserve], streams: [held]}
+steps:
+  - {name: reserve, txn: {type: reserve, params: {sku: "${event.sku}", qty: "${event.qty}"}}}
+  - {name: ok, branch: {if: "${reserve.outcome} == committed"}}
+  - {name: tell, emit: {stream: held, fields: {txn: "${reserve.txn_id}"}}}
+)";
+  ASSERT_OK_AND_ASSIGN(AgentSpec a, ParseAgentYaml(kHold));
+  ASSERT_OK_AND_ASSIGN(AgentSpec b, ParseAgentYaml(AgentToJson(a)));
+  EXPECT_EQ(b.capabilities.transactions, std::vector<std::string>{"reserve"});
+  EXPECT_EQ(b.steps[0].txn_type, "reserve");
+  FakeActions fake;
+  RunTrace t = RunAgent(a, "9-0", 1, {{"sku", "42"}, {"qty", "3"}}, fake, Later());
+  EXPECT_EQ(t.outcome, "completed") << t.error;
+  EXPECT_EQ(fake.calls[0], R"(txn reserve hold:9-0:reserve {"sku":"42","qty":"3"})");
+  ASSERT_EQ(fake.emitted.size(), 1u);
+  EXPECT_EQ(fake.emitted[0], (Fields{{"txn", "t1"}}));
+  // A refusal (409) is the step's result: the branch stops the run, which did not fail.
+  fake.txn_answer = R"({"txn_id":"t2","outcome":"aborted","reason":"branch_failed"})";
+  t = RunAgent(a, "10-0", 1, {{"sku", "42"}, {"qty", "99"}}, fake, Later());
+  EXPECT_EQ(t.outcome, "stopped") << t.error;
+  // An unavailable coordinator fails the run (retried with the same key).
+  fake.txn_answer = "";
+  t = RunAgent(a, "11-0", 1, {{"sku", "42"}, {"qty", "1"}}, fake, Later());
+  EXPECT_EQ(t.outcome, "failed");
+  EXPECT_EQ(t.error, "reserve: HTTP 503: participant_unavailable");
+  // A type not in capabilities.transactions, and a step without params, are refused at apply.
+  std::string other = kHold;
+  other.replace(other.find("transactions: [reserve]"), 23, "transactions: [refund]");
+  EXPECT_NE(ParseAgentYaml(other).status().message().find(
+                "steps[0] (reserve).txn.type: 'reserve' is not in capabilities.transactions"),
+            std::string::npos);
+  other = kHold;
+  const std::string params = R"(, params: {sku: "${event.sku}", qty: "${event.qty}"})";
+  other.replace(other.find(params), params.size(), "");
+  EXPECT_NE(ParseAgentYaml(other).status().message().find("txn.params: expected a mapping"),
+            std::string::npos)
+      << other;
 }
 
 }  // namespace

@@ -78,6 +78,9 @@ class StepRunner {
       case StepKind::kEmit:
         RETURN_IF_ERROR(RunEmit(step, rendered, &result, duplicate));
         break;
+      case StepKind::kTxn:
+        RETURN_IF_ERROR(RunTxn(step, rendered, &result));
+        break;
       case StepKind::kBranch: {
         ASSIGN_OR_RETURN(bool go, EvaluateCondition(body["if"].GetString(), ctx_));
         result.AddMember("value", go, alloc());
@@ -215,6 +218,21 @@ class StepRunner {
     *duplicate = id.empty();
     result->AddMember("id", Value(id.c_str(), alloc()), alloc());
     result->AddMember("duplicate", *duplicate, alloc());
+    return OkStatus();
+  }
+
+  // The result is the decision ({txn_id, outcome, reason, ...}): a refusal is an outcome the
+  // next steps can branch on (${hold.outcome} == committed), not a failed run.
+  Status RunTxn(const StepSpec& step, Value& b, Value* result) {
+    const std::string key = agent_.name + ":" + run_id_ + ":" + step.name;
+    ASSIGN_OR_RETURN(std::string answer,
+                     actions_.Txn(step.txn_type, ValueJson(b["params"]), key, deadline_));
+    rapidjson::Document doc;
+    RETURN_IF_ERROR(Parse(answer, "dais txn", &doc));
+    if (!doc.IsObject() || !doc.HasMember("outcome")) {
+      return Internal("dais txn's answer for " + step.txn_type + " has no outcome");
+    }
+    result->CopyFrom(doc, alloc());
     return OkStatus();
   }
 

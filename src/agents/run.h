@@ -36,6 +36,12 @@ class Actions {
   // new entry's id, or "" when that event id was emitted before (a retried run).
   virtual StatusOr<std::string> Emit(const std::string& stream, const std::string& event_id,
                                      const Fields& fields, Deadline deadline) = 0;
+  // `dais txn`'s POST /v1/txn/<type> with the header Idempotency-Key: `key` (a retried run gets
+  // the first outcome, the transaction is placed once). The answer's body when the transaction
+  // was decided, committed (200) or refused (409: {"outcome": "aborted", "reason", "error"});
+  // an error otherwise.
+  virtual StatusOr<std::string> Txn(const std::string& type, const std::string& body,
+                                    const std::string& key, Deadline deadline) = 0;
 };
 
 struct StepTrace {

@@ -50,6 +50,9 @@ CLI::App* AddAgentCommand(CLI::App* app, AgentCliOptions* o) {
                   "The feature server of features steps (Feast's /get-online-features; default: "
                   "--gateway).");
   run->add_option("--token", o->token, "Bearer token for the gateway (the agent's tenant).");
+  run->add_option("--txn-url", o->txn_url,
+                  "dais txn (http://HOST:PORT) for txn steps (POST /v1/txn/<type>, keyed by the "
+                  "run: Idempotency-Key <agent>:<run id>:<step>).");
   run->add_option("--consumer", o->consumer,
                   "This runtime's name in the trigger's consumer group: keep it across restarts "
                   "so that its unfinished runs are resumed (default: the host name).");
@@ -120,6 +123,11 @@ struct AgentMetrics {
   metrics::Family<metrics::Histogram>* latency;
   metrics::Family<metrics::Counter>* dead;
 };
+
+AgentEndpoints Endpoints(const AgentCliOptions& o) {
+  return AgentEndpoints{o.gateway, o.features_url, o.token,
+                        o.txn_url, o.emit_max_len, o.emitted_ttl_secs};
+}
 
 StatusOr<agents::AgentSpec> LoadSpec(const AgentCliOptions& o) {
   if (o.file.empty() == o.name.empty()) {
@@ -244,7 +252,7 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
   }
   auto reader = streams::MakeRedisEventStream(own->get(), 0);
   auto acker = streams::MakeRedisEventStream(shared, 0);
-  AgentEndpoints endpoints{o.gateway, o.features_url, o.token, o.emit_max_len, o.emitted_ttl_secs};
+  const AgentEndpoints endpoints = Endpoints(o);
   AgentActions actions(endpoints, shared);
   TriggerHandler handler(spec, o, shared, acker.get(), metrics, live);
   const std::string stream = spec.TriggerStreamName();
@@ -323,7 +331,7 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
 // A timer agent: one run per period, taken by one runtime (a marker per period in Redis).
 void TimerLoop(const agents::AgentSpec& spec, const AgentCliOptions& o, redis::Client* redis,
                AgentMetrics* metrics, AgentLive* live, std::atomic<bool>* stop) {
-  AgentEndpoints endpoints{o.gateway, o.features_url, o.token, o.emit_max_len, o.emitted_ttl_secs};
+  const AgentEndpoints endpoints = Endpoints(o);
   AgentActions actions(endpoints, redis);
   while (!stop->load()) {
     const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -24,6 +24,7 @@ struct AgentCliOptions {
   std::string gateway;       // default: a gateway registered in etcd
   std::string features_url;  // default: --gateway
   std::string token;         // bearer token for the gateway
+  std::string txn_url;       // dais txn, for txn steps
   std::string consumer;      // default: the host name
   int workers = 0;           // 0: the spec's concurrency
   int retry_after_ms = 5000;

@@ -1,6 +1,10 @@
 #include "cmd/agent_actions.h"
 
+#include <rapidjson/document.h>
+
 #include <algorithm>
+
+#include "common/json.h"
 
 namespace dais::cmd {
 namespace {
@@ -29,7 +33,11 @@ AgentActions::AgentActions(const AgentEndpoints& endpoints, redis::Client* redis
       redis_(redis),
       gateway_(endpoints.gateway, endpoints.token),
       features_(endpoints.features_url.empty() ? endpoints.gateway : endpoints.features_url,
-                endpoints.token) {}
+                endpoints.token) {
+  if (!endpoints.txn_url.empty()) {
+    txn_ = std::make_unique<HttpJsonClient>(endpoints.txn_url, endpoints.token);
+  }
+}
 
 StatusOr<std::string> AgentActions::Post(HttpJsonClient& client, const std::string& target,
                                          const std::string& body, agents::Deadline deadline) {
@@ -72,6 +80,28 @@ StatusOr<std::string> AgentActions::Emit(const std::string& stream, const std::s
   if (!reply.ok()) return Unavailable("emit to " + stream + ": " + reply.status().message());
   if (reply->is_error()) return Unavailable("emit to " + stream + ": " + reply->str);
   return reply->str;  // the entry's id; "" when emitted before
+}
+
+StatusOr<std::string> AgentActions::Txn(const std::string& type, const std::string& body,
+                                        const std::string& key, agents::Deadline deadline) {
+  if (!txn_) {
+    return FailedPrecondition(
+        "no dais txn to call: start the runtime with --txn-url (a node: "
+        "--agent-txn-url)");
+  }
+  ASSIGN_OR_RETURN(HttpAnswer answer, txn_->Call("POST", "/v1/txn/" + type, body, deadline,
+                                                 {{"Idempotency-Key", key}}));
+  if (answer.status == 409) {
+    // Decided: refused (branch_failed, gate_refused), the outcome the run reports; but a retry
+    // that arrives while the first attempt still runs is not a decision.
+    rapidjson::Document d;
+    const rapidjson::Value& root = d;
+    if (json::ParseJson(answer.body, &d).ok() && root.IsObject() && root.HasMember("outcome")) {
+      return std::move(answer.body);
+    }
+  }
+  RETURN_IF_ERROR(AnswerStatus(answer));
+  return std::move(answer.body);
 }
 
 }  // namespace dais::cmd

@@ -18,6 +18,7 @@ struct AgentEndpoints {
   std::string gateway;
   std::string features_url;
   std::string token;
+  std::string txn_url;  // dais txn (http://HOST:PORT); empty: txn steps fail naming the flag
   int64_t emit_max_len = 1000000;
   int emitted_ttl_secs = 7 * 86400;
 };
@@ -33,6 +34,8 @@ class AgentActions : public agents::Actions {
                                const std::string& body, agents::Deadline deadline) override;
   StatusOr<std::string> Emit(const std::string& stream, const std::string& event_id,
                              const agents::Fields& fields, agents::Deadline deadline) override;
+  StatusOr<std::string> Txn(const std::string& type, const std::string& body,
+                            const std::string& key, agents::Deadline deadline) override;
 
  private:
   StatusOr<std::string> Post(HttpJsonClient& client, const std::string& target,
@@ -42,6 +45,7 @@ class AgentActions : public agents::Actions {
   redis::Client* redis_;
   HttpJsonClient gateway_;
   HttpJsonClient features_;
+  std::unique_ptr<HttpJsonClient> txn_;  // when txn_url is set
 };
 
 }  // namespace dais::cmd

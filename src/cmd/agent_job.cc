@@ -69,6 +69,12 @@ class AgentJob : public cluster::AssignedJob {
     if (!options_.features_url.empty()) {
       args.insert(args.end(), {"--features-url", options_.features_url});
     }
+    if (!options_.txn_url.empty()) args.insert(args.end(), {"--txn-url", options_.txn_url});
+    // Metrics and HTTP triggers on a free port of the node's address (published in the agent's
+    // status, where the gateway finds it).
+    if (!options_.host.empty()) {
+      args.insert(args.end(), {"--metrics-port", "0", "--metrics-address", options_.host});
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -22,6 +22,8 @@ struct AgentJobOptions {
   std::string gateway;       // --agent-gateway; empty: the runtime finds one in etcd
   std::string features_url;  // --agent-features-url; default: the node itself
   std::string token;         // --agent-token: the gateway's bearer token for them
+  std::string txn_url;       // --agent-txn-url: dais txn for their txn steps
+  std::string host;          // the node's --advertise-host: where their HTTP triggers listen
 };
 
 StatusOr<std::unique_ptr<cluster::AssignedJob>> StartAgentJob(const AgentJobOptions& options,

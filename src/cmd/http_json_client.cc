@@ -56,14 +56,16 @@ HttpJsonClient::HttpJsonClient(const std::string& url, std::string token)
 
 HttpJsonClient::~HttpJsonClient() = default;
 
-StatusOr<HttpAnswer> HttpJsonClient::Call(const std::string& method, const std::string& target,
-                                          std::string body,
-                                          std::chrono::steady_clock::time_point deadline) {
+StatusOr<HttpAnswer> HttpJsonClient::Call(
+    const std::string& method, const std::string& target, std::string body,
+    std::chrono::steady_clock::time_point deadline,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
   Impl& m = *impl_;
   bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(method), target, 11);
   req.set(bhttp::field::host, m.host);
   req.set(bhttp::field::content_type, "application/json");
   if (!m.token.empty()) req.set(bhttp::field::authorization, "Bearer " + m.token);
+  for (const auto& [name, value] : headers) req.set(name, value);
   req.body() = std::move(body);
   req.prepare_payload();
   const auto late = [&] {

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dais/status.h"
 
@@ -27,9 +29,11 @@ class HttpJsonClient {
 
   // `method` "GET", "POST", "DELETE". Unavailable when the server cannot be reached or the
   // connection failed twice; DeadlineExceeded when no answer came by `deadline`.
-  StatusOr<HttpAnswer> Call(const std::string& method, const std::string& target, std::string body,
-                            std::chrono::steady_clock::time_point deadline =
-                                std::chrono::steady_clock::time_point::max());
+  // `headers`: more request headers (name, value).
+  StatusOr<HttpAnswer> Call(
+      const std::string& method, const std::string& target, std::string body,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max(),
+      const std::vector<std::pair<std::string, std::string>>& headers = {});
   const std::string& address() const { return address_; }
 
  private:

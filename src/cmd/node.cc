@@ -37,6 +37,8 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
   cmd->add_option("--agent-token", o->agent_token,
                   "Bearer token the agents this node runs send to the gateway (one with --jwks "
                   "refuses them without one). Default: none.");
+  cmd->add_option("--agent-txn-url", o->agent_txn_url,
+                  "http://HOST:PORT: the dais txn coordinator of those agents' txn steps.");
   cmd->add_option("--agent-features-url", o->agent_features_url,
                   "http://HOST:PORT: the feature server (Feast API) of those agents' features "
                   "steps. Default: this node.");
@@ -102,6 +104,8 @@ int RunNode(const NodeCliOptions& o) {
   agents.etcd_endpoints = o.etcd;
   agents.gateway = o.agent_gateway;
   agents.token = o.agent_token;
+  agents.txn_url = o.agent_txn_url;
+  agents.host = o.advertise_host;
   {
     std::error_code exe;
     agents.dais_binary = std::filesystem::read_symlink("/proc/self/exe", exe).string();
