@@ -313,14 +313,18 @@ Status Validate(const AgentSpec& a) {
     return InvalidArgument("resources: cpu_milli and memory_mib must not be negative");
   }
   const bool stream = !a.trigger_stream.empty();
-  if (stream == (a.trigger_every_ms > 0)) {
+  if (stream && a.trigger_every_ms > 0) {
     return InvalidArgument(
-        "trigger: give exactly one of stream (redis://HOST:PORT/STREAM) and every (a duration)");
+        "trigger: give one of stream (redis://HOST:PORT/STREAM) and every (a duration), not both");
+  }
+  if (!stream && a.trigger_every_ms <= 0 && !a.trigger_http) {
+    return InvalidArgument(
+        "trigger: give stream (redis://HOST:PORT/STREAM), every (a duration) or http: true");
   }
   if (!stream && a.redis.empty()) {
-    return InvalidArgument(
-        "redis: required with trigger.every (HOST:PORT: where the runs, the "
-        "emits and the timer's markers go)");
+    return InvalidArgument(std::string("redis: required with trigger.") +
+                           (a.trigger_every_ms > 0 ? "every" : "http") +
+                           " (HOST:PORT: where the runs, the emits and the timer's markers go)");
   }
   if (stream && (StreamHost(a.trigger_stream).empty() || a.TriggerStreamName().empty())) {
     return InvalidArgument("trigger.stream: '" + a.trigger_stream +
@@ -433,7 +437,8 @@ StatusOr<AgentSpec> ParseAgent(const YAML::Node& root) {
   }
   const YAML::Node t = root["trigger"];
   if (!t || !t.IsMap()) return InvalidArgument("trigger: required (a mapping: stream or every)");
-  RETURN_IF_ERROR(Unknown(t, {"stream", "every", "group"}, "trigger."));
+  RETURN_IF_ERROR(Unknown(t, {"stream", "every", "http", "group"}, "trigger."));
+  RETURN_IF_ERROR(Get(t, "http", "trigger.", &a.trigger_http));
   RETURN_IF_ERROR(Get(t, "stream", "trigger.", &a.trigger_stream));
   RETURN_IF_ERROR(GetDurationMs(t, "every", "trigger.", &a.trigger_every_ms));
   RETURN_IF_ERROR(Get(t, "group", "trigger.", &a.group));
@@ -497,9 +502,13 @@ std::string AgentToJson(const AgentSpec& a) {
   if (!a.trigger_stream.empty()) {
     w.Key("stream");
     Str(w, a.trigger_stream);
-  } else {
+  } else if (a.trigger_every_ms > 0) {
     w.Key("every");
     Str(w, std::to_string(a.trigger_every_ms) + "ms");
+  }
+  if (a.trigger_http) {
+    w.Key("http");
+    w.Bool(true);
   }
   w.Key("group");
   Str(w, a.group);

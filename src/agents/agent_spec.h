@@ -11,6 +11,7 @@
 //   trigger:
 //     stream: redis://127.0.0.1:6379/orders   # a Redis stream (a consumer group reads it), or
 //     every: 30s                              # a timer (one run per period)
+//     http: true                              # and/or a call: POST /v1/agents/<name>/runs
 //     group: inventory-alert                  # the consumer group (default: the agent's name)
 //   redis: 127.0.0.1:6379                # runs, emits, a timer's markers (default: the stream's)
 //   max_attempts: 3                      # runs of one trigger before it is dead-lettered
@@ -86,6 +87,8 @@ struct AgentSpec {
   std::string trigger_stream;
   std::string redis;  // host:port of its runs, emits and timer; default: the trigger stream's
   int64_t trigger_every_ms = 0;
+  // Also (or only) an HTTP call: POST /v1/agents/<name>/runs through the gateway or to a runtime.
+  bool trigger_http = false;
   std::string group;  // default: name
   int max_attempts = 3;
   int concurrency = 2;  // runs at once per runtime (its worker threads)

@@ -4,6 +4,7 @@
 #include <rapidjson/writer.h>
 
 #include <charconv>
+#include <functional>
 
 #include "agents/template.h"
 #include "common/json.h"
@@ -248,10 +249,9 @@ int64_t MicrosSince(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
-}  // namespace
-
-RunTrace RunAgent(const AgentSpec& agent, const std::string& run_id, int attempt,
-                  const Fields& event, Actions& actions, Deadline deadline) {
+RunTrace Run(const AgentSpec& agent, const std::string& run_id, int attempt,
+             const std::function<void(RunContext&)>& set_event, Actions& actions,
+             Deadline deadline) {
   const auto start = std::chrono::steady_clock::now();
   RunTrace trace;
   trace.agent = agent.name;
@@ -262,7 +262,7 @@ RunTrace RunAgent(const AgentSpec& agent, const std::string& run_id, int attempt
                        .count();
   trace.outcome = "completed";
   RunContext ctx;
-  ctx.SetEvent(event);
+  set_event(ctx);
   ctx.SetRun(agent.name, run_id, attempt);
   StepRunner runner(agent, run_id, ctx, actions, deadline);
   for (const StepSpec& step : agent.steps) {
@@ -288,7 +288,23 @@ RunTrace RunAgent(const AgentSpec& agent, const std::string& run_id, int attempt
     if (!s.ok() || stop) break;
   }
   trace.duration_us = MicrosSince(start);
+  trace.context = ctx.ToJson();
   return trace;
+}
+
+}  // namespace
+
+RunTrace RunAgent(const AgentSpec& agent, const std::string& run_id, int attempt,
+                  const Fields& event, Actions& actions, Deadline deadline) {
+  return Run(
+      agent, run_id, attempt, [&event](RunContext& c) { c.SetEvent(event); }, actions, deadline);
+}
+
+RunTrace RunAgent(const AgentSpec& agent, const std::string& run_id, int attempt,
+                  const rapidjson::Value& event, Actions& actions, Deadline deadline) {
+  return Run(
+      agent, run_id, attempt, [&event](RunContext& c) { c.SetEventJson(event); }, actions,
+      deadline);
 }
 
 std::string RunTrace::ToJson() const {

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <rapidjson/document.h>
+
 #include "agents/agent_spec.h"
 #include "dais/status.h"
 
@@ -61,11 +63,17 @@ struct RunTrace {
   int64_t start_ms = 0;  // Unix time
   int64_t duration_us = 0;
   std::vector<StepTrace> steps;
+  // The run's context at its end as JSON (event, run, each finished step's result): what an
+  // HTTP trigger answers. Not part of ToJson (the runs stream keeps the trace only).
+  std::string context;
   std::string ToJson() const;
 };
 
 // Runs `agent`'s steps for one trigger. `event`: the trigger's fields.
 RunTrace RunAgent(const AgentSpec& agent, const std::string& run_id, int attempt,
                   const Fields& event, Actions& actions, Deadline deadline);
+// The same with an event that has types (an HTTP trigger's JSON object).
+RunTrace RunAgent(const AgentSpec& agent, const std::string& run_id, int attempt,
+                  const rapidjson::Value& event, Actions& actions, Deadline deadline);
 
 }  // namespace dais::agents

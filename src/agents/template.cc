@@ -3,6 +3,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +20,45 @@ bool ParseNumber(std::string_view s, double* out) {
   const char* end = s.data() + s.size();
   auto [p, ec] = std::from_chars(s.data(), end, *out);
   return ec == std::errc() && p == end && std::isfinite(*out);
+}
+
+constexpr std::string_view kCasts[] = {"int", "number", "string", "bool"};
+
+// `v` converted by `cast` ("" keeps it); `what` names the reference in errors.
+Status Convert(const Value& v, std::string_view cast, const std::string& what, Value* out,
+               rapidjson::Document::AllocatorType& alloc) {
+  double d = 0;
+  if (cast.empty()) {
+    out->CopyFrom(v, alloc);
+  } else if (cast == "string") {
+    const std::string text = ValueText(v);
+    out->SetString(text.data(), static_cast<rapidjson::SizeType>(text.size()), alloc);
+  } else if (cast == "bool") {
+    const std::string text = ValueText(v);
+    if (text != "true" && text != "false" && text != "1" && text != "0") {
+      return InvalidArgument(what + ": '" + text + "' is not true, false, 1 or 0");
+    }
+    out->SetBool(text == "true" || text == "1");
+  } else if (!AsNumber(v, &d)) {
+    return InvalidArgument(what + ": '" + ValueText(v) + "' is not a number");
+  } else if (cast == "int") {
+    if (d != std::trunc(d) || std::fabs(d) > 9.007199254740992e15) {
+      return InvalidArgument(what + ": '" + ValueText(v) + "' is not an integer");
+    }
+    out->SetInt64(static_cast<int64_t>(d));
+  } else if (d == std::trunc(d) && std::fabs(d) <= 9.007199254740992e15) {
+    out->SetInt64(static_cast<int64_t>(d));  // number: 3 stays 3
+  } else {
+    out->SetDouble(d);
+  }
+  return OkStatus();
+}
+
+// "path|cast" -> path, cast.
+std::pair<std::string_view, std::string_view> SplitCast(std::string_view ref) {
+  const size_t bar = ref.rfind('|');
+  if (bar == std::string_view::npos) return {ref, {}};
+  return {ref.substr(0, bar), ref.substr(bar + 1)};
 }
 
 }  // namespace
@@ -56,6 +96,12 @@ void RunContext::SetEvent(const std::vector<std::pair<std::string, std::string>>
     event.AddMember(key, val, allocator());
   }
   Set("event", std::move(event));
+}
+
+void RunContext::SetEventJson(const Value& event) {
+  Value copy;
+  copy.CopyFrom(event, allocator());
+  Set("event", std::move(copy));
 }
 
 void RunContext::SetRun(const std::string& agent, const std::string& run_id, int attempt) {
@@ -108,7 +154,14 @@ StatusOr<std::vector<std::string>> References(std::string_view text) {
       return InvalidArgument("'" + std::string(text) + "': a reference ${ without its }");
     }
     if (end == at + 2) return InvalidArgument("'" + std::string(text) + "': an empty ${}");
-    out.emplace_back(text.substr(at + 2, end - at - 2));
+    const auto [path, cast] = SplitCast(text.substr(at + 2, end - at - 2));
+    if (text.substr(at + 2, end - at - 2).find('|') != std::string_view::npos &&
+        std::find(std::begin(kCasts), std::end(kCasts), cast) == std::end(kCasts)) {
+      return InvalidArgument("'" + std::string(text) + "': '|" + std::string(cast) +
+                             "' is not a conversion (|int, |number, |string, |bool)");
+    }
+    if (path.empty()) return InvalidArgument("'" + std::string(text) + "': an empty ${}");
+    out.emplace_back(path);
     at = end + 1;
   }
   return out;
@@ -117,11 +170,11 @@ StatusOr<std::vector<std::string>> References(std::string_view text) {
 Status RunContext::RenderString(std::string_view text, Value* out) const {
   auto& alloc = const_cast<rapidjson::Document&>(doc_).GetAllocator();
   if (text.size() > 3 && text.substr(0, 2) == "${" && text.find('}') == text.size() - 1) {
-    const std::string_view path = text.substr(2, text.size() - 3);
+    const std::string_view ref = text.substr(2, text.size() - 3);
+    const auto [path, cast] = SplitCast(ref);
     const Value* v = Find(path);
     if (v == nullptr) return NotFound("${" + std::string(path) + "} refers to nothing");
-    out->CopyFrom(*v, alloc);
-    return OkStatus();
+    return Convert(*v, cast, "${" + std::string(ref) + "}", out, alloc);
   }
   std::string rendered;
   size_t at = 0;
@@ -131,10 +184,13 @@ Status RunContext::RenderString(std::string_view text, Value* out) const {
     const size_t close = text.find('}', open + 2);
     if (close == std::string_view::npos) break;  // validated at apply: kept as text
     rendered.append(text.substr(at, open - at));
-    const std::string_view path = text.substr(open + 2, close - open - 2);
+    const std::string_view ref = text.substr(open + 2, close - open - 2);
+    const auto [path, cast] = SplitCast(ref);
     const Value* v = Find(path);
     if (v == nullptr) return NotFound("${" + std::string(path) + "} refers to nothing");
-    rendered += ValueText(*v);
+    Value converted;
+    RETURN_IF_ERROR(Convert(*v, cast, "${" + std::string(ref) + "}", &converted, alloc));
+    rendered += ValueText(converted);
     at = close + 1;
   }
   rendered.append(text.substr(at));

@@ -10,7 +10,10 @@
 // Rendering a step's body (JSON): a string that is exactly one reference becomes the referenced
 // value, whatever its type (an array stays an array); a string with references inside text gets
 // each replaced by its text (a string as it is, anything else as JSON). A reference to nothing is
-// NotFound naming it.
+// NotFound naming it. A reference may end in a conversion: ${event.qty|int} (a whole number:
+// "3" -> 3), |number, |string, |bool (true, false, 1, 0); a value it cannot convert is
+// InvalidArgument naming the reference. (A stream's event fields are strings; a typed API such
+// as dais txn's parameters needs them converted.)
 #pragma once
 
 #include <rapidjson/document.h>
@@ -28,6 +31,8 @@ class RunContext {
  public:
   RunContext();
   void SetEvent(const std::vector<std::pair<std::string, std::string>>& fields);
+  // An event with types (an HTTP trigger's JSON object).
+  void SetEventJson(const rapidjson::Value& event);
   void SetRun(const std::string& agent, const std::string& run_id, int attempt);
   // Moves `value` (allocated by allocator()) in as member `name`.
   void Set(const std::string& name, rapidjson::Value value);

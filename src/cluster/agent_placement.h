@@ -15,6 +15,11 @@ namespace dais::cluster {
 
 inline constexpr const char* kAgentsPrefix = "/dais/agents/";
 inline constexpr const char* kAgentTaskPrefix = "agent:";
+// Where a runtime serving an HTTP trigger can be called, under its lease (<agent>/<consumer>:
+// {"http": "host:port", "tenant", "run_timeout_ms"}); the gateway forwards POST
+// /v1/agents/<agent>/runs to one of them. Written once per lease (the live status beside it
+// changes four times a second, which would rebuild the gateway's view as often).
+inline constexpr const char* kAgentEndpointsPrefix = "/dais/agent-endpoints/";
 
 // The deployment of a stored agent; InvalidArgument when its name or resources are unusable.
 StatusOr<DeploymentSpec> AgentDeployment(const std::string& agent_json);

@@ -16,7 +16,9 @@
 #include "agents/agent_spec.h"
 #include "agents/run.h"
 #include "cmd/agent_actions.h"
+#include "cmd/agent_http.h"
 #include "cmd/agent_live.h"
+#include "cmd/agent_runs.h"
 #include "cmd/metrics_port.h"
 #include "cmd/serve_features.h"
 #include "common/json.h"
@@ -68,66 +70,23 @@ CLI::App* AddAgentCommand(CLI::App* app, AgentCliOptions* o) {
                   "Streams written by emit steps stay near "
                   "this many entries.")
       ->capture_default_str();
+  run->add_option("--http-queue", o->http_queue,
+                  "HTTP triggers waiting for a worker; more are answered 503 (Retry-After).")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   run->add_flag("--drain", o->drain,
                 "Exit once no new trigger arrives (a batch run; failed runs waiting for their "
                 "retry stay pending for the next start).");
   run->add_option("--metrics-port", o->metrics_port,
-                  "Port of GET /metrics (dais_agent_*); 0 picks a free one, logged as 'ports: "
-                  "metrics=N'. Default (-1): none.");
+                  "Port of GET /metrics (dais_agent_*) and, for an agent with trigger.http, POST "
+                  "/v1/agents/<name>/runs; 0 picks a free one, logged as 'ports: metrics=N'. "
+                  "Default (-1): none (0 with trigger.http).");
   run->add_option("--metrics-address", o->metrics_address, "Address the metrics port binds.")
       ->capture_default_str();
   return cmd;
 }
 
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-struct AgentMetrics {
-  explicit AgentMetrics(const std::string& agent) : agent(agent) {
-    auto& r = metrics::Registry::Global();
-    runs = &r.AddCounter("dais_agent_runs_total",
-                         "Runs of an agent by outcome (completed, stopped by a branch, failed).",
-                         {"agent", "outcome"});
-    duration = &r.AddHistogram("dais_agent_run_duration_seconds", "Duration of an agent's runs.",
-                               {"agent"}, metrics::LatencyBuckets());
-    steps = &r.AddHistogram("dais_agent_step_duration_seconds",
-                            "Duration of an agent's steps (failed ones included).",
-                            {"agent", "step"}, metrics::LatencyBuckets());
-    step_errors =
-        &r.AddCounter("dais_agent_step_errors_total", "Steps that failed.", {"agent", "step"});
-    latency = &r.AddHistogram(
-        "dais_agent_run_latency_seconds",
-        "From a trigger's publication to its run's end (what the SLA's p99 is about).", {"agent"},
-        metrics::LatencyBuckets());
-    dead = &r.AddCounter("dais_agent_dead_lettered_total",
-                         "Triggers given up after max_attempts failed runs.", {"agent"});
-  }
-  void Record(const agents::RunTrace& t) {
-    runs->Get({agent, t.outcome}).Increment();
-    duration->Get({agent}).Observe(static_cast<double>(t.duration_us) / 1e6);
-    for (const auto& s : t.steps) {
-      steps->Get({agent, s.name}).Observe(static_cast<double>(s.duration_us) / 1e6);
-      if (s.outcome == "error") step_errors->Get({agent, s.name}).Increment();
-    }
-  }
-  std::string agent;
-  metrics::Family<metrics::Counter>* runs;
-  metrics::Family<metrics::Histogram>* duration;
-  metrics::Family<metrics::Histogram>* steps;
-  metrics::Family<metrics::Counter>* step_errors;
-  metrics::Family<metrics::Histogram>* latency;
-  metrics::Family<metrics::Counter>* dead;
-};
-
-AgentEndpoints Endpoints(const AgentCliOptions& o) {
-  return AgentEndpoints{o.gateway, o.features_url, o.token,
-                        o.txn_url, o.emit_max_len, o.emitted_ttl_secs};
-}
 
 StatusOr<agents::AgentSpec> LoadSpec(const AgentCliOptions& o) {
   if (o.file.empty() == o.name.empty()) {
@@ -175,14 +134,12 @@ class TriggerHandler {
     if (t.outcome != "failed") {
       const double published_ms =
           std::max(std::strtod(entry.entry_id.c_str(), nullptr), static_cast<double>(started_ms_));
-      const double latency_ms = std::max(0.0, static_cast<double>(NowMs()) - published_ms);
+      const double latency_ms = std::max(0.0, static_cast<double>(UnixMs()) - published_ms);
       live_->RecordRun(latency_ms);
-      metrics_->latency->Get({spec_.name}).Observe(latency_ms / 1000);
+      metrics_->RecordLatency(latency_ms);
     }
     std::vector<redis::KeyedCommand> writes;
-    writes.push_back({spec_.RunsStream(),
-                      {"XADD", spec_.RunsStream(), "MAXLEN", "~", std::to_string(o_.runs_max_len),
-                       "*", "run_id", t.run_id, "outcome", t.outcome, "trace", t.ToJson()}});
+    writes.push_back(RunRecord(spec_, o_.runs_max_len, t));
     const bool give_up = t.outcome == "failed" && attempt >= spec_.max_attempts;
     if (give_up) {
       metrics_->dead->Get({spec_.name}).Increment();
@@ -228,7 +185,7 @@ class TriggerHandler {
   streams::EventStream* stream_;
   AgentMetrics* metrics_;
   AgentLive* live_;
-  const int64_t started_ms_ = NowMs();
+  const int64_t started_ms_ = UnixMs();
 };
 
 // A worker: its own Redis connection for the blocking reads; first what it left unfinished
@@ -345,15 +302,14 @@ void TimerLoop(const agents::AgentSpec& spec, const AgentCliOptions& o, redis::C
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.run_timeout_ms);
       const std::string run_id = "t" + std::to_string(slot);
-      agents::RunTrace t = agents::RunAgent(spec, run_id, 1, {}, actions, deadline);
+      agents::RunTrace t = agents::RunAgent(spec, run_id, 1, agents::Fields(), actions, deadline);
       metrics->Record(t);
       if (t.outcome != "failed") {
-        live->RecordRun(static_cast<double>(NowMs() - slot * spec.trigger_every_ms));
+        const double late_ms = static_cast<double>(UnixMs() - slot * spec.trigger_every_ms);
+        live->RecordRun(late_ms);
+        metrics->RecordLatency(late_ms);
       }
-      auto recorded =
-          redis->Run({spec.RunsStream(),
-                      {"XADD", spec.RunsStream(), "MAXLEN", "~", std::to_string(o.runs_max_len),
-                       "*", "run_id", t.run_id, "outcome", t.outcome, "trace", t.ToJson()}});
+      auto recorded = redis->Run(RunRecord(spec, o.runs_max_len, t));
       if (!recorded.ok()) {
         LOG_WARNING("agent {}: run {} not recorded: {}", spec.name, t.run_id,
                     recorded.status().message());
@@ -386,8 +342,8 @@ std::string RegisteredGateway(etcd::Client& etcd) {
 StatusOr<agents::AgentSpec> Prepare(AgentCliOptions* o) {
   ASSIGN_OR_RETURN(agents::AgentSpec spec, LoadSpec(*o));
   if (o->workers == 0) o->workers = spec.concurrency;
-  if (o->drain && spec.trigger_every_ms > 0) {
-    return InvalidArgument("--drain is for a stream trigger (" + spec.name + " has a timer)");
+  if (o->drain && spec.trigger_stream.empty()) {
+    return InvalidArgument("--drain is for a stream trigger (" + spec.name + " has none)");
   }
   if (o->consumer.empty()) {
     char host[256] = {};
@@ -395,6 +351,33 @@ StatusOr<agents::AgentSpec> Prepare(AgentCliOptions* o) {
     o->consumer = host;
   }
   return spec;
+}
+
+// The timer's loop, or the stream's workers.
+Status StartTriggers(const agents::AgentSpec& spec, const AgentCliOptions& o, redis::Client* redis,
+                     AgentMetrics* metrics, AgentLive* live, std::atomic<bool>* stop,
+                     std::atomic<int>* idle, std::vector<std::thread>* threads) {
+  if (spec.trigger_every_ms > 0) {
+    threads->emplace_back(TimerLoop, std::cref(spec), std::cref(o), redis, metrics, live, stop);
+  }
+  if (spec.trigger_stream.empty()) return OkStatus();
+  auto group = streams::MakeRedisEventStream(redis, 0);
+  if (Status s = group->EnsureGroup(spec.TriggerStreamName(), spec.group); !s.ok()) {
+    return Unavailable("consumer group " + spec.group + ": " + s.message());
+  }
+  for (int i = 0; i < o.workers; ++i) {
+    threads->emplace_back(StreamWorker, std::cref(spec), std::cref(o),
+                          o.consumer + "-" + std::to_string(i), redis, metrics, live, stop, idle);
+  }
+  return OkStatus();
+}
+
+std::string TriggerText(const agents::AgentSpec& spec) {
+  std::string text = spec.trigger_every_ms > 0 ? fmt::format("every {} ms", spec.trigger_every_ms)
+                     : spec.trigger_stream.empty() ? ""
+                                                   : "stream " + spec.trigger_stream;
+  if (spec.trigger_http) text += text.empty() ? "HTTP" : " and HTTP";
+  return text;
 }
 
 }  // namespace
@@ -422,15 +405,6 @@ int RunAgentCommand(const AgentCliOptions& in) {
               redis.ok() ? "not reachable" : redis.status().message());
     return 2;
   }
-  std::unique_ptr<frontends::http::Server> metrics_server;
-  if (o.metrics_port >= 0) {
-    metrics_server = MetricsServer(o.metrics_address, o.metrics_port);
-    if (Status s = metrics_server->Start(); !s.ok()) {
-      LOG_ERROR("dais agent run: --metrics-port: {}", s.message());
-      return 2;
-    }
-    LOG_INFO("ports: metrics={}", metrics_server->port());
-  }
   AgentMetrics metrics(spec->name);
   std::unique_ptr<etcd::Client> etcd;
   if (!o.name.empty()) {
@@ -448,32 +422,46 @@ int RunAgentCommand(const AgentCliOptions& in) {
   }
   AgentLive live(spec->name, o.consumer, etcd.get(), redis->get(), spec->TriggerStreamName(),
                  spec->group, std::chrono::milliseconds(spec->sla_window_ms));
+  std::unique_ptr<AgentHttpTrigger> http;
+  if (spec->trigger_http) {
+    http = std::make_unique<AgentHttpTrigger>(*spec, o, redis->get(), &metrics, &live, o.workers,
+                                              static_cast<size_t>(o.http_queue));
+    if (o.metrics_port < 0) o.metrics_port = 0;
+  }
+  std::unique_ptr<frontends::http::Server> metrics_server;
+  if (o.metrics_port >= 0) {
+    ExtraRoute extra = nullptr;
+    if (http) {
+      extra = [h = http.get()](const frontends::http::Request& r, frontends::http::Responder& w) {
+        return h->Handle(r, w);
+      };
+    }
+    metrics_server = MetricsServer(o.metrics_address, o.metrics_port, std::move(extra));
+    if (Status s = metrics_server->Start(); !s.ok()) {
+      LOG_ERROR("dais agent run: --metrics-port: {}", s.message());
+      return 2;
+    }
+    LOG_INFO("ports: metrics={}", metrics_server->port());
+    if (http) {
+      const std::string address = o.metrics_address + ":" + std::to_string(metrics_server->port());
+      live.SetEndpoint(address, spec->tenant, spec->run_timeout_ms);
+      LOG_INFO("agent {}: HTTP trigger POST http://{}{}", spec->name, address, http->path());
+    }
+  }
   live.Start();
   std::atomic<bool> stop{false};
   std::atomic<int> idle{0};
   std::vector<std::thread> threads;
-  if (spec->trigger_every_ms > 0) {
-    threads.emplace_back(TimerLoop, std::cref(*spec), std::cref(o), redis->get(), &metrics, &live,
-                         &stop);
-  } else {
-    auto group = streams::MakeRedisEventStream(redis->get(), 0);
-    if (Status s = group->EnsureGroup(spec->TriggerStreamName(), spec->group); !s.ok()) {
-      LOG_ERROR("dais agent run: consumer group {}: {}", spec->group, s.message());
-      return 2;
-    }
-    for (int i = 0; i < o.workers; ++i) {
-      threads.emplace_back(StreamWorker, std::cref(*spec), std::cref(o),
-                           o.consumer + "-" + std::to_string(i), redis->get(), &metrics, &live,
-                           &stop, &idle);
-    }
+  if (Status s = StartTriggers(*spec, o, redis->get(), &metrics, &live, &stop, &idle, &threads);
+      !s.ok()) {
+    LOG_ERROR("dais agent run: {}", s.message());
+    return 2;
   }
-  LOG_INFO("agent {} running ({}; {} step(s); consumer {})", spec->name,
-           spec->trigger_every_ms > 0 ? fmt::format("every {} ms", spec->trigger_every_ms)
-                                      : "stream " + spec->trigger_stream,
+  LOG_INFO("agent {} running ({}; {} step(s); consumer {})", spec->name, TriggerText(*spec),
            spec->steps.size(), o.consumer);
   const pthread_t main_thread = pthread_self();
   std::thread drain_watch;
-  if (o.drain && spec->trigger_every_ms == 0) {
+  if (o.drain) {
     drain_watch = std::thread([&] {
       while (!stop.load() && idle.load() < o.workers) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -490,6 +478,7 @@ int RunAgentCommand(const AgentCliOptions& in) {
   stop = true;
   for (auto& t : threads) t.join();
   if (drain_watch.joinable()) drain_watch.join();
+  if (http) http->Close();  // (the runs in progress answered, later calls refused)
   if (metrics_server) metrics_server->Stop();
   return 0;
 }

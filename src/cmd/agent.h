@@ -32,6 +32,7 @@ struct AgentCliOptions {
   int64_t runs_max_len = 10000;
   int emitted_ttl_secs = 7 * 86400;
   bool drain = false;
+  int http_queue = 64;  // HTTP triggers waiting for a worker before 503
   int metrics_port = -1;
   std::string metrics_address = "127.0.0.1";
   tls::ClientConfig redis_tls;

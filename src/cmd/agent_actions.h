@@ -41,7 +41,7 @@ class AgentActions : public agents::Actions {
   StatusOr<std::string> Post(HttpJsonClient& client, const std::string& target,
                              const std::string& body, agents::Deadline deadline);
 
-  const AgentEndpoints& endpoints_;
+  const AgentEndpoints endpoints_;
   redis::Client* redis_;
   HttpJsonClient gateway_;
   HttpJsonClient features_;

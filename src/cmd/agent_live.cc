@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agents/agent_spec.h"
+#include "agents/template.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "fmt/format.h"
@@ -44,6 +45,14 @@ void AgentLive::Start() {
   if (etcd_ != nullptr) thread_ = std::thread([this] { Loop(); });
 }
 
+void AgentLive::SetEndpoint(const std::string& http, const std::string& tenant,
+                            int64_t run_timeout_ms) {
+  rapidjson::Value h(http.c_str(), static_cast<rapidjson::SizeType>(http.size()));
+  rapidjson::Value t(tenant.c_str(), static_cast<rapidjson::SizeType>(tenant.size()));
+  endpoint_ = fmt::format(R"({{"http":{},"tenant":{},"run_timeout_ms":{}}})", agents::ValueJson(h),
+                          agents::ValueJson(t), run_timeout_ms);
+}
+
 void AgentLive::RecordRun(double latency_ms) {
   const auto now = std::chrono::steady_clock::now();
   MutexLock l(&mu_);
@@ -74,6 +83,8 @@ int64_t AgentLive::Backlog() {
 void AgentLive::Loop() {
   const std::string status_key = std::string(agents::kAgentStatusPrefix) + agent_ + "/" + consumer_;
   const std::string control_key = std::string(agents::kAgentControlPrefix) + agent_;
+  const std::string endpoint_key =
+      std::string(cluster::kAgentEndpointsPrefix) + agent_ + "/" + consumer_;
   int64_t lease = 0;
   metrics::Gauge& paused_gauge =
       metrics::Registry::Global()
@@ -120,6 +131,9 @@ void AgentLive::Loop() {
     if (lease == 0) {
       if (auto l = etcd_->GrantLease(kLeaseSecs); l.ok()) lease = *l;
       kept_alive = now;
+      if (lease != 0 && !endpoint_.empty() && !etcd_->Put(endpoint_key, endpoint_, lease).ok()) {
+        lease = 0;  // (tried again with a new lease)
+      }
     } else if (now - kept_alive >= std::chrono::seconds(1)) {  // (the lease lives 5 s)
       kept_alive = now;
       if (!etcd_->KeepAliveOnce(lease).ok()) lease = 0;

@@ -25,6 +25,8 @@ class AgentLive {
             std::string stream, std::string group, std::chrono::milliseconds window);
   ~AgentLive();
   void Start();
+  // Before Start: also publish where this runtime's HTTP trigger listens (kAgentEndpointsPrefix).
+  void SetEndpoint(const std::string& http, const std::string& tenant, int64_t run_timeout_ms);
   // A run ended `latency_ms` after its trigger was published.
   void RecordRun(double latency_ms);
   bool paused() const { return paused_.load(); }
@@ -37,6 +39,7 @@ class AgentLive {
   const std::chrono::milliseconds window_length_;
   etcd::Client* etcd_;
   redis::Client* redis_;
+  std::string endpoint_;  // the endpoint record (JSON), or empty
   std::atomic<bool> paused_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;

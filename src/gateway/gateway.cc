@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "cluster/agent_placement.h"
 #include "cluster/keys.h"
 #include "common/json.h"
 #include "common/logging.h"
@@ -228,7 +229,7 @@ void Gateway::Impl::Rebuild(const std::function<void()>& change) {
 void Gateway::Impl::BuildLoop() {
   while (true) {
     std::map<std::string, std::string> routes_kv, tenants_kv, nodes_kv, instances_kv,
-        collections_kv;
+        collections_kv, agents_kv;
     int seen = 0;
     {
       MutexLock l(&mu);
@@ -242,10 +243,11 @@ void Gateway::Impl::BuildLoop() {
       nodes_kv = this->nodes_kv;
       instances_kv = this->instances_kv;
       collections_kv = this->collections_kv;
+      agents_kv = this->agents_kv;
       seen = snapshots_applied;
     }
     std::shared_ptr<View> v =
-        BuildView(&specs, routes_kv, tenants_kv, nodes_kv, instances_kv, collections_kv);
+        BuildView(&specs, routes_kv, tenants_kv, nodes_kv, instances_kv, collections_kv, agents_kv);
     std::set<std::string> live;
     for (const auto& [node, address] : v->node_http) live.insert(node);
     balancer.Retain(live);
@@ -632,6 +634,7 @@ Status Gateway::Start() {
   g.Watch(cluster::kNodesPrefix, &g.nodes_kv);
   g.Watch(cluster::kInstancesPrefix, &g.instances_kv);
   g.Watch(cluster::kCollectionsPrefix, &g.collections_kv);
+  g.Watch(cluster::kAgentEndpointsPrefix, &g.agents_kv);
   return OkStatus();
 }
 
@@ -705,12 +708,16 @@ void Gateway::Handle(Request request, Responder respond) {
   if (request.path.rfind("/v2/memory/", 0) == 0) {
     return g.HandleMemory(std::move(request), std::move(respond));
   }
+  if (request.path.rfind("/v1/agents/", 0) == 0) {
+    return g.HandleAgent(std::move(request), std::move(respond));
+  }
   std::optional<ModelPath> path = ParseModelPath(request.path);
   if (!path) {
     return respond(Error(
         404,
         "the gateway serves /v2/models/<model>[/versions/<v>]"
-        "[/infer|/ready|/config|/stats], /v2/memory/collections/..., /v2/health/* and /metrics"));
+        "[/infer|/ready|/config|/stats], /v2/memory/collections/..., /v1/agents/<agent>/runs, "
+        "/v2/health/* and /metrics"));
   }
   auto call = std::make_shared<Impl::Call>();
   g.in_flight.fetch_add(1);  // until Answer

@@ -61,10 +61,18 @@ struct View {
   // holding a READY replica of the shard.
   std::map<std::string, cluster::CollectionPlacement> collections;
   std::map<std::string, std::vector<std::string>> memory_ready;
+
+  // Agents with an HTTP trigger (agent_proxy.cc): their runtimes that listen for it.
+  struct AgentEndpoints {
+    std::string tenant;
+    int64_t run_timeout_ms = 5000;
+    std::vector<std::string> http;  // host:port, one per runtime
+  };
+  std::map<std::string, AgentEndpoints> agents;
 };
 
 // The etcd prefixes the gateway watches; ready once each has delivered its snapshot.
-inline constexpr int kWatchedPrefixes = 5;
+inline constexpr int kWatchedPrefixes = 6;
 
 // {"error": message} with `status`.
 frontends::http::Response Error(int status, const std::string& message);
@@ -112,7 +120,8 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
                                 const std::map<std::string, std::string>& tenants_kv,
                                 const std::map<std::string, std::string>& nodes_kv,
                                 const std::map<std::string, std::string>& instances_kv,
-                                const std::map<std::string, std::string>& collections_kv = {});
+                                const std::map<std::string, std::string>& collections_kv = {},
+                                const std::map<std::string, std::string>& agents_kv = {});
 
 struct MemoryFanOut;  // memory_fanout.h
 
@@ -212,6 +221,9 @@ struct Gateway::Impl {
   void HandleMemoryGrpc(const std::string& op, std::shared_ptr<frontends::grpc::ServerCall> call,
                         std::string bytes);
   void AddMemoryGrpcMethods(frontends::grpc::MethodTable* table);
+  // POST /v1/agents/<name>/runs (agent_proxy.cc; docs/agents.md, "Triggers"): the agent's
+  // tenant only, forwarded to one of its runtimes (another when one cannot be reached).
+  void HandleAgent(frontends::http::Request request, frontends::http::Responder respond);
   // Fills `f` with the view, the collection (by name, as the tenant may use it) and the op, and
   // counts it in flight; an answer when refused (503 before etcd was read, 403, 404).
   std::optional<frontends::http::Response> FindCollection(const std::string& tenant,
@@ -245,9 +257,9 @@ struct Gateway::Impl {
 
   Mutex mu;
   SpecCache specs;  // parsed routes and tenants, by key
-  std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu),
-      tenants_kv DAIS_GUARDED_BY(mu), nodes_kv DAIS_GUARDED_BY(mu),
-      instances_kv DAIS_GUARDED_BY(mu), collections_kv DAIS_GUARDED_BY(mu);
+  std::map<std::string, std::string> routes_kv DAIS_GUARDED_BY(mu), tenants_kv DAIS_GUARDED_BY(mu),
+      nodes_kv DAIS_GUARDED_BY(mu), instances_kv DAIS_GUARDED_BY(mu),
+      collections_kv DAIS_GUARDED_BY(mu), agents_kv DAIS_GUARDED_BY(mu);
   std::shared_ptr<const View> view DAIS_GUARDED_BY(mu) = std::make_shared<View>();
   bool dirty DAIS_GUARDED_BY(mu) = false;         // the maps changed since the last build
   int snapshots_applied DAIS_GUARDED_BY(mu) = 0;  // watch snapshots in the maps

@@ -2,7 +2,9 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <cstring>
 
+#include "cluster/agent_placement.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "gateway/gateway_impl.h"
@@ -64,7 +66,8 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
                                 const std::map<std::string, std::string>& tenants_kv,
                                 const std::map<std::string, std::string>& nodes_kv,
                                 const std::map<std::string, std::string>& instances_kv,
-                                const std::map<std::string, std::string>& collections_kv) {
+                                const std::map<std::string, std::string>& collections_kv,
+                                const std::map<std::string, std::string>& agents_kv) {
   auto v = std::make_shared<View>();
   // The watches hold only documents that parsed (Gateway::Impl::Accept), so nothing is logged
   // here; a miss is a document that changed since the last build.
@@ -110,6 +113,23 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
   for (const auto& [key, json] : collections_kv) {
     auto c = cluster::ParseCollectionPlacement(json);
     if (c.ok()) v->collections[c->name] = std::move(*c);
+  }
+  // /dais/agent-endpoints/<agent>/<consumer>: {"http", "tenant", "run_timeout_ms"}.
+  for (const auto& [key, json] : agents_kv) {
+    const std::string rest =
+        key.substr(std::min(key.size(), std::strlen(cluster::kAgentEndpointsPrefix)));
+    const std::string agent = rest.substr(0, rest.find('/'));
+    rapidjson::Document d;
+    if (agent.empty() || !json::ParseJson(json, &d).ok() || !d.IsObject() || !d.HasMember("http") ||
+        !d["http"].IsString() || !d.HasMember("tenant") || !d["tenant"].IsString()) {
+      continue;
+    }
+    View::AgentEndpoints& a = v->agents[agent];
+    a.tenant = d["tenant"].GetString();
+    if (d.HasMember("run_timeout_ms") && d["run_timeout_ms"].IsInt64()) {
+      a.run_timeout_ms = d["run_timeout_ms"].GetInt64();
+    }
+    a.http.push_back(d["http"].GetString());
   }
   return v;
 }
