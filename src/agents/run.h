@@ -5,13 +5,13 @@
 // is false ends the run early (outcome "stopped").
 #pragma once
 
+#include <rapidjson/document.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <rapidjson/document.h>
 
 #include "agents/agent_spec.h"
 #include "dais/status.h"

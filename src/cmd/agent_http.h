@@ -9,6 +9,8 @@
 // twice. The gateway forwards POST /v1/agents/<name>/runs here (gateway/agent_proxy.cc).
 #pragma once
 
+#include <rapidjson/document.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -18,8 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <rapidjson/document.h>
 
 #include "agents/agent_spec.h"
 #include "cmd/agent.h"

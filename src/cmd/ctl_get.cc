@@ -149,9 +149,13 @@ std::vector<std::string> Row(const std::string& what, const rapidjson::Document&
   if (what == "agents") {
     const rapidjson::Value* t =
         d.HasMember("trigger") && d["trigger"].IsObject() ? &d["trigger"] : nullptr;
-    const std::string trigger = t == nullptr             ? ""
-                                : t->HasMember("stream") ? Str(*t, "stream")
-                                                         : "every " + Str(*t, "every");
+    std::string trigger = t == nullptr             ? ""
+                          : t->HasMember("stream") ? Str(*t, "stream")
+                          : t->HasMember("every")  ? "every " + Str(*t, "every")
+                                                   : "";
+    if (t != nullptr && t->HasMember("http") && (*t)["http"].IsTrue()) {
+      trigger += trigger.empty() ? "http" : "+http";
+    }
     const size_t steps = d.HasMember("steps") && d["steps"].IsArray() ? d["steps"].Size() : 0;
     const std::string p99 = d.HasMember("sla") && d["sla"].IsObject() &&
                                     d["sla"].HasMember("p99_ms") && d["sla"]["p99_ms"].IsNumber()

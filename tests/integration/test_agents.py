@@ -281,6 +281,99 @@ def test_a_runtime_killed_mid_stream_resumes_and_writes_every_alert_once(
     assert redis_call(port, "XPENDING", f"orders-{name}", name)[0] == 0
 
 
+def http_agent_yaml(redis_port: int, name: str) -> str:
+    """The inventory agent with an HTTP trigger instead of a stream."""
+    return agent_yaml(redis_port, name).replace(
+        f"trigger: {{stream: redis://127.0.0.1:{redis_port}/orders-{name}}}",
+        f"trigger: {{http: true}}\nredis: 127.0.0.1:{redis_port}")
+
+
+def test_an_http_trigger_runs_through_the_gateway_for_its_tenant_only(
+        etcd_server, redis_server, feature_server, dais_bin, tmp_path):
+    """POST /v1/agents/<name>/runs through the gateway: the run's outcome and context answered,
+    a retry with the same Idempotency-Key writes nothing twice, another tenant is refused, a
+    paused agent answers 503 with Retry-After, bad bodies 400."""
+    import jwt  # Debian python3-jwt
+    import requests
+    from cluster_util import Gateway
+    from test_memory_cluster import hs256_jwks
+    name, port = "web", redis_server.port
+    serve_route(dais_bin, etcd_server, tmp_path)
+    out = apply(dais_bin, etcd_server, tmp_path, http_agent_yaml(port, name)).stdout
+    assert "agent web applied" in out, out
+    table = ctl(dais_bin, etcd_server, "get", "agents").stdout
+    assert re.search(r"web\s+retail\s+high\s+http\s", table), table
+    for tenant in ("retail", "lab"):
+        apply(dais_bin, etcd_server, tmp_path, f"kind: tenant\nname: {tenant}\n")
+    jwks, secret = hs256_jwks(tmp_path)
+
+    def token(tenant):
+        claims = {"exp": int(time.time()) + 600, "tenant": tenant}
+        return {"authorization": "Bearer " + jwt.encode(claims, secret, algorithm="HS256",
+                                                        headers={"kid": "k1"})}
+    g = Gateway(dais_bin, etcd_server, tmp_path, "--jwks", str(jwks))
+    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1")
+    try:
+        url = f"{g.url}/v1/agents/{name}/runs"
+        retail = token("retail")
+
+        def call(body, key=None, headers=None):
+            h = dict(retail if headers is None else headers)
+            if key:
+                h["Idempotency-Key"] = key
+            return requests.post(url, json=body, headers=h, timeout=30)
+        # Routed once the runtime's endpoint is in etcd and the gateway's view.
+        r = wait_for(lambda: (x := call({"sku": 1, "qty": 55}, "order-1")).status_code != 404
+                     and x, 30, "the agent's HTTP trigger routed by the gateway")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["run_id"] == "h:order-1" and body["outcome"] == "completed", body
+        assert body["context"]["event"]["qty"] == 55  # the JSON event keeps its types
+        assert len(body["context"]["forecast"]["OUTPUT__0"]) > 0
+        assert [s["outcome"] for s in body["trace"]["steps"]] == ["ok"] * 4
+        alerts = stream_entries(port, f"alerts-{name}")
+        assert [f["order"] for _, f in alerts] == ["h:order-1"], alerts
+        # The client's retry (same key): run again, the emit recognised, nothing written twice.
+        again = call({"sku": 1, "qty": 55}, "order-1").json()
+        assert again["trace"]["steps"][-1]["outcome"] == "duplicate", again
+        assert len(stream_entries(port, f"alerts-{name}")) == 1
+        # Enough stock: the branch stops the run (still a 200: the run did what it should).
+        r = call({"sku": 1, "qty": 5})
+        assert r.status_code == 200 and r.json()["outcome"] == "stopped", r.text
+        # A failing run names its step (502); a bad body is refused by the runtime (400).
+        r = call({"sku": 1, "qty": "many"})
+        assert r.status_code == 502 and "forecast: input INPUT__0: 'many' is not a number" \
+            in r.json()["error"], r.text
+        r = requests.post(url, data="[1, 2]", headers=retail, timeout=10)
+        assert r.status_code == 400 and "JSON object" in r.json()["error"], r.text
+        # Tenancy: another tenant's token is refused, no token is 401; unknown agents 404.
+        r = call({"sku": 1, "qty": 55}, headers=token("lab"))
+        assert r.status_code == 403 and "may not call agent web" in r.json()["error"], r.text
+        assert requests.post(url, json={}, timeout=10).status_code == 401
+        r = requests.post(f"{g.url}/v1/agents/nosuch/runs", json={}, headers=retail, timeout=10)
+        assert r.status_code == 404 and "no runtime serving an HTTP trigger" in r.text, r.text
+        # Paused by the orchestrator: 503 with Retry-After, counted; resumed: runs again.
+        etcd_server.ctl("put", f"/dais/agent-control/{name}",
+                        json.dumps({"state": "paused", "reason": "test"}))
+        # (a 503 Response is falsy: wait_for gets it in a list)
+        r = wait_for(lambda: (x := call({"sku": 2, "qty": 55})).status_code == 503 and [x], 10,
+                     "the paused agent refusing HTTP triggers")[0]
+        assert r.headers.get("Retry-After") == "1" and "paused" in r.json()["error"], r.text
+        samples = parse_prometheus(rt.metrics())
+        assert metric_value(samples, "dais_agent_http_refused_total", agent=name,
+                            reason="paused") >= 1
+        etcd_server.ctl("del", f"/dais/agent-control/{name}")
+        wait_for(lambda: call({"sku": 2, "qty": 55}).status_code == 200, 10, "resumed")
+        # Every run recorded (dais ctl get runs); the SLA latency counts those that did not fail.
+        runs = run_records(port, name)
+        assert [r["outcome"] for r in runs].count("failed") == 1
+        assert metric_value(parse_prometheus(rt.metrics()), "dais_agent_run_latency_seconds_count",
+                            agent=name) == len(runs) - 1
+    finally:
+        rt.stop()
+        g.stop()
+
+
 def control(etcd, name):
     raw = etcd.get_prefix(f"/dais/agent-control/{name}").get(f"/dais/agent-control/{name}")
     return json.loads(raw) if raw else {}

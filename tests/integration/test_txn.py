@@ -7,6 +7,7 @@ with signals to their PIDs."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -274,6 +275,75 @@ def test_idempotency_key_returns_the_first_outcome(coord):
     shop.record(bad, r1)
     assert r1.status_code == 409 and r2.status_code == 409 and r1.json() == r2.json()
     shop.invariants()
+
+
+BUYER = """\
+kind: agent
+name: buyer
+tenant: shop
+trigger: {{http: true}}
+redis: {redis}
+capabilities: {{transactions: [place_order], streams: [bought]}}
+steps:
+  - name: order
+    txn:
+      type: place_order
+      params: {{order_id: "${{event.order_id}}", user_id: "${{event.user|int}}",
+               item_id: "${{event.item|int}}", quantity: "${{event.quantity|int}}",
+               amount: "${{event.amount|number}}"}}
+  - {{name: placed, branch: {{if: "${{order.outcome}} == committed"}}}}
+  - {{name: tell, emit: {{stream: bought, fields: {{order: "${{event.order_id}}", txn: "${{order.txn_id}}"}}}}}}
+"""
+
+
+def test_an_agent_txn_step_places_the_order_once_per_run(coord, tmp_path):
+    """Issue 38: an agent's txn step calls this coordinator with Idempotency-Key
+    <agent>:<run>:<step>; the client's retry of the HTTP trigger (same key, so the same run id)
+    places nothing twice; a refusal is the step's outcome, which the agent branches on."""
+    shop = coord
+    t = shop.coordinator()
+    spec = tmp_path / "buyer.yaml"
+    spec.write_text(BUYER.format(redis=shop.redis.addr))
+    log = tmp_path / "buyer.log"
+    rt = subprocess.Popen([str(dais_binary()), "agent", "run", "-f", str(spec), "--gateway",
+                           shop.srv.url, "--txn-url", t.url, "--consumer", "a1"],
+                          stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    try:
+        port = wait_for(lambda: re.search(r"ports: metrics=(\d+)", log.read_text()), 20,
+                        "the agent's port").group(1)
+        url = f"http://127.0.0.1:{port}/v1/agents/buyer/runs"
+        params = shop.order(user=42, item=5, quantity=2, amount=40.0)
+        # Stream-like text fields, converted by the references (|int, |number).
+        event = {"order_id": params["order_id"], "user": "42", "item": "5", "quantity": "2",
+                 "amount": "40"}
+        first = requests.post(url, json=event, headers={"Idempotency-Key": "buy-1"}, timeout=30)
+        assert first.status_code == 200, first.text
+        body = first.json()
+        assert body["outcome"] == "completed", body
+        assert body["context"]["order"]["outcome"] == "committed"
+        shop.accepted.add(params["order_id"])
+        again = requests.post(url, json=event, headers={"Idempotency-Key": "buy-1"}, timeout=30)
+        assert again.status_code == 200, again.text
+        assert again.json()["context"]["order"]["txn_id"] == body["context"]["order"]["txn_id"]
+        assert again.json()["trace"]["steps"][-1]["outcome"] == "duplicate"
+        assert shop.orders.query("shop", "SELECT count(*) FROM orders WHERE order_id = %s",
+                                 (params["order_id"],)) == [(1,)]
+        assert len(shop.redis.call("XRANGE", "bought", "-", "+")) == 1
+        # Out of stock: refused by the coordinator, the run stops at the branch.
+        bad = shop.order(user=42, item=5, quantity=99999)
+        r = requests.post(url, json={**event, "order_id": bad["order_id"], "quantity": "99999"},
+                          timeout=30)
+        assert r.status_code == 200 and r.json()["outcome"] == "stopped", r.text
+        assert r.json()["context"]["order"]["reason"] == "branch_failed"
+        shop.refused.add(bad["order_id"])
+        # A value the conversion cannot make an integer fails the run naming the reference.
+        r = requests.post(url, json={**event, "item": "five"}, timeout=30)
+        assert r.status_code == 502 and "${event.item|int}: 'five' is not a number" \
+            in r.json()["error"], r.text
+        shop.invariants()
+    finally:
+        rt.kill()
+        rt.wait(10)
 
 
 def test_prepare_timeout_when_a_participant_freezes(coord):
