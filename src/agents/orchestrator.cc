@@ -12,63 +12,122 @@ const AgentLoad* LoadOf(const std::map<std::string, AgentLoad>& loads, const std
   return it == loads.end() || !it->second.reporting ? nullptr : &it->second;
 }
 
-bool Paused(const std::map<std::string, AgentControl>& controls, const std::string& name) {
+const std::string& State(const std::map<std::string, AgentControl>& controls,
+                         const std::string& name) {
+  static const std::string kRunning = "running";
   auto it = controls.find(name);
-  return it != controls.end() && it->second.state == "paused";
+  return it == controls.end() ? kRunning : it->second.state;
 }
 
 }  // namespace
 
-std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<AgentSpec>& agents,
-                                             const std::map<std::string, AgentLoad>& loads,
-                                             const std::map<std::string, AgentControl>& controls) {
-  std::vector<Decision> out;
-  // The highest priority (lowest rank) with a running agent over its SLA, and its reason.
-  int breach_rank = 3;
-  std::string why;
-  bool calm = true;  // every running agent with an SLA within its margin
+void Orchestrator::Signals(const std::vector<AgentSpec>& agents,
+                           const std::map<std::string, AgentLoad>& loads,
+                           const std::map<std::string, AgentControl>& controls,
+                           const std::map<std::string, NodeLoad>& nodes, Signal worst[3],
+                           bool* calm) const {
+  *calm = true;
+  const double throttle = std::min(options_.throttle_fraction, options_.pause_fraction);
   for (const AgentSpec& a : agents) {
     const AgentLoad* load = LoadOf(loads, a.name);
-    if (Paused(controls, a.name) || a.sla_p99_ms <= 0 || load == nullptr) continue;
-    const double limit = options_.pause_fraction * a.sla_p99_ms;
-    if (load->p99_ms > limit && a.PriorityRank() < breach_rank) {
-      breach_rank = a.PriorityRank();
-      why = fmt::format(
-          "agent {} ({} priority) p99 {:.0f} ms > {:g} of its SLA {:g} ms (backlog {})", a.name,
-          a.priority, load->p99_ms, options_.pause_fraction, a.sla_p99_ms, load->backlog);
+    if (State(controls, a.name) == "paused" || a.sla_p99_ms <= 0 || load == nullptr) continue;
+    Signal s;
+    const std::string who = fmt::format("agent {} ({} priority)", a.name, a.priority);
+    if (load->p99_ms > options_.pause_fraction * a.sla_p99_ms) {
+      s = {2, fmt::format("{} p99 {:.0f} ms > {:g} of its SLA {:g} ms (backlog {})", who,
+                          load->p99_ms, options_.pause_fraction, a.sla_p99_ms, load->backlog)};
+    } else if (load->p99_ms > throttle * a.sla_p99_ms) {
+      s = {1, fmt::format("{} p99 {:.0f} ms > {:g} of its SLA {:g} ms (backlog {})", who,
+                          load->p99_ms, throttle, a.sla_p99_ms, load->backlog)};
     }
-    if (load->p99_ms > options_.calm_fraction * limit) calm = false;
-  }
-  if (breach_rank < 3) {
-    calm_since_ms_ = -1;
-    for (const AgentSpec& a : agents) {
-      if (a.PriorityRank() > breach_rank && !Paused(controls, a.name)) {
-        out.push_back({a.name, {"paused", why}});
+    if (load->p99_ms > options_.calm_fraction * throttle * a.sla_p99_ms) *calm = false;
+    for (const std::string& node : load->nodes) {
+      auto n = nodes.find(node);
+      if (n == nodes.end() || options_.cpu_busy >= 1) continue;  // (1: the CPU is no signal)
+      if (n->second.cpu_busy >= options_.cpu_calm) *calm = false;
+      if (n->second.cpu_busy >= options_.cpu_busy && s.level == 0) {
+        s = {1, fmt::format("node {} CPU {:.0f}% busy (at least {:g}%), where {} runs", node,
+                            100 * n->second.cpu_busy, 100 * options_.cpu_busy, who)};
       }
     }
+    Signal& w = worst[a.PriorityRank()];
+    if (s.level > w.level) w = std::move(s);
+  }
+}
+
+double Orchestrator::ThrottleRate(const std::string& agent) const {
+  auto it = running_rate_.find(agent);
+  const double ran = it == running_rate_.end() ? 0 : it->second;
+  return std::max(options_.min_rate, options_.throttle_factor * ran);
+}
+
+std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<AgentSpec>& agents,
+                                             const std::map<std::string, AgentLoad>& loads,
+                                             const std::map<std::string, AgentControl>& controls,
+                                             const std::map<std::string, NodeLoad>& nodes) {
+  std::vector<Decision> out;
+  for (const AgentSpec& a : agents) {  // the rate each ran at, for a later throttle
+    const AgentLoad* load = LoadOf(loads, a.name);
+    if (load != nullptr && State(controls, a.name) == "running" && load->window_runs > 0) {
+      running_rate_[a.name] =
+          static_cast<double>(load->window_runs) * 1000.0 / static_cast<double>(a.sla_window_ms);
+    }
+  }
+  Signal worst[3];
+  bool calm = true;
+  Signals(agents, loads, controls, nodes, worst, &calm);
+  bool signalled = false;
+  for (const AgentSpec& b : agents) {
+    const Signal* above = nullptr;  // the worst signal of a higher priority
+    for (int r = 0; r < b.PriorityRank(); ++r) {
+      if (worst[r].level > 0 && (above == nullptr || worst[r].level > above->level)) {
+        above = &worst[r];
+      }
+    }
+    if (above == nullptr) continue;
+    signalled = true;
+    const std::string& state = State(controls, b.name);
+    if (above->level == 2 && state != "paused") {
+      out.push_back({b.name, {"paused", above->why, 0}});
+    } else if (above->level == 1 && state == "running") {
+      const double rate = ThrottleRate(b.name);
+      out.push_back(
+          {b.name, {"throttled", fmt::format("{}: {:.3g} runs/s", above->why, rate), rate}});
+    }
+  }
+  if (signalled) {
+    calm_since_ms_ = -1;
     return out;
   }
-  // Nothing breached: resume the highest paused priority once all ran calm for calm_ms.
-  int resume_rank = 3;
+  // No signal: the highest priority that gave way steps back once all ran calm for calm_ms.
+  int release_rank = 3;
   for (const AgentSpec& a : agents) {
-    if (Paused(controls, a.name)) resume_rank = std::min(resume_rank, a.PriorityRank());
+    if (State(controls, a.name) != "running") {
+      release_rank = std::min(release_rank, a.PriorityRank());
+    }
   }
-  if (resume_rank == 3 || !calm) {
+  if (release_rank == 3 || !calm) {
     calm_since_ms_ = calm ? now_ms : -1;
     return out;
   }
   if (calm_since_ms_ < 0) calm_since_ms_ = now_ms;
   if (now_ms - calm_since_ms_ < options_.calm_ms) return out;
+  const std::string why = fmt::format(
+      "every agent within its SLA (p99 at most {:g} of it) and its nodes' CPU below "
+      "{:g}% for {} ms",
+      options_.calm_fraction * std::min(options_.throttle_fraction, options_.pause_fraction),
+      100 * options_.cpu_calm, options_.calm_ms);
   for (const AgentSpec& a : agents) {
-    if (a.PriorityRank() == resume_rank && Paused(controls, a.name)) {
-      out.push_back({a.name,
-                     {"running", fmt::format("every running agent within its SLA (p99 at most "
-                                             "{:g} of it) for {} ms",
-                                             options_.calm_fraction * options_.pause_fraction,
-                                             options_.calm_ms)}});
+    if (a.PriorityRank() != release_rank) continue;
+    const std::string& state = State(controls, a.name);
+    if (state == "paused") {
+      const double rate = ThrottleRate(a.name);
+      out.push_back({a.name, {"throttled", fmt::format("{}: {:.3g} runs/s", why, rate), rate}});
+    } else if (state == "throttled") {
+      out.push_back({a.name, {"running", why, 0}});
     }
   }
-  calm_since_ms_ = now_ms;  // the next priority down waits a calm period of its own
+  calm_since_ms_ = now_ms;  // the next step waits a calm period of its own
   return out;
 }
 

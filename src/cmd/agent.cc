@@ -239,8 +239,8 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
       }
       continue;
     }
-    if (live->paused()) {  // the orchestrator gives way to higher priorities: triggers wait
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!live->Admit()) {  // paused or throttled for higher priorities: triggers wait
+      std::this_thread::sleep_for(std::chrono::milliseconds(live->paused() ? 100 : 10));
       continue;
     }
     StatusOr<std::vector<streams::Entry>> batch = std::vector<streams::Entry>();

@@ -79,10 +79,11 @@ bool AgentHttpTrigger::Handle(const frontends::http::Request& r, frontends::http
   job.run_id = !key.empty() ? "h:" + std::string(key)
                             : "h" + std::to_string(UnixMs()) + "-" + o_.consumer + "-" +
                                   std::to_string(next_id_.fetch_add(1));
-  if (live_->paused()) {
-    metrics_->http_refused->Get({spec_.name, "paused"}).Increment();
-    w(Busy("agent " + spec_.name +
-           " is paused by the orchestrator (a higher priority needs the resources); retry later"));
+  if (!live_->Admit()) {
+    const bool paused = live_->paused();
+    metrics_->http_refused->Get({spec_.name, paused ? "paused" : "throttled"}).Increment();
+    w(Busy("agent " + spec_.name + " is " + (paused ? "paused" : "throttled") +
+           " by the orchestrator (a higher priority needs the resources); retry later"));
     return true;
   }
   job.respond = w;

@@ -53,6 +53,20 @@ void AgentLive::SetEndpoint(const std::string& http, const std::string& tenant,
                           agents::ValueJson(t), run_timeout_ms);
 }
 
+bool AgentLive::Admit() {
+  if (paused_.load()) return false;
+  MutexLock l(&mu_);
+  if (rate_ <= 0) return true;
+  const auto now = std::chrono::steady_clock::now();
+  const double burst = std::max(1.0, rate_);
+  tokens_ =
+      std::min(burst, tokens_ + rate_ * std::chrono::duration<double>(now - refilled_).count());
+  refilled_ = now;
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
 void AgentLive::RecordRun(double latency_ms) {
   const auto now = std::chrono::steady_clock::now();
   MutexLock l(&mu_);
@@ -92,22 +106,51 @@ void AgentLive::Loop() {
                     "1 while the orchestrator has this agent paused (for a higher priority's SLA).",
                     {"agent"})
           .Get({agent_});
+  metrics::Gauge& rate_gauge =
+      metrics::Registry::Global()
+          .AddGauge("dais_agent_throttle_runs_per_second",
+                    "Runs a second this runtime may start while the orchestrator throttles the "
+                    "agent (0: not throttled).",
+                    {"agent"})
+          .Get({agent_});
   auto kept_alive = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     // Follow the orchestrator.
     if (auto c = etcd_->Get(control_key); c.ok()) {
       bool paused = false;
+      double rate = 0;
       rapidjson::Document d;
       if (!c->kvs.empty() && json::ParseJson(c->kvs[0].value, &d).ok() && d.IsObject() &&
           d.HasMember("state") && d["state"].IsString()) {
-        paused = std::string_view(d["state"].GetString()) == "paused";
-        if (paused != paused_.load()) {
-          LOG_INFO("agent {}: {} by the orchestrator: {}", agent_, paused ? "paused" : "resumed",
-                   d.HasMember("reason") && d["reason"].IsString() ? d["reason"].GetString() : "");
+        const std::string_view state = d["state"].GetString();
+        paused = state == "paused";
+        if (state == "throttled" && d.HasMember("rate_per_runtime") &&
+            d["rate_per_runtime"].IsNumber()) {
+          rate = std::max(0.001, d["rate_per_runtime"].GetDouble());
         }
+      }
+      bool changed = false;
+      {
+        MutexLock l(&mu_);
+        changed = paused != paused_.load() || rate != rate_;
+        if (rate != rate_) {
+          rate_ = rate;
+          tokens_ = std::min(tokens_, std::max(1.0, rate));
+          refilled_ = std::chrono::steady_clock::now();
+        }
+      }
+      if (changed) {
+        LOG_INFO("agent {}: {} by the orchestrator{}", agent_,
+                 paused     ? "paused"
+                 : rate > 0 ? fmt::format("throttled to {:g} runs/s", rate)
+                            : "running",
+                 d.IsObject() && d.HasMember("reason") && d["reason"].IsString()
+                     ? std::string(": ") + d["reason"].GetString()
+                     : "");
       }
       paused_ = paused;
       paused_gauge.Set(paused ? 1 : 0);
+      rate_gauge.Set(rate);
     }
     // Report.
     std::vector<double> latencies;

@@ -2,7 +2,8 @@
 // publishes
 // its live state (the window p99 of its runs' latency, their count, the trigger's backlog) under
 // /dais/agent-status/<agent>/<consumer> with a lease, and reads /dais/agent-control/<agent>:
-// while it says "paused", the workers take no new trigger.
+// while it says "paused", the workers take no new trigger; while it says "throttled", they start
+// at most rate_per_runtime runs a second (a token bucket holding one second's worth).
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,9 @@ class AgentLive {
   // A run ended `latency_ms` after its trigger was published.
   void RecordRun(double latency_ms);
   bool paused() const { return paused_.load(); }
+  // Takes the right to start one run now: false while paused, or throttled and this second's
+  // runs are spent.
+  bool Admit();
 
  private:
   void Loop();
@@ -45,6 +49,9 @@ class AgentLive {
   std::thread thread_;
   Mutex mu_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, double>> window_ DAIS_GUARDED_BY(mu_);
+  double rate_ DAIS_GUARDED_BY(mu_) = 0;  // throttled: runs per second here; 0: not throttled
+  double tokens_ DAIS_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point refilled_ DAIS_GUARDED_BY(mu_);
 };
 
 }  // namespace dais::cmd

@@ -9,6 +9,7 @@
 
 #include "agents/agent_spec.h"
 #include "cluster/events.h"
+#include "cluster/node_load.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "fmt/format.h"
@@ -33,12 +34,18 @@ std::string Text(const rapidjson::Value& v, const char* key) {
   return v.HasMember(key) && v[key].IsString() ? v[key].GetString() : "";
 }
 
-std::string ControlJson(const agents::AgentControl& c, int64_t now_ms) {
+// `runtimes`: how many share a throttled agent's rate (each takes rate_per_runtime).
+std::string ControlJson(const agents::AgentControl& c, int64_t now_ms, int64_t runtimes) {
   rapidjson::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
   d.AddMember("state", rapidjson::Value(c.state.c_str(), a), a);
   d.AddMember("reason", rapidjson::Value(c.reason.c_str(), a), a);
   d.AddMember("time_ms", now_ms, a);
+  if (c.state == "throttled") {
+    d.AddMember("rate", c.rate, a);
+    d.AddMember("rate_per_runtime", c.rate / static_cast<double>(std::max<int64_t>(1, runtimes)),
+                a);
+  }
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   d.Accept(w);
@@ -99,7 +106,9 @@ void AgentOrchestratorLoop::Tick(int64_t revision) {
       rapidjson::Document d;
       if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
       if (now - static_cast<int64_t>(Number(d, "time_ms")) > kStaleMs) continue;
-      agents::AgentLoad& l = loads[rest.substr(0, rest.find('/'))];
+      const size_t slash = rest.find('/');
+      agents::AgentLoad& l = loads[rest.substr(0, slash)];
+      if (slash != std::string::npos) l.nodes.push_back(rest.substr(slash + 1));
       l.reporting = true;
       l.p99_ms = std::max(l.p99_ms, Number(d, "p99_ms"));
       l.window_runs += static_cast<int64_t>(Number(d, "window_runs"));
@@ -112,7 +121,19 @@ void AgentOrchestratorLoop::Tick(int64_t revision) {
       rapidjson::Document d;
       if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
       controls[kv.key.substr(std::string(agents::kAgentControlPrefix).size())] = {
-          Text(d, "state"), Text(d, "reason")};
+          Text(d, "state"), Text(d, "reason"), Number(d, "rate")};
+    }
+  }
+  // The nodes' live load (a report older than kStaleMs is none).
+  std::map<std::string, agents::NodeLoad> nodes;
+  if (auto n = client_->Get(cluster::kNodeLoadPrefix, true); n.ok()) {
+    for (const auto& kv : n->kvs) {
+      rapidjson::Document d;
+      if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject() ||
+          now - static_cast<int64_t>(Number(d, "time_ms")) > kStaleMs) {
+        continue;
+      }
+      nodes[kv.key.substr(std::string(cluster::kNodeLoadPrefix).size())] = {Number(d, "cpu_busy")};
     }
   }
   // A control key left by an agent deleted since (re-applied, it would start paused).
@@ -129,17 +150,21 @@ void AgentOrchestratorLoop::Tick(int64_t revision) {
   }
   static auto& decided = metrics::Registry::Global().AddCounter(
       "dais_agent_orchestrator_decisions_total",
-      "Agents paused or resumed by the orchestrator (on the leading scheduler).",
+      "Agents paused, throttled or resumed by the orchestrator (on the leading scheduler).",
       {"agent", "state"});
-  for (const agents::Decision& d : policy_->Evaluate(now, agents, loads, controls)) {
+  for (const agents::Decision& d : policy_->Evaluate(now, agents, loads, controls, nodes)) {
+    const int64_t runtimes =
+        loads.count(d.agent) ? static_cast<int64_t>(loads[d.agent].nodes.size()) : 1;
     cluster::ClusterEvent ev{now,
-                             d.control.state == "paused" ? "agent-paused" : "agent-resumed",
+                             d.control.state == "paused"      ? "agent-paused"
+                             : d.control.state == "throttled" ? "agent-throttled"
+                                                              : "agent-resumed",
                              "agent:" + d.agent,
                              "",
                              d.control.reason,
                              id_};
     std::vector<etcd::Op> ops = {{etcd::Op::Kind::kPut, agents::kAgentControlPrefix + d.agent,
-                                  ControlJson(d.control, now), 0, false}};
+                                  ControlJson(d.control, now, runtimes), 0, false}};
     if (auto lease = client_->GrantLease(3600); lease.ok()) {
       ops.push_back({etcd::Op::Kind::kPut, cluster::kEventsPrefix + ev.Key(sequence_++),
                      ev.ToJson(), *lease, false});

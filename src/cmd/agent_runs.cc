@@ -23,11 +23,11 @@ AgentMetrics::AgentMetrics(const std::string& agent) : agent(agent) {
       {"agent"}, metrics::LatencyBuckets());
   dead = &r.AddCounter("dais_agent_dead_lettered_total",
                        "Triggers given up after max_attempts failed runs.", {"agent"});
-  http_refused = &r.AddCounter(
-      "dais_agent_http_refused_total",
-      "HTTP triggers answered 503 without a run, by reason (paused: the orchestrator gave way to "
-      "a higher priority; busy: every worker running and the queue full).",
-      {"agent", "reason"});
+  http_refused = &r.AddCounter("dais_agent_http_refused_total",
+                               "HTTP triggers answered 503 without a run, by reason (paused or "
+                               "throttled: the orchestrator gave way to "
+                               "a higher priority; busy: every worker running and the queue full).",
+                               {"agent", "reason"});
 }
 
 void AgentMetrics::Record(const agents::RunTrace& t) {

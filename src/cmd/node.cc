@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cluster/node_agent.h"
+#include "cluster/node_load.h"
 #include "cluster/nvml.h"
 #include "cmd/agent_job.h"
 #include "cmd/memory_shard_job.h"
@@ -125,6 +126,7 @@ int RunNode(const NodeCliOptions& o) {
   serve.model_control_mode = "explicit";
   serve.memory.managed = true;
   std::unique_ptr<cluster::NodeAgent> agent;
+  std::unique_ptr<cluster::NodeLoadPublisher> load;
   ServeHooks hooks;
   hooks.on_memory = [&memory](MemoryRuntime* m) { memory = m; };
   hooks.on_ready = [&](runtime::ModelManager* manager, ServeHooks::Ports ports) {
@@ -134,11 +136,19 @@ int RunNode(const NodeCliOptions& o) {
     agents.features_url =
         o.agent_features_url.empty() ? "http://" + ao.http_endpoint : o.agent_features_url;
     agent = std::make_unique<cluster::NodeAgent>(ao, manager);
-    return agent->Start();
+    RETURN_IF_ERROR(agent->Start());
+    // The live CPU load, a signal of the agent orchestrator (a node without /proc: none).
+    load = std::make_unique<cluster::NodeLoadPublisher>(ao.node_id, o.etcd);
+    if (Status s = load->Start(); !s.ok()) {
+      LOG_WARNING("node {}: no live load published: {}", ao.node_id, s.message());
+      load.reset();
+    }
+    return OkStatus();
   };
   hooks.on_stop = [&] {
     // The shards' last snapshot (with a cold tier) before the agent lets them go.
     if (memory) memory->SnapshotNow();
+    if (load) load->Stop();
     if (agent) agent->Stop(/*leave=*/true);
   };
   return RunServe(serve, &hooks);

@@ -216,6 +216,9 @@ int RunLive(const SchedulerCliOptions& o) {
   agents::OrchestratorOptions ao;
   ao.calm_ms = o.agent_calm_ms;
   ao.pause_fraction = o.agent_pause_fraction;
+  ao.throttle_fraction = o.agent_throttle_fraction;
+  ao.cpu_busy = o.agent_cpu_busy;
+  ao.cpu_calm = std::min(ao.cpu_calm, o.agent_cpu_busy);
   AgentOrchestratorLoop orchestrator(
       o.etcd, o.id, [&scheduler] { return scheduler.leader_revision(); }, ao);
   if (Status s = orchestrator.Start(); !s.ok()) {
@@ -274,9 +277,22 @@ CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* o) {
                   "about half a second).")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 1.0));
+  cmd->add_option("--agent-throttle-fraction", o->agent_throttle_fraction,
+                  "Agents of lower priority are throttled (to half the rate they ran at) once an "
+                  "agent's p99 passes this share of its SLA; at or above --agent-pause-fraction: "
+                  "no throttling on latency.")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 1.0));
+  cmd->add_option("--agent-cpu-busy", o->agent_cpu_busy,
+                  "Agents of lower priority are throttled while a node where an agent with an SLA "
+                  "runs has this share of its CPU busy (its live load, /dais/node-load/); 1: the "
+                  "CPU is no signal.")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 1.0));
   cmd->add_option("--agent-calm-ms", o->agent_calm_ms,
-                  "Agents paused for a higher priority's SLA resume once every running agent has "
-                  "been within its SLA by a margin for this long (docs/agents.md).")
+                  "Agents that gave way to a higher priority step back (paused -> throttled -> "
+                  "running) once every agent has been within its SLA by a margin, and its nodes' "
+                  "CPU below 75 %, for this long (docs/agents.md).")
       ->capture_default_str()
       ->check(CLI::Range(100, 3600000));
   cmd->add_option("--feedback-stream", o->feedback_stream,

@@ -35,6 +35,8 @@ struct SchedulerCliOptions {
   std::string feedback_stream, label_stream;
   int64_t agent_calm_ms = 5000;  // agents/orchestrator.h
   double agent_pause_fraction = 0.5;
+  double agent_throttle_fraction = 0.35;
+  double agent_cpu_busy = 0.9;
 };
 
 CLI::App* AddSchedulerCommand(CLI::App* app, SchedulerCliOptions* options);

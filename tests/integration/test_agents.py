@@ -429,12 +429,45 @@ def test_agents_are_placed_on_a_node_and_a_low_priority_one_gives_way_to_a_high_
         assert sorted(alerts) == sorted(expected)
         kinds = [(e["kind"], e["deployment"]) for e in agent_events(etcd_server)]
         assert ("agent-paused", "agent:bulk") in kinds and ("agent-resumed", "agent:bulk") in kinds
+        # Released in steps: paused -> throttled -> running.
+        assert ("agent-throttled", "agent:bulk") in kinds, kinds
+        # The node publishes its live load (a signal of the orchestrator).
+        load = json.loads(etcd_server.get_prefix("/dais/node-load/n1")["/dais/node-load/n1"])
+        assert 0 <= load["cpu_busy"] <= 1 and load["cpus"] >= 1, load
         table = ctl(dais_bin, etcd_server, "get", "events").stdout
         assert "agent-paused" in table and "p99" in table, table
     finally:
         sched.stop()
         print(sched.log()[-3000:])
         node.stop()
+
+
+def test_a_throttled_agent_starts_no_more_runs_than_its_rate(
+        etcd_server, redis_server, feature_server, dais_bin, tmp_path):
+    """The orchestrator's "throttled" control: the runtime starts at most rate_per_runtime runs a
+    second (a bucket of one second's worth), whatever its workers; released, it runs freely."""
+    name, port = "slow", redis_server.port
+    serve_route(dais_bin, etcd_server, tmp_path)
+    apply(dais_bin, etcd_server, tmp_path, agent_yaml(port, name))
+    etcd_server.ctl("put", f"/dais/agent-control/{name}", json.dumps(
+        {"state": "throttled", "reason": "test", "rate": 4, "rate_per_runtime": 4}))
+    rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--workers", "4")
+    try:
+        wait_for(lambda: metric_value(parse_prometheus(rt.metrics()),
+                                      "dais_agent_throttle_runs_per_second", agent=name) == 4,
+                 20, "the runtime throttled")
+        publish_orders(port, f"orders-{name}", [(1 + i % 10, 55) for i in range(60)])
+        runs = wait_for(lambda: (lambda r: r if len(r) >= 20 else None)(run_records(port, name)),
+                        60, "20 throttled runs")
+        starts = sorted(r["start_ms"] for r in runs)
+        # 20 starts at 4 a second with 4 in the bucket take at least (20 - 4) / 4 = 4 s.
+        assert starts[19] - starts[0] >= 3500, starts[:20]
+        etcd_server.ctl("del", f"/dais/agent-control/{name}")
+        wait_for(lambda: len(run_records(port, name)) == 60, 60, "the rest run freely")
+        assert metric_value(parse_prometheus(rt.metrics()), "dais_agent_throttle_runs_per_second",
+                            agent=name) == 0
+    finally:
+        rt.stop()
 
 
 def test_the_example_agents_demo_runs(dais_bin):
