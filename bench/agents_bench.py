@@ -182,11 +182,17 @@ def main():
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--probe", type=int, default=20000)
     ap.add_argument("--pause-fraction", type=float, default=0.5)
+    ap.add_argument("--throttle-fraction", type=float, default=0.35,
+                    help="the scheduler's --agent-throttle-fraction (at the pause's: none)")
+    ap.add_argument("--cpu-busy", type=float, default=0.9,
+                    help="the scheduler's --agent-cpu-busy (1: the CPU is no signal)")
     args = ap.parse_args()
     repo = ROOT / "examples/model_repository"
     tmp = Path(tempfile.mkdtemp(prefix="dais-agents-bench-"))
     c = Cluster(args.build, tmp, ["--agent-calm-ms", "2000",
-                                  "--agent-pause-fraction", str(args.pause_fraction)])
+                                  "--agent-pause-fraction", str(args.pause_fraction),
+                                  "--agent-throttle-fraction", str(args.throttle_fraction),
+                                  "--agent-cpu-busy", str(args.cpu_busy)])
     try:
         c.start(repo)
         c.deploy()

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -51,7 +52,9 @@ CLI::App* AddAgentCommand(CLI::App* app, AgentCliOptions* o) {
   run->add_option("--features-url", o->features_url,
                   "The feature server of features steps (Feast's /get-online-features; default: "
                   "--gateway).");
-  run->add_option("--token", o->token, "Bearer token for the gateway (the agent's tenant).");
+  run->add_option("--token", o->token,
+                  "Bearer token for the gateway (the agent's tenant). Default: the environment "
+                  "variable DAIS_AGENT_TOKEN (how a node passes it).");
   run->add_option("--txn-url", o->txn_url,
                   "dais txn (http://HOST:PORT) for txn steps (POST /v1/txn/<type>, keyed by the "
                   "run: Idempotency-Key <agent>:<run id>:<step>).");
@@ -390,6 +393,9 @@ int RunAgentCommand(const AgentCliOptions& in) {
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  if (o.token.empty()) {
+    if (const char* t = std::getenv("DAIS_AGENT_TOKEN"); t != nullptr) o.token = t;
+  }
   auto spec = Prepare(&o);
   if (!spec.ok()) {
     LOG_ERROR("dais agent run: {}", spec.status().message());

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
+#include <string_view>
 #include <thread>
 
 #include "common/json.h"
@@ -65,7 +68,6 @@ class AgentJob : public cluster::AssignedJob {
         options_.dais_binary, "agent",         "run", "--name", agent_, "--etcd", endpoints,
         "--consumer",         options_.node_id};
     if (!options_.gateway.empty()) args.insert(args.end(), {"--gateway", options_.gateway});
-    if (!options_.token.empty()) args.insert(args.end(), {"--token", options_.token});
     if (!options_.features_url.empty()) {
       args.insert(args.end(), {"--features-url", options_.features_url});
     }
@@ -78,13 +80,22 @@ class AgentJob : public cluster::AssignedJob {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    // The token in the environment, not the arguments (which every user of the host sees).
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).rfind("DAIS_AGENT_TOKEN=", 0) != 0) env_strings.emplace_back(*e);
+    }
+    if (!options_.token.empty()) env_strings.push_back("DAIS_AGENT_TOKEN=" + options_.token);
+    std::vector<char*> envp;
+    for (std::string& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) return -1;
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the node
       if (::getppid() != parent) ::_exit(127);
-      ::execv(argv[0], argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
     Set("RUNNING", fmt::format("pid {}{}", pid, last_exit_));
@@ -151,8 +162,26 @@ StatusOr<std::unique_ptr<cluster::AssignedJob>> StartAgentJob(const AgentJobOpti
     return InvalidArgument("the assignment's agent has no name");
   }
   if (options.dais_binary.empty()) return FailedPrecondition("the dais binary is not known");
+  AgentJobOptions own = options;
+  const std::string tenant =
+      d.HasMember("tenant") && d["tenant"].IsString() ? d["tenant"].GetString() : "";
+  if (!options.tokens_dir.empty() && !tenant.empty() && tenant.find('/') == std::string::npos &&
+      tenant[0] != '.') {
+    std::ifstream f(options.tokens_dir + "/" + tenant);
+    std::string token;
+    if (f && std::getline(f, token)) {
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+        token.pop_back();
+      }
+      if (!token.empty()) own.token = token;
+    } else {
+      LOG_WARNING("agent {}: no token for tenant {} in {} (--agent-tokens): {}",
+                  d["name"].GetString(), tenant, options.tokens_dir,
+                  own.token.empty() ? "none sent" : "the node's --agent-token sent");
+    }
+  }
   return std::unique_ptr<cluster::AssignedJob>(
-      std::make_unique<AgentJob>(options, d["name"].GetString(), std::move(changed)));
+      std::make_unique<AgentJob>(own, d["name"].GetString(), std::move(changed)));
 }
 
 }  // namespace dais::cmd

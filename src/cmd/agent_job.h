@@ -22,6 +22,7 @@ struct AgentJobOptions {
   std::string gateway;       // --agent-gateway; empty: the runtime finds one in etcd
   std::string features_url;  // --agent-features-url; default: the node itself
   std::string token;         // --agent-token: the gateway's bearer token for them
+  std::string tokens_dir;    // --agent-tokens: DIR/<tenant> holds the token of a tenant's agents
   std::string txn_url;       // --agent-txn-url: dais txn for their txn steps
   std::string host;          // the node's --advertise-host: where their HTTP triggers listen
 };

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "agents/agent_spec.h"
+#include "cluster/agent_placement.h"
 #include "cluster/deployment.h"
 #include "cluster/events.h"
 #include "cluster/keys.h"
@@ -270,10 +271,11 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
       "delete",
       "Delete a deployment (its instances are unloaded), a route, a tenant, a training job "
       "(its run in progress is stopped; its run records stay) or a collection (its shards are "
-      "let go; its points stay in Redis)");
-  del->add_option("what", o->what, "deployment | route | tenant | training | collection")
+      "let go; its points stay in Redis) or an agent (its runtimes stop after their runs in "
+      "progress; its triggers, runs and dead letters stay in Redis)");
+  del->add_option("what", o->what, "deployment | route | tenant | training | collection | agent")
       ->required()
-      ->check(CLI::IsMember({"deployment", "route", "tenant", "training", "collection"}));
+      ->check(CLI::IsMember({"deployment", "route", "tenant", "training", "collection", "agent"}));
   del->add_option("name", o->name, "Its name.")->required();
   return cmd;
 }
@@ -307,6 +309,7 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
                              : o.what == "tenant"     ? gateway::kTenantsPrefix
                              : o.what == "training"   ? cluster::kTrainingsPrefix
                              : o.what == "collection" ? cluster::kCollectionsPrefix
+                             : o.what == "agent"      ? cluster::kAgentsPrefix
                                                       : "/dais/deployments/";
   auto r = (*client)->Delete(prefix + o.name);
   if (!r.ok()) {
@@ -316,6 +319,9 @@ int RunCtl(CLI::App* command, const CtlOptions& o) {
   if (o.what == "deployment") (void)(*client)->Delete("/dais/status/" + o.name);
   if (o.what == "training") {
     (void)(*client)->Delete(std::string("/dais/status/") + cluster::kTrainingTaskPrefix + o.name);
+  }
+  if (o.what == "agent") {
+    (void)(*client)->Delete(std::string("/dais/status/") + cluster::kAgentTaskPrefix + o.name);
   }
   if (o.what == "collection") {
     (void)(*client)->Delete(

@@ -38,6 +38,10 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
   cmd->add_option("--agent-token", o->agent_token,
                   "Bearer token the agents this node runs send to the gateway (one with --jwks "
                   "refuses them without one). Default: none.");
+  cmd->add_option("--agent-tokens", o->agent_tokens,
+                  "A folder of bearer tokens by tenant: an agent of tenant T sends the token in "
+                  "DIR/T (one line) to the gateway, so the gateway's tenancy applies to it; "
+                  "--agent-token for a tenant without one. Passed in the runtime's environment.");
   cmd->add_option("--agent-txn-url", o->agent_txn_url,
                   "http://HOST:PORT: the dais txn coordinator of those agents' txn steps.");
   cmd->add_option("--agent-features-url", o->agent_features_url,
@@ -106,6 +110,7 @@ int RunNode(const NodeCliOptions& o) {
   agents.gateway = o.agent_gateway;
   agents.token = o.agent_token;
   agents.txn_url = o.agent_txn_url;
+  agents.tokens_dir = o.agent_tokens;
   agents.host = o.advertise_host;
   {
     std::error_code exe;

@@ -21,6 +21,7 @@ struct NodeCliOptions {
   std::string agent_gateway;       // the gateway of the agents this node runs (empty: from etcd)
   std::string agent_features_url;  // their feature server (empty: this node)
   std::string agent_token;         // their bearer token for the gateway
+  std::string agent_tokens;        // a folder of tokens by tenant (DIR/<tenant>)
   std::string agent_txn_url;       // dais txn for their txn steps
   std::string labels;
   int lease_ttl_secs = 10;

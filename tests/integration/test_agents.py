@@ -172,6 +172,9 @@ def test_apply_checks_the_agent_against_the_cluster_and_writes_nothing_when_refu
     stored = json.loads(ctl(dais_bin, etcd_server, "get", "agent", "inventory-alert",
                             "-o", "json").stdout)
     assert stored["steps"][1]["infer"]["route"] == "mlp_small"
+    out = ctl(dais_bin, etcd_server, "delete", "agent", "inventory-alert").stdout
+    assert "agent inventory-alert deleted" in out, out
+    assert etcd_server.get_prefix("/dais/agents/") == {}
 
 
 def apply_refused(dais_bin, etcd, tmp_path, spec):
@@ -392,9 +395,13 @@ def test_agents_are_placed_on_a_node_and_a_low_priority_one_gives_way_to_a_high_
     calm; the low one then works off its backlog, every alert written once."""
     from cluster_util import Scheduler
     port = redis_server.port
+    tokens = tmp_path / "tokens"
+    tokens.mkdir()
+    (tokens / "retail").write_text("tok-retail\n")  # (the stand-in gateway checks no token)
     node = start_server(model_repo, "--etcd", etcd_server.endpoint, "--node-id", "n1",
                         "--lease-ttl-secs", "2", "--agent-gateway", feature_server.url,
-                        "--agent-features-url", feature_server.url, command="node")
+                        "--agent-features-url", feature_server.url, "--agent-tokens",
+                        str(tokens), command="node")
     sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path, "--agent-calm-ms", "1000")
     try:
         serve_route(dais_bin, etcd_server, tmp_path)
@@ -411,6 +418,11 @@ def test_agents_are_placed_on_a_node_and_a_low_priority_one_gives_way_to_a_high_
                  for k, v in etcd_server.get_prefix("/dais/instances/n1/").items()}
         assert insts["agent:urgent"]["state"] == "RUNNING", insts
         assert insts["agent:urgent"]["reason"].startswith("pid "), insts
+        # The tenant's token reaches the runtime in its environment, not in its arguments.
+        pid = int(insts["agent:urgent"]["reason"].split()[1])
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        assert b"DAIS_AGENT_TOKEN=tok-retail" in environ
+        assert b"tok-retail" not in open(f"/proc/{pid}/cmdline", "rb").read()
         orders = [(1 + i % 10, 55) for i in range(600)]  # short for sku 1..5
         bulk_ids = publish_orders(port, "orders-bulk", orders)
         publish_orders(port, "orders-urgent", orders)
