@@ -66,10 +66,7 @@ void TryAgent(std::shared_ptr<AgentCall> c) {
 void Gateway::Impl::HandleAgent(Request request, Responder respond) {
   if (auto loop = RefuseLoop(request.Header(kHopsHeader))) return respond(std::move(*loop));
   std::string tenant;
-  const size_t authorizations = static_cast<size_t>(
-      std::count_if(request.headers.begin(), request.headers.end(),
-                    [](const auto& kv) { return kv.first == "authorization"; }));
-  if (auto refused = Authenticate(authorizations, request.Header("authorization"), &tenant)) {
+  if (auto refused = Authenticate(request, &tenant)) {
     return respond(std::move(*refused));
   }
   static const std::string kBase = "/v1/agents/";

@@ -259,6 +259,13 @@ void Gateway::Impl::BuildLoop() {
   }
 }
 
+std::optional<Response> Gateway::Impl::Authenticate(const Request& request, std::string* tenant) {
+  const size_t authorizations = static_cast<size_t>(
+      std::count_if(request.headers.begin(), request.headers.end(),
+                    [](const auto& kv) { return kv.first == "authorization"; }));
+  return Authenticate(authorizations, request.Header("authorization"), tenant);
+}
+
 std::optional<Response> Gateway::Impl::Authenticate(size_t authorization_count,
                                                     std::string_view header, std::string* tenant) {
   if (authorization_count > 1) {
@@ -730,11 +737,7 @@ void Gateway::Handle(Request request, Responder respond) {
     call->tenant = "-";
     return g.Answer(call, std::move(*loop), "");
   }
-  const size_t authorizations = static_cast<size_t>(
-      std::count_if(request.headers.begin(), request.headers.end(),
-                    [](const auto& kv) { return kv.first == "authorization"; }));
-  if (auto refused =
-          g.Authenticate(authorizations, request.Header("authorization"), &call->tenant)) {
+  if (auto refused = g.Authenticate(request, &call->tenant)) {
     call->tenant = call->tenant.empty() ? "-" : call->tenant;
     return g.Answer(call, std::move(*refused), "");
   }

@@ -188,6 +188,9 @@ struct Gateway::Impl {
   std::optional<frontends::http::Response> Authenticate(size_t authorization_count,
                                                         std::string_view authorization,
                                                         std::string* tenant);
+  // The same for an HTTP request (its Authorization headers counted).
+  std::optional<frontends::http::Response> Authenticate(const frontends::http::Request& request,
+                                                        std::string* tenant);
   // The tenant's models (unless `alias` is empty: a memory request) and token bucket: 403 /
   // 429, or nullopt.
   std::optional<frontends::http::Response> Admit(const View& v, const std::string& tenant,

@@ -109,10 +109,7 @@ void Gateway::Impl::HandleMemory(Request request, Responder respond) {
   static const std::string kBase = "/v2/memory/collections";
   if (auto loop = RefuseLoop(request.Header(kHopsHeader))) return respond(std::move(*loop));
   std::string tenant;
-  const size_t authorizations = static_cast<size_t>(
-      std::count_if(request.headers.begin(), request.headers.end(),
-                    [](const auto& kv) { return kv.first == "authorization"; }));
-  if (auto refused = Authenticate(authorizations, request.Header("authorization"), &tenant)) {
+  if (auto refused = Authenticate(request, &tenant)) {
     return respond(std::move(*refused));
   }
   if (request.path.rfind(kBase, 0) != 0 ||
