@@ -33,6 +33,7 @@ ALLOWED = {
     "streams": {"common", "metrics", "tls", "redis", "server"},
     "learn": {"common", "features/spec"},
     "agents": {"common", "cluster"},
+    "fed": {"common"},
     "memory": {"common", "metrics", "tls", "redis"},
     "cluster": {"common", "etcd", "metrics", "runtime", "placement"},
     "frontends": {"common", "metrics", "tls"},
