@@ -375,6 +375,29 @@ Status StartTriggers(const agents::AgentSpec& spec, const AgentCliOptions& o, re
   return OkStatus();
 }
 
+// The metrics port (none with --metrics-port -1), with the HTTP trigger's route when `http`.
+StatusOr<std::unique_ptr<frontends::http::Server>> StartPort(const agents::AgentSpec& spec,
+                                                             const AgentCliOptions& o,
+                                                             AgentHttpTrigger* http,
+                                                             AgentLive* live) {
+  if (o.metrics_port < 0) return std::unique_ptr<frontends::http::Server>();
+  ExtraRoute extra = nullptr;
+  if (http != nullptr) {
+    extra = [http](const frontends::http::Request& r, frontends::http::Responder& w) {
+      return http->Handle(r, w);
+    };
+  }
+  auto server = MetricsServer(o.metrics_address, o.metrics_port, std::move(extra));
+  RETURN_IF_ERROR(server->Start());
+  LOG_INFO("ports: metrics={}", server->port());
+  if (http != nullptr) {
+    const std::string address = o.metrics_address + ":" + std::to_string(server->port());
+    live->SetEndpoint(address, spec.tenant, spec.run_timeout_ms);
+    LOG_INFO("agent {}: HTTP trigger POST http://{}{}", spec.name, address, http->path());
+  }
+  return server;
+}
+
 std::string TriggerText(const agents::AgentSpec& spec) {
   std::string text = spec.trigger_every_ms > 0 ? fmt::format("every {} ms", spec.trigger_every_ms)
                      : spec.trigger_stream.empty() ? ""
@@ -434,25 +457,10 @@ int RunAgentCommand(const AgentCliOptions& in) {
                                               static_cast<size_t>(o.http_queue));
     if (o.metrics_port < 0) o.metrics_port = 0;
   }
-  std::unique_ptr<frontends::http::Server> metrics_server;
-  if (o.metrics_port >= 0) {
-    ExtraRoute extra = nullptr;
-    if (http) {
-      extra = [h = http.get()](const frontends::http::Request& r, frontends::http::Responder& w) {
-        return h->Handle(r, w);
-      };
-    }
-    metrics_server = MetricsServer(o.metrics_address, o.metrics_port, std::move(extra));
-    if (Status s = metrics_server->Start(); !s.ok()) {
-      LOG_ERROR("dais agent run: --metrics-port: {}", s.message());
-      return 2;
-    }
-    LOG_INFO("ports: metrics={}", metrics_server->port());
-    if (http) {
-      const std::string address = o.metrics_address + ":" + std::to_string(metrics_server->port());
-      live.SetEndpoint(address, spec->tenant, spec->run_timeout_ms);
-      LOG_INFO("agent {}: HTTP trigger POST http://{}{}", spec->name, address, http->path());
-    }
+  auto metrics_server = StartPort(*spec, o, http.get(), &live);
+  if (!metrics_server.ok()) {
+    LOG_ERROR("dais agent run: --metrics-port: {}", metrics_server.status().message());
+    return 2;
   }
   live.Start();
   std::atomic<bool> stop{false};
@@ -461,6 +469,8 @@ int RunAgentCommand(const AgentCliOptions& in) {
   if (Status s = StartTriggers(*spec, o, redis->get(), &metrics, &live, &stop, &idle, &threads);
       !s.ok()) {
     LOG_ERROR("dais agent run: {}", s.message());
+    stop = true;
+    for (auto& t : threads) t.join();
     return 2;
   }
   LOG_INFO("agent {} running ({}; {} step(s); consumer {})", spec->name, TriggerText(*spec),
@@ -485,7 +495,7 @@ int RunAgentCommand(const AgentCliOptions& in) {
   for (auto& t : threads) t.join();
   if (drain_watch.joinable()) drain_watch.join();
   if (http) http->Close();  // (the runs in progress answered, later calls refused)
-  if (metrics_server) metrics_server->Stop();
+  if (*metrics_server) (*metrics_server)->Stop();
   return 0;
 }
 
