@@ -166,8 +166,11 @@ std::vector<float> Aggregate(Variant& v, std::vector<ClientUpdate>& updates,
     for (ClientUpdate& u : updates)
       u.delta = dais::fed::DequantizeInt8(dais::fed::QuantizeInt8(u.delta));
   }
-  if (v.dp) {
-    for (ClientUpdate& u : updates) dais::fed::ClipL2(&u.delta, clip);
+  if (v.dp) {  // clipped, and unweighted (privacy.h): every client counts once
+    for (ClientUpdate& u : updates) {
+      dais::fed::ClipL2(&u.delta, clip);
+      u.samples = 1;
+    }
   }
   if (!v.secure) {
     mean = dais::fed::FedAvg(updates);
@@ -202,7 +205,7 @@ std::vector<float> Aggregate(Variant& v, std::vector<ClientUpdate>& updates,
     size_t survivors = 0;
     for (bool d : dropped) survivors += !d;
     dais::fed::AddGaussianNoise(&mean, noise * clip / static_cast<double>(survivors),
-                                static_cast<uint64_t>(round) * 7919);
+                                "bench round " + std::to_string(round));
   }
   v.aggregate_s += std::chrono::duration<double>(Clock::now() - t0).count();
   return mean;

@@ -300,6 +300,13 @@ Status Validate(const AgentSpec& a) {
                            "digit");
   }
   if (a.tenant.empty()) return InvalidArgument("tenant: required (the agent's owner)");
+  // A gateway tenant's name (gateway/tenant.cc); also a file name under dais node --agent-tokens.
+  static const std::regex kTenant("[A-Za-z0-9]([A-Za-z0-9_.@-]{0,126}[A-Za-z0-9])?");
+  if (!std::regex_match(a.tenant, kTenant)) {
+    return InvalidArgument("tenant: '" + a.tenant +
+                           "' is not a tenant name (1-128 of [A-Za-z0-9_.@-], starting and "
+                           "ending with a letter or digit)");
+  }
   if (a.priority != "high" && a.priority != "normal" && a.priority != "low") {
     return InvalidArgument("priority: '" + a.priority + "' is not high, normal or low");
   }

@@ -25,12 +25,15 @@ void Orchestrator::Signals(const std::vector<AgentSpec>& agents,
                            const std::map<std::string, AgentLoad>& loads,
                            const std::map<std::string, AgentControl>& controls,
                            const std::map<std::string, NodeLoad>& nodes, Signal worst[3],
-                           bool* calm) const {
-  *calm = true;
+                           int* uncalm_rank) const {
+  *uncalm_rank = 3;
   const double throttle = std::min(options_.throttle_fraction, options_.pause_fraction);
   for (const AgentSpec& a : agents) {
     const AgentLoad* load = LoadOf(loads, a.name);
-    if (State(controls, a.name) == "paused" || a.sla_p99_ms <= 0 || load == nullptr) continue;
+    // Only agents that run freely signal or hold a release back: one that gave way (paused or
+    // throttled) has a latency that grows with its backlog, by design.
+    if (State(controls, a.name) != "running" || a.sla_p99_ms <= 0 || load == nullptr) continue;
+    bool calm = true;
     Signal s;
     const std::string who = fmt::format("agent {} ({} priority)", a.name, a.priority);
     if (load->p99_ms > options_.pause_fraction * a.sla_p99_ms) {
@@ -40,25 +43,31 @@ void Orchestrator::Signals(const std::vector<AgentSpec>& agents,
       s = {1, fmt::format("{} p99 {:.0f} ms > {:g} of its SLA {:g} ms (backlog {})", who,
                           load->p99_ms, throttle, a.sla_p99_ms, load->backlog)};
     }
-    if (load->p99_ms > options_.calm_fraction * throttle * a.sla_p99_ms) *calm = false;
+    if (load->p99_ms > options_.calm_fraction * throttle * a.sla_p99_ms) calm = false;
     for (const std::string& node : load->nodes) {
       auto n = nodes.find(node);
       if (n == nodes.end() || options_.cpu_busy >= 1) continue;  // (1: the CPU is no signal)
-      if (n->second.cpu_busy >= options_.cpu_calm) *calm = false;
+      if (n->second.cpu_busy >= options_.cpu_calm) calm = false;
       if (n->second.cpu_busy >= options_.cpu_busy && s.level == 0) {
         s = {1, fmt::format("node {} CPU {:.0f}% busy (at least {:g}%), where {} runs", node,
                             100 * n->second.cpu_busy, 100 * options_.cpu_busy, who)};
       }
     }
+    if (!calm) *uncalm_rank = std::min(*uncalm_rank, a.PriorityRank());
     Signal& w = worst[a.PriorityRank()];
     if (s.level > w.level) w = std::move(s);
   }
 }
 
-double Orchestrator::ThrottleRate(const std::string& agent) const {
+double Orchestrator::ThrottleRate(const std::string& agent,
+                                  const std::map<std::string, AgentControl>& controls) const {
   auto it = running_rate_.find(agent);
-  const double ran = it == running_rate_.end() ? 0 : it->second;
-  return std::max(options_.min_rate, options_.throttle_factor * ran);
+  if (it == running_rate_.end()) {
+    // Not seen running by this leader (a new one): what the last decision noted, if anything.
+    auto c = controls.find(agent);
+    return std::max(options_.min_rate, c == controls.end() ? 0 : c->second.rate);
+  }
+  return std::max(options_.min_rate, options_.throttle_factor * it->second);
 }
 
 std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<AgentSpec>& agents,
@@ -74,8 +83,8 @@ std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<A
     }
   }
   Signal worst[3];
-  bool calm = true;
-  Signals(agents, loads, controls, nodes, worst, &calm);
+  int uncalm_rank = 3;  // the highest priority with a running agent not calm
+  Signals(agents, loads, controls, nodes, worst, &uncalm_rank);
   bool signalled = false;
   for (const AgentSpec& b : agents) {
     const Signal* above = nullptr;  // the worst signal of a higher priority
@@ -88,9 +97,10 @@ std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<A
     signalled = true;
     const std::string& state = State(controls, b.name);
     if (above->level == 2 && state != "paused") {
-      out.push_back({b.name, {"paused", above->why, 0}});
+      // (the rate it is to get when released to throttled, noted for a later leader)
+      out.push_back({b.name, {"paused", above->why, ThrottleRate(b.name, controls)}});
     } else if (above->level == 1 && state == "running") {
-      const double rate = ThrottleRate(b.name);
+      const double rate = ThrottleRate(b.name, controls);
       out.push_back(
           {b.name, {"throttled", fmt::format("{}: {:.3g} runs/s", above->why, rate), rate}});
     }
@@ -106,6 +116,8 @@ std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<A
       release_rank = std::min(release_rank, a.PriorityRank());
     }
   }
+  // Calm: every running agent of a higher priority than those to release within its margin.
+  const bool calm = uncalm_rank >= release_rank;
   if (release_rank == 3 || !calm) {
     calm_since_ms_ = calm ? now_ms : -1;
     return out;
@@ -121,7 +133,7 @@ std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<A
     if (a.PriorityRank() != release_rank) continue;
     const std::string& state = State(controls, a.name);
     if (state == "paused") {
-      const double rate = ThrottleRate(a.name);
+      const double rate = ThrottleRate(a.name, controls);
       out.push_back({a.name, {"throttled", fmt::format("{}: {:.3g} runs/s", why, rate), rate}});
     } else if (state == "throttled") {
       out.push_back({a.name, {"running", why, 0}});

@@ -43,7 +43,9 @@ struct NodeLoad {
 struct AgentControl {
   std::string state = "running";  // running | throttled | paused
   std::string reason;
-  double rate = 0;  // throttled: runs per second, over all the agent's runtimes
+  // throttled: runs per second, over all the agent's runtimes; paused: the rate it is to get
+  // when released to throttled
+  double rate = 0;
 };
 
 struct Decision {
@@ -87,9 +89,11 @@ class Orchestrator {
   // The worst signal of each priority rank; *calm: every agent of concern within its margin.
   void Signals(const std::vector<AgentSpec>& agents, const std::map<std::string, AgentLoad>& loads,
                const std::map<std::string, AgentControl>& controls,
-               const std::map<std::string, NodeLoad>& nodes, Signal worst[3], bool* calm) const;
+               const std::map<std::string, NodeLoad>& nodes, Signal worst[3],
+               int* uncalm_rank) const;
   // The rate a throttled agent gets.
-  double ThrottleRate(const std::string& agent) const;
+  double ThrottleRate(const std::string& agent,
+                      const std::map<std::string, AgentControl>& controls) const;
 
   OrchestratorOptions options_;
   std::map<std::string, double> running_rate_;  // runs/s each agent had when last running

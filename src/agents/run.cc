@@ -278,6 +278,7 @@ RunTrace Run(const AgentSpec& agent, const std::string& run_id, int attempt,
       st.error = s.message();
       trace.outcome = "failed";
       trace.error = step.name + ": " + s.message();
+      trace.error_code = s.code();
     } else if (stop) {
       st.outcome = "false";
       trace.outcome = "stopped";

@@ -58,9 +58,10 @@ struct RunTrace {
   std::string agent;
   std::string run_id;
   int attempt = 1;
-  std::string outcome;   // completed | stopped | failed
-  std::string error;     // "forecast: HTTP 503 ..." when failed
-  int64_t start_ms = 0;  // Unix time
+  std::string outcome;                      // completed | stopped | failed
+  std::string error;                        // "forecast: HTTP 503 ..." when failed
+  StatusCode error_code = StatusCode::kOk;  // the failing step's
+  int64_t start_ms = 0;                     // Unix time
   int64_t duration_us = 0;
   std::vector<StepTrace> steps;
   // The run's context at its end as JSON (event, run, each finished step's result): what an

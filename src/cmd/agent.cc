@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -86,6 +87,13 @@ CLI::App* AddAgentCommand(CLI::App* app, AgentCliOptions* o) {
                   "Default (-1): none (0 with trigger.http).");
   run->add_option("--metrics-address", o->metrics_address, "Address the metrics port binds.")
       ->capture_default_str();
+  run->add_option("--advertise-host", o->advertise_host,
+                  "Where the gateway reaches this runtime's HTTP trigger (published in etcd). "
+                  "Default: --metrics-address (the host name when that is 0.0.0.0).");
+  run->add_option("--trigger-key", o->trigger_key,
+                  "The key callers of the HTTP trigger send (x-dais-agent-key). Default: a "
+                  "random one per start, published in etcd for the gateway (with --name); none "
+                  "for a spec file run alone.");
   return cmd;
 }
 
@@ -225,11 +233,21 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
   auto handle = [&](const streams::Entry& e) {
     if (handler.Handle(e, actions)) retries.emplace_back(Clock::now() + retry_after, e);
   };
+  // Every run takes the orchestrator's leave first (paused, or throttled and this second's runs
+  // spent: wait), before its entry is read or claimed, so that no entry ages while it waits.
+  auto admitted = [&] {
+    while (!live->Admit()) {
+      if (stop->load()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(live->paused() ? 100 : 10));
+    }
+    return true;
+  };
   // One entry at a time (the workers are the concurrency): an entry waiting in a batch behind
   // slow runs would age past the claim's idle time and be run by another worker as well.
   const int64_t claim_idle_ms = std::max<int64_t>(o.retry_after_ms, spec.run_timeout_ms) + 1000;
   while (!stop->load()) {
     if (!retries.empty() && retries.front().first <= Clock::now()) {
+      if (!admitted()) break;
       streams::Entry e = std::move(retries.front().second);
       retries.pop_front();
       // Still ours? Claiming it again resets its idle time (no other worker takes it while it
@@ -242,10 +260,7 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
       }
       continue;
     }
-    if (!live->Admit()) {  // paused or throttled for higher priorities: triggers wait
-      std::this_thread::sleep_for(std::chrono::milliseconds(live->paused() ? 100 : 10));
-      continue;
-    }
+    if (!admitted()) break;
     StatusOr<std::vector<streams::Entry>> batch = std::vector<streams::Entry>();
     const auto now = Clock::now();
     if (now - last_claim >= retry_after) {
@@ -278,12 +293,15 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
       counted_idle = idle;
       idle_workers->fetch_add(idle ? 1 : -1);
     }
-    for (const streams::Entry& e : *batch) {
+    for (size_t i = 0; i < batch->size(); ++i) {
+      const streams::Entry& e = (*batch)[i];
       // A claim also returns this worker's own failed runs waiting for their retry.
       const bool queued = std::any_of(retries.begin(), retries.end(), [&](const auto& r) {
         return r.second.entry_id == e.entry_id;
       });
-      if (!queued) handle(e);
+      // (The first was admitted before the read; a restart's pending ones come in a batch.)
+      if (queued || (i > 0 && !admitted())) continue;
+      handle(e);
     }
   }
 }
@@ -387,15 +405,45 @@ StatusOr<std::unique_ptr<frontends::http::Server>> StartPort(const agents::Agent
       return http->Handle(r, w);
     };
   }
-  auto server = MetricsServer(o.metrics_address, o.metrics_port, std::move(extra));
+  // Room for the HTTP trigger's calls waiting (workers and queue) beside the scrapes.
+  const int connections = http != nullptr ? o.workers + o.http_queue + 64 : 64;
+  auto server = MetricsServer(o.metrics_address, o.metrics_port, std::move(extra), connections);
   RETURN_IF_ERROR(server->Start());
   LOG_INFO("ports: metrics={}", server->port());
   if (http != nullptr) {
-    const std::string address = o.metrics_address + ":" + std::to_string(server->port());
-    live->SetEndpoint(address, spec.tenant, spec.run_timeout_ms);
+    std::string host = o.advertise_host.empty() ? o.metrics_address : o.advertise_host;
+    if (host == "0.0.0.0" || host == "::") {
+      char name[256] = {};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    const std::string address = host + ":" + std::to_string(server->port());
+    live->SetEndpoint(address, spec.tenant, spec.run_timeout_ms, o.trigger_key);
     LOG_INFO("agent {}: HTTP trigger POST http://{}{}", spec.name, address, http->path());
   }
   return server;
+}
+
+// The HTTP trigger (null without trigger.http). Its key: --trigger-key, else a random one when
+// the endpoint is published in etcd (only the gateway, reading etcd, learns it); none for a spec
+// file run alone (called directly). With another trigger too, the workers are split between
+// them (the agent's concurrency holds for the runtime).
+std::unique_ptr<AgentHttpTrigger> MakeHttpTrigger(const agents::AgentSpec& spec, AgentCliOptions* o,
+                                                  redis::Client* redis, AgentMetrics* metrics,
+                                                  AgentLive* live) {
+  if (!spec.trigger_http) return nullptr;
+  if (o->trigger_key.empty() && !o->name.empty()) {
+    std::random_device random;
+    for (int i = 0; i < 4; ++i) o->trigger_key += fmt::format("{:08x}", random());
+  }
+  int http_workers = o->workers;
+  if (!spec.trigger_stream.empty() || spec.trigger_every_ms > 0) {
+    http_workers = std::max(1, o->workers / 2);
+    o->workers = std::max(1, o->workers - http_workers);
+  }
+  if (o->metrics_port < 0) o->metrics_port = 0;
+  return std::make_unique<AgentHttpTrigger>(spec, *o, redis, metrics, live, http_workers,
+                                            static_cast<size_t>(o->http_queue), o->trigger_key);
 }
 
 std::string TriggerText(const agents::AgentSpec& spec) {
@@ -451,12 +499,8 @@ int RunAgentCommand(const AgentCliOptions& in) {
   }
   AgentLive live(spec->name, o.consumer, etcd.get(), redis->get(), spec->TriggerStreamName(),
                  spec->group, std::chrono::milliseconds(spec->sla_window_ms));
-  std::unique_ptr<AgentHttpTrigger> http;
-  if (spec->trigger_http) {
-    http = std::make_unique<AgentHttpTrigger>(*spec, o, redis->get(), &metrics, &live, o.workers,
-                                              static_cast<size_t>(o.http_queue));
-    if (o.metrics_port < 0) o.metrics_port = 0;
-  }
+  std::unique_ptr<AgentHttpTrigger> http =
+      MakeHttpTrigger(*spec, &o, redis->get(), &metrics, &live);
   auto metrics_server = StartPort(*spec, o, http.get(), &live);
   if (!metrics_server.ok()) {
     LOG_ERROR("dais agent run: --metrics-port: {}", metrics_server.status().message());
@@ -466,11 +510,19 @@ int RunAgentCommand(const AgentCliOptions& in) {
   std::atomic<bool> stop{false};
   std::atomic<int> idle{0};
   std::vector<std::thread> threads;
+  // Stops the triggers: the HTTP one is withdrawn from etcd first (the gateway stops sending),
+  // then the runs in progress end and their calls are answered, later ones refused.
+  auto shut_down = [&] {
+    stop = true;
+    for (auto& t : threads) t.join();
+    live.WithdrawEndpoint();
+    if (http) http->Close();
+    if (*metrics_server) (*metrics_server)->Stop();
+  };
   if (Status s = StartTriggers(*spec, o, redis->get(), &metrics, &live, &stop, &idle, &threads);
       !s.ok()) {
     LOG_ERROR("dais agent run: {}", s.message());
-    stop = true;
-    for (auto& t : threads) t.join();
+    shut_down();
     return 2;
   }
   LOG_INFO("agent {} running ({}; {} step(s); consumer {})", spec->name, TriggerText(*spec),
@@ -492,10 +544,8 @@ int RunAgentCommand(const AgentCliOptions& in) {
            : sig == SIGINT ? "SIGINT"
                            : "SIGTERM");
   stop = true;
-  for (auto& t : threads) t.join();
   if (drain_watch.joinable()) drain_watch.join();
-  if (http) http->Close();  // (the runs in progress answered, later calls refused)
-  if (*metrics_server) (*metrics_server)->Stop();
+  shut_down();
   return 0;
 }
 

@@ -35,6 +35,8 @@ struct AgentCliOptions {
   int http_queue = 64;  // HTTP triggers waiting for a worker before 503
   int metrics_port = -1;
   std::string metrics_address = "127.0.0.1";
+  std::string advertise_host;  // the HTTP trigger's published host (default: metrics_address)
+  std::string trigger_key;     // the HTTP trigger's x-dais-agent-key (default: random with etcd)
   tls::ClientConfig redis_tls;
 };
 

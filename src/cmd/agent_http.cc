@@ -2,6 +2,9 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
+#include <string_view>
+
 #include "agents/template.h"
 #include "common/json.h"
 #include "common/logging.h"
@@ -16,23 +19,45 @@ Response JsonError(int status, const std::string& message) {
   return Response{status, "application/json", "{\"error\":" + agents::ValueJson(v) + "}", {}};
 }
 
+// A refusal before any run started (the gateway may try another runtime).
 Response Busy(const std::string& message) {
   Response r = JsonError(503, message);
   r.headers.emplace_back("Retry-After", "1");
+  r.headers.emplace_back("x-dais-not-run", "1");
   return r;
+}
+
+// Constant time: the key is a secret.
+bool SameKey(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i % std::max<size_t>(1, b.size())];
+  return diff == 0;
+}
+
+int StatusOfFailure(StatusCode code) {
+  switch (code) {
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+      return 422;
+    default:
+      return 502;
+  }
 }
 
 }  // namespace
 
 AgentHttpTrigger::AgentHttpTrigger(const agents::AgentSpec& spec, const AgentCliOptions& o,
                                    redis::Client* redis, AgentMetrics* metrics, AgentLive* live,
-                                   int workers, size_t queue)
+                                   int workers, size_t queue, std::string key)
     : spec_(spec),
       o_(o),
       redis_(redis),
       metrics_(metrics),
       live_(live),
       max_queue_(queue),
+      key_(std::move(key)),
       path_("/v1/agents/" + spec.name + "/runs") {
   for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { Work(); });
 }
@@ -55,6 +80,11 @@ void AgentHttpTrigger::Close() {
 
 bool AgentHttpTrigger::Handle(const frontends::http::Request& r, frontends::http::Responder& w) {
   if (r.path != path_) return false;
+  if (!key_.empty() && !SameKey(r.Header("x-dais-agent-key"), key_)) {
+    w(JsonError(401, "the agent's runtime is called through the gateway (POST " + path_ +
+                         " there); direct calls need its key"));
+    return true;
+  }
   if (r.method != "POST") {
     w(JsonError(405, path_ + " is a POST (the event's fields as a JSON object)"));
     return true;
@@ -146,7 +176,10 @@ Response AgentHttpTrigger::Run(AgentActions& actions, Job& job) {
     body += ",\"error\":" + agents::ValueJson(e);
   }
   body += ",\"trace\":" + t.ToJson() + ",\"context\":" + t.context + "}";
-  return Response{t.outcome == "failed" ? 502 : 200, "application/json", std::move(body), {}};
+  return Response{t.outcome == "failed" ? StatusOfFailure(t.error_code) : 200,
+                  "application/json",
+                  std::move(body),
+                  {}};
 }
 
 }  // namespace dais::cmd

@@ -164,21 +164,27 @@ StatusOr<std::unique_ptr<cluster::AssignedJob>> StartAgentJob(const AgentJobOpti
   if (options.dais_binary.empty()) return FailedPrecondition("the dais binary is not known");
   AgentJobOptions own = options;
   const std::string tenant =
-      d.HasMember("tenant") && d["tenant"].IsString() ? d["tenant"].GetString() : "";
-  if (!options.tokens_dir.empty() && !tenant.empty() && tenant.find('/') == std::string::npos &&
-      tenant[0] != '.') {
-    std::ifstream f(options.tokens_dir + "/" + tenant);
+      d.HasMember("tenant") && d["tenant"].IsString()
+          ? std::string(d["tenant"].GetString(), d["tenant"].GetStringLength())
+          : "";
+  if (!options.tokens_dir.empty()) {
+    // The tenant's own token, or no runtime: the node's --agent-token names another tenant, and
+    // running the agent as that one would step over the gateway's tenancy.
+    const bool safe = !tenant.empty() && tenant[0] != '.' &&
+                      tenant.find_first_of(std::string("/\0", 2)) == std::string::npos;
     std::string token;
-    if (f && std::getline(f, token)) {
-      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
-        token.pop_back();
-      }
-      if (!token.empty()) own.token = token;
-    } else {
-      LOG_WARNING("agent {}: no token for tenant {} in {} (--agent-tokens): {}",
-                  d["name"].GetString(), tenant, options.tokens_dir,
-                  own.token.empty() ? "none sent" : "the node's --agent-token sent");
+    if (safe) {
+      std::ifstream f(options.tokens_dir + "/" + tenant);
+      if (f) std::getline(f, token);
     }
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+      token.pop_back();
+    }
+    if (token.empty()) {
+      return FailedPrecondition("no token for tenant '" + tenant + "' in " + options.tokens_dir +
+                                " (dais node --agent-tokens): the agent's runtime is not started");
+    }
+    own.token = token;
   }
   return std::unique_ptr<cluster::AssignedJob>(
       std::make_unique<AgentJob>(own, d["name"].GetString(), std::move(changed)));

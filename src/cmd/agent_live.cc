@@ -46,11 +46,25 @@ void AgentLive::Start() {
 }
 
 void AgentLive::SetEndpoint(const std::string& http, const std::string& tenant,
-                            int64_t run_timeout_ms) {
-  rapidjson::Value h(http.c_str(), static_cast<rapidjson::SizeType>(http.size()));
-  rapidjson::Value t(tenant.c_str(), static_cast<rapidjson::SizeType>(tenant.size()));
-  endpoint_ = fmt::format(R"({{"http":{},"tenant":{},"run_timeout_ms":{}}})", agents::ValueJson(h),
-                          agents::ValueJson(t), run_timeout_ms);
+                            int64_t run_timeout_ms, const std::string& key) {
+  auto json = [](const std::string& s) {
+    return agents::ValueJson(
+        rapidjson::Value(s.c_str(), static_cast<rapidjson::SizeType>(s.size())));
+  };
+  MutexLock l(&endpoint_mu_);
+  endpoint_ = fmt::format(R"({{"http":{},"tenant":{},"run_timeout_ms":{},"key":{}}})", json(http),
+                          json(tenant), run_timeout_ms, json(key));
+}
+
+void AgentLive::WithdrawEndpoint() {
+  {
+    MutexLock l(&endpoint_mu_);
+    if (endpoint_.empty()) return;
+    endpoint_.clear();
+  }
+  if (etcd_ != nullptr) {
+    (void)etcd_->Delete(std::string(cluster::kAgentEndpointsPrefix) + agent_ + "/" + consumer_);
+  }
 }
 
 bool AgentLive::Admit() {
@@ -94,6 +108,54 @@ int64_t AgentLive::Backlog() {
   return -1;
 }
 
+// Reads the orchestrator's decision for this agent and follows it (paused; throttled: this
+// runtime's share of the agent's rate).
+void AgentLive::FollowControl(const std::string& control_key, metrics::Gauge& paused_gauge,
+                              metrics::Gauge& rate_gauge) {
+  if (auto c = etcd_->Get(control_key); c.ok()) {
+    bool paused = false;
+    double rate = 0;
+    rapidjson::Document d;
+    if (!c->kvs.empty() && json::ParseJson(c->kvs[0].value, &d).ok() && d.IsObject() &&
+        d.HasMember("state") && d["state"].IsString()) {
+      const std::string_view state = d["state"].GetString();
+      paused = state == "paused";
+      if (state == "throttled" && d.HasMember("rate") && d["rate"].IsNumber()) {
+        // This runtime's share of the agent's rate: among the runtimes reporting now (their
+        // number may have changed since the decision).
+        int64_t runtimes = 1;
+        if (auto st = etcd_->Get(std::string(agents::kAgentStatusPrefix) + agent_ + "/", true);
+            st.ok() && !st->kvs.empty()) {
+          runtimes = static_cast<int64_t>(st->kvs.size());
+        }
+        rate = std::max(0.001, d["rate"].GetDouble() / static_cast<double>(runtimes));
+      }
+    }
+    bool changed = false;
+    {
+      MutexLock l(&mu_);
+      changed = paused != paused_.load() || rate != rate_;
+      if (rate != rate_) {
+        rate_ = rate;
+        tokens_ = std::min(tokens_, std::max(1.0, rate));
+        refilled_ = std::chrono::steady_clock::now();
+      }
+    }
+    if (changed) {
+      LOG_INFO("agent {}: {} by the orchestrator{}", agent_,
+               paused     ? "paused"
+               : rate > 0 ? fmt::format("throttled to {:g} runs/s", rate)
+                          : "running",
+               d.IsObject() && d.HasMember("reason") && d["reason"].IsString()
+                   ? std::string(": ") + d["reason"].GetString()
+                   : "");
+    }
+    paused_ = paused;
+    paused_gauge.Set(paused ? 1 : 0);
+    rate_gauge.Set(rate);
+  }
+}
+
 void AgentLive::Loop() {
   const std::string status_key = std::string(agents::kAgentStatusPrefix) + agent_ + "/" + consumer_;
   const std::string control_key = std::string(agents::kAgentControlPrefix) + agent_;
@@ -115,43 +177,7 @@ void AgentLive::Loop() {
           .Get({agent_});
   auto kept_alive = std::chrono::steady_clock::now();
   while (!stop_.load()) {
-    // Follow the orchestrator.
-    if (auto c = etcd_->Get(control_key); c.ok()) {
-      bool paused = false;
-      double rate = 0;
-      rapidjson::Document d;
-      if (!c->kvs.empty() && json::ParseJson(c->kvs[0].value, &d).ok() && d.IsObject() &&
-          d.HasMember("state") && d["state"].IsString()) {
-        const std::string_view state = d["state"].GetString();
-        paused = state == "paused";
-        if (state == "throttled" && d.HasMember("rate_per_runtime") &&
-            d["rate_per_runtime"].IsNumber()) {
-          rate = std::max(0.001, d["rate_per_runtime"].GetDouble());
-        }
-      }
-      bool changed = false;
-      {
-        MutexLock l(&mu_);
-        changed = paused != paused_.load() || rate != rate_;
-        if (rate != rate_) {
-          rate_ = rate;
-          tokens_ = std::min(tokens_, std::max(1.0, rate));
-          refilled_ = std::chrono::steady_clock::now();
-        }
-      }
-      if (changed) {
-        LOG_INFO("agent {}: {} by the orchestrator{}", agent_,
-                 paused     ? "paused"
-                 : rate > 0 ? fmt::format("throttled to {:g} runs/s", rate)
-                            : "running",
-                 d.IsObject() && d.HasMember("reason") && d["reason"].IsString()
-                     ? std::string(": ") + d["reason"].GetString()
-                     : "");
-      }
-      paused_ = paused;
-      paused_gauge.Set(paused ? 1 : 0);
-      rate_gauge.Set(rate);
-    }
+    FollowControl(control_key, paused_gauge, rate_gauge);
     // Report.
     std::vector<double> latencies;
     {
@@ -174,7 +200,12 @@ void AgentLive::Loop() {
     if (lease == 0) {
       if (auto l = etcd_->GrantLease(kLeaseSecs); l.ok()) lease = *l;
       kept_alive = now;
-      if (lease != 0 && !endpoint_.empty() && !etcd_->Put(endpoint_key, endpoint_, lease).ok()) {
+      std::string endpoint;
+      {
+        MutexLock l(&endpoint_mu_);
+        endpoint = endpoint_;
+      }
+      if (lease != 0 && !endpoint.empty() && !etcd_->Put(endpoint_key, endpoint, lease).ok()) {
         lease = 0;  // (tried again with a new lease)
       }
     } else if (now - kept_alive >= std::chrono::seconds(1)) {  // (the lease lives 5 s)

@@ -15,6 +15,7 @@
 
 #include "common/mutex.h"
 #include "etcd/client.h"
+#include "metrics/registry.h"
 #include "redis/client.h"
 
 namespace dais::cmd {
@@ -27,7 +28,10 @@ class AgentLive {
   ~AgentLive();
   void Start();
   // Before Start: also publish where this runtime's HTTP trigger listens (kAgentEndpointsPrefix).
-  void SetEndpoint(const std::string& http, const std::string& tenant, int64_t run_timeout_ms);
+  void SetEndpoint(const std::string& http, const std::string& tenant, int64_t run_timeout_ms,
+                   const std::string& key);
+  // Removes the endpoint from etcd (before the trigger stops answering); no more published.
+  void WithdrawEndpoint();
   // A run ended `latency_ms` after its trigger was published.
   void RecordRun(double latency_ms);
   bool paused() const { return paused_.load(); }
@@ -37,13 +41,16 @@ class AgentLive {
 
  private:
   void Loop();
+  void FollowControl(const std::string& control_key, metrics::Gauge& paused_gauge,
+                     metrics::Gauge& rate_gauge);
   int64_t Backlog();
 
   const std::string agent_, consumer_, stream_, group_;
   const std::chrono::milliseconds window_length_;
   etcd::Client* etcd_;
   redis::Client* redis_;
-  std::string endpoint_;  // the endpoint record (JSON), or empty
+  Mutex endpoint_mu_;
+  std::string endpoint_ DAIS_GUARDED_BY(endpoint_mu_);  // the endpoint record (JSON), or empty
   std::atomic<bool> paused_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -41,8 +41,8 @@ std::string ControlJson(const agents::AgentControl& c, int64_t now_ms, int64_t r
   d.AddMember("state", rapidjson::Value(c.state.c_str(), a), a);
   d.AddMember("reason", rapidjson::Value(c.reason.c_str(), a), a);
   d.AddMember("time_ms", now_ms, a);
+  if (c.rate > 0) d.AddMember("rate", c.rate, a);
   if (c.state == "throttled") {
-    d.AddMember("rate", c.rate, a);
     d.AddMember("rate_per_runtime", c.rate / static_cast<double>(std::max<int64_t>(1, runtimes)),
                 a);
   }

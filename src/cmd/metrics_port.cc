@@ -5,13 +5,13 @@
 namespace dais::cmd {
 
 std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port,
-                                                       ExtraRoute extra) {
+                                                       ExtraRoute extra, int max_connections) {
   frontends::http::ServerOptions mo;
   mo.address = address;
   mo.port = port;
   mo.threads = 1;
   mo.listener = "metrics";
-  mo.max_connections = 64;
+  mo.max_connections = max_connections;
   mo.max_body_bytes = 64 << 10;
   return std::make_unique<frontends::http::Server>(
       mo, [extra = std::move(extra)](frontends::http::Request r, frontends::http::Responder w) {

@@ -15,7 +15,10 @@ using ExtraRoute =
     std::function<bool(const frontends::http::Request&, frontends::http::Responder&)>;
 
 // Not started: call Start() (port 0 picks a free one: port() after Start).
+// `max_connections`: open connections at once (a role serving more than scrapes on it, such as
+// an agent's HTTP trigger, needs room for the calls waiting).
 std::unique_ptr<frontends::http::Server> MetricsServer(const std::string& address, int port,
-                                                       ExtraRoute extra = nullptr);
+                                                       ExtraRoute extra = nullptr,
+                                                       int max_connections = 64);
 
 }  // namespace dais::cmd

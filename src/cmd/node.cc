@@ -40,8 +40,9 @@ CLI::App* AddNodeCommand(CLI::App* app, NodeCliOptions* o) {
                   "refuses them without one). Default: none.");
   cmd->add_option("--agent-tokens", o->agent_tokens,
                   "A folder of bearer tokens by tenant: an agent of tenant T sends the token in "
-                  "DIR/T (one line) to the gateway, so the gateway's tenancy applies to it; "
-                  "--agent-token for a tenant without one. Passed in the runtime's environment.");
+                  "DIR/T (one line) to the gateway, so the gateway's tenancy applies to it; an "
+                  "agent whose tenant has no file is not started. Passed in the runtime's "
+                  "environment.");
   cmd->add_option("--agent-txn-url", o->agent_txn_url,
                   "http://HOST:PORT: the dais txn coordinator of those agents' txn steps.");
   cmd->add_option("--agent-features-url", o->agent_features_url,

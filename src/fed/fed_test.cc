@@ -132,7 +132,7 @@ TEST(SecureAggregationTest, AClientThatDropsAfterTheRosterIsRecoveredFromTheSurv
 
 TEST(PrivacyTest, NoiseHasItsDeviationAndEpsilonGrowsWithRounds) {
   std::vector<float> v(20000, 0.0f);
-  AddGaussianNoise(&v, 0.5, 42);
+  AddGaussianNoise(&v, 0.5, "a fixed seed of the test");
   double s = 0, s2 = 0;
   for (float x : v) {
     s += x;
@@ -141,6 +141,11 @@ TEST(PrivacyTest, NoiseHasItsDeviationAndEpsilonGrowsWithRounds) {
   const double mean = s / v.size();
   EXPECT_NEAR(mean, 0, 0.02);
   EXPECT_NEAR(std::sqrt(s2 / v.size() - mean * mean), 0.5, 0.02);
+  // Without a seed: from RAND_bytes, never the same twice.
+  std::vector<float> a(8, 0.0f), b(8, 0.0f);
+  AddGaussianNoise(&a, 1.0);
+  AddGaussianNoise(&b, 1.0);
+  EXPECT_NE(a, b);
   const double e1 = GaussianEpsilon(1.0, 1, 1e-5);
   const double e10 = GaussianEpsilon(1.0, 10, 1e-5);
   EXPECT_GT(e10, e1);

@@ -12,9 +12,9 @@ namespace dais::fed {
 std::vector<uint64_t> Encode(const std::vector<float>& delta, int64_t weight) {
   std::vector<uint64_t> out(delta.size() + 1);
   for (size_t i = 0; i < delta.size(); ++i) {
-    // (A sum of clients stays far inside int64: updates are bounded by their clip norm.)
-    const double v = std::clamp(
-        static_cast<double>(delta[i]) * static_cast<double>(weight) * kFixedScale, -4.0e18, 4.0e18);
+    const double v =
+        std::clamp(static_cast<double>(delta[i]) * static_cast<double>(weight) * kFixedScale,
+                   -kMaxEncoded, kMaxEncoded);
     out[i] = static_cast<uint64_t>(std::llround(v));  // two's complement: mod 2^64
   }
   out.back() = static_cast<uint64_t>(weight);
@@ -109,10 +109,14 @@ std::vector<uint64_t> MaskStream(const std::string& seed, size_t n) {
   EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
   int len = 0;
   auto* bytes = reinterpret_cast<unsigned char*>(out.data());
-  // The keystream: ChaCha20 of zeros.
-  if (ctx == nullptr || EVP_EncryptInit_ex(ctx, EVP_chacha20(), nullptr, key, iv) != 1 ||
-      EVP_EncryptUpdate(ctx, bytes, &len, bytes, static_cast<int>(n * sizeof(uint64_t))) != 1) {
+  // The keystream: ChaCha20 of zeros, in pieces (EVP takes an int length).
+  if (ctx == nullptr || EVP_EncryptInit_ex(ctx, EVP_chacha20(), nullptr, key, iv) != 1) {
     std::abort();  // (a broken libcrypto: no safe way to go on masking)
+  }
+  constexpr size_t kPiece = size_t{1} << 26;
+  for (size_t at = 0, total = n * sizeof(uint64_t); at < total; at += kPiece) {
+    const int piece = static_cast<int>(std::min(kPiece, total - at));
+    if (EVP_EncryptUpdate(ctx, bytes + at, &len, bytes + at, piece) != 1) std::abort();
   }
   EVP_CIPHER_CTX_free(ctx);
   OPENSSL_cleanse(key, sizeof(key));

@@ -1,9 +1,12 @@
 // HTTP triggers of agents through the gateway (gateway_impl.h, HandleAgent; docs/agents.md,
 // "Triggers"): POST /v1/agents/<name>/runs is authenticated (with --jwks, only the agent's own
 // tenant may call it: 403 otherwise), admitted by the tenant's token bucket, and forwarded as it
-// came (body, Idempotency-Key, trace headers) to one of the agent's runtimes, which answers when
-// the run ended. A runtime that cannot be reached (nothing was sent) is skipped for the next; a
-// run that started is never sent twice (a client retries with its Idempotency-Key).
+// came (body, Idempotency-Key, trace headers) to one of the agent's runtimes with the key it
+// published (x-dais-agent-key), which answers when the run ended. A runtime that cannot be
+// reached, or that refused before running (503 with x-dais-not-run: stopping, busy, paused), is
+// skipped for the next; a run that started is never sent twice (a client retries with its
+// Idempotency-Key).
+#include <algorithm>
 #include <memory>
 
 #include "gateway/gateway_impl.h"
@@ -33,17 +36,25 @@ void Finish(const std::shared_ptr<AgentCall>& c, Response r) {
 }
 
 void TryAgent(std::shared_ptr<AgentCall> c) {
-  if (c->tried >= c->agent->http.size()) {
-    return Finish(
-        c, Error(503, "agent " + c->name + ": none of its " +
-                          std::to_string(c->agent->http.size()) + " runtime(s) could be reached"));
+  if (c->tried >= c->agent->runtimes.size()) {
+    return Finish(c, Error(503, "agent " + c->name + ": none of its " +
+                                    std::to_string(c->agent->runtimes.size()) +
+                                    " runtime(s) could be reached"));
   }
-  const std::string address = c->agent->http[c->next % c->agent->http.size()];
+  const View::AgentEndpoints::Runtime& runtime =
+      c->agent->runtimes[c->next % c->agent->runtimes.size()];
+  const std::string address = runtime.http;
   ++c->next;
   ++c->tried;
   UpstreamRequest request = c->request;  // (kept for a try on another runtime)
+  if (!runtime.key.empty()) request.headers.emplace_back("x-dais-agent-key", runtime.key);
   c->g->pool.Send(address, std::move(request), [c, address](UpstreamResult r) {
     if (r.connect_failed) return TryAgent(c);
+    // Refused before any run started (stopping, busy, paused): another runtime may take it.
+    const bool not_run = r.status.ok() && r.response.status == 503 &&
+                         std::any_of(r.response.headers.begin(), r.response.headers.end(),
+                                     [](const auto& h) { return h.first == "x-dais-not-run"; });
+    if (not_run && c->tried < c->agent->runtimes.size()) return TryAgent(c);
     if (!r.status.ok()) {
       const bool late = r.status.code() == StatusCode::kDeadlineExceeded;
       return Finish(c, Error(late ? 504 : 502, "agent " + c->name + " at " + address + ": " +
@@ -87,7 +98,7 @@ void Gateway::Impl::HandleAgent(Request request, Responder respond) {
   c->name = rest.substr(0, slash);
   c->view = Current();
   auto it = c->view->agents.find(c->name);
-  if (it == c->view->agents.end() || it->second.http.empty()) {
+  if (it == c->view->agents.end() || it->second.runtimes.empty()) {
     return respond(Error(404, "agent " + c->name +
                                   " has no runtime serving an HTTP trigger (trigger.http: true; "
                                   "dais ctl get agents)"));

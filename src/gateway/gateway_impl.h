@@ -66,7 +66,11 @@ struct View {
   struct AgentEndpoints {
     std::string tenant;
     int64_t run_timeout_ms = 5000;
-    std::vector<std::string> http;  // host:port, one per runtime
+    struct Runtime {
+      std::string http;  // host:port
+      std::string key;   // sent as x-dais-agent-key
+    };
+    std::vector<Runtime> runtimes;
   };
   std::map<std::string, AgentEndpoints> agents;
 };

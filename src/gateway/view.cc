@@ -129,7 +129,9 @@ std::shared_ptr<View> BuildView(SpecCache* cache,
     if (d.HasMember("run_timeout_ms") && d["run_timeout_ms"].IsInt64()) {
       a.run_timeout_ms = d["run_timeout_ms"].GetInt64();
     }
-    a.http.push_back(d["http"].GetString());
+    a.runtimes.push_back({d["http"].GetString(), d.HasMember("key") && d["key"].IsString()
+                                                     ? d["key"].GetString()
+                                                     : std::string()});
   }
   return v;
 }

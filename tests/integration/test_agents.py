@@ -343,9 +343,9 @@ def test_an_http_trigger_runs_through_the_gateway_for_its_tenant_only(
         # Enough stock: the branch stops the run (still a 200: the run did what it should).
         r = call({"sku": 1, "qty": 5})
         assert r.status_code == 200 and r.json()["outcome"] == "stopped", r.text
-        # A failing run names its step (502); a bad body is refused by the runtime (400).
+        # A run the event cannot make names its step (422); a bad body is refused (400).
         r = call({"sku": 1, "qty": "many"})
-        assert r.status_code == 502 and "forecast: input INPUT__0: 'many' is not a number" \
+        assert r.status_code == 422 and "forecast: input INPUT__0: 'many' is not a number" \
             in r.json()["error"], r.text
         r = requests.post(url, data="[1, 2]", headers=retail, timeout=10)
         assert r.status_code == 400 and "JSON object" in r.json()["error"], r.text
@@ -355,6 +355,15 @@ def test_an_http_trigger_runs_through_the_gateway_for_its_tenant_only(
         assert requests.post(url, json={}, timeout=10).status_code == 401
         r = requests.post(f"{g.url}/v1/agents/nosuch/runs", json={}, headers=retail, timeout=10)
         assert r.status_code == 404 and "no runtime serving an HTTP trigger" in r.text, r.text
+        # Past the gateway, straight to the runtime: refused without the key it published.
+        rt.metrics()  # (waits for its port)
+        direct = re.search(r"ports: metrics=(\d+)", rt.log()).group(1)
+        r = requests.post(f"http://127.0.0.1:{direct}/v1/agents/{name}/runs", json={"sku": 1},
+                          headers=retail, timeout=10)
+        assert r.status_code == 401 and "through the gateway" in r.json()["error"], r.text
+        key = json.loads(etcd_server.get_prefix(f"/dais/agent-endpoints/{name}/")[
+            f"/dais/agent-endpoints/{name}/c1"])["key"]
+        assert len(key) == 32
         # Paused by the orchestrator: 503 with Retry-After, counted; resumed: runs again.
         etcd_server.ctl("put", f"/dais/agent-control/{name}",
                         json.dumps({"state": "paused", "reason": "test"}))
@@ -462,7 +471,7 @@ def test_a_throttled_agent_starts_no_more_runs_than_its_rate(
     serve_route(dais_bin, etcd_server, tmp_path)
     apply(dais_bin, etcd_server, tmp_path, agent_yaml(port, name))
     etcd_server.ctl("put", f"/dais/agent-control/{name}", json.dumps(
-        {"state": "throttled", "reason": "test", "rate": 4, "rate_per_runtime": 4}))
+        {"state": "throttled", "reason": "test", "rate": 4}))
     rt = Runtime(dais_bin, etcd_server, name, feature_server.url, tmp_path, "c1", "--workers", "4")
     try:
         wait_for(lambda: metric_value(parse_prometheus(rt.metrics()),

@@ -338,7 +338,7 @@ def test_an_agent_txn_step_places_the_order_once_per_run(coord, tmp_path):
         shop.refused.add(bad["order_id"])
         # A value the conversion cannot make an integer fails the run naming the reference.
         r = requests.post(url, json={**event, "item": "five"}, timeout=30)
-        assert r.status_code == 502 and "${event.item|int}: 'five' is not a number" \
+        assert r.status_code == 422 and "${event.item|int}: 'five' is not a number" \
             in r.json()["error"], r.text
         shop.invariants()
     finally:
