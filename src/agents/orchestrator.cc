@@ -93,10 +93,27 @@ std::vector<Decision> Orchestrator::Evaluate(int64_t now_ms, const std::vector<A
         above = &worst[r];
       }
     }
-    if (above == nullptr) continue;
+    if (above == nullptr) {
+      eased_since_ms_.erase(b.name);
+      continue;
+    }
     signalled = true;
     const std::string& state = State(controls, b.name);
-    if (above->level == 2 && state != "paused") {
+    if (above->level != 1 || state != "paused") eased_since_ms_.erase(b.name);
+    if (above->level == 1 && state == "paused") {
+      // Paused for a signal that has eased to the throttle's level: throttled once it stayed
+      // there for calm_ms (not paused for as long as the signal lasts).
+      auto [since, fresh] = eased_since_ms_.emplace(b.name, now_ms);
+      if (!fresh && now_ms - since->second >= options_.calm_ms) {
+        const double rate = ThrottleRate(b.name, controls);
+        out.push_back({b.name,
+                       {"throttled",
+                        fmt::format("{}, for {} ms (eased from a pause): {:.3g} runs/s", above->why,
+                                    options_.calm_ms, rate),
+                        rate}});
+        eased_since_ms_.erase(since);
+      }
+    } else if (above->level == 2 && state != "paused") {
       // (the rate it is to get when released to throttled, noted for a later leader)
       out.push_back({b.name, {"paused", above->why, ThrottleRate(b.name, controls)}});
     } else if (above->level == 1 && state == "running") {

@@ -97,6 +97,8 @@ class Orchestrator {
 
   OrchestratorOptions options_;
   std::map<std::string, double> running_rate_;  // runs/s each agent had when last running
+  // Paused agents whose signal above eased to the throttle's level: since when.
+  std::map<std::string, int64_t> eased_since_ms_;
   int64_t calm_since_ms_ = -1;  // since when no running agent of concern misses its SLA margin
 };
 

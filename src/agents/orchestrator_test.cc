@@ -95,6 +95,16 @@ TEST(OrchestratorTest, ThrottlesBeforePausingAndWhenANodeOfAHigherAgentIsBusy) {
   ds = o.Evaluate(300, agents, {{"urgent", Load(60)}}, controls);
   ASSERT_EQ(ds.size(), 1u);
   EXPECT_EQ(ds[0].control.state, "paused");
+  Apply(ds, &controls);
+  // The signal eases to the throttle's level and stays there: throttled after calm_ms, not
+  // paused for as long as it lasts.
+  EXPECT_TRUE(o.Evaluate(350, agents, {{"urgent", Load(45)}}, controls).empty());
+  EXPECT_TRUE(o.Evaluate(5349, agents, {{"urgent", Load(45)}}, controls).empty());
+  ds = o.Evaluate(5350, agents, {{"urgent", Load(45)}}, controls);
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].control.state, "throttled");
+  EXPECT_NE(ds[0].control.reason.find("eased from a pause"), std::string::npos);
+  EXPECT_EQ(ds[0].control.rate, 5);
   controls.clear();
   // The latency is fine but the node where urgent runs is busy: bulk throttled, naming it.
   ds = o.Evaluate(400, agents, {{"urgent", Load(5, 0, {"n1"})}, {"bulk", Load(900)}}, controls,

@@ -199,6 +199,13 @@ class TriggerHandler {
   const int64_t started_ms_ = UnixMs();
 };
 
+// Whether `e` is still pending for `consumer` (not taken over by another, nor acknowledged).
+bool StillPending(redis::Client* redis, const std::string& stream, const std::string& group,
+                  const std::string& consumer, const streams::Entry& e) {
+  auto r = redis->Run({stream, {"XPENDING", stream, group, e.entry_id, e.entry_id, "1", consumer}});
+  return r.ok() && r->type == redis::Reply::Type::kArray && !r->elements.empty();
+}
+
 // A worker: its own Redis connection for the blocking reads; first what it left unfinished
 // (after a restart), then new triggers, and every --retry-after-ms what is pending too long
 // (its own failed runs, or another runtime's that died).
@@ -257,6 +264,8 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
                                 std::to_string(o.retry_after_ms), e.entry_id, "JUSTID"}});
       if (mine.ok() && mine->type == redis::Reply::Type::kArray && !mine->elements.empty()) {
         handle(e);
+      } else {
+        live->Refund();  // (not ours any more: no run made)
       }
       continue;
     }
@@ -293,14 +302,20 @@ void StreamWorker(const agents::AgentSpec& spec, const AgentCliOptions& o,
       counted_idle = idle;
       idle_workers->fetch_add(idle ? 1 : -1);
     }
+    if (batch->empty()) live->Refund();  // (nothing came: the leave taken is given back)
     for (size_t i = 0; i < batch->size(); ++i) {
+      if (stop->load()) break;  // (the rest stays pending)
       const streams::Entry& e = (*batch)[i];
       // A claim also returns this worker's own failed runs waiting for their retry.
       const bool queued = std::any_of(retries.begin(), retries.end(), [&](const auto& r) {
         return r.second.entry_id == e.entry_id;
       });
-      // (The first was admitted before the read; a restart's pending ones come in a batch.)
-      if (queued || (i > 0 && !admitted())) continue;
+      // (The first was admitted before the read; a restart's pending ones come in a batch, and
+      // one that waited for its leave may have been taken over meanwhile: still ours?)
+      if (queued) continue;
+      if (i > 0 && (!admitted() || !StillPending(shared, stream, spec.group, consumer, e))) {
+        continue;
+      }
       handle(e);
     }
   }
@@ -436,8 +451,10 @@ std::unique_ptr<AgentHttpTrigger> MakeHttpTrigger(const agents::AgentSpec& spec,
     std::random_device random;
     for (int i = 0; i < 4; ++i) o->trigger_key += fmt::format("{:08x}", random());
   }
+  // With a stream trigger too, the workers are split (at least one each: a concurrency of 1
+  // runs up to two at once then). A timer runs one run per period on its own thread.
   int http_workers = o->workers;
-  if (!spec.trigger_stream.empty() || spec.trigger_every_ms > 0) {
+  if (!spec.trigger_stream.empty()) {
     http_workers = std::max(1, o->workers / 2);
     o->workers = std::max(1, o->workers - http_workers);
   }
@@ -513,9 +530,9 @@ int RunAgentCommand(const AgentCliOptions& in) {
   // Stops the triggers: the HTTP one is withdrawn from etcd first (the gateway stops sending),
   // then the runs in progress end and their calls are answered, later ones refused.
   auto shut_down = [&] {
+    live.WithdrawEndpoint();
     stop = true;
     for (auto& t : threads) t.join();
-    live.WithdrawEndpoint();
     if (http) http->Close();
     if (*metrics_server) (*metrics_server)->Stop();
   };

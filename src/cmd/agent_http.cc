@@ -38,6 +38,8 @@ int StatusOfFailure(StatusCode code) {
   switch (code) {
     case StatusCode::kDeadlineExceeded:
       return 504;
+    case StatusCode::kResourceExhausted:  // (a step's server said 429: the agent's tenant's rate)
+      return 503;
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
       return 422;
@@ -81,8 +83,10 @@ void AgentHttpTrigger::Close() {
 bool AgentHttpTrigger::Handle(const frontends::http::Request& r, frontends::http::Responder& w) {
   if (r.path != path_) return false;
   if (!key_.empty() && !SameKey(r.Header("x-dais-agent-key"), key_)) {
-    w(JsonError(401, "the agent's runtime is called through the gateway (POST " + path_ +
-                         " there); direct calls need its key"));
+    Response refused = JsonError(401, "the agent's runtime is called through the gateway (POST " +
+                                          path_ + " there); direct calls need its key");
+    refused.headers.emplace_back("x-dais-not-run", "1");  // (a key the gateway had not seen yet)
+    w(std::move(refused));
     return true;
   }
   if (r.method != "POST") {
@@ -120,10 +124,12 @@ bool AgentHttpTrigger::Handle(const frontends::http::Request& r, frontends::http
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) {
+      live_->Refund();
       w(Busy("agent " + spec_.name + " is stopping"));
       return true;
     }
     if (queue_.size() >= max_queue_ + static_cast<size_t>(idle_)) {
+      live_->Refund();
       metrics_->http_refused->Get({spec_.name, "busy"}).Increment();
       w(Busy("agent " + spec_.name + ": every worker is running and " +
              std::to_string(queue_.size()) + " calls wait; retry later"));

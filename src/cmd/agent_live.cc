@@ -57,11 +57,10 @@ void AgentLive::SetEndpoint(const std::string& http, const std::string& tenant,
 }
 
 void AgentLive::WithdrawEndpoint() {
-  {
-    MutexLock l(&endpoint_mu_);
-    if (endpoint_.empty()) return;
-    endpoint_.clear();
-  }
+  // Under the lock: the loop's Put of the endpoint cannot land after this Delete.
+  MutexLock l(&endpoint_mu_);
+  if (endpoint_.empty()) return;
+  endpoint_.clear();
   if (etcd_ != nullptr) {
     (void)etcd_->Delete(std::string(cluster::kAgentEndpointsPrefix) + agent_ + "/" + consumer_);
   }
@@ -79,6 +78,11 @@ bool AgentLive::Admit() {
   if (tokens_ < 1) return false;
   tokens_ -= 1;
   return true;
+}
+
+void AgentLive::Refund() {
+  MutexLock l(&mu_);
+  if (rate_ > 0) tokens_ = std::min(std::max(1.0, rate_), tokens_ + 1);
 }
 
 void AgentLive::RecordRun(double latency_ms) {
@@ -200,12 +204,8 @@ void AgentLive::Loop() {
     if (lease == 0) {
       if (auto l = etcd_->GrantLease(kLeaseSecs); l.ok()) lease = *l;
       kept_alive = now;
-      std::string endpoint;
-      {
-        MutexLock l(&endpoint_mu_);
-        endpoint = endpoint_;
-      }
-      if (lease != 0 && !endpoint.empty() && !etcd_->Put(endpoint_key, endpoint, lease).ok()) {
+      MutexLock l(&endpoint_mu_);  // (held across the Put: see WithdrawEndpoint)
+      if (lease != 0 && !endpoint_.empty() && !etcd_->Put(endpoint_key, endpoint_, lease).ok()) {
         lease = 0;  // (tried again with a new lease)
       }
     } else if (now - kept_alive >= std::chrono::seconds(1)) {  // (the lease lives 5 s)

@@ -38,6 +38,8 @@ class AgentLive {
   // Takes the right to start one run now: false while paused, or throttled and this second's
   // runs are spent.
   bool Admit();
+  // Gives back a leave taken for a run that was not made (nothing to read, a refused call).
+  void Refund();
 
  private:
   void Loop();

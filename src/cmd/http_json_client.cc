@@ -126,6 +126,9 @@ Status AnswerStatus(const HttpAnswer& a) {
   }
   const std::string text = "HTTP " + std::to_string(a.status) + ": " + message;
   if (a.status == 404) return NotFound(text);
+  if (a.status == 429) return ResourceExhausted(text);
+  if (a.status == 401 || a.status == 403) return Status(StatusCode::kPermissionDenied, text);
+  if (a.status == 408) return DeadlineExceeded(text);
   if (a.status / 100 == 4) return InvalidArgument(text);
   return Unavailable(text);
 }

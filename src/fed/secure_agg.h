@@ -29,10 +29,10 @@ namespace dais::fed {
 // Fixed point: value x (weighted by w) -> round(x * w * scale) mod 2^64; the weight itself is
 // appended as the last element, so the sum carries the total weight.
 inline constexpr double kFixedScale = 1 << 20;
-// Each encoded element is clamped to ±2^52 (|weight × value| below 2^32), so that the sum of up to
-// 2,048 clients stays inside int64. Clip updates (update.h ClipL2) and bound the samples a client
-// may claim (the aggregator cannot check a masked weight).
-inline constexpr double kMaxEncoded = 4503599627370496.0;  // 2^52
+// Each encoded element is clamped to ±(2^52 - 1) (|weight × value| below 2^32), so that the sum
+// of up to 2,048 clients stays inside int64 (2,048 × (2^52 - 1) < 2^63). Clip updates (update.h
+// ClipL2) and bound the samples a client may claim (the aggregator cannot check a masked weight).
+inline constexpr double kMaxEncoded = 4503599627370495.0;  // 2^52 - 1
 inline constexpr int kMaxClients = 2048;
 
 std::vector<uint64_t> Encode(const std::vector<float>& delta, int64_t weight);

@@ -3,7 +3,8 @@
 // tenant may call it: 403 otherwise), admitted by the tenant's token bucket, and forwarded as it
 // came (body, Idempotency-Key, trace headers) to one of the agent's runtimes with the key it
 // published (x-dais-agent-key), which answers when the run ended. A runtime that cannot be
-// reached, or that refused before running (503 with x-dais-not-run: stopping, busy, paused), is
+// reached, or that refused before running (x-dais-not-run: 503 stopping, busy, paused; 401 a key
+// changed by a restart the watch has not delivered yet), is
 // skipped for the next; a run that started is never sent twice (a client retries with its
 // Idempotency-Key).
 #include <algorithm>
@@ -51,7 +52,7 @@ void TryAgent(std::shared_ptr<AgentCall> c) {
   c->g->pool.Send(address, std::move(request), [c, address](UpstreamResult r) {
     if (r.connect_failed) return TryAgent(c);
     // Refused before any run started (stopping, busy, paused): another runtime may take it.
-    const bool not_run = r.status.ok() && r.response.status == 503 &&
+    const bool not_run = r.status.ok() && (r.response.status == 503 || r.response.status == 401) &&
                          std::any_of(r.response.headers.begin(), r.response.headers.end(),
                                      [](const auto& h) { return h.first == "x-dais-not-run"; });
     if (not_run && c->tried < c->agent->runtimes.size()) return TryAgent(c);
@@ -112,6 +113,8 @@ void Gateway::Impl::HandleAgent(Request request, Responder respond) {
   c->request.method = "POST";
   c->request.target = request.path;
   c->request.headers = ForwardedHeaders(request);
+  std::erase_if(c->request.headers,  // (the runtime's key is the gateway's to send)
+                [](const auto& h) { return h.first == "x-dais-agent-key"; });
   c->request.body = std::move(request.body);
   // The runtime bounds the run by the agent's run_timeout from the call's arrival; a little
   // more here for the answer to come back.
