@@ -3,7 +3,8 @@
 // its live state (the window p99 of its runs' latency, their count, the trigger's backlog) under
 // /dais/agent-status/<agent>/<consumer> with a lease, and reads /dais/agent-control/<agent>:
 // while it says "paused", the workers take no new trigger; while it says "throttled", they start
-// at most rate_per_runtime runs a second (a token bucket holding one second's worth).
+// at most their share of the agent's rate (divided among the runtimes reporting; a token bucket
+// holding one second's worth).
 #pragma once
 
 #include <atomic>

@@ -34,18 +34,15 @@ std::string Text(const rapidjson::Value& v, const char* key) {
   return v.HasMember(key) && v[key].IsString() ? v[key].GetString() : "";
 }
 
-// `runtimes`: how many share a throttled agent's rate (each takes rate_per_runtime).
-std::string ControlJson(const agents::AgentControl& c, int64_t now_ms, int64_t runtimes) {
+// `rate`: runs a second for all the agent's runtimes together (each takes its share of those
+// reporting, agent_live.cc).
+std::string ControlJson(const agents::AgentControl& c, int64_t now_ms) {
   rapidjson::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
   d.AddMember("state", rapidjson::Value(c.state.c_str(), a), a);
   d.AddMember("reason", rapidjson::Value(c.reason.c_str(), a), a);
   d.AddMember("time_ms", now_ms, a);
   if (c.rate > 0) d.AddMember("rate", c.rate, a);
-  if (c.state == "throttled") {
-    d.AddMember("rate_per_runtime", c.rate / static_cast<double>(std::max<int64_t>(1, runtimes)),
-                a);
-  }
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   d.Accept(w);
@@ -153,8 +150,6 @@ void AgentOrchestratorLoop::Tick(int64_t revision) {
       "Agents paused, throttled or resumed by the orchestrator (on the leading scheduler).",
       {"agent", "state"});
   for (const agents::Decision& d : policy_->Evaluate(now, agents, loads, controls, nodes)) {
-    const int64_t runtimes =
-        loads.count(d.agent) ? static_cast<int64_t>(loads[d.agent].nodes.size()) : 1;
     cluster::ClusterEvent ev{now,
                              d.control.state == "paused"      ? "agent-paused"
                              : d.control.state == "throttled" ? "agent-throttled"
@@ -164,7 +159,7 @@ void AgentOrchestratorLoop::Tick(int64_t revision) {
                              d.control.reason,
                              id_};
     std::vector<etcd::Op> ops = {{etcd::Op::Kind::kPut, agents::kAgentControlPrefix + d.agent,
-                                  ControlJson(d.control, now, runtimes), 0, false}};
+                                  ControlJson(d.control, now), 0, false}};
     if (auto lease = client_->GrantLease(3600); lease.ok()) {
       ops.push_back({etcd::Op::Kind::kPut, cluster::kEventsPrefix + ev.Key(sequence_++),
                      ev.ToJson(), *lease, false});

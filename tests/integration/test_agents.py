@@ -465,7 +465,7 @@ def test_agents_are_placed_on_a_node_and_a_low_priority_one_gives_way_to_a_high_
 
 def test_a_throttled_agent_starts_no_more_runs_than_its_rate(
         etcd_server, redis_server, feature_server, dais_bin, tmp_path):
-    """The orchestrator's "throttled" control: the runtime starts at most rate_per_runtime runs a
+    """The orchestrator's "throttled" control: the runtime starts at most its share of `rate` runs a
     second (a bucket of one second's worth), whatever its workers; released, it runs freely."""
     name, port = "slow", redis_server.port
     serve_route(dais_bin, etcd_server, tmp_path)
