@@ -177,6 +177,14 @@ StatusOr<TrainingJobSpec> ParseTrainingJobYaml(const std::string& yaml) {
   return j;
 }
 
+StatusOr<TrainingRelease> ParseTrainingReleaseYaml(const std::string& yaml) {
+  ASSIGN_OR_RETURN(const YAML::Node root, LoadYamlMap(yaml, "release"));
+  TrainingRelease r;
+  RETURN_IF_ERROR(ParseRelease(root, &r));
+  RETURN_IF_ERROR(ValidateRelease(r));
+  return r;
+}
+
 std::string TrainingJobToJson(const TrainingJobSpec& j) {
   rapidjson::StringBuffer sb;
   Writer w(sb);

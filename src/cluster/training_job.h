@@ -82,6 +82,8 @@ struct TrainingJobSpec {
 // ("schedule.after_labels: needs schedule.label_stream").
 StatusOr<TrainingJobSpec> ParseTrainingJobYaml(const std::string& yaml);
 std::string TrainingJobToJson(const TrainingJobSpec& job);
+// A release mapping alone (what a federation's spec holds: fed/federation_spec.h), validated.
+StatusOr<TrainingRelease> ParseTrainingReleaseYaml(const std::string& yaml);
 
 // What the runs of a job have been (kTrainingRunsPrefix).
 struct TrainingRunState {

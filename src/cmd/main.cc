@@ -24,6 +24,9 @@
 #ifdef DAIS_HAVE_TXN
 #include "cmd/txn.h"
 #endif
+#ifdef DAIS_HAVE_FED
+#include "cmd/fed.h"
+#endif
 
 namespace {
 
@@ -92,6 +95,12 @@ int main(int argc, char** argv) {
   dais::cmd::TxnCliOptions txn;
   CLI::App* txn_cmd = dais::cmd::AddTxnCommand(&app, &txn);
 #endif
+#ifdef DAIS_HAVE_FED
+  dais::cmd::FedServeOptions fed_serve;
+  dais::cmd::FedJoinOptions fed_join;
+  CLI::App *fed_serve_cmd = nullptr, *fed_join_cmd = nullptr;
+  dais::cmd::AddFedCommands(&app, &fed_serve, &fed_join, &fed_serve_cmd, &fed_join_cmd);
+#endif
   for (CLI::App* role : {serve_cmd, dais::cmd::FindSubcommand(app, "node")}) {
     if (role != nullptr) dais::cmd::AcceptTritonFlags(role);
   }
@@ -118,6 +127,10 @@ int main(int argc, char** argv) {
 #endif
 #ifdef DAIS_HAVE_TXN
   if (txn_cmd->parsed()) return dais::cmd::RunTxn(txn_cmd, txn);
+#endif
+#ifdef DAIS_HAVE_FED
+  if (fed_serve_cmd->parsed()) return dais::cmd::RunFedServe(fed_serve);
+  if (fed_join_cmd->parsed()) return dais::cmd::RunFedJoin(fed_join);
 #endif
 #ifdef DAIS_HAVE_GRPC
   if (node_cmd->parsed()) return dais::cmd::RunNode(node);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cmd/publish_version.h"
 #include "learn/join.h"
 #include "learn/training_spec.h"
 #include "learn/xgb_train.h"
@@ -35,21 +36,7 @@ void Progress(const std::string& line) { fmt::print(stderr, "dais train: {}\n", 
 // The newest numbered version of the model with an XGBoost file or a TorchScript model.pt, and
 // that file's name.
 bool ServingVersion(const learn::TrainingSpec& spec, int64_t* version, std::string* file) {
-  *version = 0;
-  std::error_code ec;
-  for (const auto& d : fs::directory_iterator(fs::path(spec.repository) / spec.model, ec)) {
-    const std::string name = d.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos ||
-        name.size() > 15) {
-      continue;
-    }
-    for (const char* f : {"xgboost.json", "xgboost.ubj", "xgboost.model", "model.pt"}) {
-      if (fs::exists(d.path() / f, ec) && std::stoll(name) > *version) {
-        *version = std::stoll(name);
-        *file = f;
-      }
-    }
-  }
+  *version = NewestVersion(fs::path(spec.repository) / spec.model, file);
   return *version > 0;
 }
 
@@ -94,23 +81,6 @@ void PrintComparison(const learn::TrainingSpec& spec, int64_t base, const learn:
   (void)spec;
 }
 
-bool Fsync(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
-}
-
-bool WriteSynced(const fs::path& path, const std::string& text) {
-  {
-    std::ofstream out(path);
-    out << text;
-    if (!out.flush()) return false;
-  }
-  return Fsync(path);
-}
-
 // Where the held-out rows begin: the newest `holdout` before the cut-off, or for a share, the
 // time of the first row of the newest share (rows are in time order).
 int64_t HoldoutFrom(const learn::TrainingSpec& spec, const learn::Dataset& all, int64_t cutoff) {
@@ -120,27 +90,18 @@ int64_t HoldoutFrom(const learn::TrainingSpec& spec, const learn::Dataset& all, 
   return all.time_ms[std::min(all.rows() - 1, first)];
 }
 
-// Moves the candidate in `tmp` (with its metrics.json) to `target`: the version appears whole,
-// written in a hidden folder, fsynced, renamed. False (and said why) when it cannot.
+// Moves the candidate in `tmp` (with its metrics.json) to `target`. False (and said why) when
+// it cannot.
 bool Publish(const fs::path& tmp, const std::string& file, const std::string& metrics,
              const fs::path& target) {
-  if (!WriteSynced(tmp / "metrics.json", metrics) || !Fsync(tmp / file) || !Fsync(tmp)) {
-    fmt::print(stderr, "dais train: cannot write {}: {}\n", tmp.string(), std::strerror(errno));
-    return false;
+  Status s = WriteSynced(tmp / "metrics.json", metrics)
+                 ? PublishFolder(tmp, file, target)
+                 : Internal("cannot write " + (tmp / "metrics.json").string());
+  if (!s.ok()) {
+    fmt::print(stderr, "dais train: {}{}\n", s.message(),
+               s.code() == StatusCode::kAlreadyExists ? " (nothing published)" : "");
   }
-  // RENAME_NOREPLACE: a version published meanwhile (another trainer) is never replaced, even an
-  // empty folder, which a plain rename would.
-  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0) {
-    fmt::print(stderr, "dais train: cannot publish {}: {}{}\n", target.string(),
-               std::strerror(errno), errno == EEXIST ? " (nothing published)" : "");
-    return false;
-  }
-  if (!Fsync(target.parent_path())) {
-    fmt::print(stderr, "dais train: published {}, but fsync of its folder failed: {}\n",
-               target.string(), std::strerror(errno));
-    return false;
-  }
-  return true;
+  return s.ok();
 }
 
 // XGBoost, or LibTorch for a TorchScript model.pt.

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cluster/events.h"
+#include "cmd/canary_release.h"
 #include "cluster/keys.h"
 #include "cluster/training_job.h"
 #include "common/json.h"
@@ -317,91 +318,18 @@ class TrainingRunner : public cluster::AssignedJob {
                       (run_.last_end_ms - run_.last_start_ms) / 1000.0));
   }
 
-  // Applies the new version's deployment (a copy of release.deployment); its name.
-  StatusOr<std::string> ApplyDeployment(int64_t version) {
-    const cluster::TrainingRelease& rel = spec_.release;
-    ASSIGN_OR_RETURN(etcd::RangeResult t, client_->Get("/dais/deployments/" + rel.deployment));
-    if (t.kvs.empty())
-      return NotFound("release.deployment: no deployment '" + rel.deployment + "'");
-    ASSIGN_OR_RETURN(cluster::DeploymentSpec d, cluster::DeploymentFromJson(t.kvs[0].value));
-    d.name = fmt::format("{}-v{}", rel.route, version);
-    d.version = version;
-    const std::string key = "/dais/deployments/" + d.name;
-    etcd::Compare absent{key, etcd::Compare::Target::kCreateRevision, etcd::Compare::Op::kEqual, 0,
-                         ""};
-    ASSIGN_OR_RETURN(etcd::TxnResult r,
-                     client_->Txn({absent}, {etcd::Op{etcd::Op::Kind::kPut, key,
-                                                      cluster::DeploymentToJson(d), 0, false}}));
-    if (r.succeeded) Event(fmt::format("deployment {} applied ({} v{})", d.name, d.model, version));
-    return d.model;
-  }
-
-  bool VersionReady(const std::string& model, int64_t version) {
-    auto r = client_->Get(cluster::kInstancesPrefix, /*prefix=*/true);
-    if (!r.ok()) return false;
-    for (const auto& kv : r->kvs) {
-      rapidjson::Document d;
-      if (!json::ParseJson(kv.value, &d).ok() || !d.IsObject()) continue;
-      auto str = [&d](const char* k) {
-        return d.HasMember(k) && d[k].IsString() ? std::string(d[k].GetString()) : "";
-      };
-      if (str("model") == model && str("version") == std::to_string(version) &&
-          str("state") == "READY") {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  // The canary release of `version`: its deployment, then (once READY) the route's rollout.
-  // Retried until release.ready_timeout; the outcome is recorded either way.
+  // The canary release of `version` (canary_release.h); the outcome is recorded either way.
   void Release(int64_t version) {
-    const cluster::TrainingRelease& rel = spec_.release;
-    const int64_t deadline = NowMs() + rel.ready_timeout_ms;
-    std::string outcome, model;
-    while (outcome.empty()) {
-      if (Stopping()) return;  // release_pending stays: the next node finishes it
-      Status s = OkStatus();
-      if (model.empty()) {
-        auto m = ApplyDeployment(version);
-        s = m.status();
-        if (m.ok()) model = *m;
-      }
-      if (s.ok() && VersionReady(model, version)) {
-        gateway::Rollout r;
-        r.route = rel.route;
-        r.to = version;
-        r.steps = rel.steps;
-        r.interval_ms = rel.interval_ms;
-        r.max_error_rate = rel.max_error_rate;
-        r.max_p99_ms = rel.max_p99_ms;
-        r.max_psi = rel.max_psi;
-        r.min_requests = rel.min_requests;
-        r.accuracy_label = rel.accuracy_label;
-        r.min_accuracy_delta = rel.min_accuracy_delta;
-        auto started = gateway::StartRollout(*client_, r, NowMs());
-        if (started.ok()) {
-          outcome = fmt::format("canary rollout of {} v{} -> v{} started", rel.route, started->from,
-                                version);
-          break;
-        }
-        s = started.status();
-        if (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kInvalidArgument) {
-          outcome = "release failed: " + s.message();
-          break;
-        }
-      }
-      if (NowMs() >= deadline) {
-        outcome =
-            "release failed: " + (s.ok() ? fmt::format("no READY instance of {} v{} within {} s",
-                                                       model, version, rel.ready_timeout_ms / 1000)
-                                         : s.message());
-        break;
-      }
-      Set("RUNNING", fmt::format("releasing v{}: {}", version,
-                                 s.ok() ? "waiting for a READY instance" : s.message()));
-      Sleep(500);
-    }
+    ReleaseHooks hooks;
+    hooks.stopping = [this] { return Stopping(); };
+    hooks.waiting = [this, version](const std::string& why) {
+      Set("RUNNING", fmt::format("releasing v{}: {}", version, why));
+    };
+    hooks.event = [this](const std::string& e) { Event(e); };
+    hooks.sleep_ms = [this](int64_t ms) { Sleep(ms); };
+    hooks.now_ms = NowMs;
+    const std::string outcome = ReleaseByCanary(*client_, spec_.release, version, hooks);
+    if (outcome.empty()) return;  // stopped: release_pending stays, the next node finishes it
     run_.release_pending = 0;
     run_.last_result = fmt::format("published version {}; {}", version, outcome);
     WriteState();

@@ -311,6 +311,40 @@ static StatusOr<Dataset> JoinOnce(const TrainingSpec& spec, int64_t cutoff_ms, J
   return d;
 }
 
+StatusOr<Dataset> LoadRows(const std::string& dir) {
+  Dataset d;
+  for (const fs::path& file : DataFiles(dir)) {
+    RETURN_IF_ERROR(ForEachLine(file, [&](std::string_view text, size_t n) -> Status {
+      if (text.empty()) return OkStatus();
+      const std::string at = file.string() + ":" + std::to_string(n) + ": ";
+      rapidjson::Document doc;
+      if (!json::ParseJson(text, &doc).ok() || !doc.IsObject()) {
+        return InvalidArgument(at + "not a JSON object");
+      }
+      const rapidjson::Value* x = Member(doc, "x");
+      const rapidjson::Value* y = Member(doc, "y");
+      if (x == nullptr || !x->IsArray() || x->Empty()) {
+        return InvalidArgument(at + "x: a non-empty array of numbers is needed");
+      }
+      if (y == nullptr || !y->IsNumber()) return InvalidArgument(at + "y: a number is needed");
+      if (d.num_features == 0) d.num_features = static_cast<int>(x->Size());
+      if (x->Size() != static_cast<rapidjson::SizeType>(d.num_features)) {
+        return InvalidArgument(at + "x: " + std::to_string(x->Size()) + " values, the first row " +
+                               std::to_string(d.num_features));
+      }
+      for (const auto& v : x->GetArray()) {
+        if (!v.IsNumber()) return InvalidArgument(at + "x: a non-empty array of numbers is needed");
+        d.x.push_back(static_cast<float>(v.GetDouble()));
+      }
+      d.y.push_back(static_cast<float>(y->GetDouble()));
+      d.time_ms.push_back(0);
+      return OkStatus();
+    }));
+  }
+  if (d.rows() == 0) return FailedPrecondition(dir + ": no rows (dt=*/*.jsonl.gz)");
+  return d;
+}
+
 Dataset Slice(const Dataset& d, int64_t from_ms, int64_t to_ms) {
   Dataset out;
   out.num_features = d.num_features;

@@ -42,6 +42,12 @@ struct JoinStats {
   uint64_t duplicates = 0;  // lines of a stream entry already read (compaction overlap)
 };
 
+// Labelled rows kept in the offline store's layout, as an edge trainer of `dais fed join` or a
+// federation's held-out set has them: <dir>/dt=YYYY-MM-DD/*.jsonl.gz, each line
+// {"x": [numbers], "y": number} (every row as wide as the first). InvalidArgument naming the
+// file and line of a bad row; FailedPrecondition when the folder holds no row.
+StatusOr<Dataset> LoadRows(const std::string& dir);
+
 // Reads <dir>/dt=*/*.jsonl.gz (parts and compacted files) of both datasets. `progress` gets a
 // line now and then (files and rows read). InvalidArgument naming the file and line for a line
 // that is not JSON; FailedPrecondition when nothing is left to train on.

@@ -1,0 +1,502 @@
+// `dais fed serve`: the aggregator (cmd/fed.h, docs/federated.md).
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cluster/training_job.h"
+#include "cmd/canary_release.h"
+#include "cmd/fed.h"
+#include "cmd/publish_version.h"
+#include "common/json.h"
+#include "common/logging.h"
+#include "fed.pb.h"
+#include "fed/aggregator.h"
+#include "fed/update.h"
+#include "frontends/grpc/grpc_codec.h"
+#include "frontends/grpc/h2_server.h"
+#include "learn/torch_fed.h"
+
+namespace dais::cmd {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pb = dais::fed::v1;
+using frontends::grpc::ServerCall;
+using frontends::grpc::ToGrpcStatus;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr);
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) out += fmt::format("{:02x}", md[i]);
+  return out;
+}
+
+StatusOr<std::string> ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return NotFound("cannot read " + p.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// What survives a crash: the last completed round, its global parameters, what was published.
+struct FedState {
+  int64_t completed_round = 0;
+  int noised_rounds = 0;
+  int64_t published_version = 0;
+  int64_t published_round = 0;
+  std::string history;  // JSON objects, one per round, comma-separated
+};
+
+Status WriteAtomically(const fs::path& path, const std::string& bytes) {
+  const fs::path tmp = path.string() + ".tmp";
+  if (!WriteSynced(tmp, bytes)) return Internal("cannot write " + tmp.string());
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Internal("cannot rename " + tmp.string() + ": " + ec.message());
+  FsyncPath(path.parent_path());
+  return OkStatus();
+}
+
+Status SaveState(const fs::path& dir, const fed::FederationSpec& spec, const std::string& sha,
+                 const FedState& s, const std::vector<float>& global) {
+  RETURN_IF_ERROR(WriteAtomically(
+      dir / "global.f32",
+      std::string(reinterpret_cast<const char*>(global.data()), global.size() * sizeof(float))));
+  return WriteAtomically(
+      dir / "state.json",
+      fmt::format("{{\"federation\": \"{}\", \"model_sha256\": \"{}\", \"parameters\": {}, "
+                  "\"completed_round\": {}, \"noised_rounds\": {}, \"published_version\": {}, "
+                  "\"published_round\": {},\n \"history\": [{}]}}\n",
+                  spec.name, sha, global.size(), s.completed_round, s.noised_rounds,
+                  s.published_version, s.published_round, s.history));
+}
+
+// The saved state when it belongs to this federation and model; false when there is none.
+StatusOr<bool> LoadState(const fs::path& dir, const fed::FederationSpec& spec,
+                         const std::string& sha, FedState* s, std::vector<float>* global) {
+  if (!fs::exists(dir / "state.json")) return false;
+  ASSIGN_OR_RETURN(std::string text, ReadFile(dir / "state.json"));
+  rapidjson::Document d;
+  RETURN_IF_ERROR(json::ParseJson(text, &d));
+  auto str = [&d](const char* k) {
+    return d.HasMember(k) && d[k].IsString() ? std::string(d[k].GetString()) : "";
+  };
+  auto num = [&d](const char* k) {
+    return d.HasMember(k) && d[k].IsInt64() ? d[k].GetInt64() : int64_t{0};
+  };
+  if (str("federation") != spec.name || str("model_sha256") != sha) {
+    return FailedPrecondition((dir / "state.json").string() + " belongs to federation '" +
+                              str("federation") + "' of another model: use another --state-dir");
+  }
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(dir / "global.f32"));
+  if (bytes.size() != static_cast<size_t>(num("parameters")) * sizeof(float)) {
+    return FailedPrecondition((dir / "global.f32").string() + " is not the saved parameters");
+  }
+  global->resize(bytes.size() / sizeof(float));
+  std::memcpy(global->data(), bytes.data(), bytes.size());
+  s->completed_round = num("completed_round");
+  s->noised_rounds = static_cast<int>(num("noised_rounds"));
+  s->published_version = num("published_version");
+  s->published_round = num("published_round");
+  if (d.HasMember("history") && d["history"].IsArray()) {
+    for (const auto& h : d["history"].GetArray()) {
+      if (!s->history.empty()) s->history += ",\n  ";
+      rapidjson::StringBuffer buf;
+      rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+      h.Accept(w);
+      s->history += buf.GetString();
+    }
+  }
+  return true;
+}
+
+pb::Task ToProto(const fed::Task& t, const fed::FederationSpec& spec, const std::string& sha,
+                 int retry_after_ms) {
+  pb::Task out;
+  out.set_kind(static_cast<pb::Task::Kind>(t.kind));
+  out.set_round(static_cast<uint64_t>(t.round));
+  out.set_retry_after_ms(static_cast<uint32_t>(retry_after_ms));
+  if (t.weights) out.mutable_weights()->Add(t.weights->begin(), t.weights->end());
+  out.set_model_sha256(sha);
+  out.set_deadline_unix_ms(t.deadline_unix_ms);
+  pb::LocalTraining* l = out.mutable_local();
+  l->set_epochs(static_cast<uint32_t>(spec.local_epochs));
+  l->set_learning_rate(spec.learning_rate);
+  l->set_batch_size(static_cast<uint32_t>(spec.batch_size));
+  l->set_proximal_mu(spec.fedprox ? spec.proximal_mu : 0);
+  out.set_secure(t.secure);
+  for (const auto& [c, k] : t.roster) (*out.mutable_roster())[c] = k;
+  for (const auto& d : t.dropped) out.add_dropped(d);
+  out.set_clip_norm(t.clip_norm);
+  out.set_unweighted(t.unweighted);
+  out.set_message(t.message);
+  return out;
+}
+
+class FedService {
+ public:
+  FedService(const fed::FederationSpec& spec, std::string model, std::string sha,
+             fed::Aggregator* agg, int retry_after_ms)
+      : spec_(spec), model_(std::move(model)), sha_(std::move(sha)), agg_(agg),
+        retry_after_ms_(retry_after_ms) {}
+
+  frontends::grpc::MethodTable Methods() {
+    frontends::grpc::MethodTable t;
+    const std::string p = "/dais.fed.v1.Federation/";
+    t[p + "Poll"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) { Poll(c, b); };
+    t[p + "GetModel"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) {
+      GetModel(c, b);
+    };
+    t[p + "Submit"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) { Submit(c, b); };
+    t[p + "Reveal"].unary = [this](std::shared_ptr<ServerCall> c, std::string b) { Reveal(c, b); };
+    return t;
+  }
+
+ private:
+  template <typename Req>
+  bool Parse(const std::string& bytes, Req* req, ServerCall* call) {
+    if (!req->ParseFromString(bytes)) {
+      call->Finish(ToGrpcStatus(
+          InvalidArgument("the request is not a valid " + req->GetTypeName() + " message")));
+      return false;
+    }
+    Status s = OkStatus();
+    if (req->federation() != spec_.name) {
+      s = NotFound("federation: '" + req->federation() + "' is not served here ('" + spec_.name +
+                   "' is)");
+    }
+    if constexpr (!std::is_same_v<Req, pb::GetModelRequest>) {
+      if (s.ok() && !fed::ValidClientId(req->client())) {
+        s = InvalidArgument("client: 1 to 128 letters, digits, '-', '_' or '.' are needed");
+      }
+    }
+    if (!s.ok()) call->Finish(ToGrpcStatus(s));
+    return s.ok();
+  }
+
+  void Poll(const std::shared_ptr<ServerCall>& call, const std::string& bytes) {
+    pb::PollRequest req;
+    if (!Parse(bytes, &req, call.get())) return;
+    if (!req.public_key().empty() && req.public_key().size() != 32) {
+      return call->Finish(ToGrpcStatus(InvalidArgument("public_key: 32 bytes are needed")));
+    }
+    const fed::Task t =
+        agg_->Poll(req.client(), req.public_key(), static_cast<int64_t>(req.key_round()));
+    call->Reply(ToProto(t, spec_, sha_, retry_after_ms_).SerializeAsString());
+  }
+
+  void GetModel(const std::shared_ptr<ServerCall>& call, const std::string& bytes) {
+    pb::GetModelRequest req;
+    if (!Parse(bytes, &req, call.get())) return;
+    pb::ModelFile m;
+    m.set_torchscript(model_);
+    m.set_sha256(sha_);
+    m.set_parameters(static_cast<uint32_t>(agg_->parameters()));
+    call->Reply(m.SerializeAsString());
+  }
+
+  void Submit(const std::shared_ptr<ServerCall>& call, const std::string& bytes) {
+    pb::UpdateRequest req;
+    if (!Parse(bytes, &req, call.get())) return;
+    fed::Submission s;
+    s.client = req.client();
+    s.round = static_cast<int64_t>(req.round());
+    s.samples = req.samples();
+    s.train_loss = req.train_loss();
+    s.wire_bytes = bytes.size();
+    if (!req.int8_values().empty()) {
+      if (req.delta_size() > 0 || req.masked_size() > 0 || !std::isfinite(req.int8_scale())) {
+        return call->Finish(ToGrpcStatus(InvalidArgument(
+            "int8_values: with a finite int8_scale, and neither delta nor masked")));
+      }
+      fed::Int8Update q;
+      q.scale = req.int8_scale();
+      q.q.assign(req.int8_values().begin(), req.int8_values().end());
+      s.delta = fed::DequantizeInt8(q);
+    } else {
+      s.delta.assign(req.delta().begin(), req.delta().end());
+      s.masked.assign(req.masked().begin(), req.masked().end());
+    }
+    if (spec_.secure && s.masked.empty()) {
+      return call->Finish(ToGrpcStatus(InvalidArgument(
+          "masked: this federation uses secure aggregation: plain updates are refused")));
+    }
+    if (!spec_.secure && !s.masked.empty()) {
+      return call->Finish(
+          ToGrpcStatus(InvalidArgument("masked: this federation has no secure aggregation")));
+    }
+    auto n = agg_->Submit(std::move(s));
+    if (!n.ok()) return call->Finish(ToGrpcStatus(n.status()));
+    pb::SubmitResponse r;
+    r.set_received(static_cast<uint32_t>(*n));
+    call->Reply(r.SerializeAsString());
+  }
+
+  void Reveal(const std::shared_ptr<ServerCall>& call, const std::string& bytes) {
+    pb::RevealRequest req;
+    if (!Parse(bytes, &req, call.get())) return;
+    std::map<std::string, std::string> seeds(req.seeds().begin(), req.seeds().end());
+    Status s = agg_->Reveal(req.client(), static_cast<int64_t>(req.round()), seeds);
+    if (!s.ok()) return call->Finish(ToGrpcStatus(s));
+    call->Reply(pb::RevealResponse().SerializeAsString());
+  }
+
+  const fed::FederationSpec& spec_;
+  const std::string model_;
+  const std::string sha_;
+  fed::Aggregator* agg_;
+  const int retry_after_ms_;
+};
+
+// The model round 1 starts from: start_version's model.pt, or the newest version's.
+StatusOr<std::pair<int64_t, std::string>> StartModel(const fed::FederationSpec& spec) {
+  std::string file;
+  int64_t v = spec.start_version;
+  if (v == 0) v = NewestVersion(spec.ModelDir(), &file);
+  const fs::path p = fs::path(spec.ModelDir()) / std::to_string(v) / "model.pt";
+  if (v == 0 || !fs::exists(p)) {
+    return NotFound(fmt::format("model: no TorchScript model.pt in {} (version {}); XGBoost "
+                                "models are not federated (trees do not average)",
+                                spec.ModelDir(), v == 0 ? std::string("newest") :
+                                std::to_string(v)));
+  }
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(p));
+  return std::make_pair(v, std::move(bytes));
+}
+
+// Publishes `global` as the model's next version; its number.
+StatusOr<int64_t> PublishRound(const fed::FederationSpec& spec, const std::string& model,
+                               const std::vector<float>& global, int64_t round,
+                               const std::string& round_json) {
+  std::string file;
+  const int64_t v = NewestVersion(spec.ModelDir(), &file) + 1;
+  const fs::path tmp = fs::path(spec.ModelDir()) / fmt::format(".fed-{}", ::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  Status s = learn::SaveWithParameters(model, global, (tmp / "model.pt").string());
+  if (s.ok() &&
+      !WriteSynced(tmp / "metrics.json",
+                   fmt::format("{{\"federation\": \"{}\", \"round\": {}, \"last\": {}}}\n",
+                               spec.name, round, round_json))) {
+    s = Internal("cannot write " + (tmp / "metrics.json").string());
+  }
+  if (s.ok()) s = PublishFolder(tmp, "model.pt", fs::path(spec.ModelDir()) / std::to_string(v));
+  fs::remove_all(tmp, ec);
+  RETURN_IF_ERROR(s);
+  return v;
+}
+
+std::string RoundJson(const fed::RoundOutcome& o, const learn::Scores* score) {
+  auto num = [](double v) {
+    return std::isfinite(v) ? fmt::format("{:.6f}", v) : std::string("null");
+  };
+  return fmt::format(
+      "{{\"round\": {}, \"attempt\": {}, \"selected\": {}, \"contributed\": {}, "
+      "\"dropped\": {}, \"refused\": {}, \"samples\": {}, \"update_norm\": {}, "
+      "\"train_loss\": {}, \"accuracy\": {}, \"epsilon\": {}, \"bytes_in\": {}, "
+      "\"bytes_out\": {}, \"seconds\": {:.3f}}}",
+      o.round, o.attempt, o.selected.size(), o.contributed.size(), o.dropped.size(),
+      o.refused.size(), o.samples, num(o.update_norm), num(o.mean_train_loss),
+      score ? num(score->accuracy) : "null", num(o.epsilon), o.bytes_in, o.bytes_out,
+      o.duration_ms / 1000.0);
+}
+
+class FedServer {
+ public:
+  explicit FedServer(const FedServeOptions& o) : o_(o) {}
+
+  int Run() {
+    auto spec = fed::LoadFederationSpec(o_.config);
+    if (!spec.ok()) return Fail(2, spec.status());
+    spec_ = *spec;
+    if (!spec_.release_yaml.empty()) {
+      auto r = cluster::ParseTrainingReleaseYaml(spec_.release_yaml);
+      if (!r.ok()) return Fail(2, r.status());
+      release_ = *r;
+      if (release_.strategy == "canary" && o_.etcd.empty()) {
+        return Fail(2, InvalidArgument("release: strategy canary needs --etcd"));
+      }
+    }
+    auto start = StartModel(spec_);
+    if (!start.ok()) return Fail(2, start.status());
+    model_ = std::move(start->second);
+    sha_ = Sha256Hex(model_);
+    if (!spec_.holdout.empty()) {
+      auto h = learn::LoadRows(spec_.holdout);
+      if (!h.ok()) return Fail(2, h.status());
+      holdout_ = std::move(*h);
+    }
+    std::error_code ec;
+    fs::create_directories(o_.state_dir, ec);
+    std::vector<float> global;
+    auto resumed = LoadState(o_.state_dir, spec_, sha_, &state_, &global);
+    if (!resumed.ok()) return Fail(2, resumed.status());
+    if (!*resumed) {
+      auto p = learn::ModuleParameters(model_);
+      if (!p.ok()) return Fail(2, p.status());
+      global = std::move(*p);
+    }
+    LOG_INFO("dais fed serve: federation {} of {} v{} ({} parameters), {} rounds; {}", spec_.name,
+             spec_.model, start->first, global.size(), spec_.rounds,
+             *resumed ? fmt::format("resumed after round {} from {}", state_.completed_round,
+                                    o_.state_dir)
+                      : "a new federation");
+    if (holdout_.rows() > 0 && !*resumed) Evaluate(global, 0);
+    fed::Aggregator agg(spec_, global, state_.completed_round + 1, NowMs,
+                        [](const std::string& l) { LOG_INFO("dais fed serve: {}", l); },
+                        state_.noised_rounds);
+    return Serve(&agg, global);
+  }
+
+ private:
+  int Fail(int code, const Status& s) {
+    LOG_ERROR("dais fed serve: {}", s.message());
+    return code;
+  }
+
+  std::optional<learn::Scores> Evaluate(const std::vector<float>& global, int64_t round) {
+    if (holdout_.rows() == 0) return std::nullopt;
+    auto s = learn::ScoreParameters(model_, global, holdout_);
+    if (!s.ok()) {
+      LOG_WARNING("dais fed serve: holdout: {}", s.status().message());
+      return std::nullopt;
+    }
+    LOG_INFO("dais fed serve: round {}: held-out accuracy {:.4f} ({} rows)", round, s->accuracy,
+             s->rows);
+    return *s;
+  }
+
+  int Serve(fed::Aggregator* agg, const std::vector<float>& global) {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    frontends::grpc::H2ServerOptions ho;
+    ho.address = o_.address;
+    ho.port = o_.port;
+    ho.threads = 2;
+    auto tls = ListenerTls("fed", o_.tls, o_.tls_common, {"h2"});
+    if (!tls.ok()) return Fail(2, tls.status());
+    ho.tls = *tls;
+    FedService service(spec_, model_, sha_, agg, o_.retry_after_ms);
+    frontends::grpc::H2Server server(ho, service.Methods());
+    if (Status s = server.Start(); !s.ok()) return Fail(1, s);
+    LOG_INFO("dais fed serve: listening on {}:{} ({})", o_.address, server.port(),
+             ho.tls ? "TLS" : "plain text");
+    // A signal ends the loop: a thread waits for it.
+    std::atomic<bool> stopping{false};
+    std::thread waiter([&] {
+      int sig = 0;
+      sigwait(&stop, &sig);
+      stopping = true;
+    });
+    int code = 0;
+    // A federation resumed after its last round still publishes what it had not.
+    if (agg->done() && state_.published_round < state_.completed_round) {
+      code = Publish(global, state_.completed_round, "{}");
+    }
+    int64_t done_at = agg->done() ? NowMs() : 0;
+    while (!stopping && code == 0) {
+      if (auto o = agg->Tick()) code = Completed(*o);
+      if (agg->done() && done_at == 0) done_at = NowMs();
+      // Linger so that polling trainers hear DONE, then stop.
+      if (done_at > 0 && NowMs() - done_at > 3 * o_.retry_after_ms + 1000) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    server.Stop(1000);
+    if (!stopping) pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    if (stopping && !agg->done()) {
+      LOG_INFO("dais fed serve: stopped after round {}", agg->round() - 1);
+    }
+    return code;
+  }
+
+  int Completed(const fed::RoundOutcome& o) {
+    const std::optional<learn::Scores> score = Evaluate(*o.global, o.round);
+    const std::string json = RoundJson(o, score ? &*score : nullptr);
+    LOG_INFO("dais fed serve: round {} done in {:.1f} s: {} of {} trainers, {} dropped, {} refused, "
+             "{} samples, update norm {:.4f}{}, {} bytes in, {} out{}",
+             o.round, o.duration_ms / 1000.0, o.contributed.size(), o.selected.size(),
+             o.dropped.size(), o.refused.size(), o.samples, o.update_norm,
+             std::isnan(o.mean_train_loss) ? "" : fmt::format(", train loss {:.4f}",
+                                                              o.mean_train_loss),
+             o.bytes_in, o.bytes_out,
+             o.epsilon > 0 ? fmt::format(", epsilon {:.3f} spent", o.epsilon) : "");
+    state_.completed_round = o.round;
+    if (o.epsilon > 0) ++state_.noised_rounds;
+    if (!state_.history.empty()) state_.history += ",\n  ";
+    state_.history += json;
+    if (Status s = SaveState(o_.state_dir, spec_, sha_, state_, *o.global); !s.ok()) {
+      return Fail(1, s);
+    }
+    if (spec_.publish_every_round || o.round == spec_.rounds) {
+      return Publish(*o.global, o.round, json);
+    }
+    return 0;
+  }
+
+  int Publish(const std::vector<float>& global, int64_t round, const std::string& json) {
+    auto v = PublishRound(spec_, model_, global, round, json);
+    if (!v.ok()) return Fail(1, v.status());
+    LOG_INFO("dais fed serve: round {} published as {} version {}", round, spec_.model, *v);
+    state_.published_version = *v;
+    state_.published_round = round;
+    if (Status s = SaveState(o_.state_dir, spec_, sha_, state_, global); !s.ok()) return Fail(1, s);
+    if (release_.strategy == "canary" && round == spec_.rounds) Release(*v);
+    return 0;
+  }
+
+  void Release(int64_t version) {
+    auto client = etcd::Client::Create({{o_.etcd}});
+    if (!client.ok()) {
+      LOG_ERROR("dais fed serve: release of v{}: {}", version, client.status().message());
+      return;
+    }
+    ReleaseHooks hooks;
+    hooks.stopping = [] { return false; };
+    hooks.waiting = [version](const std::string& why) {
+      LOG_INFO("dais fed serve: releasing v{}: {}", version, why);
+    };
+    hooks.event = [](const std::string& e) { LOG_INFO("dais fed serve: {}", e); };
+    hooks.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+    hooks.now_ms = NowMs;
+    LOG_INFO("dais fed serve: {}", ReleaseByCanary(**client, release_, version, hooks));
+  }
+
+  const FedServeOptions& o_;
+  fed::FederationSpec spec_;
+  cluster::TrainingRelease release_;
+  std::string model_, sha_;
+  learn::Dataset holdout_;
+  FedState state_;
+};
+
+}  // namespace
+
+int RunFedServe(const FedServeOptions& o) { return FedServer(o).Run(); }
+
+}  // namespace dais::cmd
