@@ -34,6 +34,7 @@ PACKAGES=(
   python3 python3-torch python3-xgboost python3-numpy python3-requests python3-pytest
   python3-grpcio python3-protobuf python3-yaml python3-h2 python3-jwt python3-cryptography
   python3-psycopg2  # the `dais txn` tests read the participants
+  python3-sklearn  # scripts/fed_demo.py: the digits dataset (nothing downloaded)
   nginx-light
   # `dais console`: its tests drive the page in a real headless browser (docs/console.md)
   chromium chromium-driver python3-selenium

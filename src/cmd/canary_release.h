@@ -16,11 +16,11 @@
 namespace dais::cmd {
 
 struct ReleaseHooks {
-  std::function<bool()> stopping;                     // true: give up now (returns "")
-  std::function<void(const std::string&)> waiting;    // a status line while it waits
-  std::function<void(const std::string&)> event;      // something that happened
+  std::function<bool()> stopping;                   // true: give up now (returns "")
+  std::function<void(const std::string&)> waiting;  // a status line while it waits
+  std::function<void(const std::string&)> event;    // something that happened
   std::function<void(int64_t)> sleep_ms;
-  std::function<int64_t()> now_ms;                    // Unix milliseconds
+  std::function<int64_t()> now_ms;  // Unix milliseconds
 };
 
 // Retried until release.ready_timeout. The outcome line ("canary rollout of R v1 -> v2

@@ -21,16 +21,18 @@ void AddFedCommands(CLI::App* app, FedServeOptions* s, FedJoinOptions* j, CLI::A
       "rounds are done; 2: a bad spec.");
   serve->add_option("--config", s->config, "The federation.yaml (fields: docs/federated.md).")
       ->required();
-  serve->add_option("--state-dir", s->state_dir,
-                    "Where the rounds' state is kept (state.json, global.f32).")
+  serve
+      ->add_option("--state-dir", s->state_dir,
+                   "Where the rounds' state is kept (state.json, global.f32).")
       ->required();
   serve->add_option("--address", s->address, "The address to listen on.")->capture_default_str();
   serve->add_option("--port", s->port, "The gRPC port trainers call (0: a free one).")
       ->capture_default_str();
   AddListenerTlsFlags(serve, "fed", "the aggregator's gRPC port (ALPN h2)", &s->tls);
   AddTlsCommonFlags(serve, &s->tls_common);
-  serve->add_option("--retry-after-ms", s->retry_after_ms,
-                    "How soon a trainer with nothing to do polls again.")
+  serve
+      ->add_option("--retry-after-ms", s->retry_after_ms,
+                   "How soon a trainer with nothing to do polls again.")
       ->check(CLI::Range(10, 60000))
       ->capture_default_str();
   serve->add_option("--etcd", s->etcd,

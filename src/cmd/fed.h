@@ -33,9 +33,9 @@ struct FedJoinOptions {
   std::string client;
   std::string data;  // dt=*/*.jsonl.gz rows {"x": [...], "y": c}
   tls::ClientConfig tls;
-  bool int8 = false;         // 8-bit updates (plain aggregation only)
-  int64_t delay_ms = 0;      // wait this long before sending each update (a slow device)
-  int64_t give_up_s = 300;   // exit 1 after this long without reaching the aggregator
+  bool int8 = false;        // 8-bit updates (plain aggregation only)
+  int64_t delay_ms = 0;     // wait this long before sending each update (a slow device)
+  int64_t give_up_s = 300;  // exit 1 after this long without reaching the aggregator
 };
 
 void AddFedCommands(CLI::App* app, FedServeOptions* serve, FedJoinOptions* join,

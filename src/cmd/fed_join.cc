@@ -59,9 +59,8 @@ class Trainer {
         pending_key_.clear();
       }
       pb::Task task;
-      const grpc::Status s = Call([&](grpc::ClientContext* c) {
-        return stub_->Poll(c, req, &task);
-      });
+      const grpc::Status s =
+          Call([&](grpc::ClientContext* c) { return stub_->Poll(c, req, &task); });
       if (!s.ok()) {
         if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
             s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -117,7 +116,8 @@ class Trainer {
     pb::GetModelRequest req;
     req.set_federation(o_.federation);
     pb::ModelFile m;
-    const grpc::Status s = Call([&](grpc::ClientContext* c) { return stub_->GetModel(c, req, &m); });
+    const grpc::Status s =
+        Call([&](grpc::ClientContext* c) { return stub_->GetModel(c, req, &m); });
     if (!s.ok()) return Unavailable("GetModel: " + s.error_message());
     model_ = m.torchscript();
     model_sha_ = m.sha256();
@@ -177,7 +177,8 @@ class Trainer {
       up.mutable_delta()->Add(r.delta.begin(), r.delta.end());
     }
     pb::SubmitResponse resp;
-    const grpc::Status s = Call([&](grpc::ClientContext* c) { return stub_->Submit(c, up, &resp); });
+    const grpc::Status s =
+        Call([&](grpc::ClientContext* c) { return stub_->Submit(c, up, &resp); });
     if (!s.ok()) {
       LOG_WARNING("dais fed join: round {}: update refused: {}", round, s.error_message());
       return OkStatus();
@@ -202,7 +203,8 @@ class Trainer {
       if (seed.ok()) (*req.mutable_seeds())[d] = *seed;
     }
     pb::RevealResponse resp;
-    const grpc::Status s = Call([&](grpc::ClientContext* c) { return stub_->Reveal(c, req, &resp); });
+    const grpc::Status s =
+        Call([&](grpc::ClientContext* c) { return stub_->Reveal(c, req, &resp); });
     LOG_INFO("dais fed join: round {}: seeds with {} dropped trainer(s) revealed{}", task.round(),
              task.dropped_size(), s.ok() ? "" : ": " + s.error_message());
   }

@@ -158,7 +158,10 @@ class FedService {
  public:
   FedService(const fed::FederationSpec& spec, std::string model, std::string sha,
              fed::Aggregator* agg, int retry_after_ms)
-      : spec_(spec), model_(std::move(model)), sha_(std::move(sha)), agg_(agg),
+      : spec_(spec),
+        model_(std::move(model)),
+        sha_(std::move(sha)),
+        agg_(agg),
         retry_after_ms_(retry_after_ms) {}
 
   frontends::grpc::MethodTable Methods() {
@@ -276,10 +279,10 @@ StatusOr<std::pair<int64_t, std::string>> StartModel(const fed::FederationSpec& 
   if (v == 0) v = NewestVersion(spec.ModelDir(), &file);
   const fs::path p = fs::path(spec.ModelDir()) / std::to_string(v) / "model.pt";
   if (v == 0 || !fs::exists(p)) {
-    return NotFound(fmt::format("model: no TorchScript model.pt in {} (version {}); XGBoost "
-                                "models are not federated (trees do not average)",
-                                spec.ModelDir(), v == 0 ? std::string("newest") :
-                                std::to_string(v)));
+    return NotFound(
+        fmt::format("model: no TorchScript model.pt in {} (version {}); XGBoost "
+                    "models are not federated (trees do not average)",
+                    spec.ModelDir(), v == 0 ? std::string("newest") : std::to_string(v)));
   }
   ASSIGN_OR_RETURN(std::string bytes, ReadFile(p));
   return std::make_pair(v, std::move(bytes));
@@ -316,10 +319,10 @@ std::string RoundJson(const fed::RoundOutcome& o, const learn::Scores* score) {
       "{{\"round\": {}, \"attempt\": {}, \"selected\": {}, \"contributed\": {}, "
       "\"dropped\": {}, \"refused\": {}, \"samples\": {}, \"update_norm\": {}, "
       "\"train_loss\": {}, \"accuracy\": {}, \"epsilon\": {}, \"bytes_in\": {}, "
-      "\"bytes_out\": {}, \"seconds\": {:.3f}}}",
+      "\"bytes_out\": {}, \"sent_to\": {}, \"seconds\": {:.3f}}}",
       o.round, o.attempt, o.selected.size(), o.contributed.size(), o.dropped.size(),
       o.refused.size(), o.samples, num(o.update_norm), num(o.mean_train_loss),
-      score ? num(score->accuracy) : "null", num(o.epsilon), o.bytes_in, o.bytes_out,
+      score ? num(score->accuracy) : "null", num(o.epsilon), o.bytes_in, o.bytes_out, o.sent_to,
       o.duration_ms / 1000.0);
 }
 
@@ -364,9 +367,9 @@ class FedServer {
                                     o_.state_dir)
                       : "a new federation");
     if (holdout_.rows() > 0 && !*resumed) Evaluate(global, 0);
-    fed::Aggregator agg(spec_, global, state_.completed_round + 1, NowMs,
-                        [](const std::string& l) { LOG_INFO("dais fed serve: {}", l); },
-                        state_.noised_rounds);
+    fed::Aggregator agg(
+        spec_, global, state_.completed_round + 1, NowMs,
+        [](const std::string& l) { LOG_INFO("dais fed serve: {}", l); }, state_.noised_rounds);
     return Serve(&agg, global);
   }
 
@@ -438,14 +441,14 @@ class FedServer {
   int Completed(const fed::RoundOutcome& o) {
     const std::optional<learn::Scores> score = Evaluate(*o.global, o.round);
     const std::string json = RoundJson(o, score ? &*score : nullptr);
-    LOG_INFO("dais fed serve: round {} done in {:.1f} s: {} of {} trainers, {} dropped, {} refused, "
-             "{} samples, update norm {:.4f}{}, {} bytes in, {} out{}",
-             o.round, o.duration_ms / 1000.0, o.contributed.size(), o.selected.size(),
-             o.dropped.size(), o.refused.size(), o.samples, o.update_norm,
-             std::isnan(o.mean_train_loss) ? "" : fmt::format(", train loss {:.4f}",
-                                                              o.mean_train_loss),
-             o.bytes_in, o.bytes_out,
-             o.epsilon > 0 ? fmt::format(", epsilon {:.3f} spent", o.epsilon) : "");
+    LOG_INFO(
+        "dais fed serve: round {} done in {:.1f} s: {} of {} trainers, {} dropped, {} refused, "
+        "{} samples, update norm {:.4f}{}, {} bytes in, {} out{}",
+        o.round, o.duration_ms / 1000.0, o.contributed.size(), o.selected.size(), o.dropped.size(),
+        o.refused.size(), o.samples, o.update_norm,
+        std::isnan(o.mean_train_loss) ? "" : fmt::format(", train loss {:.4f}", o.mean_train_loss),
+        o.bytes_in, o.bytes_out,
+        o.epsilon > 0 ? fmt::format(", epsilon {:.3f} spent", o.epsilon) : "");
     state_.completed_round = o.round;
     if (o.epsilon > 0) ++state_.noised_rounds;
     if (!state_.history.empty()) state_.history += ",\n  ";

@@ -60,8 +60,8 @@ Status PublishFolder(const fs::path& tmp, const std::string& file, const fs::pat
     return Internal("cannot publish " + target.string() + ": " + why);
   }
   if (!FsyncPath(target.parent_path())) {
-    return Internal("published " + target.string() + ", but fsync of its folder failed: " +
-                    std::strerror(errno));
+    return Internal("published " + target.string() +
+                    ", but fsync of its folder failed: " + std::strerror(errno));
   }
   return OkStatus();
 }

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "cluster/events.h"
-#include "cmd/canary_release.h"
 #include "cluster/keys.h"
 #include "cluster/training_job.h"
+#include "cmd/canary_release.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "common/mutex.h"

@@ -70,8 +70,7 @@ void Aggregator::Refuse(const std::string& client, const Status& why) {
   log_(fmt::format("round {}: update of {} refused: {}", round_, client, why.message()));
 }
 
-Task Aggregator::Poll(const std::string& client, const std::string& public_key,
-                      int64_t key_round) {
+Task Aggregator::Poll(const std::string& client, const std::string& public_key, int64_t key_round) {
   Task t;
   MutexLock l(&mu_);
   const int64_t now = now_();
@@ -125,8 +124,8 @@ StatusOr<int> Aggregator::Submit(Submission s) {
   MutexLock l(&mu_);
   if (s.round < round_) return FailedPrecondition(fmt::format("round {} is over (late)", s.round));
   if (s.round > round_) {
-    return FailedPrecondition(fmt::format("round {} has not started (round {} has)", s.round,
-                                          round_));
+    return FailedPrecondition(
+        fmt::format("round {} has not started (round {} has)", s.round, round_));
   }
   if (phase_ != Phase::kTrain) {
     return FailedPrecondition(phase_ == Phase::kKeys
@@ -149,8 +148,8 @@ StatusOr<int> Aggregator::Submit(Submission s) {
     ClientUpdate u{s.client, s.samples, std::move(s.delta)};
     ok = CheckUpdate(u, parameters_, spec_.max_update_norm);
     if (ok.ok() && u.samples > kMaxSamples) {
-      ok = InvalidArgument(fmt::format("client {}: samples {} above {}", s.client, u.samples,
-                                       kMaxSamples));
+      ok = InvalidArgument(
+          fmt::format("client {}: samples {} above {}", s.client, u.samples, kMaxSamples));
     }
     s.delta = std::move(u.delta);
   }
@@ -247,9 +246,10 @@ void Aggregator::CloseIntake(int64_t now) {
   if (spec_.secure && !dropped_.empty()) {
     phase_ = Phase::kReveal;
     phase_deadline_ = now + std::max<int64_t>(2000, spec_.round_deadline_ms / 3);
-    log_(fmt::format("round {}: intake closed; {} dropped ({}): asking the {} survivors for their "
-                     "seeds",
-                     round_, dropped_.size(), Join(dropped_), updates_.size()));
+    log_(
+        fmt::format("round {}: intake closed; {} dropped ({}): asking the {} survivors for their "
+                    "seeds",
+                    round_, dropped_.size(), Join(dropped_), updates_.size()));
   }
 }
 
@@ -262,6 +262,7 @@ RoundOutcome Aggregator::Aggregate(int64_t now) {
   o.refused = refused_;
   o.bytes_in = bytes_in_;
   o.bytes_out = sent_weights_.size() * parameters_ * sizeof(float);
+  o.sent_to = static_cast<int>(sent_weights_.size());
   std::vector<float> mean;
   double loss = 0;
   for (const auto& [c, u] : updates_) {

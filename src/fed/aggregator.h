@@ -51,11 +51,11 @@ struct Task {
 struct Submission {
   std::string client;
   int64_t round = 0;
-  int64_t samples = 0;          // plain
-  std::vector<float> delta;     // plain (8-bit updates are decoded before)
-  std::vector<uint64_t> masked; // secure
+  int64_t samples = 0;           // plain
+  std::vector<float> delta;      // plain (8-bit updates are decoded before)
+  std::vector<uint64_t> masked;  // secure
   double train_loss = 0;
-  uint64_t wire_bytes = 0;      // what the update took on the wire
+  uint64_t wire_bytes = 0;  // what the update took on the wire
 };
 
 struct RoundOutcome {
@@ -68,7 +68,8 @@ struct RoundOutcome {
   double mean_train_loss = 0;        // plain updates only (NaN with secure aggregation)
   double epsilon = 0;                // spent so far (differential privacy; 0: off)
   uint64_t bytes_in = 0;
-  uint64_t bytes_out = 0;            // the weights sent to the trainers
+  uint64_t bytes_out = 0;  // the weights sent to the trainers ...
+  int sent_to = 0;         // ... this many of them
   int64_t duration_ms = 0;
   std::shared_ptr<const std::vector<float>> global;  // after this round
 };
@@ -80,8 +81,8 @@ class Aggregator {
 
   // Starts at `next_round` (1 for a new federation; the last completed one + 1 on resume) from
   // `global`. `epsilon_rounds`: rounds already noised (resumed DP accounting).
-  Aggregator(FederationSpec spec, std::vector<float> global, int64_t next_round, Clock now,
-             Log log, int epsilon_rounds = 0);
+  Aggregator(FederationSpec spec, std::vector<float> global, int64_t next_round, Clock now, Log log,
+             int epsilon_rounds = 0);
 
   Task Poll(const std::string& client, const std::string& public_key, int64_t key_round);
   // The updates received for the round so far; InvalidArgument (a bad update: refused, named),
@@ -125,7 +126,7 @@ class Aggregator {
   int64_t phase_deadline_ DAIS_GUARDED_BY(mu_) = 0;
   int64_t deadline_ DAIS_GUARDED_BY(mu_) = 0;
   std::vector<std::string> selected_ DAIS_GUARDED_BY(mu_);
-  std::map<std::string, std::string> keys_ DAIS_GUARDED_BY(mu_);  // the roster once fixed
+  std::map<std::string, std::string> keys_ DAIS_GUARDED_BY(mu_);    // the roster once fixed
   std::map<std::string, Submission> updates_ DAIS_GUARDED_BY(mu_);  // plain: whole; secure: meta
   std::vector<uint64_t> masked_sum_ DAIS_GUARDED_BY(mu_);
   std::vector<std::string> dropped_ DAIS_GUARDED_BY(mu_);

@@ -12,7 +12,8 @@ namespace {
 
 struct Fixture {
   explicit Fixture(FederationSpec s, std::vector<float> global = {0, 0})
-      : agg(std::move(s), std::move(global), 1, [this] { return now; },
+      : agg(
+            std::move(s), std::move(global), 1, [this] { return now; },
             [this](const std::string& line) { log.push_back(line); }) {}
   int64_t now = 1000000;
   std::vector<std::string> log;

@@ -121,8 +121,8 @@ Status ParsePrivacy(const Ctx& c, const YAML::Node& p, FederationSpec* s) {
   }
   s->privacy = true;
   ASSIGN_OR_RETURN(s->clip_norm, Num(c, p, "clip_norm", "privacy.clip_norm", 0, 1e-9, 1e9, false));
-  ASSIGN_OR_RETURN(s->noise_multiplier, Num(c, p, "noise_multiplier", "privacy.noise_multiplier",
-                                            0, 0, 1e6, false));
+  ASSIGN_OR_RETURN(s->noise_multiplier,
+                   Num(c, p, "noise_multiplier", "privacy.noise_multiplier", 0, 0, 1e6, false));
   ASSIGN_OR_RETURN(s->delta, Num(c, p, "delta", "privacy.delta", s->delta, 1e-12, 0.5, false));
   return OkStatus();
 }
@@ -135,8 +135,8 @@ Status ParseRounds(const Ctx& c, const YAML::Node& root, FederationSpec* s) {
   ASSIGN_OR_RETURN(v, Num(c, root, "clients_per_round", "clients_per_round", s->clients_per_round,
                           1, 2048, true));
   s->clients_per_round = static_cast<int>(v);
-  ASSIGN_OR_RETURN(v, Num(c, root, "min_clients", "min_clients", std::min(s->min_clients,
-                          s->clients_per_round), 1, 2048, true));
+  ASSIGN_OR_RETURN(v, Num(c, root, "min_clients", "min_clients",
+                          std::min(s->min_clients, s->clients_per_round), 1, 2048, true));
   s->min_clients = static_cast<int>(v);
   if (s->min_clients > s->clients_per_round) {
     return c.Error(root["min_clients"], "min_clients", "must not exceed clients_per_round");
@@ -151,8 +151,7 @@ Status ParseRounds(const Ctx& c, const YAML::Node& root, FederationSpec* s) {
   return OkStatus();
 }
 
-Status ParseRoot(const Ctx& c, const YAML::Node& root, const std::string& path,
-                 FederationSpec* s) {
+Status ParseRoot(const Ctx& c, const YAML::Node& root, const std::string& path, FederationSpec* s) {
   RETURN_IF_ERROR(CheckKeys(
       c, root, "",
       {"kind", "name", "model", "repository", "start_version", "rounds", "clients_per_round",
@@ -176,8 +175,8 @@ Status ParseRoot(const Ctx& c, const YAML::Node& root, const std::string& path,
     return c.Error(root["aggregation"], "aggregation", "'" + agg + "' is not fedavg or fedprox");
   }
   s->fedprox = agg == "fedprox";
-  ASSIGN_OR_RETURN(s->proximal_mu,
-                   Num(c, root, "proximal_mu", "proximal_mu", s->fedprox ? 0.01 : 0, 0, 1e6, false));
+  ASSIGN_OR_RETURN(s->proximal_mu, Num(c, root, "proximal_mu", "proximal_mu", s->fedprox ? 0.01 : 0,
+                                       0, 1e6, false));
   if (!s->fedprox && s->proximal_mu > 0) {
     return c.Error(root["proximal_mu"], "proximal_mu", "needs aggregation: fedprox");
   }

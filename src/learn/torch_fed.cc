@@ -34,8 +34,8 @@ size_t Count(const std::vector<torch::Tensor>& ps) {
 
 Status Assign(std::vector<torch::Tensor>& ps, const std::vector<float>& v) {
   if (Count(ps) != v.size()) {
-    return InvalidArgument(fmt::format("parameters: {} values for a module of {}", v.size(),
-                                       Count(ps)));
+    return InvalidArgument(
+        fmt::format("parameters: {} values for a module of {}", v.size(), Count(ps)));
   }
   torch::NoGradGuard no_grad;
   size_t at = 0;
@@ -91,8 +91,8 @@ Status CheckRows(torch::jit::script::Module& m, const Dataset& d, int64_t* class
   for (size_t i = 0; i < d.rows(); ++i) {
     const float v = d.y[i];
     if (v < 0 || v >= static_cast<float>(n) || v != std::floor(v)) {
-      return InvalidArgument(fmt::format("data: row {}: y {} is not a class of the module (0 to {})",
-                                         i + 1, v, n - 1));
+      return InvalidArgument(fmt::format(
+          "data: row {}: y {} is not a class of the module (0 to {})", i + 1, v, n - 1));
     }
   }
   *classes = k;
@@ -119,10 +119,9 @@ StatusOr<LocalResult> TrainLocal(const std::string& torchscript, const std::vect
   torch::optim::SGD opt(ps, torch::optim::SGDOptions(o.learning_rate));
   m.train();
   const torch::Tensor x = Features(data);
-  const torch::Tensor y =
-      torch::from_blob(const_cast<float*>(data.y.data()), {static_cast<int64_t>(data.rows())},
-                       torch::kFloat32)
-          .clone();
+  const torch::Tensor y = torch::from_blob(const_cast<float*>(data.y.data()),
+                                           {static_cast<int64_t>(data.rows())}, torch::kFloat32)
+                              .clone();
   torch::Generator gen = at::detail::createCPUGenerator(o.seed);
   const int64_t rows = x.size(0);
   LocalResult r;
@@ -164,8 +163,7 @@ StatusOr<Scores> ScoreParameters(const std::string& torchscript, const std::vect
   s.rows = data.rows();
   s.auc = std::nan("");
   const torch::Tensor logp = k == 1 ? torch::Tensor() : torch::log_softmax(logits, 1);
-  const torch::Tensor pred =
-      k == 1 ? (logits.select(1, 0) > 0).to(torch::kLong) : logits.argmax(1);
+  const torch::Tensor pred = k == 1 ? (logits.select(1, 0) > 0).to(torch::kLong) : logits.argmax(1);
   double right = 0, loss = 0;
   for (size_t i = 0; i < data.rows(); ++i) {
     const auto c = static_cast<int64_t>(data.y[i]);

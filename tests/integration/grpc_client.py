@@ -34,7 +34,7 @@ CONTENTS_FIELD = {"FP32": "fp32_contents", "FP64": "fp64_contents", "INT8": "int
 def generate_stubs(out_dir: Path) -> types.SimpleNamespace:
     """Runs protoc into out_dir, puts out_dir on sys.path and imports the generated modules.
     Returns a namespace with pb (grpc_service_pb2), pb_grpc, config_pb (model_config_pb2),
-    health_pb, health_grpc, labels_pb, labels_grpc, memory_pb and memory_grpc."""
+    health_pb, health_grpc, labels_pb, labels_grpc, memory_pb, memory_grpc, fed_pb and fed_grpc."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     protoc = shutil.which("protoc")
@@ -47,7 +47,7 @@ def generate_stubs(out_dir: Path) -> types.SimpleNamespace:
               f"--plugin=protoc-gen-grpc_python={GRPC_PYTHON_PLUGIN}"]
     args = [f"-I{PROTO_DIR}"] + [str(PROTO_DIR / name) for name in
                                  ("model_config.proto", "grpc_service.proto", "health.proto",
-                                  "labels.proto", "memory.proto")]
+                                  "labels.proto", "memory.proto", "fed.proto")]
     r = subprocess.run(common + args, capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         raise RuntimeError(f"protoc failed ({r.returncode}): {' '.join(common + args)}\n"
@@ -65,6 +65,8 @@ def generate_stubs(out_dir: Path) -> types.SimpleNamespace:
     ns.labels_grpc = importlib.import_module("labels_pb2_grpc")
     ns.memory_pb = importlib.import_module("memory_pb2")
     ns.memory_grpc = importlib.import_module("memory_pb2_grpc")
+    ns.fed_pb = importlib.import_module("fed_pb2")
+    ns.fed_grpc = importlib.import_module("fed_pb2_grpc")
     return ns
 
 
