@@ -4,8 +4,9 @@
 
 namespace dais::cmd {
 
-void AddFedCommands(CLI::App* app, FedServeOptions* s, FedJoinOptions* j, CLI::App** serve_cmd,
-                    CLI::App** join_cmd) {
+CLI::App* AddFedCommand(CLI::App* app, FedCliOptions* options) {
+  FedServeOptions* s = &options->serve;
+  FedJoinOptions* j = &options->join;
   CLI::App* fed = app->add_subcommand(
       "fed",
       "Federated learning (docs/federated.md): edge trainers train a TorchScript model on data "
@@ -60,8 +61,13 @@ void AddFedCommands(CLI::App* app, FedServeOptions* s, FedJoinOptions* j, CLI::A
   join->add_option("--give-up-s", j->give_up_s,
                    "Exit 1 after this long without reaching the aggregator.")
       ->capture_default_str();
-  *serve_cmd = serve;
-  *join_cmd = join;
+  options->serve_cmd = serve;
+  options->join_cmd = join;
+  return fed;
+}
+
+int RunFed(const FedCliOptions& o) {
+  return o.serve_cmd->parsed() ? RunFedServe(o.serve) : RunFedJoin(o.join);
 }
 
 }  // namespace dais::cmd

@@ -38,8 +38,16 @@ struct FedJoinOptions {
   int64_t give_up_s = 300;  // exit 1 after this long without reaching the aggregator
 };
 
-void AddFedCommands(CLI::App* app, FedServeOptions* serve, FedJoinOptions* join,
-                    CLI::App** serve_cmd, CLI::App** join_cmd);
+struct FedCliOptions {
+  FedServeOptions serve;
+  FedJoinOptions join;
+  CLI::App* serve_cmd = nullptr;
+  CLI::App* join_cmd = nullptr;
+};
+
+CLI::App* AddFedCommand(CLI::App* app, FedCliOptions* options);
+// The parsed subcommand's exit status.
+int RunFed(const FedCliOptions& options);
 // 0: all rounds done; 1: failed; 2: a bad spec or flags.
 int RunFedServe(const FedServeOptions& options);
 // 0: the federation is done; 1: gave up (unreachable, refused); 2: bad flags or data.

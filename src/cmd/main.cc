@@ -42,6 +42,18 @@ int PrintCompletion(const CLI::App& app) {
   return 0;
 }
 
+// Triton's flags accepted by the serving roles, and their --help in groups.
+void SetUpServerRoles(CLI::App& app, CLI::App* serve_cmd) {
+  for (CLI::App* role : {serve_cmd, dais::cmd::FindSubcommand(app, "node")}) {
+    if (role != nullptr) dais::cmd::AcceptTritonFlags(role);
+  }
+  for (const char* role : {"serve", "node", "gateway"}) {
+    if (CLI::App* cmd = dais::cmd::FindSubcommand(app, role)) {
+      dais::cmd::GroupFlags(cmd, dais::cmd::ServerFlagGroups());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,19 +108,10 @@ int main(int argc, char** argv) {
   CLI::App* txn_cmd = dais::cmd::AddTxnCommand(&app, &txn);
 #endif
 #ifdef DAIS_HAVE_FED
-  dais::cmd::FedServeOptions fed_serve;
-  dais::cmd::FedJoinOptions fed_join;
-  CLI::App *fed_serve_cmd = nullptr, *fed_join_cmd = nullptr;
-  dais::cmd::AddFedCommands(&app, &fed_serve, &fed_join, &fed_serve_cmd, &fed_join_cmd);
+  dais::cmd::FedCliOptions fed;
+  CLI::App* fed_cmd = dais::cmd::AddFedCommand(&app, &fed);
 #endif
-  for (CLI::App* role : {serve_cmd, dais::cmd::FindSubcommand(app, "node")}) {
-    if (role != nullptr) dais::cmd::AcceptTritonFlags(role);
-  }
-  for (const char* role : {"serve", "node", "gateway"}) {
-    if (CLI::App* cmd = dais::cmd::FindSubcommand(app, role)) {
-      dais::cmd::GroupFlags(cmd, dais::cmd::ServerFlagGroups());
-    }
-  }
+  SetUpServerRoles(app, serve_cmd);
   CLI::App* completion_cmd = app.add_subcommand(
       "completion", "Print a shell completion script: source <(dais completion bash)");
   std::string shell = "bash";
@@ -129,8 +132,7 @@ int main(int argc, char** argv) {
   if (txn_cmd->parsed()) return dais::cmd::RunTxn(txn_cmd, txn);
 #endif
 #ifdef DAIS_HAVE_FED
-  if (fed_serve_cmd->parsed()) return dais::cmd::RunFedServe(fed_serve);
-  if (fed_join_cmd->parsed()) return dais::cmd::RunFedJoin(fed_join);
+  if (fed_cmd->parsed()) return dais::cmd::RunFed(fed);
 #endif
 #ifdef DAIS_HAVE_GRPC
   if (node_cmd->parsed()) return dais::cmd::RunNode(node);

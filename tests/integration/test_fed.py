@@ -232,3 +232,37 @@ def test_a_bad_federation_spec_is_refused_naming_the_field(tmp_path):
                         str(f.work / "federation.yaml"), "--state-dir", str(tmp_path / "s")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "aggregation: 'fedmedian' is not fedavg or fedprox" in r.stderr
+
+
+def test_the_federated_version_is_released_by_canary(federation, etcd_server, start_server,
+                                                     dais_bin, tmp_path):
+    from cluster_util import TTL, Scheduler, apply, instances
+    f = federation("canary", ["a", "b"], rounds=2, quorum=2, deadline="5s",
+                   extra="release: {strategy: canary, route: digits, deployment: digits-v1, "
+                         "steps: [10, 100], interval: 1h, ready_timeout: 2m}\n")
+    for node in ("n1", "n2"):  # a node holds one version of a model: v2 goes to the other one
+        start_server(f.work / "models", "--etcd", etcd_server.endpoint, "--node-id", node,
+                     "--lease-ttl-secs", str(TTL), command="node")
+    sched = Scheduler(dais_bin, etcd_server, "s1", tmp_path)
+    try:
+        apply(dais_bin, etcd_server, tmp_path,
+              "name: digits-v1\nmodel: digits\nversion: 1\nreplicas: 1\n")
+        apply(dais_bin, etcd_server, tmp_path, "kind: route\nname: digits\nmodel: digits\n"
+              "versions: [{version: 1, weight: 100}]\n")
+        wait_for(lambda: [i for i in instances(etcd_server, "digits").values()
+                          if i["state"] == "READY"], 60, "v1 READY")
+        f.start_server("--etcd", etcd_server.endpoint)
+        for name in "ab":
+            f.start_trainer(name)
+        f.wait_round(2, timeout=180)
+        assert f.server.wait(timeout=120) == 0, f.log("aggregator")[-3000:]
+        state = f.state()
+        assert state["published_version"] == 2
+        route = json.loads(etcd_server.get_prefix("/dais/routes/digits")["/dais/routes/digits"])
+        assert {v["version"]: v["weight"] for v in route["versions"]} == {1: 90, 2: 10}, route
+        rollout = json.loads(etcd_server.get_prefix("/dais/rollouts/digits")
+                             ["/dais/rollouts/digits"])
+        assert (rollout["from"], rollout["to"], rollout["state"]) == (1, 2, "running"), rollout
+        assert "canary rollout of digits v1 -> v2 started" in f.log("aggregator")
+    finally:
+        sched.stop()
