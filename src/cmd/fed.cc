@@ -24,7 +24,7 @@ CLI::App* AddFedCommand(CLI::App* app, FedCliOptions* options) {
       ->required();
   serve
       ->add_option("--state-dir", s->state_dir,
-                   "Where the rounds' state is kept (state.json, global.f32).")
+                   "Where the rounds' state is kept (state.json, global-<round>.f32).")
       ->required();
   serve->add_option("--address", s->address, "The address to listen on.")->capture_default_str();
   serve->add_option("--port", s->port, "The gRPC port trainers call (0: a free one).")

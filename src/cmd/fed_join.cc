@@ -3,9 +3,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "cmd/fed.h"
 #include "common/logging.h"
@@ -90,6 +92,11 @@ class Trainer {
           LOG_INFO("dais fed join: federation {} is done ({} updates sent)", o_.federation, sent_);
           return 0;
         case pb::Task::TRAIN:
+          if (refused_ == std::make_pair(static_cast<int64_t>(task.round()),
+                                         static_cast<int>(task.attempt()))) {
+            SleepMs(std::max<uint32_t>(20, task.retry_after_ms()));  // refused: wait it out
+            break;
+          }
           if (Status t = Train(task); !t.ok()) {
             LOG_ERROR("dais fed join: {}", t.message());
             if (t.code() == StatusCode::kInvalidArgument) return 2;
@@ -147,6 +154,14 @@ class Trainer {
     lt.seed = std::hash<std::string>()(o_.client) ^ static_cast<uint64_t>(round);
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(learn::LocalResult r, learn::TrainLocal(model_, global, data_, lt));
+    if (!std::isfinite(fed::L2Norm(r.delta))) {  // diverged: nothing worth sending
+      refused_ = {round, static_cast<int>(task.attempt())};
+      LOG_ERROR(
+          "dais fed join: round {}: local training diverged (a NaN or infinite "
+          "parameter): no update sent; lower local.learning_rate",
+          round);
+      return OkStatus();
+    }
     if (task.clip_norm() > 0) fed::ClipL2(&r.delta, task.clip_norm());
     if (o_.delay_ms > 0) SleepMs(o_.delay_ms);
     const double secs =
@@ -160,26 +175,35 @@ class Trainer {
     up.set_federation(o_.federation);
     up.set_client(o_.client);
     up.set_round(task.round());
-    up.set_train_loss(r.loss);
+    up.set_attempt(task.attempt());
     const int64_t weight = task.unweighted() ? 1 : static_cast<int64_t>(data_.rows());
-    up.set_samples(weight);
-    if (task.secure()) {
+    if (task.secure()) {  // the weight inside the masks; the loss not told
       if (!keys_) return FailedPrecondition("round " + std::to_string(round) + ": no key");
       std::map<std::string, std::string> roster(task.roster().begin(), task.roster().end());
-      ASSIGN_OR_RETURN(auto masked, fed::Mask(fed::Encode(r.delta, weight), o_.client, *keys_,
-                                              roster, RoundId(round)));
-      up.mutable_masked()->Add(masked.begin(), masked.end());
+      auto masked = fed::Mask(fed::Encode(r.delta, weight), o_.client, *keys_, roster,
+                              RoundId(round, static_cast<int>(task.attempt())));
+      if (!masked.ok()) {  // a peer's key (the aggregator checks them): not this trainer's data
+        refused_ = {round, static_cast<int>(task.attempt())};
+        return FailedPrecondition("round " + std::to_string(round) +
+                                  ": cannot mask: " + masked.status().message());
+      }
+      up.mutable_masked()->Add(masked->begin(), masked->end());
     } else if (o_.int8) {
+      up.set_samples(weight);
+      up.set_train_loss(r.loss);
       const fed::Int8Update q = fed::QuantizeInt8(r.delta);
       up.set_int8_scale(q.scale);
       up.set_int8_values(std::string(q.q.begin(), q.q.end()));
     } else {
+      up.set_samples(weight);
+      up.set_train_loss(r.loss);
       up.mutable_delta()->Add(r.delta.begin(), r.delta.end());
     }
     pb::SubmitResponse resp;
     const grpc::Status s =
         Call([&](grpc::ClientContext* c) { return stub_->Submit(c, up, &resp); });
-    if (!s.ok()) {
+    if (!s.ok()) {  // not sent again for this attempt: the same training would be refused again
+      refused_ = {round, static_cast<int>(task.attempt())};
       LOG_WARNING("dais fed join: round {}: update refused: {}", round, s.error_message());
       return OkStatus();
     }
@@ -189,17 +213,22 @@ class Trainer {
     return OkStatus();
   }
 
-  std::string RoundId(int64_t round) const { return o_.federation + "/" + std::to_string(round); }
+  // The masks' salt: the federation, the round and its attempt.
+  std::string RoundId(int64_t round, int attempt) const {
+    return fmt::format("{}/{}/{}", o_.federation, round, attempt);
+  }
 
   void RevealSeeds(const pb::Task& task) {
     pb::RevealRequest req;
     req.set_federation(o_.federation);
     req.set_client(o_.client);
     req.set_round(task.round());
+    req.set_attempt(task.attempt());
     for (const auto& d : task.dropped()) {
       auto it = task.roster().find(d);
       if (!keys_ || it == task.roster().end()) continue;
-      auto seed = keys_->PairSeed(it->second, RoundId(static_cast<int64_t>(task.round())));
+      auto seed = keys_->PairSeed(it->second, RoundId(static_cast<int64_t>(task.round()),
+                                                      static_cast<int>(task.attempt())));
       if (seed.ok()) (*req.mutable_seeds())[d] = *seed;
     }
     pb::RevealResponse resp;
@@ -207,6 +236,7 @@ class Trainer {
         Call([&](grpc::ClientContext* c) { return stub_->Reveal(c, req, &resp); });
     LOG_INFO("dais fed join: round {}: seeds with {} dropped trainer(s) revealed{}", task.round(),
              task.dropped_size(), s.ok() ? "" : ": " + s.error_message());
+    if (!s.ok()) SleepMs(std::max<uint32_t>(20, task.retry_after_ms()));
   }
 
   const FedJoinOptions& o_;
@@ -217,6 +247,7 @@ class Trainer {
   std::string pending_key_;
   int64_t key_round_ = 0;
   int64_t sent_ = 0;
+  std::pair<int64_t, int> refused_{0, 0};  // the round and attempt whose update was refused
 };
 
 }  // namespace

@@ -18,11 +18,13 @@
 #include "cluster/training_job.h"
 #include "cmd/canary_release.h"
 #include "cmd/fed.h"
+#include "cmd/fed_state.h"
 #include "cmd/publish_version.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "fed.pb.h"
 #include "fed/aggregator.h"
+#include "fed/secure_agg.h"
 #include "fed/update.h"
 #include "frontends/grpc/grpc_codec.h"
 #include "frontends/grpc/h2_server.h"
@@ -59,83 +61,12 @@ StatusOr<std::string> ReadFile(const fs::path& p) {
   return s.str();
 }
 
-// What survives a crash: the last completed round, its global parameters, what was published.
-struct FedState {
-  int64_t completed_round = 0;
-  int noised_rounds = 0;
-  int64_t published_version = 0;
-  int64_t published_round = 0;
-  std::string history;  // JSON objects, one per round, comma-separated
-};
-
-Status WriteAtomically(const fs::path& path, const std::string& bytes) {
-  const fs::path tmp = path.string() + ".tmp";
-  if (!WriteSynced(tmp, bytes)) return Internal("cannot write " + tmp.string());
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Internal("cannot rename " + tmp.string() + ": " + ec.message());
-  FsyncPath(path.parent_path());
-  return OkStatus();
-}
-
-Status SaveState(const fs::path& dir, const fed::FederationSpec& spec, const std::string& sha,
-                 const FedState& s, const std::vector<float>& global) {
-  RETURN_IF_ERROR(WriteAtomically(
-      dir / "global.f32",
-      std::string(reinterpret_cast<const char*>(global.data()), global.size() * sizeof(float))));
-  return WriteAtomically(
-      dir / "state.json",
-      fmt::format("{{\"federation\": \"{}\", \"model_sha256\": \"{}\", \"parameters\": {}, "
-                  "\"completed_round\": {}, \"noised_rounds\": {}, \"published_version\": {}, "
-                  "\"published_round\": {},\n \"history\": [{}]}}\n",
-                  spec.name, sha, global.size(), s.completed_round, s.noised_rounds,
-                  s.published_version, s.published_round, s.history));
-}
-
-// The saved state when it belongs to this federation and model; false when there is none.
-StatusOr<bool> LoadState(const fs::path& dir, const fed::FederationSpec& spec,
-                         const std::string& sha, FedState* s, std::vector<float>* global) {
-  if (!fs::exists(dir / "state.json")) return false;
-  ASSIGN_OR_RETURN(std::string text, ReadFile(dir / "state.json"));
-  rapidjson::Document d;
-  RETURN_IF_ERROR(json::ParseJson(text, &d));
-  auto str = [&d](const char* k) {
-    return d.HasMember(k) && d[k].IsString() ? std::string(d[k].GetString()) : "";
-  };
-  auto num = [&d](const char* k) {
-    return d.HasMember(k) && d[k].IsInt64() ? d[k].GetInt64() : int64_t{0};
-  };
-  if (str("federation") != spec.name || str("model_sha256") != sha) {
-    return FailedPrecondition((dir / "state.json").string() + " belongs to federation '" +
-                              str("federation") + "' of another model: use another --state-dir");
-  }
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(dir / "global.f32"));
-  if (bytes.size() != static_cast<size_t>(num("parameters")) * sizeof(float)) {
-    return FailedPrecondition((dir / "global.f32").string() + " is not the saved parameters");
-  }
-  global->resize(bytes.size() / sizeof(float));
-  std::memcpy(global->data(), bytes.data(), bytes.size());
-  s->completed_round = num("completed_round");
-  s->noised_rounds = static_cast<int>(num("noised_rounds"));
-  s->published_version = num("published_version");
-  s->published_round = num("published_round");
-  if (d.HasMember("history") && d["history"].IsArray()) {
-    for (const auto& h : d["history"].GetArray()) {
-      if (!s->history.empty()) s->history += ",\n  ";
-      rapidjson::StringBuffer buf;
-      rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-      h.Accept(w);
-      s->history += buf.GetString();
-    }
-  }
-  return true;
-}
-
 pb::Task ToProto(const fed::Task& t, const fed::FederationSpec& spec, const std::string& sha,
                  int retry_after_ms) {
   pb::Task out;
   out.set_kind(static_cast<pb::Task::Kind>(t.kind));
   out.set_round(static_cast<uint64_t>(t.round));
+  out.set_attempt(static_cast<uint32_t>(t.attempt));
   out.set_retry_after_ms(static_cast<uint32_t>(retry_after_ms));
   if (t.weights) out.mutable_weights()->Add(t.weights->begin(), t.weights->end());
   out.set_model_sha256(sha);
@@ -162,7 +93,8 @@ class FedService {
         model_(std::move(model)),
         sha_(std::move(sha)),
         agg_(agg),
-        retry_after_ms_(retry_after_ms) {}
+        retry_after_ms_(retry_after_ms),
+        probe_(std::move(fed::KeyPair::Generate().value())) {}
 
   frontends::grpc::MethodTable Methods() {
     frontends::grpc::MethodTable t;
@@ -201,8 +133,11 @@ class FedService {
   void Poll(const std::shared_ptr<ServerCall>& call, const std::string& bytes) {
     pb::PollRequest req;
     if (!Parse(bytes, &req, call.get())) return;
-    if (!req.public_key().empty() && req.public_key().size() != 32) {
-      return call->Finish(ToGrpcStatus(InvalidArgument("public_key: 32 bytes are needed")));
+    // A key every peer can derive a seed with (32 bytes, not a low-order point): a bad one in
+    // the roster would make every honest trainer's masking fail.
+    if (!req.public_key().empty() && !probe_.PairSeed(req.public_key(), "probe").ok()) {
+      return call->Finish(ToGrpcStatus(
+          InvalidArgument("public_key: a 32-byte X25519 public key (not a low-order point)")));
     }
     const fed::Task t =
         agg_->Poll(req.client(), req.public_key(), static_cast<int64_t>(req.key_round()));
@@ -225,6 +160,7 @@ class FedService {
     fed::Submission s;
     s.client = req.client();
     s.round = static_cast<int64_t>(req.round());
+    s.attempt = static_cast<int>(req.attempt());
     s.samples = req.samples();
     s.train_loss = req.train_loss();
     s.wire_bytes = bytes.size();
@@ -232,6 +168,11 @@ class FedService {
       if (req.delta_size() > 0 || req.masked_size() > 0 || !std::isfinite(req.int8_scale())) {
         return call->Finish(ToGrpcStatus(InvalidArgument(
             "int8_values: with a finite int8_scale, and neither delta nor masked")));
+      }
+      if (req.int8_values().size() != agg_->parameters()) {
+        return call->Finish(ToGrpcStatus(InvalidArgument(
+            fmt::format("client {}: int8_values: {} values, the model {}", req.client(),
+                        req.int8_values().size(), agg_->parameters()))));
       }
       fed::Int8Update q;
       q.scale = req.int8_scale();
@@ -244,6 +185,11 @@ class FedService {
     if (spec_.secure && s.masked.empty()) {
       return call->Finish(ToGrpcStatus(InvalidArgument(
           "masked: this federation uses secure aggregation: plain updates are refused")));
+    }
+    if (spec_.secure && (s.samples != 0 || s.train_loss != 0)) {
+      return call->Finish(ToGrpcStatus(InvalidArgument(
+          "samples, train_loss: not sent with secure aggregation (the weight is inside the "
+          "masked encoding; the aggregator learns only the total)")));
     }
     if (!spec_.secure && !s.masked.empty()) {
       return call->Finish(
@@ -260,7 +206,8 @@ class FedService {
     pb::RevealRequest req;
     if (!Parse(bytes, &req, call.get())) return;
     std::map<std::string, std::string> seeds(req.seeds().begin(), req.seeds().end());
-    Status s = agg_->Reveal(req.client(), static_cast<int64_t>(req.round()), seeds);
+    Status s = agg_->Reveal(req.client(), static_cast<int64_t>(req.round()),
+                            static_cast<int>(req.attempt()), seeds);
     if (!s.ok()) return call->Finish(ToGrpcStatus(s));
     call->Reply(pb::RevealResponse().SerializeAsString());
   }
@@ -270,12 +217,14 @@ class FedService {
   const std::string sha_;
   fed::Aggregator* agg_;
   const int retry_after_ms_;
+  const fed::KeyPair probe_;  // derives a seed with each key handed in, to refuse bad ones
 };
 
-// The model round 1 starts from: start_version's model.pt, or the newest version's.
-StatusOr<std::pair<int64_t, std::string>> StartModel(const fed::FederationSpec& spec) {
+// The model round 1 starts from: `version`'s model.pt (0: the newest version's).
+StatusOr<std::pair<int64_t, std::string>> StartModel(const fed::FederationSpec& spec,
+                                                     int64_t version) {
   std::string file;
-  int64_t v = spec.start_version;
+  int64_t v = version;
   if (v == 0) v = NewestVersion(spec.ModelDir(), &file);
   const fs::path p = fs::path(spec.ModelDir()) / std::to_string(v) / "model.pt";
   if (v == 0 || !fs::exists(p)) {
@@ -286,29 +235,6 @@ StatusOr<std::pair<int64_t, std::string>> StartModel(const fed::FederationSpec& 
   }
   ASSIGN_OR_RETURN(std::string bytes, ReadFile(p));
   return std::make_pair(v, std::move(bytes));
-}
-
-// Publishes `global` as the model's next version; its number.
-StatusOr<int64_t> PublishRound(const fed::FederationSpec& spec, const std::string& model,
-                               const std::vector<float>& global, int64_t round,
-                               const std::string& round_json) {
-  std::string file;
-  const int64_t v = NewestVersion(spec.ModelDir(), &file) + 1;
-  const fs::path tmp = fs::path(spec.ModelDir()) / fmt::format(".fed-{}", ::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  Status s = learn::SaveWithParameters(model, global, (tmp / "model.pt").string());
-  if (s.ok() &&
-      !WriteSynced(tmp / "metrics.json",
-                   fmt::format("{{\"federation\": \"{}\", \"round\": {}, \"last\": {}}}\n",
-                               spec.name, round, round_json))) {
-    s = Internal("cannot write " + (tmp / "metrics.json").string());
-  }
-  if (s.ok()) s = PublishFolder(tmp, "model.pt", fs::path(spec.ModelDir()) / std::to_string(v));
-  fs::remove_all(tmp, ec);
-  RETURN_IF_ERROR(s);
-  return v;
 }
 
 std::string RoundJson(const fed::RoundOutcome& o, const learn::Scores* score) {
@@ -342,10 +268,6 @@ class FedServer {
         return Fail(2, InvalidArgument("release: strategy canary needs --etcd"));
       }
     }
-    auto start = StartModel(spec_);
-    if (!start.ok()) return Fail(2, start.status());
-    model_ = std::move(start->second);
-    sha_ = Sha256Hex(model_);
     if (!spec_.holdout.empty()) {
       auto h = learn::LoadRows(spec_.holdout);
       if (!h.ok()) return Fail(2, h.status());
@@ -354,8 +276,22 @@ class FedServer {
     std::error_code ec;
     fs::create_directories(o_.state_dir, ec);
     std::vector<float> global;
-    auto resumed = LoadState(o_.state_dir, spec_, sha_, &state_, &global);
+    auto resumed = LoadFedState(o_.state_dir, spec_, &state_, &global);
     if (!resumed.ok()) return Fail(2, resumed.status());
+    // A resumed federation goes on from the version it started from, whatever was published
+    // since (its own versions among them).
+    auto start = StartModel(spec_, *resumed ? state_.start_version : spec_.start_version);
+    if (!start.ok()) return Fail(2, start.status());
+    model_ = std::move(start->second);
+    const std::string sha = Sha256Hex(model_);
+    if (*resumed && sha != state_.model_sha256) {
+      return Fail(2, FailedPrecondition(fmt::format(
+                         "{}: version {}'s model.pt changed since the federation started: use "
+                         "another --state-dir to start again",
+                         o_.state_dir, state_.start_version)));
+    }
+    state_.start_version = start->first;
+    state_.model_sha256 = sha;
     if (!*resumed) {
       auto p = learn::ModuleParameters(model_);
       if (!p.ok()) return Fail(2, p.status());
@@ -404,25 +340,21 @@ class FedServer {
     auto tls = ListenerTls("fed", o_.tls, o_.tls_common, {"h2"});
     if (!tls.ok()) return Fail(2, tls.status());
     ho.tls = *tls;
-    FedService service(spec_, model_, sha_, agg, o_.retry_after_ms);
+    FedService service(spec_, model_, state_.model_sha256, agg, o_.retry_after_ms);
     frontends::grpc::H2Server server(ho, service.Methods());
     if (Status s = server.Start(); !s.ok()) return Fail(1, s);
     LOG_INFO("dais fed serve: listening on {}:{} ({})", o_.address, server.port(),
              ho.tls ? "TLS" : "plain text");
-    // A signal ends the loop: a thread waits for it.
-    std::atomic<bool> stopping{false};
-    std::thread waiter([&] {
+    std::thread waiter([&] {  // a signal ends the loop
       int sig = 0;
       sigwait(&stop, &sig);
-      stopping = true;
+      stopping_ = true;
     });
     int code = 0;
-    // A federation resumed after its last round still publishes what it had not.
-    if (agg->done() && state_.published_round < state_.completed_round) {
-      code = Publish(global, state_.completed_round, "{}");
-    }
+    // A federation resumed after its last round still publishes and releases what it had not.
+    if (agg->done()) code = Finish(global, state_.completed_round, "{}");
     int64_t done_at = agg->done() ? NowMs() : 0;
-    while (!stopping && code == 0) {
+    while (!stopping_ && code == 0) {
       if (auto o = agg->Tick()) code = Completed(*o);
       if (agg->done() && done_at == 0) done_at = NowMs();
       // Linger so that polling trainers hear DONE, then stop.
@@ -430,9 +362,9 @@ class FedServer {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     server.Stop(1000);
-    if (!stopping) pthread_kill(waiter.native_handle(), SIGTERM);
+    if (!stopping_) pthread_kill(waiter.native_handle(), SIGTERM);
     waiter.join();
-    if (stopping && !agg->done()) {
+    if (stopping_ && !agg->done()) {
       LOG_INFO("dais fed serve: stopped after round {}", agg->round() - 1);
     }
     return code;
@@ -453,49 +385,64 @@ class FedServer {
     if (o.epsilon > 0) ++state_.noised_rounds;
     if (!state_.history.empty()) state_.history += ",\n  ";
     state_.history += json;
-    if (Status s = SaveState(o_.state_dir, spec_, sha_, state_, *o.global); !s.ok()) {
+    if (Status s = SaveFedState(o_.state_dir, spec_, state_, *o.global); !s.ok()) {
       return Fail(1, s);
     }
-    if (spec_.publish_every_round || o.round == spec_.rounds) {
-      return Publish(*o.global, o.round, json);
+    if (o.round == spec_.rounds) return Finish(*o.global, o.round, json);
+    if (spec_.publish_every_round) return Publish(*o.global, o.round, json);
+    return 0;
+  }
+
+  // The last round: published (if it was not) and released (if it was not).
+  int Finish(const std::vector<float>& global, int64_t round, const std::string& json) {
+    if (state_.published_round < round) {
+      if (int code = Publish(global, round, json); code != 0) return code;
+    }
+    if (release_.strategy == "canary" && state_.released_version < state_.published_version &&
+        Release(state_.published_version)) {
+      state_.released_version = state_.published_version;
+      if (Status s = SaveFedState(o_.state_dir, spec_, state_, global); !s.ok()) return Fail(1, s);
     }
     return 0;
   }
 
   int Publish(const std::vector<float>& global, int64_t round, const std::string& json) {
-    auto v = PublishRound(spec_, model_, global, round, json);
+    auto v = PublishFedRound(spec_, model_, global, round, json);
     if (!v.ok()) return Fail(1, v.status());
     LOG_INFO("dais fed serve: round {} published as {} version {}", round, spec_.model, *v);
     state_.published_version = *v;
     state_.published_round = round;
-    if (Status s = SaveState(o_.state_dir, spec_, sha_, state_, global); !s.ok()) return Fail(1, s);
-    if (release_.strategy == "canary" && round == spec_.rounds) Release(*v);
+    if (Status s = SaveFedState(o_.state_dir, spec_, state_, global); !s.ok()) return Fail(1, s);
     return 0;
   }
 
-  void Release(int64_t version) {
+  // False when stopped first (the next start releases it).
+  bool Release(int64_t version) {
     auto client = etcd::Client::Create({{o_.etcd}});
     if (!client.ok()) {
       LOG_ERROR("dais fed serve: release of v{}: {}", version, client.status().message());
-      return;
+      return false;
     }
     ReleaseHooks hooks;
-    hooks.stopping = [] { return false; };
+    hooks.stopping = [this] { return stopping_.load(); };
     hooks.waiting = [version](const std::string& why) {
       LOG_INFO("dais fed serve: releasing v{}: {}", version, why);
     };
     hooks.event = [](const std::string& e) { LOG_INFO("dais fed serve: {}", e); };
     hooks.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
     hooks.now_ms = NowMs;
-    LOG_INFO("dais fed serve: {}", ReleaseByCanary(**client, release_, version, hooks));
+    const std::string outcome = ReleaseByCanary(**client, release_, version, hooks);
+    LOG_INFO("dais fed serve: {}", outcome.empty() ? "stopped before the release ended" : outcome);
+    return !outcome.empty();
   }
 
   const FedServeOptions& o_;
   fed::FederationSpec spec_;
   cluster::TrainingRelease release_;
-  std::string model_, sha_;
+  std::string model_;
   learn::Dataset holdout_;
   FedState state_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace

@@ -55,8 +55,9 @@ Status PublishFolder(const fs::path& tmp, const std::string& file, const fs::pat
   // RENAME_NOREPLACE: a version published meanwhile (another trainer) is never replaced, even an
   // empty folder, which a plain rename would.
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0) {
-    const std::string why = std::strerror(errno);
-    if (errno == EEXIST) return AlreadyExists("cannot publish " + target.string() + ": " + why);
+    const int err = errno;
+    const std::string why = std::strerror(err);
+    if (err == EEXIST) return AlreadyExists("cannot publish " + target.string() + ": " + why);
     return Internal("cannot publish " + target.string() + ": " + why);
   }
   if (!FsyncPath(target.parent_path())) {

@@ -66,6 +66,9 @@ std::vector<std::string> Aggregator::Participants() const {
 }
 
 void Aggregator::Refuse(const std::string& client, const Status& why) {
+  for (const auto& r : refused_) {
+    if (r.rfind(client + ": ", 0) == 0) return;  // counted and logged once per round
+  }
   refused_.push_back(client + ": " + std::string(why.message()));
   log_(fmt::format("round {}: update of {} refused: {}", round_, client, why.message()));
 }
@@ -75,7 +78,13 @@ Task Aggregator::Poll(const std::string& client, const std::string& public_key, 
   MutexLock l(&mu_);
   const int64_t now = now_();
   seen_[client] = now;
+  if (seen_.size() > 4 * static_cast<size_t>(kMaxClients)) {  // forget the long gone
+    for (auto it = seen_.begin(); it != seen_.end();) {
+      it = now - it->second > kAliveMs ? seen_.erase(it) : std::next(it);
+    }
+  }
   t.round = round_;
+  t.attempt = attempt_;
   t.secure = spec_.secure;
   t.clip_norm = spec_.privacy ? spec_.clip_norm : 0;
   t.unweighted = spec_.privacy;
@@ -89,7 +98,9 @@ Task Aggregator::Poll(const std::string& client, const std::string& public_key, 
       return t;
     case Phase::kKeys:
       if (!selected) break;
-      if (key_round == round_ && public_key.size() == 32 && keys_.count(client) == 0) {
+      // A key is used once: a redrawn round's roster never holds a key of an earlier attempt.
+      if (key_round == round_ && public_key.size() == 32 && keys_.count(client) == 0 &&
+          used_keys_.insert(public_key).second) {
         keys_[client] = public_key;
       }
       if (keys_.count(client) == 0) {  // selected: a TRAIN task without a roster asks for a key
@@ -138,6 +149,10 @@ StatusOr<int> Aggregator::Submit(Submission s) {
   if (updates_.count(s.client) > 0) {
     return AlreadyExists(fmt::format("{} already sent its update for round {}", s.client, round_));
   }
+  if (spec_.secure && s.attempt != attempt_) {
+    return FailedPrecondition(fmt::format("round {} attempt {} is over (attempt {} is open)",
+                                          s.round, s.attempt, attempt_));
+  }
   Status ok = OkStatus();
   if (spec_.secure) {
     if (s.masked.size() != parameters_ + 1) {
@@ -168,10 +183,10 @@ StatusOr<int> Aggregator::Submit(Submission s) {
   return static_cast<int>(updates_.size());
 }
 
-Status Aggregator::Reveal(const std::string& client, int64_t round,
+Status Aggregator::Reveal(const std::string& client, int64_t round, int attempt,
                           const std::map<std::string, std::string>& seeds) {
   MutexLock l(&mu_);
-  if (phase_ != Phase::kReveal || round != round_) {
+  if (phase_ != Phase::kReveal || round != round_ || attempt != attempt_) {
     return FailedPrecondition(fmt::format("round {} asks for no seeds", round));
   }
   if (updates_.count(client) == 0) {
@@ -253,7 +268,23 @@ void Aggregator::CloseIntake(int64_t now) {
   }
 }
 
-RoundOutcome Aggregator::Aggregate(int64_t now) {
+Status Aggregator::CheckUnmasked(const std::vector<float>& mean, int64_t weight, size_t n) const {
+  const auto count = static_cast<int64_t>(n);
+  if (spec_.privacy ? weight != count : (weight < count || weight > count * kMaxSamples)) {
+    return InvalidArgument(
+        fmt::format("the unmasked total weight {} is impossible for {} updates", weight, n));
+  }
+  double bound = spec_.privacy ? spec_.clip_norm : spec_.max_update_norm;
+  const double norm = L2Norm(mean);
+  if (!std::isfinite(norm)) return InvalidArgument("the unmasked mean is not finite");
+  if (bound > 0 && norm > bound * (1 + 1e-4) + 1e-5) {
+    return InvalidArgument(
+        fmt::format("the unmasked mean's L2 norm {:.4g} is above the bound {}", norm, bound));
+  }
+  return OkStatus();
+}
+
+std::optional<RoundOutcome> Aggregator::Aggregate(int64_t now) {
   RoundOutcome o;
   o.round = round_;
   o.attempt = attempt_;
@@ -276,6 +307,12 @@ RoundOutcome Aggregator::Aggregate(int64_t now) {
     }
     mean = DecodeMean(masked_sum_, &o.samples);
     o.mean_train_loss = std::numeric_limits<double>::quiet_NaN();
+    // A masked update cannot be checked alone; their sum can: one that breaks it (a wrong
+    // weight, a NaN, an update past the bound) fails the round instead of moving the model.
+    if (Status bad = CheckUnmasked(mean, o.samples, updates_.size()); !bad.ok()) {
+      Fail(std::string(bad.message()) + " (an update broke the rules; which one cannot be known)");
+      return std::nullopt;
+    }
   } else {
     std::vector<ClientUpdate> ups;
     for (auto& [c, u] : updates_) {
@@ -300,6 +337,7 @@ RoundOutcome Aggregator::Aggregate(int64_t now) {
   o.duration_ms = now - round_start_;
   ++round_;
   attempt_ = 1;
+  used_keys_.clear();
   ClearRound();
   if (round_ > spec_.rounds) phase_ = Phase::kDone;
   return o;

@@ -38,6 +38,7 @@ struct Task {
   enum class Kind { kWait, kTrain, kReveal, kDone };
   Kind kind = Kind::kWait;
   int64_t round = 0;
+  int attempt = 1;  // a redrawn round's attempt: part of the masks' salt
   std::shared_ptr<const std::vector<float>> weights;  // kTrain
   int64_t deadline_unix_ms = 0;
   bool secure = false;
@@ -51,6 +52,7 @@ struct Task {
 struct Submission {
   std::string client;
   int64_t round = 0;
+  int attempt = 0;               // secure: must be the round's current attempt
   int64_t samples = 0;           // plain
   std::vector<float> delta;      // plain (8-bit updates are decoded before)
   std::vector<uint64_t> masked;  // secure
@@ -88,7 +90,7 @@ class Aggregator {
   // The updates received for the round so far; InvalidArgument (a bad update: refused, named),
   // FailedPrecondition (not selected, late, another round), AlreadyExists (sent twice).
   StatusOr<int> Submit(Submission s);
-  Status Reveal(const std::string& client, int64_t round,
+  Status Reveal(const std::string& client, int64_t round, int attempt,
                 const std::map<std::string, std::string>& seeds);
   // Moves the round on; the outcome of a round it completed.
   std::optional<RoundOutcome> Tick();
@@ -105,9 +107,13 @@ class Aggregator {
   void Fail(const std::string& why) DAIS_REQUIRES(mu_);
   void ClearRound() DAIS_REQUIRES(mu_);
   void CloseIntake(int64_t now) DAIS_REQUIRES(mu_);
-  RoundOutcome Aggregate(int64_t now) DAIS_REQUIRES(mu_);
+  std::optional<RoundOutcome> Aggregate(int64_t now) DAIS_REQUIRES(mu_);
   std::vector<std::string> Participants() const DAIS_REQUIRES(mu_);
   void Refuse(const std::string& client, const Status& why) DAIS_REQUIRES(mu_);
+  // Secure aggregation: the unmasked sum is a mean of `n` updates as the rules allow (the total
+  // weight, finite values, the norm bound); what one update held cannot be checked.
+  Status CheckUnmasked(const std::vector<float>& mean, int64_t weight, size_t n) const
+      DAIS_REQUIRES(mu_);
 
   const FederationSpec spec_;
   const size_t parameters_;
@@ -126,7 +132,8 @@ class Aggregator {
   int64_t phase_deadline_ DAIS_GUARDED_BY(mu_) = 0;
   int64_t deadline_ DAIS_GUARDED_BY(mu_) = 0;
   std::vector<std::string> selected_ DAIS_GUARDED_BY(mu_);
-  std::map<std::string, std::string> keys_ DAIS_GUARDED_BY(mu_);    // the roster once fixed
+  std::map<std::string, std::string> keys_ DAIS_GUARDED_BY(mu_);  // the roster once fixed
+  std::set<std::string> used_keys_ DAIS_GUARDED_BY(mu_);  // every key of the round's attempts
   std::map<std::string, Submission> updates_ DAIS_GUARDED_BY(mu_);  // plain: whole; secure: meta
   std::vector<uint64_t> masked_sum_ DAIS_GUARDED_BY(mu_);
   std::vector<std::string> dropped_ DAIS_GUARDED_BY(mu_);

@@ -115,7 +115,7 @@ TEST(AggregatorTest, AMalformedUpdateIsRefusedNamedAndDoesNotCount) {
   auto o = f.agg.Tick();
   ASSERT_TRUE(o);
   EXPECT_EQ(o->contributed, (std::vector<std::string>{"b"}));
-  EXPECT_EQ(o->refused.size(), 3u);
+  EXPECT_EQ(o->refused.size(), 1u);  // one trainer, counted once however often it tried
   EXPECT_EQ(*o->global, (std::vector<float>{2, 2}));  // the refused updates changed nothing
 }
 
@@ -144,6 +144,7 @@ TEST(AggregatorTest, SecureRoundsRecoverFromADropAndSeeOnlyTheSum) {
     Submission sub;
     sub.client = c;
     sub.round = 1;
+    sub.attempt = 1;
     sub.masked = Mask(Encode(d, samples.at(c)), c, keys.at(c), t.roster, "f/1").value();
     ASSERT_OK(f.agg.Submit(std::move(sub)).status());
   }
@@ -153,7 +154,7 @@ TEST(AggregatorTest, SecureRoundsRecoverFromADropAndSeeOnlyTheSum) {
     Task t = f.agg.Poll(c, "", 0);
     ASSERT_EQ(t.kind, Task::Kind::kReveal);
     ASSERT_EQ(t.dropped, (std::vector<std::string>{"c"}));
-    ASSERT_OK(f.agg.Reveal(c, 1, {{"c", keys.at(c).PairSeed(t.roster.at("c"), "f/1").value()}}));
+    ASSERT_OK(f.agg.Reveal(c, 1, 1, {{"c", keys.at(c).PairSeed(t.roster.at("c"), "f/1").value()}}));
   }
   auto o = f.agg.Tick();
   ASSERT_TRUE(o);
@@ -161,6 +162,40 @@ TEST(AggregatorTest, SecureRoundsRecoverFromADropAndSeeOnlyTheSum) {
   EXPECT_NEAR((*o->global)[0], 0.25, 1e-5);
   EXPECT_NEAR((*o->global)[1], 3.0, 1e-5);
   EXPECT_TRUE(std::isnan(o->mean_train_loss));
+}
+
+// A masked update cannot be checked alone; the unmasked sum can. A trainer claiming a weight of 0
+// (or sending anything that breaks the mean) fails the round; the model does not move.
+TEST(AggregatorTest, ASecureSumThatBreaksTheRulesFailsTheRound) {
+  FederationSpec s = Spec(2, 2);
+  s.secure = true;
+  s.max_update_norm = 10;
+  Fixture f(s);
+  std::map<std::string, KeyPair> keys;
+  for (const char* c : {"a", "b"}) keys.emplace(c, KeyPair::Generate().value());
+  for (auto& [c, k] : keys) f.agg.Poll(c, "", 0);
+  f.agg.Tick();
+  for (auto& [c, k] : keys) f.agg.Poll(c, k.public_key(), 1);
+  EXPECT_EQ(f.agg.Poll("a", keys.at("b").public_key(), 1).kind, Task::Kind::kWait);
+  f.agg.Tick();
+  for (auto& [c, k] : keys) {
+    Task t = f.agg.Poll(c, "", 0);
+    Submission sub;
+    sub.client = c;
+    sub.round = 1;
+    sub.attempt = 1;
+    // b sends a huge update: its norm cannot be seen, the mean's can.
+    std::vector<float> d = c == "a" ? std::vector<float>{1, 0} : std::vector<float>{1000, 0};
+    sub.masked = Mask(Encode(d, 1), c, k, t.roster, "f/1").value();
+    ASSERT_OK(f.agg.Submit(std::move(sub)).status());
+  }
+  EXPECT_FALSE(f.agg.Tick());
+  EXPECT_TRUE(f.Logged("the unmasked mean's L2 norm 500.5 is above the bound 10"));
+  EXPECT_EQ(f.agg.round(), 1);  // drawn again; the model did not move
+  // Keys are used once: the redrawn round refuses a key of the failed attempt.
+  f.agg.Tick();
+  f.agg.Poll("a", keys.at("a").public_key(), 1);
+  EXPECT_EQ(f.agg.Poll("a", "", 0).kind, Task::Kind::kTrain);  // still asked for a fresh key
 }
 
 TEST(AggregatorTest, PrivacyClipsAveragesUnweightedAndReportsEpsilon) {

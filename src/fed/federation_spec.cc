@@ -184,6 +184,11 @@ Status ParseRoot(const Ctx& c, const YAML::Node& root, const std::string& path, 
   ASSIGN_OR_RETURN(s->max_update_norm,
                    Num(c, root, "max_update_norm", "max_update_norm", 0, 0, 1e12, false));
   ASSIGN_OR_RETURN(s->secure, Bool(c, root, "secure_aggregation"));
+  if (s->secure && s->min_clients < 2) {
+    // A round of one survivor would reveal its update: the mask with a dropped peer is all it has.
+    return c.Error(root["min_clients"], "min_clients",
+                   "at least 2 with secure_aggregation (one survivor's update would be revealed)");
+  }
   RETURN_IF_ERROR(ParsePrivacy(c, root["privacy"], s));
   ASSIGN_OR_RETURN(std::string holdout, Str(c, root, "holdout", false));
   if (!holdout.empty()) s->holdout = Absolute(path, holdout);

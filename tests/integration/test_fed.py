@@ -102,7 +102,11 @@ def test_rounds_finish_with_a_straggler_and_the_published_version_is_served(
 
 
 def test_a_killed_aggregator_resumes_after_its_last_completed_round(federation):
+    # A version per round: the resumed aggregator goes on from the version it started from (not
+    # the newest, its own) and never publishes a round twice.
     f = federation("resume", ["a", "b", "c"], rounds=6, quorum=3, deadline="5s")
+    text = (f.work / "federation.yaml").read_text().replace("publish: final", "publish: every_round")
+    (f.work / "federation.yaml").write_text(text)
     f.start_server()
     for name in "abc":
         f.start_trainer(name)
@@ -116,7 +120,12 @@ def test_a_killed_aggregator_resumes_after_its_last_completed_round(federation):
     assert f"resumed after round {killed_at}" in f.log("aggregator")
     for name in "abc":  # the trainers waited for it and carried on
         assert f.trainers[name].wait(timeout=30) == 0, f.log(name)
-    assert state["published_version"] == 2
+    versions = sorted(int(p.name) for p in (f.work / "models" / "digits").iterdir()
+                      if p.name.isdigit())
+    assert versions == list(range(1, 8)) and state["published_version"] == 7, versions
+    rounds = [json.loads((f.work / "models" / "digits" / str(v) / "metrics.json").read_text())
+              ["round"] for v in range(2, 8)]
+    assert rounds == [1, 2, 3, 4, 5, 6]
 
 
 def test_malformed_updates_are_refused_by_name_and_do_not_poison_the_model(federation, tmp_path):
@@ -155,6 +164,11 @@ def test_malformed_updates_are_refused_by_name_and_do_not_poison_the_model(feder
     assert "samples must be positive" in e.details(), e.details()
     e = submit(samples=10, delta=[1.0] * n, masked=[1, 2])
     assert "no secure aggregation" in e.details(), e.details()
+    with pytest.raises(grpc.RpcError) as bad_key:  # a low-order point would break every mask
+        stub.Poll(pb.PollRequest(federation="digits", client="rogue", public_key=bytes(32),
+                                 key_round=1))
+    assert bad_key.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "low-order" in bad_key.value.details()
     with pytest.raises(grpc.RpcError) as other:
         stub.Poll(pb.PollRequest(federation="nope", client="rogue"))
     assert other.value.code() == grpc.StatusCode.NOT_FOUND
@@ -163,11 +177,16 @@ def test_malformed_updates_are_refused_by_name_and_do_not_poison_the_model(feder
     assert bad_id.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     state = finish(f, 1)
     h = state["history"][0]
-    assert (h["contributed"], h["dropped"], h["refused"]) == (2, 1, 3), h
+    assert (h["contributed"], h["dropped"], h["refused"]) == (2, 1, 1), h  # one trainer
     log = f.log("aggregator")
     assert "update of rogue refused: client rogue: parameter 7 is NaN" in log
-    glob = np.fromfile(f.work / "state" / "global.f32", dtype=np.float32)
+    glob = global_params(f)
     assert glob.size == n and np.isfinite(glob).all()
+
+
+def global_params(f: fed_demo.Federation) -> np.ndarray:
+    """The parameters after the last completed round (the file state.json names)."""
+    return np.fromfile(f.work / "state" / f.state()["global"], dtype=np.float32)
 
 
 def _ready(stub, pb) -> bool:
@@ -191,7 +210,7 @@ def test_secure_aggregation_equals_plain_averaging_and_recovers_a_dropped_traine
         state = finish(f, 1)
         h = state["history"][0]
         assert (h["contributed"], h["dropped"]) == (3, 1), h
-        globals_[secure] = np.fromfile(f.work / "state" / "global.f32", dtype=np.float32)
+        globals_[secure] = global_params(f)
         if secure:
             log = f.log("aggregator")
             assert "roster of 4 fixed" in log, log
