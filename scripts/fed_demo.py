@@ -136,11 +136,12 @@ class Federation:
         self.server = None
         self.trainers: dict[str, subprocess.Popen] = {}
 
-    def start_server(self, *extra: str) -> subprocess.Popen:
+    def start_server(self, *extra: str, config: bool = True) -> subprocess.Popen:
+        """config=False: the spec comes from etcd (extra holds --federation and --etcd)."""
         log = open(self.work / "aggregator.log", "a")
+        spec = ["--config", str(self.work / "federation.yaml")] if config else []
         self.server = subprocess.Popen(
-            [self.dais, "fed", "serve", "--config", str(self.work / "federation.yaml"),
-             "--state-dir", str(self.work / "state"), "--address", "127.0.0.1", "--port",
+            [self.dais, "fed", "serve", *spec, "--state-dir", str(self.work / "state"), "--address", "127.0.0.1", "--port",
              str(self.port), "--retry-after-ms", str(self.retry_ms), *extra],
             stdout=log, stderr=subprocess.STDOUT)
         return self.server

@@ -29,6 +29,9 @@
 #include "common/json.h"
 #include "etcd/client.h"
 #include "fmt/format.h"
+#ifdef DAIS_HAVE_FED
+#include "fed/federation_spec.h"
+#endif
 #include "gateway/route.h"
 #include "gateway/tenant.h"
 
@@ -37,6 +40,7 @@ namespace {
 
 // One document of an apply: where it came from, and once validated, what to write.
 struct ApplyDoc {
+  std::string file;   // the file it came from (relative paths in a spec are relative to it)
   std::string where;  // "deploy.yaml document 2"
   std::string text;   // the document alone, as YAML
   std::string key, json, what;
@@ -93,9 +97,22 @@ Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
     doc->what = fmt::format("agent {} applied ({} step(s); {} priority)", a.name, a.steps.size(),
                             a.priority);
     doc->agent = std::move(a);
+  } else if (kind == "federation") {
+#ifdef DAIS_HAVE_FED
+    ASSIGN_OR_RETURN(fed::FederationSpec f,
+                     fed::ParseFederationSpec(doc->text, doc->file, /*check_files=*/false));
+    doc->key = fed::kFederationsPrefix + f.name;
+    doc->json = fed::FederationSpecToYaml(f);
+    doc->what = fmt::format(
+        "federation {} applied ({} rounds of {}; run: dais fed serve --etcd ... --federation {})",
+        f.name, f.rounds, f.model, f.name);
+#else
+    return Unimplemented("kind: federation needs a dais built with LibTorch");
+#endif
   } else {
-    return InvalidArgument("kind: '" + kind +
-                           "' is not deployment, route, tenant, training, collection or agent");
+    return InvalidArgument(
+        "kind: '" + kind +
+        "' is not deployment, route, tenant, training, collection, agent or federation");
   }
   return OkStatus();
 }
@@ -149,6 +166,7 @@ std::vector<ApplyDoc> ValidateAll(const std::vector<std::pair<std::string, std::
       ++index;
       if (node.IsNull()) continue;  // an empty document ("---" at the start or the end)
       ApplyDoc doc;
+      doc.file = file;
       doc.where = nodes.size() > 1 ? fmt::format("{} document {}", file, index) : file;
       doc.text = YAML::Dump(node);
       if (Status s = ValidateDoc(&doc, node); !s.ok()) {
@@ -225,7 +243,8 @@ CLI::App* AddCtlCommand(CLI::App* app, CtlOptions* o) {
   apply
       ->add_option("-f,--file", o->file,
                    "The spec: a deployment (docs/cluster.md), 'kind: route' / 'kind: tenant' "
-                   "(docs/gateway.md), 'kind: training' (docs/learning-loop.md), 'kind: agent' "
+                   "(docs/gateway.md), 'kind: training' (docs/learning-loop.md), 'kind: "
+                   "federation' (docs/federated.md), 'kind: agent' "
                    "(docs/agents.md) or 'kind: collection' "
                    "(docs/memory.md); several YAML "
                    "documents (---) in one file, a directory of "

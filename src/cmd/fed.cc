@@ -20,8 +20,15 @@ CLI::App* AddFedCommand(CLI::App* app, FedCliOptions* options) {
       "held-out rows, keeps its state in --state-dir (a restarted aggregator resumes after the "
       "last completed round), publishes the result and releases it by canary. Exit 0 when all "
       "rounds are done; 2: a bad spec.");
-  serve->add_option("--config", s->config, "The federation.yaml (fields: docs/federated.md).")
-      ->required();
+  CLI::Option* config =
+      serve->add_option("--config", s->config, "The federation.yaml (fields: docs/federated.md).");
+  CLI::Option* name = serve->add_option(
+      "--federation", s->federation,
+      "Or the federation `dais ctl apply` wrote to --etcd (/dais/federations/<name>).");
+  config->excludes(name);
+  serve->add_option("--etcd", s->etcd,
+                    "The cluster's etcd (host:port): where --federation is read, and where a "
+                    "release with strategy canary starts its rollout.");
   serve
       ->add_option("--state-dir", s->state_dir,
                    "Where the rounds' state is kept (state.json, global-<round>.f32).")
@@ -36,8 +43,6 @@ CLI::App* AddFedCommand(CLI::App* app, FedCliOptions* options) {
                    "How soon a trainer with nothing to do polls again.")
       ->check(CLI::Range(10, 60000))
       ->capture_default_str();
-  serve->add_option("--etcd", s->etcd,
-                    "The cluster's etcd (host:port), for a release with strategy canary.");
   CLI::App* join = fed->add_subcommand(
       "join",
       "An edge trainer: polls the aggregator, trains the round's model locally on --data with "

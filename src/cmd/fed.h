@@ -17,14 +17,15 @@ class App;
 namespace dais::cmd {
 
 struct FedServeOptions {
-  std::string config;     // federation.yaml
-  std::string state_dir;  // the rounds' state: resumed from after a crash
+  std::string config;      // federation.yaml, or:
+  std::string federation;  // ... the one `dais ctl apply` wrote to --etcd
+  std::string state_dir;   // the rounds' state: resumed from after a crash
   std::string address = "0.0.0.0";
   int port = 8011;
   ListenerTlsFlags tls;
   TlsCommonFlags tls_common;
   int retry_after_ms = 200;  // how soon a waiting trainer polls again
-  std::string etcd;          // with release.strategy canary: the cluster's etcd
+  std::string etcd;          // with --federation, or release.strategy canary: the cluster's etcd
 };
 
 struct FedJoinOptions {

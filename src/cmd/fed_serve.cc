@@ -257,7 +257,7 @@ class FedServer {
   explicit FedServer(const FedServeOptions& o) : o_(o) {}
 
   int Run() {
-    auto spec = fed::LoadFederationSpec(o_.config);
+    auto spec = LoadSpec();
     if (!spec.ok()) return Fail(2, spec.status());
     spec_ = *spec;
     if (!spec_.release_yaml.empty()) {
@@ -313,6 +313,21 @@ class FedServer {
   int Fail(int code, const Status& s) {
     LOG_ERROR("dais fed serve: {}", s.message());
     return code;
+  }
+
+  // --config's file, or what `dais ctl apply` wrote to etcd for --federation.
+  StatusOr<fed::FederationSpec> LoadSpec() {
+    if (!o_.config.empty()) return fed::LoadFederationSpec(o_.config);
+    if (o_.federation.empty() || o_.etcd.empty()) {
+      return InvalidArgument("--config FILE, or --federation NAME with --etcd, is needed");
+    }
+    ASSIGN_OR_RETURN(auto client, etcd::Client::Create({{o_.etcd}}));
+    const std::string key = fed::kFederationsPrefix + o_.federation;
+    ASSIGN_OR_RETURN(etcd::RangeResult r, client->Get(key));
+    if (r.kvs.empty()) {
+      return NotFound("--federation: no " + key + " in etcd (dais ctl apply -f federation.yaml)");
+    }
+    return fed::ParseFederationSpec(r.kvs[0].value, "etcd:" + key);
   }
 
   std::optional<learn::Scores> Evaluate(const std::vector<float>& global, int64_t round) {

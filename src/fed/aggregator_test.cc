@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/status_testing.h"
+#include "fed/federation_spec.h"
 #include "fed/secure_agg.h"
 
 namespace dais::fed {
@@ -231,6 +232,41 @@ TEST(AggregatorTest, TheLastRoundEndsTheFederation) {
   ASSERT_TRUE(f.agg.Tick());
   EXPECT_TRUE(f.agg.done());
   EXPECT_EQ(f.agg.Poll("a", "", 0).kind, Task::Kind::kDone);
+}
+
+}  // namespace
+}  // namespace dais::fed
+
+namespace dais::fed {
+namespace {
+
+TEST(FederationSpecTest, TheStoredFormReadsBackTheSame) {
+  auto s = ParseFederationSpec(
+      "kind: federation\nname: f\nmodel: m\nrepository: /r\nrounds: 7\nclients_per_round: 5\n"
+      "min_clients: 3\nround_deadline: 1500ms\naggregation: fedprox\nproximal_mu: 0.5\n"
+      "local: {epochs: 2, learning_rate: 0.25, batch_size: 8}\nsecure_aggregation: true\n"
+      "privacy: {clip_norm: 2, noise_multiplier: 0.5}\nholdout: h\npublish: every_round\n"
+      "release: {strategy: canary, route: r, deployment: d}\n",
+      "/x/f.yaml", /*check_files=*/false);
+  ASSERT_OK(s.status());
+  const std::string yaml = FederationSpecToYaml(*s);
+  auto back = ParseFederationSpec(yaml, "etcd", false);
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << yaml;
+  EXPECT_EQ(back->holdout, "/x/h");
+  EXPECT_EQ(back->rounds, 7);
+  EXPECT_EQ(back->round_deadline_ms, 1500);
+  EXPECT_TRUE(back->fedprox && back->secure && back->privacy && back->publish_every_round);
+  EXPECT_EQ(back->proximal_mu, 0.5);
+  EXPECT_EQ(back->local_epochs, 2);
+  EXPECT_EQ(back->clip_norm, 2);
+  EXPECT_NE(back->release_yaml.find("canary"), std::string::npos);
+  EXPECT_NE(ParseFederationSpec("name: f\nmodel: m\nrepository: r\nsecure_aggregation: true\n"
+                                "min_clients: 1\n",
+                                "f.yaml", false)
+                .status()
+                .message()
+                .find("min_clients: at least 2 with secure_aggregation"),
+            std::string::npos);
 }
 
 }  // namespace

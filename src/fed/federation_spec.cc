@@ -84,7 +84,11 @@ StatusOr<bool> Bool(const Ctx& c, const YAML::Node& root, const std::string& fie
 
 std::string Absolute(const std::string& file, const std::string& path) {
   fs::path p(path);
-  if (p.is_relative()) p = fs::absolute(fs::path(file).parent_path()) / p;
+  if (p.is_relative()) {
+    std::error_code ec;
+    const fs::path dir = fs::path(file).parent_path();
+    p = (dir.empty() ? fs::current_path(ec) : fs::absolute(dir, ec)) / p;
+  }
   return p.lexically_normal().string();
 }
 
@@ -207,7 +211,8 @@ Status ParseRoot(const Ctx& c, const YAML::Node& root, const std::string& path, 
 
 }  // namespace
 
-StatusOr<FederationSpec> ParseFederationSpec(const std::string& yaml, const std::string& path) {
+StatusOr<FederationSpec> ParseFederationSpec(const std::string& yaml, const std::string& path,
+                                             bool check_files) {
   const Ctx c(path);
   YAML::Node root;
   try {
@@ -218,6 +223,7 @@ StatusOr<FederationSpec> ParseFederationSpec(const std::string& yaml, const std:
   if (!root.IsMap()) return InvalidArgument(path + ": a mapping is needed");
   FederationSpec s;
   RETURN_IF_ERROR(ParseRoot(c, root, path, &s));
+  if (!check_files) return s;
   if (!fs::is_directory(s.ModelDir())) {
     return NotFound(path + ": model: no folder " + s.ModelDir());
   }
@@ -225,6 +231,42 @@ StatusOr<FederationSpec> ParseFederationSpec(const std::string& yaml, const std:
     return NotFound(path + ": holdout: no folder " + s.holdout);
   }
   return s;
+}
+
+std::string FederationSpecToYaml(const FederationSpec& s) {
+  YAML::Emitter out;
+  out << YAML::Flow << YAML::BeginMap;  // one line, as the control plane's other records
+  auto kv = [&out](const char* k, const auto& v) { out << YAML::Key << k << YAML::Value << v; };
+  kv("kind", "federation");
+  kv("name", s.name);
+  kv("model", s.model);
+  kv("repository", s.repository);
+  if (s.start_version > 0) kv("start_version", s.start_version);
+  kv("rounds", s.rounds);
+  kv("clients_per_round", s.clients_per_round);
+  kv("min_clients", s.min_clients);
+  kv("round_deadline", std::to_string(s.round_deadline_ms) + "ms");
+  kv("aggregation", s.fedprox ? "fedprox" : "fedavg");
+  if (s.fedprox) kv("proximal_mu", s.proximal_mu);
+  out << YAML::Key << "local" << YAML::Value << YAML::BeginMap;
+  kv("epochs", s.local_epochs);
+  kv("learning_rate", s.learning_rate);
+  kv("batch_size", s.batch_size);
+  out << YAML::EndMap;
+  kv("max_update_norm", s.max_update_norm);
+  kv("secure_aggregation", s.secure);
+  if (s.privacy) {
+    out << YAML::Key << "privacy" << YAML::Value << YAML::BeginMap;
+    kv("clip_norm", s.clip_norm);
+    kv("noise_multiplier", s.noise_multiplier);
+    kv("delta", s.delta);
+    out << YAML::EndMap;
+  }
+  if (!s.holdout.empty()) kv("holdout", s.holdout);
+  kv("publish", s.publish_every_round ? "every_round" : "final");
+  if (!s.release_yaml.empty()) kv("release", YAML::Load(s.release_yaml));
+  out << YAML::EndMap;
+  return out.c_str();
 }
 
 StatusOr<FederationSpec> LoadFederationSpec(const std::string& path) {

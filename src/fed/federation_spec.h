@@ -57,9 +57,18 @@ struct FederationSpec {
   std::string ModelDir() const { return repository + "/" + model; }
 };
 
+// Where `dais ctl apply` keeps a federation (its spec as YAML, paths made absolute), read by
+// `dais fed serve --etcd E --federation NAME`.
+inline constexpr const char* kFederationsPrefix = "/dais/federations/";
+
 // Parses federation.yaml (`path` for messages and relative paths). InvalidArgument
-// "<file>:<line>: <field>: <what>" naming the field; unknown fields are refused.
-StatusOr<FederationSpec> ParseFederationSpec(const std::string& yaml, const std::string& path);
+// "<file>:<line>: <field>: <what>" naming the field; unknown fields are refused. With
+// `check_files`, NotFound when the model's folder or the holdout folder is missing (`dais ctl
+// apply` does not check them: they are the aggregator's paths, not the applier's).
+StatusOr<FederationSpec> ParseFederationSpec(const std::string& yaml, const std::string& path,
+                                             bool check_files = true);
 StatusOr<FederationSpec> LoadFederationSpec(const std::string& path);
+// The spec as federation.yaml (paths absolute): ParseFederationSpec reads it back the same.
+std::string FederationSpecToYaml(const FederationSpec& spec);
 
 }  // namespace dais::fed

@@ -253,9 +253,9 @@ def test_a_bad_federation_spec_is_refused_naming_the_field(tmp_path):
     assert r.returncode == 2 and "aggregation: 'fedmedian' is not fedavg or fedprox" in r.stderr
 
 
-def test_the_federated_version_is_released_by_canary(federation, etcd_server, start_server,
-                                                     dais_bin, tmp_path):
-    from cluster_util import TTL, Scheduler, apply, instances
+def test_a_federation_applied_to_the_cluster_is_released_by_canary(
+        federation, etcd_server, start_server, dais_bin, tmp_path):
+    from cluster_util import TTL, Scheduler, apply, ctl, instances
     f = federation("canary", ["a", "b"], rounds=2, quorum=2, deadline="5s",
                    extra="release: {strategy: canary, route: digits, deployment: digits-v1, "
                          "steps: [10, 100], interval: 1h, ready_timeout: 2m}\n")
@@ -270,7 +270,16 @@ def test_the_federated_version_is_released_by_canary(federation, etcd_server, st
               "versions: [{version: 1, weight: 100}]\n")
         wait_for(lambda: [i for i in instances(etcd_server, "digits").values()
                           if i["state"] == "READY"], 60, "v1 READY")
-        f.start_server("--etcd", etcd_server.endpoint)
+        # The spec goes to etcd with `dais ctl apply` (paths made absolute); the aggregator reads it.
+        out = ctl(dais_bin, etcd_server, "apply", "-f", str(f.work / "federation.yaml")).stdout
+        assert "federation digits applied (2 rounds of digits" in out, out
+        stored = etcd_server.get_prefix("/dais/federations/")["/dais/federations/digits"]
+        assert f"repository: {f.work / 'models'}" in stored, stored
+        bad = f.work / "bad.yaml"
+        bad.write_text("kind: federation\nname: x\nmodel: m\nrepository: r\nrounds: 0\n")
+        refused = ctl(dais_bin, etcd_server, "apply", "-f", str(bad), check=False)
+        assert refused.returncode != 0 and "rounds: an integer from 1" in refused.stderr
+        f.start_server("--federation", "digits", "--etcd", etcd_server.endpoint, config=False)
         for name in "ab":
             f.start_trainer(name)
         f.wait_round(2, timeout=180)
