@@ -121,6 +121,7 @@ clients_per_round: {clients}
 min_clients: {quorum}
 round_deadline: {deadline}
 local: {{epochs: {epochs}, learning_rate: {lr}, batch_size: {batch}}}
+max_update_norm: 5
 secure_aggregation: {'true' if secure else 'false'}
 holdout: data/holdout
 publish: final
@@ -278,8 +279,9 @@ def main() -> int:
             for n in faulty:
                 fed.start_trainer(n, *extra)
             print(f"round {fault_to + 1}: the three are back")
-        state = fed.wait_round(a.rounds)
+        fed.wait_round(a.rounds)
         fed.server.wait(timeout=60)
+        state = fed.state()  # as the aggregator left it: the publication is recorded last
         for p in fed.trainers.values():
             p.wait(timeout=60)
     finally:

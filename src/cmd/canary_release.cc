@@ -83,6 +83,11 @@ std::string ReleaseByCanary(etcd::Client& client, const cluster::TrainingRelease
                            version);
       }
       s = started.status();
+      if (s.code() == StatusCode::kAlreadyExists &&
+          s.message().find(" is already rolling out v" + std::to_string(version) + " ") !=
+              std::string::npos) {
+        return fmt::format("canary rollout of {} -> v{} already started", rel.route, version);
+      }
       if (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kInvalidArgument) {
         return "release failed: " + s.message();
       }

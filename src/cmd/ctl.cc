@@ -101,6 +101,9 @@ Status ValidateDoc(ApplyDoc* doc, const YAML::Node& root) {
 #ifdef DAIS_HAVE_FED
     ASSIGN_OR_RETURN(fed::FederationSpec f,
                      fed::ParseFederationSpec(doc->text, doc->file, /*check_files=*/false));
+    if (!f.release_yaml.empty()) {
+      RETURN_IF_ERROR(cluster::ParseTrainingReleaseYaml(f.release_yaml).status());
+    }
     doc->key = fed::kFederationsPrefix + f.name;
     doc->json = fed::FederationSpecToYaml(f);
     doc->what = fmt::format(

@@ -100,6 +100,7 @@ class Trainer {
           if (Status t = Train(task); !t.ok()) {
             LOG_ERROR("dais fed join: {}", t.message());
             if (t.code() == StatusCode::kInvalidArgument) return 2;
+            SleepMs(std::max<uint32_t>(20, task.retry_after_ms()));
           }
           break;
         case pb::Task::REVEAL:
@@ -144,6 +145,15 @@ class Trainer {
       key_round_ = round;
       return OkStatus();
     }
+    const std::pair<int64_t, int> here{round, static_cast<int>(task.attempt())};
+    if (task.secure()) {  // a roster without our key (a restart mid-round): sit this attempt out
+      auto mine = task.roster().find(o_.client);
+      if (!keys_ || mine == task.roster().end() || mine->second != keys_->public_key()) {
+        refused_ = here;
+        return FailedPrecondition(fmt::format(
+            "round {}: the roster holds another key of ours (restarted?): waiting", round));
+      }
+    }
     RETURN_IF_ERROR(FetchModel(task.model_sha256()));
     const std::vector<float> global(task.weights().begin(), task.weights().end());
     learn::LocalTraining lt;
@@ -155,7 +165,7 @@ class Trainer {
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(learn::LocalResult r, learn::TrainLocal(model_, global, data_, lt));
     if (!std::isfinite(fed::L2Norm(r.delta))) {  // diverged: nothing worth sending
-      refused_ = {round, static_cast<int>(task.attempt())};
+      refused_ = here;
       LOG_ERROR(
           "dais fed join: round {}: local training diverged (a NaN or infinite "
           "parameter): no update sent; lower local.learning_rate",
@@ -183,7 +193,7 @@ class Trainer {
       auto masked = fed::Mask(fed::Encode(r.delta, weight), o_.client, *keys_, roster,
                               RoundId(round, static_cast<int>(task.attempt())));
       if (!masked.ok()) {  // a peer's key (the aggregator checks them): not this trainer's data
-        refused_ = {round, static_cast<int>(task.attempt())};
+        refused_ = here;
         return FailedPrecondition("round " + std::to_string(round) +
                                   ": cannot mask: " + masked.status().message());
       }
@@ -202,8 +212,15 @@ class Trainer {
     pb::SubmitResponse resp;
     const grpc::Status s =
         Call([&](grpc::ClientContext* c) { return stub_->Submit(c, up, &resp); });
-    if (!s.ok()) {  // not sent again for this attempt: the same training would be refused again
-      refused_ = {round, static_cast<int>(task.attempt())};
+    if (!s.ok()) {
+      // A refusal is not sent again for this attempt (the same training would be refused
+      // again); an unreachable aggregator is, once it is back.
+      const auto code = s.error_code();
+      if (code == grpc::StatusCode::INVALID_ARGUMENT ||
+          code == grpc::StatusCode::FAILED_PRECONDITION ||
+          code == grpc::StatusCode::ALREADY_EXISTS) {
+        refused_ = here;
+      }
       LOG_WARNING("dais fed join: round {}: update refused: {}", round, s.error_message());
       return OkStatus();
     }

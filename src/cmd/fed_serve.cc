@@ -292,6 +292,7 @@ class FedServer {
     }
     state_.start_version = start->first;
     state_.model_sha256 = sha;
+    if (state_.run.empty()) state_.run = NewFedRunId();
     if (!*resumed) {
       auto p = learn::ModuleParameters(model_);
       if (!p.ok()) return Fail(2, p.status());
@@ -367,7 +368,11 @@ class FedServer {
     });
     int code = 0;
     // A federation resumed after its last round still publishes and releases what it had not.
-    if (agg->done()) code = Finish(global, state_.completed_round, "{}");
+    if (agg->done()) {
+      code = Finish(global, state_.completed_round);
+    } else if (spec_.publish_every_round && state_.published_round < state_.completed_round) {
+      code = Publish(global, state_.completed_round);  // a crash before it was published
+    }
     int64_t done_at = agg->done() ? NowMs() : 0;
     while (!stopping_ && code == 0) {
       if (auto o = agg->Tick()) code = Completed(*o);
@@ -400,18 +405,19 @@ class FedServer {
     if (o.epsilon > 0) ++state_.noised_rounds;
     if (!state_.history.empty()) state_.history += ",\n  ";
     state_.history += json;
+    state_.last_round = json;
     if (Status s = SaveFedState(o_.state_dir, spec_, state_, *o.global); !s.ok()) {
       return Fail(1, s);
     }
-    if (o.round == spec_.rounds) return Finish(*o.global, o.round, json);
-    if (spec_.publish_every_round) return Publish(*o.global, o.round, json);
+    if (o.round == spec_.rounds) return Finish(*o.global, o.round);
+    if (spec_.publish_every_round) return Publish(*o.global, o.round);
     return 0;
   }
 
   // The last round: published (if it was not) and released (if it was not).
-  int Finish(const std::vector<float>& global, int64_t round, const std::string& json) {
+  int Finish(const std::vector<float>& global, int64_t round) {
     if (state_.published_round < round) {
-      if (int code = Publish(global, round, json); code != 0) return code;
+      if (int code = Publish(global, round); code != 0) return code;
     }
     if (release_.strategy == "canary" && state_.released_version < state_.published_version &&
         Release(state_.published_version)) {
@@ -421,8 +427,8 @@ class FedServer {
     return 0;
   }
 
-  int Publish(const std::vector<float>& global, int64_t round, const std::string& json) {
-    auto v = PublishFedRound(spec_, model_, global, round, json);
+  int Publish(const std::vector<float>& global, int64_t round) {
+    auto v = PublishFedRound(spec_, state_, model_, global, round);
     if (!v.ok()) return Fail(1, v.status());
     LOG_INFO("dais fed serve: round {} published as {} version {}", round, spec_.model, *v);
     state_.published_version = *v;

@@ -1,6 +1,7 @@
 #include "cmd/fed_state.h"
 
 #include <fmt/format.h>
+#include <openssl/rand.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -49,11 +50,12 @@ Status SaveFedState(const fs::path& dir, const fed::FederationSpec& spec, const 
       std::string(reinterpret_cast<const char*>(global.data()), global.size() * sizeof(float))));
   RETURN_IF_ERROR(WriteAtomically(
       dir / "state.json",
-      fmt::format("{{\"federation\": \"{}\", \"start_version\": {}, \"model_sha256\": \"{}\", "
+      fmt::format("{{\"federation\": \"{}\", \"run\": \"{}\", \"start_version\": {}, "
+                  "\"model_sha256\": \"{}\", "
                   "\"parameters\": {}, \"global\": \"{}\", \"completed_round\": {}, "
                   "\"noised_rounds\": {}, \"published_version\": {}, \"published_round\": {}, "
                   "\"released_version\": {},\n \"history\": [{}]}}\n",
-                  spec.name, s.start_version, s.model_sha256, global.size(), file,
+                  spec.name, s.run, s.start_version, s.model_sha256, global.size(), file,
                   s.completed_round, s.noised_rounds, s.published_version, s.published_round,
                   s.released_version, s.history)));
   std::error_code ec;  // the files of earlier rounds are no longer named by the state
@@ -87,6 +89,7 @@ StatusOr<bool> LoadFedState(const fs::path& dir, const fed::FederationSpec& spec
   }
   global->resize(bytes.size() / sizeof(float));
   std::memcpy(global->data(), bytes.data(), bytes.size());
+  s->run = str("run");
   s->start_version = num("start_version");
   s->model_sha256 = str("model_sha256");
   s->completed_round = num("completed_round");
@@ -101,22 +104,31 @@ StatusOr<bool> LoadFedState(const fs::path& dir, const fed::FederationSpec& spec
       rapidjson::Writer<rapidjson::StringBuffer> w(buf);
       h.Accept(w);
       s->history += buf.GetString();
+      s->last_round = buf.GetString();
     }
   }
   return true;
 }
 
-StatusOr<int64_t> PublishFedRound(const fed::FederationSpec& spec, const std::string& model,
-                                  const std::vector<float>& global, int64_t round,
-                                  const std::string& round_json) {
+std::string NewFedRunId() {
+  unsigned char b[8];
+  RAND_bytes(b, sizeof(b));
+  std::string out;
+  for (unsigned char c : b) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+StatusOr<int64_t> PublishFedRound(const fed::FederationSpec& spec, const FedState& state,
+                                  const std::string& model, const std::vector<float>& global,
+                                  int64_t round) {
   std::string file;
   const int64_t newest = NewestVersion(spec.ModelDir(), &file);
   if (newest > 0) {
     auto text = ReadFile(fs::path(spec.ModelDir()) / std::to_string(newest) / "metrics.json");
     rapidjson::Document d;
-    if (text.ok() && json::ParseJson(*text, &d).ok() && d.IsObject() && d.HasMember("federation") &&
-        d["federation"].IsString() && d["federation"].GetString() == spec.name &&
-        d.HasMember("round") && d["round"].IsInt64() && d["round"].GetInt64() == round) {
+    if (text.ok() && json::ParseJson(*text, &d).ok() && d.IsObject() && d.HasMember("run") &&
+        d["run"].IsString() && d["run"].GetString() == state.run && d.HasMember("round") &&
+        d["round"].IsInt64() && d["round"].GetInt64() == round) {
       return newest;  // published before a crash
     }
   }
@@ -128,8 +140,10 @@ StatusOr<int64_t> PublishFedRound(const fed::FederationSpec& spec, const std::st
   Status s = learn::SaveWithParameters(model, global, (tmp / "model.pt").string());
   if (s.ok() &&
       !WriteSynced(tmp / "metrics.json",
-                   fmt::format("{{\"federation\": \"{}\", \"round\": {}, \"last\": {}}}\n",
-                               spec.name, round, round_json))) {
+                   fmt::format("{{\"federation\": \"{}\", \"run\": \"{}\", \"round\": {}, "
+                               "\"last\": {}}}\n",
+                               spec.name, state.run, round,
+                               state.last_round.empty() ? "{}" : state.last_round))) {
     s = Internal("cannot write " + (tmp / "metrics.json").string());
   }
   if (s.ok()) s = PublishFolder(tmp, "model.pt", fs::path(spec.ModelDir()) / std::to_string(v));

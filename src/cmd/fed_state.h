@@ -18,6 +18,7 @@
 namespace dais::cmd {
 
 struct FedState {
+  std::string run;  // a random id of this run of the federation, in its versions' metrics.json
   int64_t start_version = 0;
   std::string model_sha256;  // of start_version's model.pt
   int64_t completed_round = 0;
@@ -26,6 +27,7 @@ struct FedState {
   int64_t published_round = 0;
   int64_t released_version = 0;  // the canary started for it (or it failed: said in the log)
   std::string history;           // JSON objects, one per round, comma-separated
+  std::string last_round;        // the last of them
 };
 
 Status SaveFedState(const std::filesystem::path& dir, const fed::FederationSpec& spec,
@@ -36,10 +38,12 @@ StatusOr<bool> LoadFedState(const std::filesystem::path& dir, const fed::Federat
                             FedState* s, std::vector<float>* global);
 
 // Publishes `model` with `global` as the model's next version (model.pt, metrics.json naming the
-// federation and round), unless the newest version already is this federation's `round` (a crash
-// after publishing, before the state said so): its number either way.
-StatusOr<int64_t> PublishFedRound(const fed::FederationSpec& spec, const std::string& model,
-                                  const std::vector<float>& global, int64_t round,
-                                  const std::string& round_json);
+// federation, its run and the round), unless the newest version already is this run's `round`
+// (a crash after publishing, before the state said so): its number either way.
+StatusOr<int64_t> PublishFedRound(const fed::FederationSpec& spec, const FedState& state,
+                                  const std::string& model, const std::vector<float>& global,
+                                  int64_t round);
+// A new run's id (16 hex digits from RAND_bytes).
+std::string NewFedRunId();
 
 }  // namespace dais::cmd

@@ -86,7 +86,9 @@ Task Aggregator::Poll(const std::string& client, const std::string& public_key, 
   t.round = round_;
   t.attempt = attempt_;
   t.secure = spec_.secure;
-  t.clip_norm = spec_.privacy ? spec_.clip_norm : 0;
+  // Trainers clip to the bound the aggregator enforces (with secure aggregation it can only check
+  // the mean: an unclipped update would fail the whole round).
+  t.clip_norm = spec_.privacy ? spec_.clip_norm : spec_.max_update_norm;
   t.unweighted = spec_.privacy;
   const bool selected = Contains(selected_, client);
   switch (phase_) {
@@ -277,7 +279,9 @@ Status Aggregator::CheckUnmasked(const std::vector<float>& mean, int64_t weight,
   double bound = spec_.privacy ? spec_.clip_norm : spec_.max_update_norm;
   const double norm = L2Norm(mean);
   if (!std::isfinite(norm)) return InvalidArgument("the unmasked mean is not finite");
-  if (bound > 0 && norm > bound * (1 + 1e-4) + 1e-5) {
+  // The fixed point rounds each value by up to 2^-21: the mean's norm by up to sqrt(P) of that.
+  const double slack = std::sqrt(static_cast<double>(mean.size())) / kFixedScale;
+  if (bound > 0 && norm > bound * (1 + 1e-4) + slack) {
     return InvalidArgument(
         fmt::format("the unmasked mean's L2 norm {:.4g} is above the bound {}", norm, bound));
   }

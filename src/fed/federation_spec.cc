@@ -194,6 +194,12 @@ Status ParseRoot(const Ctx& c, const YAML::Node& root, const std::string& path, 
                    "at least 2 with secure_aggregation (one survivor's update would be revealed)");
   }
   RETURN_IF_ERROR(ParsePrivacy(c, root["privacy"], s));
+  if (s->secure && !s->privacy && s->max_update_norm <= 0) {
+    // Masked updates cannot be checked one by one: the bound on their mean is what is left.
+    return c.Error(root["secure_aggregation"], "secure_aggregation",
+                   "needs max_update_norm (or privacy.clip_norm): masked updates cannot be checked "
+                   "one by one, their mean is checked against the bound");
+  }
   ASSIGN_OR_RETURN(std::string holdout, Str(c, root, "holdout", false));
   if (!holdout.empty()) s->holdout = Absolute(path, holdout);
   ASSIGN_OR_RETURN(std::string publish, Str(c, root, "publish", false));
