@@ -7,6 +7,7 @@ published as a repository version that `dais serve` serves."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -294,3 +295,26 @@ def test_a_federation_applied_to_the_cluster_is_released_by_canary(
         assert "canary rollout of digits v1 -> v2 started" in f.log("aggregator")
     finally:
         sched.stop()
+
+
+def test_trainers_reach_the_aggregator_over_mutual_tls_only_with_a_certificate(federation,
+                                                                               tmp_path):
+    from conftest import make_certs
+    certs = make_certs(tmp_path / "certs")
+    f = federation("tls", ["a", "b"], rounds=1, quorum=2, deadline="5s")
+    f.start_server("--fed-use-ssl-mutual", "true", "--fed-server-cert",
+                   str(certs / "server.crt"), "--fed-server-key", str(certs / "server.key"),
+                   "--fed-root-cert", str(certs / "ca.crt"))
+    # No client certificate: the handshake is refused; the trainer gives up (exit 1).
+    shutil.copytree(f.work / "data" / "a", f.work / "data" / "stranger")
+    stranger = f.start_trainer("stranger", "--fed-tls-ca", str(certs / "ca.crt"),
+                               "--give-up-s", "2")
+    assert stranger.wait(timeout=60) == 1, f.log("stranger")
+    assert "unreachable" in f.log("stranger")
+    for name in "ab":
+        f.start_trainer(name, "--fed-tls-ca", str(certs / "ca.crt"), "--fed-tls-cert",
+                        str(certs / "client.crt"), "--fed-tls-key", str(certs / "client.key"),
+                        "--fed-tls-server-name", "localhost")
+    state = finish(f, 1)
+    assert state["history"][0]["contributed"] == 2
+    assert "(TLS)" in f.log("aggregator")
