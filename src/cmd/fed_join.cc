@@ -285,8 +285,8 @@ int RunFedJoin(const FedJoinOptions& o) {
     return 2;
   }
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(256 << 20);
-  args.SetMaxSendMessageSize(256 << 20);
+  args.SetMaxReceiveMessageSize(-1);  // the weights and the module: as large as the model
+  args.SetMaxSendMessageSize(-1);
   if (!o.tls.server_name.empty()) args.SetSslTargetNameOverride(o.tls.server_name);
   auto channel = grpc::CreateCustomChannel(o.aggregator, *creds, args);
   LOG_INFO("dais fed join: {} joins federation {} at {} with {} rows of {} values", o.client,

@@ -6,6 +6,7 @@
 #include <rapidjson/writer.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -353,6 +354,14 @@ class FedServer {
     ho.address = o_.address;
     ho.port = o_.port;
     ho.threads = 2;
+    // Messages as large as the model needs: a masked update is 8 bytes a parameter, the weights
+    // and the module 4 (the transport's 64 MiB default would cap a model at 8M parameters).
+    const uint64_t need = static_cast<uint64_t>(agg->parameters()) * 8 + model_.size() + (1 << 20);
+    const auto limit = static_cast<uint32_t>(
+        std::clamp<uint64_t>(need, ho.h2.max_receive_message_bytes, uint64_t{1} << 31));
+    ho.h2.max_receive_message_bytes = limit;
+    ho.h2.max_send_message_bytes = limit;
+    ho.h2.max_buffered_bytes = std::max<uint64_t>(ho.h2.max_buffered_bytes, 2 * uint64_t{limit});
     auto tls = ListenerTls("fed", o_.tls, o_.tls_common, {"h2"});
     if (!tls.ok()) return Fail(2, tls.status());
     ho.tls = *tls;
