@@ -77,7 +77,11 @@ Task Aggregator::Poll(const std::string& client, const std::string& public_key, 
   Task t;
   MutexLock l(&mu_);
   const int64_t now = now_();
-  seen_[client] = now;
+  auto [it, fresh] = seen_.try_emplace(client, now);
+  if (fresh || now - it->second > kAliveMs) {
+    log_(fmt::format("trainer {} {}", client, fresh ? "joined" : "is back"));
+  }
+  it->second = now;
   if (seen_.size() > 4 * static_cast<size_t>(kMaxClients)) {  // forget the long gone
     for (auto it = seen_.begin(); it != seen_.end();) {
       it = now - it->second > kAliveMs ? seen_.erase(it) : std::next(it);
@@ -218,7 +222,9 @@ void Aggregator::Select(int64_t now) {
     return;
   }
   if (quorum_since_ == 0) quorum_since_ = now;
-  const int64_t gather = std::min<int64_t>(2000, spec_.round_deadline_ms / 4);
+  const int64_t gather = spec_.wait_for_trainers_ms > 0
+                             ? spec_.wait_for_trainers_ms
+                             : std::min<int64_t>(2000, spec_.round_deadline_ms / 4);
   if (alive.size() < want && now - quorum_since_ < gather) return;
   std::mt19937_64 rng(static_cast<uint64_t>(round_) * 1000003u + static_cast<uint64_t>(attempt_));
   std::shuffle(alive.begin(), alive.end(), rng);

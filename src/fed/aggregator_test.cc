@@ -52,6 +52,7 @@ TEST(AggregatorTest, ARoundWaitsForAllSelectedThenAveragesBySamples) {
   for (const char* c : {"a", "b"}) EXPECT_EQ(f.agg.Poll(c, "", 0).kind, Task::Kind::kWait);
   EXPECT_FALSE(f.agg.Tick());  // the quorum is there, but it gathers for a while first
   EXPECT_EQ(f.agg.Poll("c", "", 0).kind, Task::Kind::kWait);
+  EXPECT_TRUE(f.Logged("trainer c joined"));
   EXPECT_FALSE(f.agg.Tick());  // all three: selected at once
   Task t = f.agg.Poll("a", "", 0);
   ASSERT_EQ(t.kind, Task::Kind::kTrain);

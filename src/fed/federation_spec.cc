@@ -152,6 +152,13 @@ Status ParseRounds(const Ctx& c, const YAML::Node& root, FederationSpec* s) {
     }
     s->round_deadline_ms = *us / 1000;
   }
+  if (const YAML::Node d = root["wait_for_trainers"]; d.IsDefined()) {
+    auto us = d.IsScalar() ? ParseDurationUs(d.Scalar()) : InvalidArgument("");
+    if (!us.ok() || *us < 0 || *us > int64_t{86400} * 1000000) {
+      return c.Error(d, "wait_for_trainers", "a duration up to a day (such as 2s)");
+    }
+    s->wait_for_trainers_ms = *us / 1000;
+  }
   return OkStatus();
 }
 
@@ -159,8 +166,8 @@ Status ParseRoot(const Ctx& c, const YAML::Node& root, const std::string& path, 
   RETURN_IF_ERROR(CheckKeys(
       c, root, "",
       {"kind", "name", "model", "repository", "start_version", "rounds", "clients_per_round",
-       "min_clients", "round_deadline", "aggregation", "proximal_mu", "local", "max_update_norm",
-       "secure_aggregation", "privacy", "holdout", "publish", "release"}));
+       "min_clients", "round_deadline", "wait_for_trainers", "aggregation", "proximal_mu", "local",
+       "max_update_norm", "secure_aggregation", "privacy", "holdout", "publish", "release"}));
   ASSIGN_OR_RETURN(std::string kind, Str(c, root, "kind", false));
   if (!kind.empty() && kind != "federation") {
     return c.Error(root["kind"], "kind", "'" + kind + "' is not federation");
@@ -252,6 +259,8 @@ std::string FederationSpecToYaml(const FederationSpec& s) {
   kv("clients_per_round", s.clients_per_round);
   kv("min_clients", s.min_clients);
   kv("round_deadline", std::to_string(s.round_deadline_ms) + "ms");
+  if (s.wait_for_trainers_ms > 0)
+    kv("wait_for_trainers", std::to_string(s.wait_for_trainers_ms) + "ms");
   kv("aggregation", s.fedprox ? "fedprox" : "fedavg");
   if (s.fedprox) kv("proximal_mu", s.proximal_mu);
   out << YAML::Key << "local" << YAML::Value << YAML::BeginMap;

@@ -10,6 +10,7 @@
 //   min_clients: 7               # the quorum: fewer updates by the deadline and the round is
 //                                # run again with a new selection
 //   round_deadline: 30s
+//   wait_for_trainers: 2s        # once the quorum polls, wait this long for clients_per_round
 //   aggregation: fedavg          # or fedprox (proximal_mu: the trainers' proximal term)
 //   proximal_mu: 0.01
 //   local: {epochs: 1, learning_rate: 0.05, batch_size: 32}   # the trainers' SGD
@@ -38,6 +39,9 @@ struct FederationSpec {
   int clients_per_round = 10;
   int min_clients = 2;
   int64_t round_deadline_ms = 60000;
+  // Once the quorum polls, how long a round waits for clients_per_round trainers before it draws
+  // from those there (0: min(2 s, round_deadline / 4)).
+  int64_t wait_for_trainers_ms = 0;
   bool fedprox = false;
   double proximal_mu = 0;
   int local_epochs = 1;

@@ -44,8 +44,10 @@ def make_federation(work: Path, trainers: list[str], rounds: int, quorum: int, d
     fed_demo.write_rows(work / "data" / "holdout", *blobs(300, seed=1000))
     fed_demo.write_repository(work / "models", "digits",
                               fed_demo.make_model(FEATURES, CLASSES, hidden=16), FEATURES, CLASSES)
+    # The rounds wait for every trainer (the tests say who is selected), not 0.4 s after a quorum:
+    # on a loaded machine a trainer's process can take seconds to start.
     fed_demo.federation_yaml(work / "federation.yaml", rounds, len(trainers), quorum, deadline,
-                             1, 0.1, 16, secure, extra)
+                             1, 0.1, 16, secure, "wait_for_trainers: 120s\n" + extra)
     return fed_demo.Federation(str(dais_binary()), work, retry_ms=50)
 
 
