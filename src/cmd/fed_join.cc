@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cmd/fed.h"
+#include "cmd/grpc_credentials.h"
 #include "common/logging.h"
 #include "fed.grpc.pb.h"
 #include "fed/aggregator.h"
@@ -31,16 +32,6 @@ int64_t NowMs() {
 }
 
 void SleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const tls::ClientConfig& c) {
-  if (!c.active()) return grpc::InsecureChannelCredentials();
-  ASSIGN_OR_RETURN(tls::PemTexts pem, tls::ReadPemFiles(c));
-  grpc::SslCredentialsOptions o;
-  o.pem_root_certs = pem.ca;
-  o.pem_private_key = pem.key;
-  o.pem_cert_chain = pem.cert;
-  return grpc::SslCredentials(o);
-}
 
 class Trainer {
  public:
@@ -279,7 +270,7 @@ int RunFedJoin(const FedJoinOptions& o) {
     LOG_ERROR("dais fed join: --data: {}", data.status().message());
     return 2;
   }
-  auto creds = Credentials(o.tls);
+  auto creds = GrpcClientCredentials(o.tls);
   if (!creds.ok()) {
     LOG_ERROR("dais fed join: {}", creds.status().message());
     return 2;

@@ -54,14 +54,6 @@ std::string Sha256Hex(const std::string& bytes) {
   return out;
 }
 
-StatusOr<std::string> ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return NotFound("cannot read " + p.string());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 pb::Task ToProto(const fed::Task& t, const fed::FederationSpec& spec, const std::string& sha,
                  int retry_after_ms) {
   pb::Task out;
@@ -234,7 +226,7 @@ StatusOr<std::pair<int64_t, std::string>> StartModel(const fed::FederationSpec& 
                     "models are not federated (trees do not average)",
                     spec.ModelDir(), v == 0 ? std::string("newest") : std::to_string(v)));
   }
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(p));
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(p));
   return std::make_pair(v, std::move(bytes));
 }
 

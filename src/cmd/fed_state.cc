@@ -20,14 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-StatusOr<std::string> ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return NotFound("cannot read " + p.string());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 Status WriteAtomically(const fs::path& path, const std::string& bytes) {
   const fs::path tmp = path.string() + ".tmp";
   if (!WriteSynced(tmp, bytes)) return Internal("cannot write " + tmp.string());
@@ -41,6 +33,14 @@ Status WriteAtomically(const fs::path& path, const std::string& bytes) {
 std::string GlobalFile(int64_t round) { return fmt::format("global-{}.f32", round); }
 
 }  // namespace
+
+StatusOr<std::string> ReadWholeFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return NotFound("cannot read " + p.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 Status SaveFedState(const fs::path& dir, const fed::FederationSpec& spec, const FedState& s,
                     const std::vector<float>& global) {
@@ -69,7 +69,7 @@ Status SaveFedState(const fs::path& dir, const fed::FederationSpec& spec, const 
 StatusOr<bool> LoadFedState(const fs::path& dir, const fed::FederationSpec& spec, FedState* s,
                             std::vector<float>* global) {
   if (!fs::exists(dir / "state.json")) return false;
-  ASSIGN_OR_RETURN(std::string text, ReadFile(dir / "state.json"));
+  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(dir / "state.json"));
   rapidjson::Document d;
   RETURN_IF_ERROR(json::ParseJson(text, &d));
   auto str = [&d](const char* k) {
@@ -83,7 +83,7 @@ StatusOr<bool> LoadFedState(const fs::path& dir, const fed::FederationSpec& spec
                               str("federation") + "': use another --state-dir");
   }
   const std::string file = str("global");
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(dir / file));
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(dir / file));
   if (file.empty() || bytes.size() != static_cast<size_t>(num("parameters")) * sizeof(float)) {
     return FailedPrecondition((dir / file).string() + " is not the saved parameters");
   }
@@ -124,7 +124,7 @@ StatusOr<int64_t> PublishFedRound(const fed::FederationSpec& spec, const FedStat
   std::string file;
   const int64_t newest = NewestVersion(spec.ModelDir(), &file);
   if (newest > 0) {
-    auto text = ReadFile(fs::path(spec.ModelDir()) / std::to_string(newest) / "metrics.json");
+    auto text = ReadWholeFile(fs::path(spec.ModelDir()) / std::to_string(newest) / "metrics.json");
     rapidjson::Document d;
     if (text.ok() && json::ParseJson(*text, &d).ok() && d.IsObject() && d.HasMember("run") &&
         d["run"].IsString() && d["run"].GetString() == state.run && d.HasMember("round") &&

@@ -43,6 +43,9 @@ StatusOr<bool> LoadFedState(const std::filesystem::path& dir, const fed::Federat
 StatusOr<int64_t> PublishFedRound(const fed::FederationSpec& spec, const FedState& state,
                                   const std::string& model, const std::vector<float>& global,
                                   int64_t round);
+// A whole file's bytes; NotFound naming it when it cannot be read.
+StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path);
+
 // A new run's id (16 hex digits from RAND_bytes).
 std::string NewFedRunId();
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cmd/grpc_credentials.h"
 #include "cmd/serve_features.h"
 #include "common/logging.h"
 #include "features/store/feature_store.h"
@@ -51,17 +52,6 @@ std::string ConsumerName(const TxnCliOptions& o) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   return std::string(host) + "-" + std::to_string(getpid());
-}
-
-// grpc++'s credentials for the gates' channel: TLS with the --gate-tls-* files, else none.
-StatusOr<std::shared_ptr<grpc::ChannelCredentials>> GateCredentials(const tls::ClientConfig& c) {
-  if (!c.active()) return std::shared_ptr<grpc::ChannelCredentials>();
-  ASSIGN_OR_RETURN(tls::PemTexts pem, tls::ReadPemFiles(c));
-  grpc::SslCredentialsOptions o;
-  o.pem_root_certs = pem.ca;
-  o.pem_private_key = pem.key;
-  o.pem_cert_chain = pem.cert;
-  return grpc::SslCredentials(o);
 }
 
 StatusOr<std::unique_ptr<redis::Client>> Redis(const std::string& seeds,
@@ -357,7 +347,7 @@ int RunTxnServe(const TxnCliOptions& o, txn::TxnSpecPtr spec) {
         so, std::make_unique<features::RedisTier>(redis.get()));
     events = streams::MakeRedisEventStream(redis.get(), o.events_max_len);
   }
-  auto gate_credentials = GateCredentials(o.gate_tls);
+  auto gate_credentials = GrpcClientCredentials(o.gate_tls);
   if (!gate_credentials.ok()) {
     LOG_ERROR("dais txn: --gate-tls: {}", gate_credentials.status().message());
     return 2;
