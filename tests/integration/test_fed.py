@@ -238,6 +238,9 @@ def test_differential_privacy_reports_epsilon_per_round(federation):
     eps = [h["epsilon"] for h in state["history"]]
     assert 0 < eps[0] < eps[1] < eps[2], eps
     assert all(h["samples"] == 3 for h in state["history"])  # unweighted: each trainer counts 1
+    # The noise was applied: the mean of updates clipped to 0.5 has a norm of at most 0.5; the
+    # noise (deviation 1.0 x 0.5 / 3 on each of the 195 parameters) adds about 2.3.
+    assert all(h["update_norm"] > 1.0 for h in state["history"]), state["history"]
     assert "epsilon" in f.log("aggregator")
 
 
