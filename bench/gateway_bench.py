@@ -339,9 +339,34 @@ def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile,
     return result
 
 
-def grpc_cells(args, node_grpc, gw_grpc, tmp):
+def gateway_requests(gw_http):
+    """The gateway's count of requests it answered (dais_gateway_requests_total, all labels)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{gw_http}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("dais_gateway_requests_total{"))
+
+
+def trace_grpc(args, perf_args, gateway, gw_http, gw_grpc, tmp):
+    """With --strace: the gateway's system calls per gRPC call at c=1 (one traced perf run)."""
+    from compare_bench import run_perf
+    tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(gateway.pid),
+                               "-o", str(tmp / "strace-grpc.txt")], stderr=subprocess.DEVNULL)
+    time.sleep(1)  # strace attaches asynchronously; nothing to poll for
+    before = gateway_requests(gw_http)
+    run_perf(perf_args, "ranker", f"127.0.0.1:{gw_grpc}", "grpc", 1, str(tmp))
+    n = gateway_requests(gw_http) - before
+    tracer.terminate()
+    tracer.wait(10)
+    print(f"gateway system calls per gRPC call at c=1 ({n:.0f} calls, traced):")
+    for line in (tmp / "strace-grpc.txt").read_text().splitlines()[2:]:
+        f = line.split()
+        if len(f) >= 5 and f[3].isdigit() and f[-1] != "total":
+            print(f"  {f[-1]:<16} {int(f[3]) / max(n, 1):6.2f}")
+
+
+def grpc_cells(args, node_grpc, gw_grpc, tmp, gateway=None, gw_http=None):
     """ModelInfer with `dais perf` at c=1 and c=64, direct and through the gateway (medians of
-    --repeat); prints the table."""
+    --repeat); prints the table. With --strace, then one traced c=1 run of the gateway."""
     import types
 
     from compare_bench import run_perf
@@ -366,6 +391,8 @@ def grpc_cells(args, node_grpc, gw_grpc, tmp):
         added = "" if name == "direct" else f"{r1['p50_us'] - base:+.0f}"
         print(f"| {name} | {r1['p50_us']:.0f} | {added} | {r64['rps']:,.0f} | "
               f"{r64['rps'] / direct_rps:.2f}x | {r1['errors'] + r64['errors']:.0f} |")
+    if args.strace and gateway is not None:
+        trace_grpc(args, perf_args, gateway, gw_http, gw_grpc, tmp)
 
 
 def jwt_gateways(dais, etcd, tmp, start, args, tokens, pids):
@@ -617,7 +644,7 @@ def main():
             tls = tls_targets(dais, etcd, tmp, start, args, node_port, pids)
             tls_cells(args, tmp, gateway, tls, body, header_len, pids)
         if args.grpc:
-            grpc_cells(args, node_grpc, gw_grpc, tmp)
+            grpc_cells(args, node_grpc, gw_grpc, tmp, gateway, gw_port)
         if args.rollbacks > 0:
             ports = rollback_propagation(dais, etcd, repo, tmp, start, gw_port, args.rollbacks)
             canary_accuracy(etcd, ports)

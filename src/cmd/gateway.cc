@@ -83,8 +83,8 @@ CLI::App* AddGatewayCommand(CLI::App* app, GatewayCliOptions* o) {
   cmd->add_option("--access-log", o->access_log,
                   "JSON access log, one line per request: a file (appended) or '-' for stdout.");
   cmd->add_option("--grpc-connections-per-node", o->grpc_connections_per_node,
-                  "HTTP/2 connections to each node for the gRPC calls, taken in turn (each on its "
-                  "own strand, so one node's calls spread over the I/O threads); 0: one per core.")
+                  "HTTP/2 connections to each node for the gRPC calls, per I/O thread (a call "
+                  "goes out on the thread that received it), taken in turn; 0: one.")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   AddTracingFlags(cmd, &o->tracing, "requests");
@@ -179,6 +179,7 @@ int RunGateway(const GatewayCliOptions& o) {
     go2.address = o.grpc_address;
     go2.port = o.grpc_port;
     go2.threads = o.grpc_threads;
+    go2.before_join = [&gw] { gw.CloseGrpcConnections(); };  // they run on its threads
     grpc = std::make_unique<frontends::grpc::H2Server>(go2, gw.GrpcMethods());
     if (Status s = grpc->Start(); !s.ok()) {
       LOG_ERROR("dais gateway: --grpc-port: {}", s.message());

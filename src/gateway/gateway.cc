@@ -146,9 +146,7 @@ Gateway::Impl::Impl(GatewayOptions o, boost::asio::io_context* io)
                : UpstreamPool(UpstreamOptions{options.upstream_threads, 256, 256ull << 20,
                                               options.upstream_tls, options.upstream_tls_name})),
       grpc(&pool.io_context(), 64u << 20, options.upstream_tls, options.upstream_tls_name,
-           options.grpc_connections_per_node > 0
-               ? options.grpc_connections_per_node
-               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+           std::max(1, options.grpc_connections_per_node)) {}
 
 // Routes and tenants written straight into etcd are checked as they arrive: an invalid one is
 // refused (logged, counted) and the last good version under that key stays in force (issue 32:
@@ -665,6 +663,8 @@ void Gateway::Register(const std::string& id, const std::string& http_endpoint) 
     if (lease != 0) (void)g.client->RevokeLease(lease);
   });
 }
+
+void Gateway::CloseGrpcConnections() { impl_->grpc.CloseAll(); }
 
 void Gateway::Stop() {
   Impl& g = *impl_;

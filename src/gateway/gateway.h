@@ -43,8 +43,8 @@ struct GatewayOptions {
   int max_tries = 3;          // tries per request, the first included
   double retry_budget = 0.2;  // retries as a share of recent requests
   int upstream_threads = 2;
-  // HTTP/2 connections per node for the gRPC calls (each on its own strand, so one node's calls
-  // spread over the I/O threads); 0: one per core.
+  // HTTP/2 connections per node for the gRPC calls, per I/O thread: a call goes out on the thread
+  // that received it (grpc_upstream.h); 0: one.
   int grpc_connections_per_node = 0;
   BalancerOptions balancer;
   // JSON access log, one line per request: a file path, "-" for stdout, empty for none. Every
@@ -83,6 +83,9 @@ class Gateway {
   // inference.GRPCInferenceService routed like HTTP, ModelStreamInfer pinned to one node per
   // stream, ServerLive / ServerReady / ServerMetadata and grpc.health.v1 answered here.
   frontends::grpc::MethodTable GrpcMethods();
+  // Closes the gRPC connections to the nodes: for the gRPC server's stop, once its calls ended
+  // and before its I/O threads (which run those connections) are joined.
+  void CloseGrpcConnections();
   // True once every watch delivered its first snapshot, until StartDraining.
   bool Ready() const;
   // Readiness false from now on (load balancers stop sending); requests still served.

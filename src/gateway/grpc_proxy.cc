@@ -164,9 +164,7 @@ void Gateway::Impl::TryGrpc(const CallPtr& call, const std::string& node) {
     Record(*call, HttpOfCode(r.code), bytes, node);
     in_flight.fetch_sub(1);
   };
-  auto up = grpc.Start(address->second, std::move(o));
-  up->Send(std::move(message));
-  up->HalfClose();
+  auto up = grpc.StartUnary(address->second, std::move(o), std::move(message));
   // A client that cancels its call cancels the node's (RST_STREAM there too): the node drops
   // the request if it is still queued.
   call->grpc->OnCancelled([up] { up->Cancel(); });
@@ -200,9 +198,7 @@ void Gateway::Impl::MirrorGrpc(const Call& call) {
                                           : "grpc_client_error";
     GatewayMetrics::Get().shadow.Get({alias, version, outcome}).Increment();
   };
-  auto up = grpc.Start(address->second, std::move(o));
-  up->Send(std::move(message));
-  up->HalfClose();
+  grpc.StartUnary(address->second, std::move(o), std::move(message));
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/mutex.h"
+#include "frontends/listen.h"
 #include "tls/engine.h"
 
 namespace dais::gateway {
@@ -77,6 +78,15 @@ std::string GrpcTimeout(Clock::duration left) {
   return std::to_string(std::min<int64_t>(ms / 1000, 99999999)) + "S";
 }
 
+// Appends `message` with gRPC's length prefix (uncompressed) to `out`.
+void AppendFramed(std::string* out, std::string_view message) {
+  const auto len = static_cast<uint32_t>(message.size());
+  const char header[5] = {0, static_cast<char>(len >> 24), static_cast<char>(len >> 16),
+                          static_cast<char>(len >> 8), static_cast<char>(len)};
+  out->append(header, 5);
+  out->append(message);
+}
+
 bool Passed(std::string_view name) {
   return !name.empty() && name[0] != ':' && name.rfind("grpc-", 0) != 0 && name != "content-type" &&
          name != "content-length" && name != "te";
@@ -105,7 +115,6 @@ class Call final : public GrpcUpstreamCall, public std::enable_shared_from_this<
   int http_status = 0;
   std::string grpc_message;
   GrpcResult result;
-  std::unique_ptr<net::steady_timer> timer;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -118,7 +127,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         tls_context_(std::move(tls_context)),
         tls_name_(std::move(tls_name)),
         resolver_(strand),
-        socket_(strand) {
+        socket_(strand),
+        deadline_timer_(strand) {
     rbuf_.resize(64 * 1024);
   }
   ~Connection() {
@@ -149,7 +159,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Submit(const std::shared_ptr<Call>& c);
   void Flush();
   void Read();
+  void OnRead(boost::system::error_code ec, size_t n);
   void Finish(const std::shared_ptr<Call>& c, GrpcResult result);
+  // Deadlines: one timer per connection, at the earliest deadline of its calls (armed only when
+  // a call's is earlier than the one set: no timer system call per call); when it fires, the
+  // calls past their deadline end and it is set to the next.
+  void WatchDeadline(Clock::time_point deadline);
+  void SweepDeadlines();
   Call* Find(int32_t id) {
     auto it = streams_.find(id);
     return it == streams_.end() ? nullptr : it->second.get();
@@ -165,6 +181,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::kNew;
   tcp::resolver resolver_;
   tcp::socket socket_;
+  net::steady_timer deadline_timer_;
+  Clock::time_point timer_at_ = Clock::time_point::max();  // max: not armed
   nghttp2_session* session_ = nullptr;
   std::vector<std::shared_ptr<Call>> waiting_;  // until connected
   std::unordered_map<int32_t, std::shared_ptr<Call>> streams_;
@@ -297,15 +315,40 @@ struct Connection::Callbacks {
   }
 };
 
-void Connection::Add(const std::shared_ptr<Call>& c) {
-  if (c->options.deadline != Clock::time_point::max()) {
-    c->timer = std::make_unique<net::steady_timer>(strand, c->options.deadline);
-    c->timer->async_wait([weak = std::weak_ptr<Call>(c)](boost::system::error_code ec) {
-      auto c = weak.lock();
-      if (ec || !c) return;
-      c->conn->End(c, kDeadlineExceeded, "deadline exceeded waiting for the node", true);
-    });
+void Connection::WatchDeadline(Clock::time_point deadline) {
+  if (deadline >= timer_at_) return;
+  timer_at_ = deadline;
+  deadline_timer_.expires_at(deadline);
+  deadline_timer_.async_wait([weak = weak_from_this(), deadline](boost::system::error_code ec) {
+    auto self = weak.lock();
+    // Cancelled: an earlier deadline was set meanwhile (its own wait runs the sweep).
+    if (ec || !self || self->timer_at_ != deadline) return;
+    self->SweepDeadlines();
+  });
+}
+
+void Connection::SweepDeadlines() {
+  timer_at_ = Clock::time_point::max();
+  const Clock::time_point now = Clock::now();
+  std::vector<std::shared_ptr<Call>> late;
+  Clock::time_point next = Clock::time_point::max();
+  auto look = [&](const std::shared_ptr<Call>& c) {
+    if (c->options.deadline <= now) {
+      late.push_back(c);
+    } else {
+      next = std::min(next, c->options.deadline);
+    }
+  };
+  for (const auto& c : waiting_) look(c);
+  for (const auto& [id, c] : streams_) look(c);
+  for (const auto& c : late) {
+    End(c, kDeadlineExceeded, "deadline exceeded waiting for the node", true);
   }
+  if (next != Clock::time_point::max()) WatchDeadline(next);
+}
+
+void Connection::Add(const std::shared_ptr<Call>& c) {
+  if (c->options.deadline != Clock::time_point::max()) WatchDeadline(c->options.deadline);
   switch (state_) {
     case State::kClosed: {
       GrpcResult r;
@@ -443,17 +486,8 @@ void Connection::Submit(const std::shared_ptr<Call>& c) {
 
 void Connection::DoSend(const std::shared_ptr<Call>& c, std::string message) {
   if (c->finished || c->half_closed) return;
-  const auto len = static_cast<uint32_t>(message.size());
-  const char header[5] = {0, static_cast<char>(len >> 24), static_cast<char>(len >> 16),
-                          static_cast<char>(len >> 8), static_cast<char>(len)};
-  if (c->out.empty()) {
-    message.insert(0, header, 5);
-    c->out = std::move(message);
-    c->out_pos = 0;
-  } else {
-    c->out.append(header, 5);
-    c->out.append(message);
-  }
+  if (c->out.empty()) c->out_pos = 0;
+  AppendFramed(&c->out, message);
   if (c->id > 0 && state_ == State::kOpen) {
     nghttp2_session_resume_data(session_, c->id);
     Flush();
@@ -486,7 +520,6 @@ void Connection::End(const std::shared_ptr<Call>& c, int code, const std::string
 void Connection::Finish(const std::shared_ptr<Call>& c, GrpcResult result) {
   if (c->finished) return;
   c->finished = true;
-  if (c->timer) c->timer->cancel();
   if (c->id > 0) streams_.erase(c->id);
   std::erase(waiting_, c);
   auto done = std::move(c->options.on_finish);
@@ -502,6 +535,8 @@ void Connection::Fail(const std::string& why) {
   boost::system::error_code ignored;
   resolver_.cancel();
   socket_.close(ignored);
+  timer_at_ = Clock::time_point::max();
+  deadline_timer_.cancel();
   auto waiting = std::move(waiting_);
   waiting_.clear();
   auto streams = std::move(streams_);
@@ -557,35 +592,34 @@ void Connection::Send(std::string_view bytes) {
 }
 
 void Connection::Read() {
-  socket_.async_read_some(net::buffer(rbuf_), [self = shared_from_this()](
-                                                  boost::system::error_code ec, size_t n) {
-    if (self->state_ != State::kOpen) return;
-    if (ec) {
-      return self->Fail(ec == net::error::eof ? "the node closed it" : ec.message());
-    }
-    const uint8_t* data = reinterpret_cast<const uint8_t*>(self->rbuf_.data());
-    if (self->tls_) {
-      std::string wire;
-      self->plain_.clear();
-      if (Status s = self->tls_->Receive(data, n, &self->plain_, &wire); !s.ok()) {
-        return self->Fail(s.message());
-      }
-      if (!wire.empty()) self->Send(wire);
-      if (self->tls_->peer_closed()) return self->Fail("the node closed it");
-      data = reinterpret_cast<const uint8_t*>(self->plain_.data());
-      n = self->plain_.size();
-    }
-    self->in_recv_ = true;
-    const ssize_t rv = nghttp2_session_mem_recv(self->session_, data, n);
-    self->in_recv_ = false;
-    if (rv < 0) return self->Fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(rv)));
-    self->Flush();
-    if (self->state_ != State::kOpen) return;
-    if (!nghttp2_session_want_read(self->session_) && !nghttp2_session_want_write(self->session_)) {
-      return self->Fail("the session ended");
-    }
-    self->Read();
-  });
+  socket_.async_read_some(
+      net::buffer(rbuf_),
+      [self = shared_from_this()](boost::system::error_code ec, size_t n) { self->OnRead(ec, n); });
+}
+
+void Connection::OnRead(boost::system::error_code ec, size_t n) {
+  if (state_ != State::kOpen) return;
+  if (ec) return Fail(ec == net::error::eof ? "the node closed it" : ec.message());
+  const uint8_t* data = reinterpret_cast<const uint8_t*>(rbuf_.data());
+  if (tls_) {
+    std::string wire;
+    plain_.clear();
+    if (Status s = tls_->Receive(data, n, &plain_, &wire); !s.ok()) return Fail(s.message());
+    if (!wire.empty()) Send(wire);
+    if (tls_->peer_closed()) return Fail("the node closed it");
+    data = reinterpret_cast<const uint8_t*>(plain_.data());
+    n = plain_.size();
+  }
+  in_recv_ = true;
+  const ssize_t rv = nghttp2_session_mem_recv(session_, data, n);
+  in_recv_ = false;
+  if (rv < 0) return Fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(rv)));
+  Flush();
+  if (state_ != State::kOpen) return;
+  if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
+    return Fail("the session ended");
+  }
+  Read();
 }
 
 }  // namespace
@@ -597,12 +631,36 @@ struct GrpcUpstream::Impl {
   std::string tls_name;
   size_t per_node = 1;
   Mutex mu;
-  // Per node address: its connections, and the turn of the next call.
+  // Per io_context and node address: its connections, and the turn of the next call.
   struct Slots {
     std::vector<std::shared_ptr<Connection>> connections;
     size_t next = 0;
   };
-  std::map<std::string, Slots> nodes DAIS_GUARDED_BY(mu);
+  std::map<std::pair<net::io_context*, std::string>, Slots> nodes DAIS_GUARDED_BY(mu);
+
+  std::shared_ptr<Connection> Pick(const std::string& address) {
+    // A listener's I/O thread runs an io_context of its own (frontends/listen.h).
+    net::io_context* here = frontends::CurrentIoContext();
+    net::io_context& ioc = here != nullptr ? *here : *io;
+    MutexLock l(&mu);
+    Slots& slots = nodes[{&ioc, address}];
+    slots.connections.resize(per_node);
+    auto& slot = slots.connections[slots.next++ % per_node];
+    if (!slot || !slot->usable.load()) {
+      slot = std::make_shared<Connection>(ioc, address, max_message, tls_context, tls_name);
+    }
+    return slot;
+  }
+
+  void CloseAll() {
+    MutexLock l(&mu);
+    for (auto& [key, slots] : nodes) {
+      for (auto& conn : slots.connections) {
+        if (conn) net::post(conn->strand, [conn] { conn->Fail("the gateway is stopping"); });
+      }
+    }
+    nodes.clear();
+  }
 };
 
 GrpcUpstream::GrpcUpstream(net::io_context* io, uint32_t max_message_bytes,
@@ -616,32 +674,26 @@ GrpcUpstream::GrpcUpstream(net::io_context* io, uint32_t max_message_bytes,
   impl_->tls_name = std::move(tls_name);
 }
 
-GrpcUpstream::~GrpcUpstream() {
-  MutexLock l(&impl_->mu);
-  for (auto& [address, slots] : impl_->nodes) {
-    for (auto& conn : slots.connections) {
-      if (conn) net::post(conn->strand, [conn] { conn->Fail("the gateway is stopping"); });
-    }
-  }
-  impl_->nodes.clear();
-}
+GrpcUpstream::~GrpcUpstream() { impl_->CloseAll(); }
+
+void GrpcUpstream::CloseAll() { impl_->CloseAll(); }
 
 std::shared_ptr<GrpcUpstreamCall> GrpcUpstream::Start(const std::string& address,
                                                       GrpcCallOptions options) {
-  std::shared_ptr<Connection> conn;
-  {
-    MutexLock l(&impl_->mu);
-    Impl::Slots& slots = impl_->nodes[address];
-    slots.connections.resize(impl_->per_node);
-    auto& slot = slots.connections[slots.next++ % impl_->per_node];
-    if (!slot || !slot->usable.load()) {
-      slot = std::make_shared<Connection>(*impl_->io, address, impl_->max_message,
-                                          impl_->tls_context, impl_->tls_name);
-    }
-    conn = slot;
-  }
-  auto call = std::make_shared<Call>(conn, std::move(options));
-  net::post(conn->strand, [call] { call->conn->Add(call); });
+  auto call = std::make_shared<Call>(impl_->Pick(address), std::move(options));
+  net::post(call->conn->strand, [call] { call->conn->Add(call); });
+  return call;
+}
+
+std::shared_ptr<GrpcUpstreamCall> GrpcUpstream::StartUnary(const std::string& address,
+                                                           GrpcCallOptions options,
+                                                           std::string message) {
+  auto call = std::make_shared<Call>(impl_->Pick(address), std::move(options));
+  // Not yet seen by the strand: the message and the half-close are there before it submits.
+  call->out.reserve(message.size() + 5);
+  AppendFramed(&call->out, message);
+  call->half_closed = true;
+  net::post(call->conn->strand, [call] { call->conn->Add(call); });
   return call;
 }
 

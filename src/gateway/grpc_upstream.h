@@ -3,8 +3,11 @@
 // alike. Messages pass as bytes: the gateway frames what it is given and hands back each message
 // of the answer unframed, never decoding them. Asio and nghttp2 stay inside grpc_upstream.cc.
 //
-// `connections_per_node` connections per node address (each on its own strand, so that the calls
-// to one node are spread over the threads running the io_context), chosen in turn per call.
+// Connections live on the io_context of the thread that starts the call when it is a listener's
+// I/O thread (frontends::CurrentIoContext: the gateway's gRPC and HTTP threads, one io_context
+// each), else on the one given at construction: a call is read, forwarded and answered on one
+// thread, with no wake-up of another in between. `connections_per_node` connections per node
+// address and per such io_context (each on its own strand), chosen in turn per call.
 // A connection is opened on first use (the address resolved asynchronously), kept while it
 // works, and replaced on the next call after it broke or the node sent GOAWAY. Calls made while
 // it connects wait for it. A call that never reached the node (no connection, or refused by the
@@ -73,6 +76,14 @@ class GrpcUpstream {
 
   // Starts a call to `address` ("host:port"). Send the request message(s), then HalfClose.
   std::shared_ptr<GrpcUpstreamCall> Start(const std::string& address, GrpcCallOptions call);
+  // A unary call: Start, Send(`message`) and HalfClose in one step (its HEADERS and DATA leave in
+  // one write).
+  std::shared_ptr<GrpcUpstreamCall> StartUnary(const std::string& address, GrpcCallOptions call,
+                                               std::string message);
+  // Closes every connection (their open calls end UNAVAILABLE). For an owner about to stop the
+  // threads of a listener whose calls opened connections on them (see above); calls started
+  // afterwards open new ones.
+  void CloseAll();
 
   struct Impl;
 

@@ -12,6 +12,7 @@
 
 #include "common/status_testing.h"
 #include "frontends/grpc/h2_server.h"
+#include "frontends/listen.h"
 
 namespace dais::gateway {
 namespace {
@@ -144,6 +145,91 @@ TEST_F(GrpcUpstreamTest, TheDeadlineEndsACallTheNodeDoesNotAnswer) {
   // The connection still serves the next call.
   o = Call(address_, "/t.S/Echo", {"y"}).get();
   EXPECT_EQ(o.result.code, 0);
+}
+
+TEST_F(GrpcUpstreamTest, DeadlinesOfCallsSharingAConnectionEachEndTheirOwn) {
+  using std::chrono::milliseconds;
+  // A far deadline first, then nearer ones: each nearer one re-arms the connection's timer,
+  // and a sweep re-arms it for the next.
+  std::shared_ptr<GrpcUpstreamCall> far;
+  auto far_done = Call(address_, "/t.S/Never", {"x"}, true, std::chrono::seconds(30), &far);
+  const auto start = std::chrono::steady_clock::now();
+  auto near = Call(address_, "/t.S/Never", {"x"}, true, milliseconds(200));
+  auto later = Call(address_, "/t.S/Never", {"x"}, true, milliseconds(500));
+  Outcome o = near.get();
+  EXPECT_EQ(o.result.code, 4);
+  EXPECT_TRUE(o.result.timed_out);
+  o = later.get();
+  EXPECT_EQ(o.result.code, 4);
+  EXPECT_TRUE(o.result.timed_out);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(500));
+  // The far call is still open, and ends when cancelled, not by a deadline.
+  EXPECT_EQ(far_done.wait_for(milliseconds(0)), std::future_status::timeout);
+  far->Cancel();
+  o = far_done.get();
+  EXPECT_EQ(o.result.code, 1);
+  EXPECT_FALSE(o.result.timed_out);
+}
+
+TEST_F(GrpcUpstreamTest, StartUnarySendsTheMessageAndHalfCloses) {
+  auto promise = std::make_shared<std::promise<Outcome>>();
+  auto outcome = std::make_shared<Outcome>();
+  GrpcCallOptions o;
+  o.path = "/t.S/Echo";
+  o.on_message = [outcome](std::string m) { outcome->messages.push_back(std::move(m)); };
+  o.on_finish = [outcome, promise](GrpcResult r) {
+    outcome->result = std::move(r);
+    promise->set_value(std::move(*outcome));
+  };
+  upstream_->StartUnary(address_, std::move(o), "hello");
+  Outcome r = promise->get_future().get();
+  EXPECT_EQ(r.result.code, 0) << r.result.message;
+  EXPECT_EQ(r.messages, (std::vector<std::string>{"hello|-"}));
+}
+
+// A call started on a listener's I/O thread runs on that thread's io_context, not on the one
+// given at construction: on_finish comes back on the thread that started it.
+TEST_F(GrpcUpstreamTest, CallsStartedOnAnIoThreadStayOnIt) {
+  boost::asio::io_context other(1);
+  auto guard = boost::asio::make_work_guard(other);
+  std::thread::id other_id;
+  std::thread t([&] {
+    frontends::CurrentIoContext() = &other;
+    other_id = std::this_thread::get_id();
+    other.run();
+  });
+  for (int i = 0; i < 3; ++i) {
+    std::promise<std::thread::id> finished_on;
+    boost::asio::post(other, [&] {
+      GrpcCallOptions o;
+      o.path = "/t.S/Echo";
+      o.on_finish = [&finished_on](GrpcResult r) {
+        EXPECT_EQ(r.code, 0) << r.message;
+        finished_on.set_value(std::this_thread::get_id());
+      };
+      upstream_->StartUnary(address_, std::move(o), "x");
+    });
+    EXPECT_EQ(finished_on.get_future().get(), other_id);
+  }
+  // CloseAll before that thread's io_context goes: its connection closes, and a call started
+  // from a plain thread afterwards works on the default io_context.
+  upstream_->CloseAll();
+  Outcome r = Call(address_, "/t.S/Echo", {"y"}).get();
+  EXPECT_EQ(r.result.code, 0) << r.result.message;
+  guard.reset();
+  t.join();  // returns: the closed connection left no work behind
+}
+
+TEST_F(GrpcUpstreamTest, CloseAllEndsOpenCallsAndLaterCallsReconnect) {
+  auto open = Call(address_, "/t.S/Never", {"x"});
+  // The call reached the node once a later call on the same connection is answered.
+  ASSERT_EQ(Call(address_, "/t.S/Echo", {"a"}).get().result.code, 0);
+  upstream_->CloseAll();
+  Outcome o = open.get();
+  EXPECT_EQ(o.result.code, 14);
+  EXPECT_FALSE(o.result.not_sent) << o.result.message;
+  o = Call(address_, "/t.S/Echo", {"b"}).get();
+  EXPECT_EQ(o.result.code, 0) << o.result.message;
 }
 
 TEST_F(GrpcUpstreamTest, ANodeThatIsNotThereIsNotSentAndCancelEnds) {

@@ -249,9 +249,7 @@ void SendGrpc(const FanOutPtr& f, const std::string& node, std::vector<int> shar
     p.body = std::move(*answer);
     OnPart(f, node, shards, std::move(p));
   };
-  auto up = f->g->grpc.Start(f->view->node_grpc.at(node), std::move(o));
-  up->Send(std::move(message));
-  up->HalfClose();
+  f->g->grpc.StartUnary(f->view->node_grpc.at(node), std::move(o), std::move(message));
 }
 
 void SendPart(const FanOutPtr& f, const std::string& node, std::vector<int> shards) {

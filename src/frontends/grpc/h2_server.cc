@@ -577,15 +577,20 @@ void H2Server::Stop(int deadline_ms) {
   if (!impl_ || !impl_->listener.running()) return;
   impl_->listener.StopAccepting();
   for (auto& s : impl_->Sessions()) s->Shutdown();
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
-  while (std::chrono::steady_clock::now() < deadline) {
-    {
-      MutexLock lock(&impl_->registry.mu);
-      if (impl_->registry.sessions.empty()) break;
+  auto wait_closed = [this](std::chrono::steady_clock::time_point deadline) {
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        MutexLock lock(&impl_->registry.mu);
+        if (impl_->registry.sessions.empty()) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  };
+  wait_closed(std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms));
   for (auto& s : impl_->Sessions()) s->Close();
+  // The closes run on the I/O threads: no call starts after before_join.
+  wait_closed(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  if (impl_->options.before_join) impl_->options.before_join();
   impl_->listener.Join(/*stop_now=*/false);
 }
 

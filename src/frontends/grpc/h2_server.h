@@ -4,6 +4,7 @@
 // Stop. Asio stays inside h2_server.cc.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,10 @@ struct H2ServerOptions : EndpointOptions {
   bool keepalive_permit_without_calls = false;
   // At most this many PINGs without DATA sent in between (0: no limit).
   int max_pings_without_data = 2;
+  // Called by Stop once the connections are closed, before the I/O threads are joined: a
+  // component that opened connections of its own on these threads (the gateway's to the nodes)
+  // closes them here, else the threads would not run out of work.
+  std::function<void()> before_join;
 };
 
 // A gRPC server on a frontends::Listener: each call goes to its method in the table.
