@@ -145,8 +145,9 @@ Gateway::Impl::Impl(GatewayOptions o, boost::asio::io_context* io)
                                                   options.upstream_tls_name})
                : UpstreamPool(UpstreamOptions{options.upstream_threads, 256, 256ull << 20,
                                               options.upstream_tls, options.upstream_tls_name})),
+      // With threads of its own for the nodes (--upstream-threads), gRPC uses them too.
       grpc(&pool.io_context(), 64u << 20, options.upstream_tls, options.upstream_tls_name,
-           std::max(1, options.grpc_connections_per_node)) {}
+           std::max(1, options.grpc_connections_per_node), /*on_callers_thread=*/io != nullptr) {}
 
 // Routes and tenants written straight into etcd are checked as they arrive: an invalid one is
 // refused (logged, counted) and the last good version under that key stays in force (issue 32:

@@ -316,7 +316,7 @@ struct Connection::Callbacks {
 };
 
 void Connection::WatchDeadline(Clock::time_point deadline) {
-  if (deadline >= timer_at_) return;
+  if (deadline >= timer_at_ || state_ == State::kClosed) return;
   timer_at_ = deadline;
   deadline_timer_.expires_at(deadline);
   deadline_timer_.async_wait([weak = weak_from_this(), deadline](boost::system::error_code ec) {
@@ -637,12 +637,15 @@ struct GrpcUpstream::Impl {
     size_t next = 0;
   };
   std::map<std::pair<net::io_context*, std::string>, Slots> nodes DAIS_GUARDED_BY(mu);
+  bool on_callers_thread = true;
+  bool closed_all DAIS_GUARDED_BY(mu) = false;  // since CloseAll: the given io_context only
 
   std::shared_ptr<Connection> Pick(const std::string& address) {
-    // A listener's I/O thread runs an io_context of its own (frontends/listen.h).
-    net::io_context* here = frontends::CurrentIoContext();
-    net::io_context& ioc = here != nullptr ? *here : *io;
     MutexLock l(&mu);
+    // A listener's I/O thread runs an io_context of its own (frontends/listen.h).
+    net::io_context* here =
+        on_callers_thread && !closed_all ? frontends::CurrentIoContext() : nullptr;
+    net::io_context& ioc = here != nullptr ? *here : *io;
     Slots& slots = nodes[{&ioc, address}];
     slots.connections.resize(per_node);
     auto& slot = slots.connections[slots.next++ % per_node];
@@ -654,6 +657,7 @@ struct GrpcUpstream::Impl {
 
   void CloseAll() {
     MutexLock l(&mu);
+    closed_all = true;
     for (auto& [key, slots] : nodes) {
       for (auto& conn : slots.connections) {
         if (conn) net::post(conn->strand, [conn] { conn->Fail("the gateway is stopping"); });
@@ -665,9 +669,10 @@ struct GrpcUpstream::Impl {
 
 GrpcUpstream::GrpcUpstream(net::io_context* io, uint32_t max_message_bytes,
                            tls::SslCtxPtr tls_context, std::string tls_name,
-                           int connections_per_node)
+                           int connections_per_node, bool on_callers_thread)
     : impl_(std::make_unique<Impl>()) {
   impl_->io = io;
+  impl_->on_callers_thread = on_callers_thread;
   impl_->per_node = static_cast<size_t>(std::max(1, connections_per_node));
   impl_->max_message = max_message_bytes;
   impl_->tls_context = std::move(tls_context);

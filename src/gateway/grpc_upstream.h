@@ -3,11 +3,13 @@
 // alike. Messages pass as bytes: the gateway frames what it is given and hands back each message
 // of the answer unframed, never decoding them. Asio and nghttp2 stay inside grpc_upstream.cc.
 //
-// Connections live on the io_context of the thread that starts the call when it is a listener's
-// I/O thread (frontends::CurrentIoContext: the gateway's gRPC and HTTP threads, one io_context
-// each), else on the one given at construction: a call is read, forwarded and answered on one
-// thread, with no wake-up of another in between. `connections_per_node` connections per node
-// address and per such io_context (each on its own strand), chosen in turn per call.
+// With `on_callers_thread`, connections live on the io_context of the thread that starts the call
+// when it is a listener's I/O thread (frontends::CurrentIoContext: the gateway's gRPC threads,
+// one io_context each), else on the one given at construction: a call is read, forwarded and
+// answered on one thread, with no wake-up of another in between. The owner of those threads
+// calls CloseAll before they stop (after it, calls go on the given io_context only).
+// `connections_per_node` connections per node address and per io_context (each on its own
+// strand), chosen in turn per call.
 // A connection is opened on first use (the address resolved asynchronously), kept while it
 // works, and replaced on the next call after it broke or the node sent GOAWAY. Calls made while
 // it connects wait for it. A call that never reached the node (no connection, or refused by the
@@ -69,7 +71,7 @@ class GrpcUpstream {
   // it); each node's certificate must carry `tls_name`, else the host of its address.
   explicit GrpcUpstream(boost::asio::io_context* io, uint32_t max_message_bytes = 64u << 20,
                         tls::SslCtxPtr tls_context = nullptr, std::string tls_name = "",
-                        int connections_per_node = 1);
+                        int connections_per_node = 1, bool on_callers_thread = true);
   ~GrpcUpstream();  // closes every connection; open calls end UNAVAILABLE
   GrpcUpstream(const GrpcUpstream&) = delete;
   GrpcUpstream& operator=(const GrpcUpstream&) = delete;
@@ -82,7 +84,7 @@ class GrpcUpstream {
                                                std::string message);
   // Closes every connection (their open calls end UNAVAILABLE). For an owner about to stop the
   // threads of a listener whose calls opened connections on them (see above); calls started
-  // afterwards open new ones.
+  // afterwards open new ones, on the io_context given at construction.
   void CloseAll();
 
   struct Impl;

@@ -16,6 +16,7 @@
 #include "common/ascii.h"
 #include "common/mutex.h"
 #include "frontends/listen.h"
+#include "frontends/write_now.h"
 #include "gateway/http1_response.h"
 #include "tls/context.h"
 
@@ -363,16 +364,19 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     WriteHead();
     const std::array<net::const_buffer, 2> out = {net::buffer(stream_.head),
                                                   net::buffer(request_.Body())};
-    stream_.With([this, &out](auto& s) {
-      net::async_write(s, out, [self = shared_from_this()](boost::system::error_code ec, size_t) {
-        if (ec && self->reused_ && !self->expired_) {
-          return self->Connect();  // the kept-alive connection had gone
-        }
-        if (ec) return self->Failed(ec, "sending to");
-        self->stream_.parser->Reset(self->request_.method == "HEAD");
-        self->Read();
-      });
-    });
+    auto written = [self = shared_from_this()](boost::system::error_code ec, size_t) {
+      if (ec && self->reused_ && !self->expired_) {
+        return self->Connect();  // the kept-alive connection had gone
+      }
+      if (ec) return self->Failed(ec, "sending to");
+      self->stream_.parser->Reset(self->request_.method == "HEAD");
+      self->Read();
+    };
+    if (stream_.tls) return net::async_write(*stream_.tls, out, std::move(written));
+    // Plain TCP: sent at once when the socket takes it (frontends/write_now.h). Nothing written
+    // here calls back into another write inline, so the depth is this exchange's own.
+    int depth = 0;
+    frontends::WriteNow(*stream_.tcp, *stream_.tcp, out, &depth, std::move(written));
   }
 
   void Read() {

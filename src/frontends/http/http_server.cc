@@ -22,6 +22,7 @@
 #include "frontends/http/response_head.h"
 #include "frontends/listen.h"
 #include "frontends/request_memory.h"
+#include "frontends/write_now.h"
 #include "tls/context.h"
 
 namespace dais::frontends::http {
@@ -601,12 +602,19 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     // (RFC 9110 §9.3.2; a client reads none, and the bytes would be taken for the next answer).
     if (head_request_) answer_body_.clear();
     const std::array<net::const_buffer, 2> out = {net::buffer(head_), net::buffer(answer_body_)};
-    net::async_write(stream_, out, [self = shared_from_this()](beast::error_code ec, size_t) {
+    auto written = [self = shared_from_this()](beast::error_code ec, size_t) {
       std::string().swap(self->answer_body_);
       if (!ec && self->discard_rest_) return self->DiscardAndClose();
       if (ec || !self->keep_alive_) return self->Close();
       self->Read();
-    });
+    };
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      // Plain TCP: sent at once when the socket takes it (write_now.h); the rest through the
+      // stream, under its timeout.
+      WriteNow(Tcp().socket(), stream_, out, &inline_writes_, std::move(written));
+    } else {
+      net::async_write(stream_, out, std::move(written));
+    }
   }
 
   void Close() {
@@ -638,6 +646,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<net::steady_timer> first_byte_timer_;         // HTTPS: until the first byte
   bool head_request_ = false;  // the request being answered is a HEAD
   std::string head_;           // the answer's head being written (its capacity kept)
+  int inline_writes_ = 0;      // WriteNow's nesting
   std::string answer_body_;    // and its body
   const Handler& handler_;
   const ServerOptions& options_;
