@@ -121,21 +121,25 @@ bool AgentHttpTrigger::Handle(const frontends::http::Request& r, frontends::http
     return true;
   }
   job.respond = w;
+  // A refusal is answered after the lock is released: the answer may be written inline, and the
+  // connection's next (pipelined) request handled inline too, which comes back here.
+  std::string refusal;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) {
-      live_->Refund();
-      w(Busy("agent " + spec_.name + " is stopping"));
-      return true;
-    }
-    if (queue_.size() >= max_queue_ + static_cast<size_t>(idle_)) {
-      live_->Refund();
+      refusal = "agent " + spec_.name + " is stopping";
+    } else if (queue_.size() >= max_queue_ + static_cast<size_t>(idle_)) {
       metrics_->http_refused->Get({spec_.name, "busy"}).Increment();
-      w(Busy("agent " + spec_.name + ": every worker is running and " +
-             std::to_string(queue_.size()) + " calls wait; retry later"));
-      return true;
+      refusal = "agent " + spec_.name + ": every worker is running and " +
+                std::to_string(queue_.size()) + " calls wait; retry later";
+    } else {
+      queue_.push_back(std::move(job));
     }
-    queue_.push_back(std::move(job));
+  }
+  if (!refusal.empty()) {
+    live_->Refund();
+    w(Busy(refusal));
+    return true;
   }
   cv_.notify_one();
   return true;

@@ -10,6 +10,7 @@
 // bound; past kMaxInlineWrites the write goes the asynchronous way.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/error.hpp>
@@ -31,11 +32,18 @@ void WriteNow(Socket& socket, Stream& stream, const std::array<boost::asio::cons
   if (*depth < kMaxInlineWrites) {
     if (!socket.non_blocking()) socket.non_blocking(true, ec);
     if (!ec) sent = socket.send(out, 0, ec);
-    if (ec == net::error::would_block || ec == net::error::try_again) ec = {};
+    if (ec == net::error::would_block || ec == net::error::try_again ||
+        ec == net::error::interrupted) {
+      ec = {};
+      sent = 0;
+    }
     if (ec || sent == net::buffer_size(out)) {
-      ++*depth;
+      struct Nested {  // counted while done runs, whatever way it leaves
+        int* depth;
+        explicit Nested(int* d) : depth(d) { ++*depth; }
+        ~Nested() { --*depth; }
+      } nested(depth);
       done(ec, ec ? size_t{0} : sent);
-      --*depth;
       return;
     }
   }
