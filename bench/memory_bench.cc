@@ -12,7 +12,8 @@
 //  5. Search throughput in process (MemoryService::Search on 1 and all cores) and through the
 //     HTTP API of dais serve (the same Server, route table and MemoryHttp, in this process, on
 //     the same collection) with wrk at --concurrency connections: queries/s, p50, p99, and the
-//     ratio HTTP / in-process.
+//     ratio HTTP / in-process; and through the gRPC API (dais.memory.v1.Memory/Search on the
+//     same H2Server and methods as dais serve's gRPC port) at the same concurrency.
 //
 // Usage: memory_bench [--n 1000000] [--dim 128] [--queries 1000] [--compare-n 200000]
 //                     [--concurrency 16] [--seconds 10] [--io-threads 0] [--wrk /usr/bin/wrk]
@@ -45,6 +46,11 @@
 #include "memory/distance.h"
 #include "memory/memory_service.h"
 #include "memory/vector_index.h"
+#if DAIS_MEMORY_BENCH_GRPC
+#include "frontends/grpc/h2_server.h"
+#include "frontends/grpc/memory_grpc.h"
+#include "memory_grpc_load.h"
+#endif
 
 namespace {
 
@@ -541,6 +547,31 @@ int main(int argc, char** argv) {
   const std::string stalls = hiccups.Stop();
   rows.push_back(http);
   server.Stop();
+  Row grpc_row{"dais serve gRPC search, c=" + std::to_string(a.concurrency) +
+               " (grpc++ client in this process, a connection per call in flight)"};
+  int64_t grpc_errors = 0;
+#if DAIS_MEMORY_BENCH_GRPC
+  {
+    dais::frontends::grpc::MethodTable methods;
+    dais::frontends::grpc::AddMemoryMethods(methods, &service);
+    dais::frontends::grpc::H2ServerOptions go;
+    go.address = "127.0.0.1";
+    go.threads = a.io_threads;
+    dais::frontends::grpc::H2Server grpc_server(go, std::move(methods));
+    if (auto s = grpc_server.Start(); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.message().c_str());
+      return 1;
+    }
+    const GrpcLoadResult g = GrpcSearchLoad(grpc_server.port(), queries, a.dim, a.queries,
+                                            a.ef_search, a.concurrency, a.seconds);
+    grpc_row.qps = g.qps;
+    grpc_row.p50_us = g.p50_us;
+    grpc_row.p99_us = g.p99_us;
+    grpc_errors = g.errors;
+    grpc_server.Stop(1000);
+  }
+  rows.push_back(grpc_row);
+#endif
 
   if (a.compare_n > 0) CompareLibraries(a, data, queries, &rows);
   Print(rows);
@@ -552,5 +583,9 @@ int main(int argc, char** argv) {
       cores, http.qps / in_proc.qps, static_cast<long long>(errors),
       stats.memory_bytes / static_cast<double>(a.n), stats.memory_bytes * 1e6 / a.n / (1 << 20),
       (rss2 - rss1) / 1024.0 * 1e6 / a.n);
+  if (grpc_row.qps > 0) {
+    std::printf("gRPC / in-process (%d threads) queries/s: %.2f; gRPC errors: %lld\n", cores,
+                grpc_row.qps / in_proc.qps, static_cast<long long>(grpc_errors));
+  }
   return 0;
 }
