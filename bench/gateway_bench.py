@@ -346,7 +346,7 @@ def gateway_requests(gw_http):
                if line.startswith("dais_gateway_requests_total{"))
 
 
-def trace_grpc(args, perf_args, gateway, gw_http, gw_grpc, tmp):
+def trace_grpc(perf_args, gateway, gw_http, gw_grpc, tmp):
     """With --strace: the gateway's system calls per gRPC call at c=1 (one traced perf run)."""
     from compare_bench import run_perf
     tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(gateway.pid),
@@ -392,7 +392,7 @@ def grpc_cells(args, node_grpc, gw_grpc, tmp, gateway=None, gw_http=None):
         print(f"| {name} | {r1['p50_us']:.0f} | {added} | {r64['rps']:,.0f} | "
               f"{r64['rps'] / direct_rps:.2f}x | {r1['errors'] + r64['errors']:.0f} |")
     if args.strace and gateway is not None:
-        trace_grpc(args, perf_args, gateway, gw_http, gw_grpc, tmp)
+        trace_grpc(perf_args, gateway, gw_http, gw_grpc, tmp)
 
 
 def jwt_gateways(dais, etcd, tmp, start, args, tokens, pids):
