@@ -298,6 +298,85 @@ def count_allocations(args, tmp, pid, url, body, header_len, token=None):
     return sum(counts.values()) / max(result["requests"], 1)
 
 
+# The system calls counted per request with --syscalls (perf's syscall tracepoints; the rest
+# are summed under "other").
+SYSCALLS = ("epoll_wait", "recvfrom", "recvmsg", "read", "readv", "sendto", "sendmsg", "write",
+            "writev", "epoll_ctl", "timerfd_settime", "futex")
+
+
+def process_tree(pids):
+    """These processes and their descendants (nginx's and h2o's workers)."""
+    seen, todo = [], list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.append(pid)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except (OSError, ValueError):
+            pass
+    return seen
+
+
+def count_syscalls(args, tmp, pids, url, body, header_len, token=None):
+    """System calls per request of the processes serving `url` (all threads, their workers) at
+    c=64, by type, counted by perf stat on the syscall tracepoints in a cell of its own after a
+    warm-up. {} where perf cannot count."""
+    events = ["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in SYSCALLS]
+    lua = f'wrk.headers["Authorization"] = "Bearer {token}"\n' if token else ""
+    run_wrk(url, body, header_len, 64, 2, str(tmp), lua)
+    out = tmp / "syscall-count.csv"
+    out.unlink(missing_ok=True)
+    counter = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(out), "-p",
+                                ",".join(str(p) for p in process_tree(pids)),
+                                "-e", ",".join(events)], stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)  # perf attaches asynchronously
+        result = run_wrk(url, body, header_len, 64, args.seconds, str(tmp), lua)
+    finally:
+        counter.send_signal(signal.SIGINT)
+        try:
+            counter.wait(30)
+        except subprocess.TimeoutExpired:
+            counter.kill()
+            counter.wait(10)
+    counts = {}
+    try:
+        for line in out.read_text().splitlines():
+            f = line.split(",")
+            if len(f) > 2 and f[0].isdigit():
+                counts[f[2].rsplit("sys_enter_", 1)[-1].replace("raw_syscalls:sys_enter",
+                                                                "total")] = int(f[0])
+    except OSError:
+        return {}
+    n = max(result["requests"], 1)
+    if "total" not in counts:
+        return {}
+    per = {k: v / n for k, v in counts.items()}
+    per["other"] = per["total"] - sum(v for k, v in per.items() if k != "total")
+    return per
+
+
+def syscall_table(args, tmp, targets, tokens, body, header_len, pids):
+    """--syscalls: one counted c=64 cell per target, the table of calls per request by type."""
+    rows = {name: count_syscalls(args, tmp, pids[name], url, body, header_len, tokens.get(name))
+            for name, url in targets.items() if pids.get(name)}
+    rows = {k: v for k, v in rows.items() if v}
+    if not rows:
+        print("\n(--syscalls: perf could not count the syscall tracepoints here)")
+        return
+    names = [n for n in SYSCALLS + ("other",) if any(r.get(n, 0) >= 0.005 for r in rows.values())]
+    print("\nSystem calls per request at c=64 (perf stat on the syscall tracepoints, all the "
+          "serving processes' threads, a cell of its own; nginx, h2o: their workers; direct: "
+          "the node):\n")
+    print("| path | all | " + " | ".join(names) + " |")
+    print("|---|---:|" + "---:|" * len(names))
+    for name, r in rows.items():
+        print(f"| {name} | {r['total']:.2f} | " +
+              " | ".join(f"{r.get(n, 0):.2f}" for n in names) + " |")
+
+
 def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile, trace,
                  token=None, cpu_pids=()):
     """One wrk cell (after a 2 s warm-up); optionally perf-records or straces the gateway.
@@ -531,6 +610,8 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
              "(dais_process_heap_allocations_total, jemalloc's count, which lags by its "
              "threads' caches: a lower bound) over the same cell; as root with perf they are "
              "counted exactly.)"))
+    if args.syscalls and os.geteuid() == 0 and shutil.which("perf"):
+        syscall_table(args, tmp, targets, tokens, body, header_len, pids)
     g, n = results[("gateway", 1)]["p50_us"] - base, results[("nginx", 1)]["p50_us"] - base
     ratio = results[("gateway", 64)]["rps"] / results[("nginx", 64)]["rps"]
     if args.jwt:
@@ -570,6 +651,8 @@ def main():
                     "over HTTPS (the node behind them plain)")
     ap.add_argument("--jwt", action="store_true", help="also measure gateways that verify "
                     "bearer tokens (RS256, ES256, HS256; cached and not)")
+    ap.add_argument("--syscalls", action="store_true", help="count the system calls per request "
+                    "at c=64 of every HTTP path's serving processes, by type (perf stat, root)")
     ap.add_argument("--strace", action="store_true", help="count the gateway's system calls "
                     "per request in its c=1 cell (strace -c; slows that cell)")
     args = ap.parse_args()
