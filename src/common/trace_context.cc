@@ -1,5 +1,6 @@
 #include "common/trace_context.h"
 
+#include <algorithm>
 #include <random>
 
 #include "dais/clock.h"
@@ -32,13 +33,25 @@ std::string RandomHex(size_t digits) {
 }  // namespace
 
 std::string TraceContext::Header(const std::string& span_id) const {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(3 + trace_id.size() + 1 + span_id.size() + 3);  // one allocation
-  out.append("00-").append(trace_id).append("-").append(span_id).append("-");
-  out += kHex[flags >> 4];
-  out += kHex[flags & 15];
+  std::string out(3 + trace_id.size() + 1 + span_id.size() + 3, '\0');  // one allocation
+  out.resize(HeaderTo(span_id, out.data(), out.size()));
   return out;
+}
+
+size_t TraceContext::HeaderTo(std::string_view span_id, char* out, size_t size) const {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const size_t n = 3 + trace_id.size() + 1 + span_id.size() + 3;
+  if (n > size) return 0;
+  char* p = out;
+  auto put = [&p](std::string_view s) { p = std::copy(s.begin(), s.end(), p); };
+  put("00-");
+  put(trace_id);
+  put("-");
+  put(span_id);
+  put("-");
+  *p++ = kHex[flags >> 4];
+  *p++ = kHex[flags & 15];
+  return n;
 }
 
 std::optional<TraceContext> ParseTraceparent(std::string_view h) {

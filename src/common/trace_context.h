@@ -20,6 +20,9 @@ struct TraceContext {
   bool sampled() const { return (flags & 1) != 0; }
   // The header value naming `span_id` as the parent (what a hop sends on).
   std::string Header(const std::string& span_id) const;
+  // The same written into `out` (55 bytes for ids of the standard sizes): its length, or 0 when
+  // it does not fit (nothing written).
+  size_t HeaderTo(std::string_view span_id, char* out, size_t size) const;
 };
 
 // The context of a traceparent value, or nullopt when it is not one (wrong length or

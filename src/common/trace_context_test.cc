@@ -61,6 +61,11 @@ TEST(TraceContextTest, AServerTraceContinuesTheCallersOrStartsOne) {
   EXPECT_EQ(t.request_id, "order-1");
   EXPECT_GT(t.start_unix_ns, 0);
   EXPECT_EQ(t.Outgoing(), "00-0af7651916cd43dd8448eb211c80319c-" + t.span_id + "-01");
+  char buffer[64];
+  const size_t n = t.trace.HeaderTo(t.span_id, buffer, sizeof(buffer));
+  EXPECT_EQ(std::string(buffer, n), t.Outgoing());
+  EXPECT_EQ(n, 55u);
+  EXPECT_EQ(t.trace.HeaderTo(t.span_id, buffer, 54), 0u);  // does not fit: nothing
   // Malformed or absent: a new trace, the trace id as the request id, sampled by the rate.
   ServerTrace fresh = BeginServerTrace("00-XYZ", "a b", 0);
   EXPECT_NE(fresh.trace.trace_id, t.trace.trace_id);

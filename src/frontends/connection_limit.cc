@@ -99,26 +99,38 @@ void ConnectionLimiter::Slot::Unlist() {
   }
   if (state_ == State::kReceiving) parked_.splice(parked_.end(), owner_->receiving_, pos_);
   state_ = State::kBusy;
-  close_ = nullptr;
+}
+
+void ConnectionLimiter::Slot::SetCloser(std::function<void()> close) {
+  MutexLock l(&owner_->mu_);
+  close_ = std::move(close);
 }
 
 void ConnectionLimiter::Slot::Idle(std::function<void()> close) {
+  SetCloser(std::move(close));
+  Idle();
+}
+
+void ConnectionLimiter::Slot::Idle() {
   MutexLock l(&owner_->mu_);
   if (state_ == State::kIdle || evicted_) return;
   Unlist();
   state_ = State::kIdle;
-  close_ = std::move(close);
   std::list<Slot*>& list = served_ ? owner_->idle_ : owner_->silent_;
   list.splice(list.end(), parked_, pos_);
 }
 
 void ConnectionLimiter::Slot::Receiving(std::function<void()> close) {
+  SetCloser(std::move(close));
+  Receiving();
+}
+
+void ConnectionLimiter::Slot::Receiving() {
   MutexLock l(&owner_->mu_);
   if (evicted_) return;  // closing already
   Unlist();
   served_ = true;
   state_ = State::kReceiving;
-  close_ = std::move(close);
   receiving_since_ = std::chrono::steady_clock::now();
   received_.store(0, std::memory_order_relaxed);
   owner_->receiving_.splice(owner_->receiving_.end(), parked_, pos_);
@@ -162,7 +174,7 @@ std::function<void()> ConnectionLimiter::TakeEvictable() {
     if (victim == nullptr) victim = receiving_.front();
   }
   if (victim == nullptr) return nullptr;
-  std::function<void()> close = std::move(victim->close_);
+  std::function<void()> close = victim->close_;  // evicted_: never taken again
   victim->Unlist();
   victim->evicted_ = true;
   return close;

@@ -56,14 +56,20 @@ class ConnectionLimiter {
     ~Slot();
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
-    // The connection waits for a request: `close` (callable from any thread, at most once) may be
-    // called to make room for a new connection.
+    // How the connection is closed to make room for a new one (callable from any thread; called
+    // at most once), kept for the connection's life: set it once, then Idle() and Receiving()
+    // cost no allocation per request.
+    void SetCloser(std::function<void()> close);
+    // The connection waits for a request: its closer may be called to make room for a new
+    // connection. With `close`: SetCloser(close) first.
+    void Idle();
     void Idle(std::function<void()> close);
     // The connection is receiving a request (an HTTP body after its head; gRPC calls whose
     // messages are still arriving and none being served): `close` may be called to make room
     // when no connection is idle, the slowest receiver first (Progress's bytes over the time
     // since this call). Issue 32: 1,030 connections that sent a head and nothing more locked
     // every new client out.
+    void Receiving();
     void Receiving(std::function<void()> close);
     // Bytes of the request received since Receiving (any thread).
     void Progress(uint64_t bytes) { received_.fetch_add(bytes, std::memory_order_relaxed); }
@@ -92,7 +98,7 @@ class ConnectionLimiter {
     // into parked_ (no allocation per request).
     std::list<Slot*> parked_;
     std::list<Slot*>::iterator pos_;
-    std::function<void()> close_;
+    std::function<void()> close_;                            // guarded by owner_->mu_
     std::chrono::steady_clock::time_point receiving_since_;  // guarded by owner_->mu_
     std::atomic<uint64_t> received_{0};
   };

@@ -85,6 +85,31 @@ TEST(ConnectionLimiterTest, AnEvictedConnectionIsNotEvictedTwice) {
   EXPECT_EQ(closes, 1);
 }
 
+// The closer is set once (no allocation per request): Idle() and Receiving() without one keep
+// it, and an evicted connection's closer runs once whichever state it was taken in.
+TEST(ConnectionLimiterTest, ACloserSetOnceServesEveryState) {
+  ConnectionLimiter limiter("test_closer_once", 1);
+  std::vector<int> closed;
+  auto a = limiter.Admit();
+  a->SetCloser([&] { closed.push_back(0); });
+  a->Receiving();  // a whole request, the closer given once
+  a->Busy();
+  a->Idle();
+  auto b = limiter.Admit();  // at the limit: a, idle, is closed
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(closed, std::vector<int>({0}));
+  a.reset();
+  b->SetCloser([&] { closed.push_back(1); });
+  b->Receiving();  // none idle: the receiving one goes
+  auto c = limiter.Admit();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(closed, std::vector<int>({0, 1}));
+  b->Idle();  // its request ended before the close ran: never chosen again
+  c->Busy();
+  EXPECT_EQ(limiter.Admit(), nullptr);
+  EXPECT_EQ(closed, std::vector<int>({0, 1}));
+}
+
 TEST(ConnectionLimiterTest, PerAddressCapRefusesOnlyThatAddress) {
   ConnectionLimiter limiter("test_per_address", 10);
   limiter.set_max_per_address(2);

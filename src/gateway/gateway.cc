@@ -20,6 +20,7 @@
 
 #include "cluster/agent_placement.h"
 #include "cluster/keys.h"
+#include "common/ascii.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "fmt/format.h"
@@ -81,7 +82,7 @@ std::optional<ModelPath> ParseModelPath(const std::string& path) {
   return p;
 }
 
-bool HopByHop(const std::string& name) {
+bool HopByHop(std::string_view name) {
   return name == "connection" || name == "keep-alive" || name == "transfer-encoding" ||
          name == "te" || name == "upgrade" || name == "host" || name == "content-length" ||
          name == "authorization" || name == "content-encoding" || name == "accept-encoding" ||
@@ -94,30 +95,41 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// Whether the Connection header's value names `name` (a lower-case header name) as a token.
+bool NamedByConnection(std::string_view connection, std::string_view name) {
+  for (size_t i = 0; i <= connection.size();) {
+    size_t end = connection.find(',', i);
+    if (end == std::string_view::npos) end = connection.size();
+    std::string_view token = connection.substr(i, end - i);
+    while (!token.empty() && (token.front() == ' ' || token.front() == '\t'))
+      token.remove_prefix(1);
+    while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+    if (!token.empty() && EqualsIgnoreCase(token, name)) return true;
+    i = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 // The client's headers that go on to the node: not the hop-by-hop ones, nor those the client's
-// Connection header names (RFC 9110 7.6.1).
-std::vector<std::pair<std::string, std::string>> ForwardedHeaders(const Request& r) {
-  std::vector<std::string> named;
-  const std::string connection = Lower(std::string(r.Header("connection")));
-  for (size_t i = 0; i < connection.size();) {
-    size_t end = connection.find(',', i);
-    if (end == std::string::npos) end = connection.size();
-    std::string token = connection.substr(i, end - i);
-    token.erase(0, token.find_first_not_of(" \t"));
-    token.erase(token.find_last_not_of(" \t") + 1);
-    if (!token.empty()) named.push_back(token);
-    i = end + 1;
-  }
-  std::vector<std::pair<std::string, std::string>> out;
-  out.reserve(r.headers.size() + 3);  // and the hop count, traceparent, x-request-id
+// Connection header names (RFC 9110 7.6.1), nor the hop count (the caller adds its own).
+template <class F>
+void ForEachForwardedHeader(const Request& r, F&& f) {
+  const std::string_view connection = r.Header("connection");
   for (const auto& [k, v] : r.headers) {
     if (!HopByHop(k) && k != kHopsHeader &&
-        std::find(named.begin(), named.end(), k) == named.end()) {
-      out.emplace_back(k, v);
+        (connection.empty() || !NamedByConnection(connection, k))) {
+      f(k, v);
     }
   }
+}
+
+std::vector<std::pair<std::string, std::string>> ForwardedHeaders(const Request& r) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(r.headers.size() + 3);  // and the hop count, traceparent, x-request-id
+  ForEachForwardedHeader(
+      r, [&out](const std::string& k, const std::string& v) { out.emplace_back(k, v); });
   out.emplace_back(kHopsHeader, std::to_string(Hops(r.Header(kHopsHeader)) + 1));
   return out;
 }
@@ -387,9 +399,24 @@ void Gateway::Impl::Try(CallPtr call) {
   up.target.append("/v2/models/").append(call->model).append("/versions/").append(version);
   up.target.append(call->suffix);
   if (!query.empty()) up.target.append("?").append(query);
-  up.headers = ForwardedHeaders(call->request);
-  SetTraceHeaders(*call, &up.headers);
-  up.shared_body = &call->request.body;  // not copied: the call (held by `done`) keeps it
+  // The headers and the body are not copied: the call (held by `done`) keeps them.
+  if (call->traceparent_size == 0) {
+    call->hops = std::to_string(Hops(call->request.Header(kHopsHeader)) + 1);
+    call->traceparent_size =
+        call->trace.HeaderTo(call->span_id, call->traceparent, sizeof(call->traceparent));
+  }
+  ForEachForwardedHeader(call->request, [&up](std::string_view k, std::string_view v) {
+    if (k != "traceparent" && k != "x-request-id") up.header_views.emplace_back(k, v);
+  });
+  up.header_views.emplace_back(kHopsHeader, call->hops);
+  if (call->traceparent_size > 0) {
+    up.header_views.emplace_back("traceparent",
+                                 std::string_view(call->traceparent, call->traceparent_size));
+  } else {  // ids of other sizes (none come from BeginTrace): the header as a string of its own
+    up.headers.emplace_back("traceparent", call->trace.Header(call->span_id));
+  }
+  up.header_views.emplace_back("x-request-id", call->request_id);
+  up.shared_body = &call->request.body;
   up.deadline = TryDeadline(*call);
   pool.Send(call->view->node_http.at(*node), std::move(up),
             [this, call, node = *node](UpstreamResult result) {
@@ -470,21 +497,21 @@ void Gateway::Impl::OnAnswer(CallPtr call, const std::string& node, UpstreamResu
   // The node's Content-Type moved in at construction: "application/json", the default, is one
   // byte too long for a string's inline buffer (an allocation per answer otherwise).
   std::string content_type;
-  for (auto& [k, val] : result.response.headers) {
+  auto& headers = result.response.headers;
+  for (auto& [k, val] : headers) {
     if (k == "content-type") content_type = std::move(val);
   }
+  // The node's headers that go back, in the vector they came in (reserved by the answer's
+  // parser for Answer's five more).
+  std::erase_if(headers, [](const auto& kv) {
+    return kv.first != "inference-header-content-length" && kv.first != "retry-after";
+  });
   Response r{.status = status,
              .content_type = content_type.empty() ? "application/json" : std::move(content_type),
              .body = std::move(result.response.body),
-             .headers = {},
+             .headers = std::move(headers),
              // As a node (and Triton): inference answers only.
              .compressible = call->suffix == "/infer"};
-  r.headers.reserve(7);  // two from the node, and Answer's five
-  for (auto& [k, val] : result.response.headers) {
-    if (k == "inference-header-content-length" || k == "retry-after") {
-      r.headers.emplace_back(k, std::move(val));
-    }
-  }
   Answer(call, std::move(r), node);
 }
 
@@ -567,14 +594,17 @@ void Gateway::Impl::Record(const Call& call, int status, size_t response_bytes,
 }
 
 void Gateway::Impl::Answer(const CallPtr& call, Response response, const std::string& node) {
+  Record(*call, response.status, response.body.size(), node);
   response.headers.reserve(response.headers.size() + 5);
   response.headers.emplace_back("x-dais-route", call->alias);
-  if (!call->request_id.empty()) response.headers.emplace_back("x-request-id", call->request_id);
+  // Recorded (logged, exported) above: the call's request id is not read after this.
+  if (!call->request_id.empty()) {
+    response.headers.emplace_back("x-request-id", std::move(call->request_id));
+  }
   if (call->version >= 0)
     response.headers.emplace_back("x-dais-version", std::to_string(call->version));
   if (!node.empty()) response.headers.emplace_back("x-dais-node", node);
   if (call->fallback) response.headers.emplace_back("x-dais-fallback", "stable");
-  Record(*call, response.status, response.body.size(), node);
   call->respond(std::move(response));
   in_flight.fetch_sub(1);
 }

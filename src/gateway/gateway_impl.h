@@ -152,6 +152,11 @@ struct Gateway::Impl {
     TraceContext trace;
     std::string span_id, request_id;
     int64_t start_unix_ns = 0;
+    // What the node is sent (Try; pointed at, not copied): the traceparent naming the gateway's
+    // span (0 until the first try) and the hop count.
+    char traceparent[64];
+    size_t traceparent_size = 0;
+    std::string hops;
 
     std::string_view Header(std::string_view name) const {
       if (grpc) return grpc->Metadata(name).value_or(std::string_view());

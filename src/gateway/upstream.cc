@@ -347,10 +347,12 @@ class Exchange : public UpstreamPool::Impl::Expirable,
     h.clear();
     h.append(request_.method).append(" ").append(request_.target).append(" HTTP/1.1\r\nHost: ");
     h.append(address_).append("\r\n");
-    for (const auto& [k, v] : request_.headers) {
-      if (k.empty() || Framing(k) || HasLineBreak(k) || HasLineBreak(v)) continue;
+    auto header = [&h](std::string_view k, std::string_view v) {
+      if (k.empty() || Framing(k) || HasLineBreak(k) || HasLineBreak(v)) return;
       h.append(k).append(": ").append(v).append("\r\n");
-    }
+    };
+    for (const auto& [k, v] : request_.headers) header(k, v);
+    for (const auto& [k, v] : request_.header_views) header(k, v);
     const std::string_view m = request_.method;
     if (!request_.Body().empty() || m == "POST" || m == "PUT" || m == "PATCH") {
       char digits[24];

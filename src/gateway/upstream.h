@@ -9,10 +9,12 @@
 // Thread-safety: Send may be called from any thread; `done` runs on a thread of the io_context.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,9 @@ struct UpstreamRequest {
   std::string method = "POST";
   std::string target;  // path and query
   std::vector<std::pair<std::string, std::string>> headers;
+  // More headers, sent after `headers`, not copied: the caller keeps their strings alive and
+  // unchanged until `done` has run (as `shared_body`; the gateway: the call's).
+  boost::container::small_vector<std::pair<std::string_view, std::string_view>, 8> header_views;
   std::string body;
   // When set, sent instead of `body`, not copied: the caller keeps it alive and unchanged until
   // `done` has run (the gateway: the request's body, held by the call its `done` holds).

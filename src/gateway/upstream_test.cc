@@ -202,6 +202,12 @@ TEST(UpstreamTest, HeadAndBodyGoOutFramedByTheGateway) {
   r.headers = {{"content-type", "application/json"},
                {"Content-Length", "999"},          // framed by the gateway, not the caller
                {"x-evil", "a\r\nx-injected: 1"}};  // a line break: dropped
+  // Headers by view (the caller's strings, not copied) go out after the owned ones, under the
+  // same rules.
+  const std::string trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  r.header_views = {{"traceparent", trace},
+                    {"transfer-encoding", "chunked"},  // framing: the gateway's
+                    {"x-view", "v\nx-injected: 2"}};
   r.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   pool.Send(node.address(), std::move(r), [&done](UpstreamResult res) { done.set_value(res); });
   ASSERT_TRUE(done.get_future().get().status.ok());
@@ -214,6 +220,10 @@ TEST(UpstreamTest, HeadAndBodyGoOutFramedByTheGateway) {
   EXPECT_NE(seen.find("Content-Length: 13\r\n\r\n{\"inputs\":[]}"), std::string::npos) << seen;
   EXPECT_EQ(seen.find("999"), std::string::npos) << seen;
   EXPECT_EQ(seen.find("injected"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("content-type: application/json\r\ntraceparent: " + trace + "\r\n"),
+            std::string::npos)
+      << seen;
+  EXPECT_EQ(seen.find("chunked"), std::string::npos) << seen;
 }
 
 TEST(UpstreamTest, InterimAnswersAreSkippedAndChunkedBodiesJoined) {

@@ -189,13 +189,16 @@ class Session : public std::enable_shared_from_this<Session> {
                             : conn_->AllArriving() ? SlotState::kReceiving
                                                    : SlotState::kBusy;
     if (state != slot_state_) {
-      auto close = [weak = weak_from_this()] {
-        if (auto self = weak.lock()) self->Close();
-      };
+      if (!closer_set_) {  // once: no allocation per call
+        closer_set_ = true;
+        slot_->SetCloser([weak = weak_from_this()] {
+          if (auto self = weak.lock()) self->Close();
+        });
+      }
       if (state == SlotState::kIdle) {
-        slot_->Idle(close);
+        slot_->Idle();
       } else if (state == SlotState::kReceiving) {
-        slot_->Receiving(close);
+        slot_->Receiving();
       } else {
         slot_->Busy();
       }
@@ -529,6 +532,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<frontends::ConnectionLimiter::Slot> slot_;
   enum class SlotState { kBusy, kIdle, kReceiving };
   SlotState slot_state_ = SlotState::kBusy;  // what slot_ was last told
+  bool closer_set_ = false;                  // slot_->SetCloser called
   int counted_calls_ = 0;                    // this connection's share of registry_->open_calls
   bool counted_connection_ = false;          // in dais_grpc_connections
 };

@@ -85,6 +85,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // On the accepting thread: the connection is idle (may make room for another) from now, not
   // only once its own I/O thread has started reading.
   void Start() {
+    slot_->SetCloser([weak = this->weak_from_this()] {
+      if (auto self = weak.lock()) {
+        net::post(self->stream_.get_executor(), [self] { self->Tcp().close(); });
+      }
+    });
     MarkIdle();
     net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
       if constexpr (kTls) {
@@ -111,13 +116,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
 
-  void MarkIdle() {
-    slot_->Idle([weak = weak_from_this()] {
-      if (auto self = weak.lock()) {
-        net::post(self->stream_.get_executor(), [self] { self->Tcp().close(); });
-      }
-    });
-  }
+  void MarkIdle() { slot_->Idle(); }  // the closer set in Start
 
   // HTTPS: a handshake slot (tls/context.h: the oldest silent handshake may be closed for it),
   // the client's first byte within FirstByteTimeoutMs, then the handshake, bounded in time;
@@ -316,11 +315,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (arriving_) {
       body_since_ = std::chrono::steady_clock::now();
       body_bytes_ = here;
-      slot_->Receiving([weak = weak_from_this()] {
-        if (auto self = weak.lock()) {
-          net::post(self->stream_.get_executor(), [self] { self->Tcp().close(); });
-        }
-      });
+      slot_->Receiving();
     }
     scanner_.emplace(options_.max_json_depth);
     scanned_ = 0;
@@ -496,8 +491,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   // The whole request is in: to the handler.
   void Complete() {
-    // Serving: never closed for room (a body that was arriving left the receiving list).
-    slot_->Busy();
+    // Serving: never closed for room (a body that was arriving leaves the receiving list; any
+    // other request has been busy since its head).
+    if (arriving_) slot_->Busy();
     if (inflater_) {
       if (Status s = inflater_->Finish(); !s.ok()) return AnswerEarly(400, s.message());
     }
