@@ -11,7 +11,6 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <functional>
 #include <map>
 #include <random>
@@ -23,7 +22,6 @@
 #include "common/ascii.h"
 #include "common/json.h"
 #include "common/logging.h"
-#include "fmt/format.h"
 #include "gateway/gateway_impl.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/rollout.h"
@@ -513,57 +511,6 @@ void Gateway::Impl::OnAnswer(CallPtr call, const std::string& node, UpstreamResu
              // As a node (and Triton): inference answers only.
              .compressible = call->suffix == "/infer"};
   Answer(call, std::move(r), node);
-}
-
-void Gateway::Impl::LogAccess(const Call& call, int status, size_t response_bytes,
-                              const std::string& node) {
-  if (access_log == nullptr) return;
-  if (status < 500 && static_cast<double>(Random() % 1000000) >= options.access_log_sample * 1e6) {
-    return;
-  }
-  const auto now = std::chrono::system_clock::now();
-  const int64_t ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  auto str = [&w](const char* k, const std::string& v) {
-    w.Key(k);
-    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
-  };
-  w.StartObject();
-  str("time", fmt::format("{}.{:03d}Z", stamp, ms % 1000));
-  str("method", call.grpc ? "GRPC" : call.request.method);
-  str("route", call.alias);
-  str("model", call.model);
-  w.Key("version");
-  w.Int64(call.version);
-  str("choice", call.how);
-  str("tenant", call.tenant);
-  str("node", node);
-  str("trace_id", call.trace.trace_id);
-  str("span_id", call.span_id);
-  str("request_id", call.request_id);
-  w.Key("status");
-  w.Int(status);
-  w.Key("duration_ms");
-  w.Double(std::chrono::duration<double, std::milli>(Clock::now() - call.started).count());
-  w.Key("tries");
-  w.Int(static_cast<int>(call.tried.size()));
-  w.Key("fallback");
-  w.Bool(call.fallback);
-  w.Key("request_bytes");
-  w.Uint64(call.request.body.size());
-  w.Key("response_bytes");
-  w.Uint64(response_bytes);
-  w.EndObject();
-  MutexLock l(&access_log_mu);
-  std::fprintf(access_log, "%s\n", sb.GetString());
-  std::fflush(access_log);
 }
 
 void Gateway::Impl::Record(const Call& call, int status, size_t response_bytes,
