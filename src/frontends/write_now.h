@@ -22,10 +22,17 @@ namespace dais::frontends {
 
 inline constexpr int kMaxInlineWrites = 8;
 
+struct NothingBeforeWaiting {
+  void operator()() const {}
+};
+
 // `done(error_code, bytes)` as for async_write. `socket` is the stream's lowest layer (plain TCP).
-template <class Socket, class Stream, size_t N, class Done>
+// `before_waiting()` runs when the rest must wait for the peer (e.g. to arm the stream's timeout:
+// a peer that stops reading must not hold the write forever).
+template <class Socket, class Stream, size_t N, class Done,
+          class BeforeWaiting = NothingBeforeWaiting>
 void WriteNow(Socket& socket, Stream& stream, const std::array<boost::asio::const_buffer, N>& out,
-              int* depth, Done&& done) {
+              int* depth, Done&& done, BeforeWaiting before_waiting = {}) {
   namespace net = boost::asio;
   size_t sent = 0;
   boost::system::error_code ec;
@@ -55,6 +62,7 @@ void WriteNow(Socket& socket, Stream& stream, const std::array<boost::asio::cons
     b += k;
     skip -= k;
   }
+  before_waiting();
   net::async_write(stream, rest,
                    [sent, done = std::forward<Done>(done)](
                        boost::system::error_code e, size_t n) mutable { done(e, sent + n); });

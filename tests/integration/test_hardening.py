@@ -416,6 +416,33 @@ def test_idle_connections_over_the_limit_do_not_starve_liveness(start_server, re
             s.close()
 
 
+def test_a_client_that_never_reads_its_answers_is_closed(start_server, repo_copy):
+    """A client that sent requests and never read the answers held its connection, and the answer
+    the server had buffered, for ever: the connection's timeout was cleared once a request was
+    complete. An answer that waits for the client now waits at most the idle timeout."""
+    srv = start_server(repo_copy, "--model-control-mode", "explicit",
+                       "--http-idle-timeout-secs", "2")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.http_port))
+    s.setblocking(False)
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"  # tens of KiB each, never read
+    reset = False
+    deadline = time.monotonic() + 30
+    try:
+        while not reset and time.monotonic() < deadline:
+            try:
+                s.send(request)
+            except BlockingIOError:  # both sides' buffers are full: wait for the server to act
+                time.sleep(0.05)
+            except (ConnectionResetError, BrokenPipeError):
+                reset = True
+        assert reset, "the server still holds a connection whose client reads nothing"
+        assert srv.get("/v2/health/live", timeout=5).status_code == 200
+    finally:
+        s.close()
+
+
 def test_a_flood_of_silent_connections_does_not_close_an_active_client(start_server, repo_copy):
     """Issue 31: a client sending a request every 100 ms on one keep-alive connection was closed
     after 4 answers once 600 connections that never send a byte arrived. Silent connections are

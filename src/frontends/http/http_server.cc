@@ -606,12 +606,19 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     };
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
       // Plain TCP: sent at once when the socket takes it (write_now.h); the rest through the
-      // stream, under its timeout.
-      WriteNow(Tcp().socket(), stream_, out, &inline_writes_, std::move(written));
+      // stream, under a timeout armed only then.
+      WriteNow(Tcp().socket(), stream_, out, &inline_writes_, std::move(written),
+               [this] { ArmWriteTimeout(); });
     } else {
+      ArmWriteTimeout();
       net::async_write(stream_, out, std::move(written));
     }
   }
+
+  // An answer the client does not take (it stopped reading, or reads slower than it sends
+  // requests) is given up, and the connection closed, after the idle timeout: the stream's
+  // timeout was cleared when the request completed (the handler may take its time).
+  void ArmWriteTimeout() { Tcp().expires_after(std::chrono::seconds(options_.idle_timeout_secs)); }
 
   void Close() {
     beast::error_code ec;
