@@ -263,6 +263,7 @@ void Gateway::Impl::BuildLoop() {
     {
       MutexLock l(&mu);
       view = std::move(v);
+      view_generation.fetch_add(1);
     }
     snapshots.store(seen);  // ready once a view holding every first snapshot is in place
   }

@@ -188,10 +188,25 @@ struct Gateway::Impl {
   // Applies `change` (to the raw maps, under mu) and wakes the builder.
   void Rebuild(const std::function<void()>& change) DAIS_EXCLUDES(mu);
   void BuildLoop();
+  // The view in force: this thread's copy while no newer one was published (no lock per
+  // request; the builder publishes under mu and bumps view_generation).
   std::shared_ptr<const View> Current() {
+    struct Cached {
+      uint64_t gateway = 0, generation = 0;
+      std::shared_ptr<const View> view;
+    };
+    thread_local Cached cached;
+    if (cached.gateway == id && cached.generation == view_generation.load()) return cached.view;
     MutexLock l(&mu);
+    cached = {id, view_generation.load(), view};
     return view;
   }
+  // Never reused, so that a thread's cached view cannot be taken for another gateway's.
+  const uint64_t id = [] {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }();
+  std::atomic<uint64_t> view_generation{0};  // changed under mu with `view`
   // The tenant of a request with this Authorization value, or an answer refusing it (401; 400
   // when the header came more than once: which one to verify would be a guess).
   std::optional<frontends::http::Response> Authenticate(size_t authorization_count,
