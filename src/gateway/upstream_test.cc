@@ -207,7 +207,8 @@ TEST(UpstreamTest, HeadAndBodyGoOutFramedByTheGateway) {
   const std::string trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
   r.header_views = {{"traceparent", trace},
                     {"transfer-encoding", "chunked"},  // framing: the gateway's
-                    {"x-view", "v\nx-injected: 2"}};
+                    {"x-view", "v\nx-injected: 2"},
+                    {"x-cr", "a\rb"}};  // a bare CR: dropped too
   r.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   pool.Send(node.address(), std::move(r), [&done](UpstreamResult res) { done.set_value(res); });
   ASSERT_TRUE(done.get_future().get().status.ok());
@@ -224,6 +225,7 @@ TEST(UpstreamTest, HeadAndBodyGoOutFramedByTheGateway) {
             std::string::npos)
       << seen;
   EXPECT_EQ(seen.find("chunked"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("x-cr"), std::string::npos) << seen;
 }
 
 TEST(UpstreamTest, InterimAnswersAreSkippedAndChunkedBodiesJoined) {
