@@ -113,7 +113,9 @@ void ConnectionLimiter::Slot::Idle(std::function<void()> close) {
 
 void ConnectionLimiter::Slot::Idle() {
   MutexLock l(&owner_->mu_);
-  if (state_ == State::kIdle || evicted_) return;
+  // Without a closer (SetCloser not called: a bug of the caller) it cannot be closed for room:
+  // it stays out of the lists rather than be taken with nothing to call.
+  if (state_ == State::kIdle || evicted_ || !close_) return;
   Unlist();
   state_ = State::kIdle;
   std::list<Slot*>& list = served_ ? owner_->idle_ : owner_->silent_;
@@ -130,6 +132,7 @@ void ConnectionLimiter::Slot::Receiving() {
   if (evicted_) return;  // closing already
   Unlist();
   served_ = true;
+  if (!close_) return;  // as in Idle
   state_ = State::kReceiving;
   receiving_since_ = std::chrono::steady_clock::now();
   received_.store(0, std::memory_order_relaxed);

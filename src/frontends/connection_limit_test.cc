@@ -108,6 +108,14 @@ TEST(ConnectionLimiterTest, ACloserSetOnceServesEveryState) {
   c->Busy();
   EXPECT_EQ(limiter.Admit(), nullptr);
   EXPECT_EQ(closed, std::vector<int>({0, 1}));
+  // A connection without a closer cannot be closed for room: never taken (nothing to call).
+  b.reset();
+  c.reset();
+  auto d = limiter.Admit();
+  ASSERT_NE(d, nullptr);
+  d->Idle();
+  d->Receiving();
+  EXPECT_EQ(limiter.Admit(), nullptr);
 }
 
 TEST(ConnectionLimiterTest, PerAddressCapRefusesOnlyThatAddress) {

@@ -23,12 +23,12 @@ namespace dais::frontends {
 inline constexpr int kMaxInlineWrites = 8;
 
 struct NothingBeforeWaiting {
-  void operator()() const {}
+  void operator()(size_t /*bytes_left*/) const {}
 };
 
 // `done(error_code, bytes)` as for async_write. `socket` is the stream's lowest layer (plain TCP).
-// `before_waiting()` runs when the rest must wait for the peer (e.g. to arm the stream's timeout:
-// a peer that stops reading must not hold the write forever).
+// `before_waiting(bytes_left)` runs when the rest must wait for the peer (e.g. to arm the
+// stream's timeout: a peer that stops reading must not hold the write for ever).
 template <class Socket, class Stream, size_t N, class Done,
           class BeforeWaiting = NothingBeforeWaiting>
 void WriteNow(Socket& socket, Stream& stream, const std::array<boost::asio::const_buffer, N>& out,
@@ -62,7 +62,7 @@ void WriteNow(Socket& socket, Stream& stream, const std::array<boost::asio::cons
     b += k;
     skip -= k;
   }
-  before_waiting();
+  before_waiting(net::buffer_size(out) - sent);
   net::async_write(stream, rest,
                    [sent, done = std::forward<Done>(done)](
                        boost::system::error_code e, size_t n) mutable { done(e, sent + n); });

@@ -608,17 +608,27 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       // Plain TCP: sent at once when the socket takes it (write_now.h); the rest through the
       // stream, under a timeout armed only then.
       WriteNow(Tcp().socket(), stream_, out, &inline_writes_, std::move(written),
-               [this] { ArmWriteTimeout(); });
+               [this](size_t left) { ArmWriteTimeout(left); });
     } else {
-      ArmWriteTimeout();
+      ArmWriteTimeout(net::buffer_size(out));
       net::async_write(stream_, out, std::move(written));
     }
   }
 
   // An answer the client does not take (it stopped reading, or reads slower than it sends
-  // requests) is given up, and the connection closed, after the idle timeout: the stream's
-  // timeout was cleared when the request completed (the handler may take its time).
-  void ArmWriteTimeout() { Tcp().expires_after(std::chrono::seconds(options_.idle_timeout_secs)); }
+  // requests) is given up, and the connection closed: its rest must be read within the idle
+  // timeout plus the time it takes at the minimum rate of requests
+  // (--min-request-bytes-per-sec; 0: the idle timeout alone). The stream's timeout was cleared
+  // when the request completed (the handler may take its time).
+  void ArmWriteTimeout(uint64_t bytes_left) {
+    std::chrono::steady_clock::duration timeout = std::chrono::seconds(options_.idle_timeout_secs);
+    if (options_.min_request_bytes_per_sec > 0) {
+      timeout += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(static_cast<double>(bytes_left) /
+                                        static_cast<double>(options_.min_request_bytes_per_sec)));
+    }
+    Tcp().expires_after(timeout);
+  }
 
   void Close() {
     beast::error_code ec;
