@@ -259,21 +259,17 @@ def remove_alloc_probes():
                    capture_output=True, timeout=60)
 
 
-def count_allocations(args, tmp, pid, url, body, header_len, token=None):
-    """Heap allocations per request of the dais process `pid` serving `url` at c=64, counted
-    exactly by perf uprobes on jemalloc's entry points during a cell of its own, after a warm-up
-    (the probes slow the process: this cell's throughput is not reported). NaN where perf cannot
-    probe or count."""
-    events = alloc_probes()
-    if len(events) != len(ALLOC_ENTRY_POINTS):
-        remove_alloc_probes()
-        return float("nan")
+def perf_stat_cell(args, tmp, pids, events, url, body, header_len, token=None):
+    """One wrk cell at c=64 (after a 2 s warm-up) while perf stat counts `events` in the
+    processes `pids`: ({event: count}, the cell's result), the counts empty where perf wrote
+    none. Events perf reports "<not counted>" are left out."""
     lua = f'wrk.headers["Authorization"] = "Bearer {token}"\n' if token else ""
     run_wrk(url, body, header_len, 64, 2, str(tmp), lua)  # connections opened, caches warm
-    out = tmp / "alloc-count.csv"
+    out = tmp / "perf-stat.csv"
     out.unlink(missing_ok=True)
-    counter = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(out), "-p", str(pid),
-                                "-e", ",".join(events)], stderr=subprocess.DEVNULL)
+    counter = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(out), "-p",
+                                ",".join(str(p) for p in pids), "-e", ",".join(events)],
+                               stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)  # perf attaches asynchronously; it counts before wrk's first request
         result = run_wrk(url, body, header_len, 64, args.seconds, str(tmp), lua)
@@ -284,7 +280,6 @@ def count_allocations(args, tmp, pid, url, body, header_len, token=None):
         except subprocess.TimeoutExpired:
             counter.kill()
             counter.wait(10)
-        remove_alloc_probes()
     counts = {}
     try:
         for line in out.read_text().splitlines():
@@ -292,7 +287,22 @@ def count_allocations(args, tmp, pid, url, body, header_len, token=None):
             if len(f) > 2 and f[0].isdigit():
                 counts[f[2]] = int(f[0])
     except OSError:
-        return float("nan")
+        pass
+    return counts, result
+
+
+def count_allocations(args, tmp, pid, url, body, header_len, token=None):
+    """Heap allocations per request of the dais process `pid` serving `url` at c=64, counted
+    exactly by perf uprobes on jemalloc's entry points during a cell of its own, after a warm-up
+    (the probes slow the process: this cell's throughput is not reported). NaN where perf cannot
+    probe or count."""
+    events = alloc_probes()
+    try:
+        if len(events) != len(ALLOC_ENTRY_POINTS):
+            return float("nan")
+        counts, result = perf_stat_cell(args, tmp, [pid], events, url, body, header_len, token)
+    finally:
+        remove_alloc_probes()
     if set(counts) != set(events):  # an event "<not counted>": no exact figure
         return float("nan")
     return sum(counts.values()) / max(result["requests"], 1)
@@ -324,36 +334,13 @@ def count_syscalls(args, tmp, pids, url, body, header_len, token=None):
     c=64, by type, counted by perf stat on the syscall tracepoints in a cell of its own after a
     warm-up. {} where perf cannot count."""
     events = ["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in SYSCALLS]
-    lua = f'wrk.headers["Authorization"] = "Bearer {token}"\n' if token else ""
-    run_wrk(url, body, header_len, 64, 2, str(tmp), lua)
-    out = tmp / "syscall-count.csv"
-    out.unlink(missing_ok=True)
-    counter = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(out), "-p",
-                                ",".join(str(p) for p in process_tree(pids)),
-                                "-e", ",".join(events)], stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.5)  # perf attaches asynchronously
-        result = run_wrk(url, body, header_len, 64, args.seconds, str(tmp), lua)
-    finally:
-        counter.send_signal(signal.SIGINT)
-        try:
-            counter.wait(30)
-        except subprocess.TimeoutExpired:
-            counter.kill()
-            counter.wait(10)
-    counts = {}
-    try:
-        for line in out.read_text().splitlines():
-            f = line.split(",")
-            if len(f) > 2 and f[0].isdigit():
-                counts[f[2].rsplit("sys_enter_", 1)[-1].replace("raw_syscalls:sys_enter",
-                                                                "total")] = int(f[0])
-    except OSError:
+    counts, result = perf_stat_cell(args, tmp, process_tree(pids), events, url, body, header_len,
+                                    token)
+    if "raw_syscalls:sys_enter" not in counts:
         return {}
     n = max(result["requests"], 1)
-    if "total" not in counts:
-        return {}
-    per = {k: v / n for k, v in counts.items()}
+    per = {("total" if k.startswith("raw_") else k.rsplit("sys_enter_", 1)[-1]): v / n
+           for k, v in counts.items()}
     per["other"] = per["total"] - sum(v for k, v in per.items() if k != "total")
     return per
 
