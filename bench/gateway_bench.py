@@ -195,18 +195,11 @@ def jwt_material(tmp):
 def cpu_seconds(pids):
     """User + system CPU seconds used so far by these processes (all their threads), and by
     their child processes' (nginx's workers) through /proc."""
-    total, seen = 0.0, set()
-    todo = list(pids)
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
+    total = 0.0
+    for pid in process_tree(pids):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            todo += [int(c) for c in
-                     Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
         except (OSError, IndexError, ValueError):
             pass  # gone, or not readable: counts nothing
     return total
