@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -80,10 +81,30 @@ struct Args {
 // A thread that sleeps 1 ms in a loop and records how much longer each sleep took: the time
 // this process's threads wait to run (the cores busy with wrk and the I/O threads, the VM's
 // host), which every request queued behind a stalled I/O thread waits too.
+// The machine's CPU time from /proc/stat's first line, and the part of it the hypervisor gave to
+// other guests ("steal": this VM's vCPUs runnable but not running).
+struct CpuTicks {
+  uint64_t total = 0;
+  uint64_t steal = 0;
+};
+CpuTicks ReadCpuTicks() {
+  CpuTicks t;
+  if (FILE* f = std::fopen("/proc/stat", "r")) {
+    unsigned long long v[8] = {};
+    if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                    &v[4], &v[5], &v[6], &v[7]) == 8) {
+      for (unsigned long long x : v) t.total += x;
+      t.steal = v[7];
+    }
+    std::fclose(f);
+  }
+  return t;
+}
+
 class HiccupMeter {
  public:
   HiccupMeter()
-      : thread_([this] {
+      : start_ticks_(ReadCpuTicks()), thread_([this] {
           while (!stop_.load()) {
             const auto start = Clock::now();
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -96,6 +117,11 @@ class HiccupMeter {
   std::string Stop() {
     stop_ = true;
     thread_.join();
+    const CpuTicks end = ReadCpuTicks();
+    const double steal = end.total > start_ticks_.total
+                             ? 100.0 * (end.steal - start_ticks_.steal) /
+                                   static_cast<double>(end.total - start_ticks_.total)
+                             : 0.0;
     std::vector<double> v = late_us_;
     if (v.empty()) return "no samples";
     std::sort(v.begin(), v.end());
@@ -107,13 +133,15 @@ class HiccupMeter {
     char b[256];
     std::snprintf(b, sizeof b,
                   "%zu sleeps of 1 ms overslept p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs, max %.0f "
-                  "µs; %.1f %% of the time in stalls over 2 ms",
+                  "µs; %.1f %% of the time in stalls over 2 ms; the host took %.1f %% of the "
+                  "CPU time (steal, /proc/stat)",
                   v.size(), v[v.size() / 2], v[v.size() * 99 / 100], v[v.size() * 999 / 1000],
-                  v.back(), 100 * stalled / total);
+                  v.back(), 100 * stalled / total, steal);
     return b;
   }
 
  private:
+  const CpuTicks start_ticks_;
   std::atomic<bool> stop_{false};
   std::vector<double> late_us_;
   std::thread thread_;
@@ -550,6 +578,7 @@ int main(int argc, char** argv) {
   Row grpc_row{"dais serve gRPC search, c=" + std::to_string(a.concurrency) +
                " (grpc++ client in this process, a connection per call in flight)"};
   int64_t grpc_errors = 0;
+  std::string grpc_stalls;
 #if DAIS_MEMORY_BENCH_GRPC
   {
     dais::frontends::grpc::MethodTable methods;
@@ -562,12 +591,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.message().c_str());
       return 1;
     }
+    HiccupMeter grpc_hiccups;
     const GrpcLoadResult g = GrpcSearchLoad(grpc_server.port(), queries, a.dim, a.queries,
                                             a.ef_search, a.concurrency, a.seconds);
     grpc_row.qps = g.qps;
     grpc_row.p50_us = g.p50_us;
     grpc_row.p99_us = g.p99_us;
     grpc_errors = g.errors;
+    grpc_stalls = grpc_hiccups.Stop();
     grpc_server.Stop(1000);
   }
   rows.push_back(grpc_row);
@@ -576,6 +607,9 @@ int main(int argc, char** argv) {
   if (a.compare_n > 0) CompareLibraries(a, data, queries, &rows);
   Print(rows);
   std::printf("\nDuring the HTTP run, a thread sleeping 1 ms in a loop: %s\n", stalls.c_str());
+  if (!grpc_stalls.empty()) {
+    std::printf("During the gRPC run, the same: %s\n", grpc_stalls.c_str());
+  }
   std::printf(
       "\nHTTP / in-process (%d threads) queries/s: %.2f; HTTP errors: %lld; index memory "
       "%.0f bytes per vector (%.0f MiB per million; the process grew %.0f MiB per "
