@@ -71,6 +71,23 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def cpu_ticks():
+    """(all CPU time, the part the hypervisor gave to other guests: "steal") of the machine, in
+    ticks, from /proc/stat's first line; (0, 0) where it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(fields), fields[7] if len(fields) == 8 else 0
+
+
+def steal_percent(before, after):
+    """The host's share (%) of the CPU time between two cpu_ticks() readings."""
+    total = after[0] - before[0]
+    return 100.0 * (after[1] - before[1]) / total if total > 0 else float("nan")
+
+
 def repo_with_queue_delay(repo, models, delay_us, prefix):
     """A temporary copy of `models` from `repo` whose configs use max_queue_delay_microseconds
     `delay_us`; the caller deletes it."""

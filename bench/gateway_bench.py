@@ -45,8 +45,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import (example_repository, get_ok, nginx_conf,  # noqa: E402
-                      repo_with_queue_delay, request_bodies, run_wrk)
+from benchlib import (cpu_ticks, example_repository, get_ok, nginx_conf,  # noqa: E402
+                      repo_with_queue_delay, request_bodies, run_wrk, steal_percent)
 from cluster_bench import ROOT, free_port, wait_for  # noqa: E402
 
 NGINX_HTTP = """  upstream node {{ server 127.0.0.1:{node_port}; keepalive 128; }}
@@ -377,7 +377,9 @@ def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile,
     # Only a dais process's own /metrics (h2o and nginx would pass the path on to the node).
     dais_served = (name == "direct" or name.startswith("gateway")) and url.startswith("http:")
     allocs_before = heap_allocations(url) if dais_served else None
+    ticks_before = cpu_ticks()
     result = run_wrk(url, body, header_len, conc, args.seconds, str(tmp), lua)
+    result["steal_pct"] = steal_percent(ticks_before, cpu_ticks())
     result["cpu_us"] = ((cpu_seconds(cpu_pids) - cpu_before) * 1e6 / max(result["requests"], 1)
                         if cpu_pids else float("nan"))
     allocs_after = heap_allocations(url) if allocs_before is not None else None
@@ -441,7 +443,7 @@ def grpc_cells(args, node_grpc, gw_grpc, tmp, gateway=None, gw_http=None):
     med = {key: {f: statistics.median(r[f] for r in rs) for f in ("rps", "p50_us", "p99_us",
                                                                    "errors")}
            for key, rs in runs.items()}
-    print(f"\n| gRPC ModelInfer (dais perf) | c=1 p50 µs | added p50 µs | c=64 calls/s | "
+    print("\n| gRPC ModelInfer (dais perf) | c=1 p50 µs | added p50 µs | c=64 calls/s | "
           "vs direct | errors |")
     print("|---|---:|---:|---:|---:|---:|")
     base, direct_rps = med[("direct", 1)]["p50_us"], med[("direct", 64)]["rps"]
@@ -571,8 +573,8 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
     print(f"\nmlp_small, KServe v2 JSON batch 1, wrk {args.seconds} s per cell, median of "
           f"{args.repeat} run(s), one node on loopback; {time.strftime('%Y-%m-%d')}\n")
     print("| path | c=1 p50 µs | c=1 p99 µs | added p50 µs | c=64 req/s | c=64 p99 µs | "
-          "c=64 CPU µs per request | c=64 allocations per request | errors |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "c=64 CPU µs per request | c=64 allocations per request | c=64 host steal % | errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     base = results[("direct", 1)]["p50_us"]
     for name in targets:
         r1, r64 = results[(name, 1)], results[(name, 64)]
@@ -580,7 +582,7 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
         print(f"| {name} | {r1['p50_us']:.0f} | {r1['p99_us']:.0f} | {added} | "
               f"{r64['rps']:,.0f} | {r64['p99_us']:.0f} | {r64['cpu_us']:.1f} | "
               f"{'' if math.isnan(r64['allocs']) else format(r64['allocs'], '.1f')} | "
-              f"{r1['errors'] + r64['errors']} |")
+              f"{r64['steal_pct']:.1f} | {r1['errors'] + r64['errors']} |")
     print("\n(CPU per request: the serving process's own user + system time, all its threads "
           "(nginx: its workers; direct: the node), over the requests of the c=64 cell. "
           + ("Allocations per request: calls of jemalloc's operator new, malloc, calloc and "
@@ -589,7 +591,10 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
              "Allocations per request: the dais process's heap allocations "
              "(dais_process_heap_allocations_total, jemalloc's count, which lags by its "
              "threads' caches: a lower bound) over the same cell; as root with perf they are "
-             "counted exactly.)"))
+             "counted exactly.)")
+          + " Host steal: the share of the machine's CPU time the hypervisor gave to other "
+          "guests during the c=64 cell (/proc/stat); a cell with more steal is slower for a "
+          "reason outside the path measured.")
     if args.syscalls and os.geteuid() == 0 and shutil.which("perf"):
         syscall_table(args, tmp, targets, tokens, body, header_len, pids)
     g, n = results[("gateway", 1)]["p50_us"] - base, results[("nginx", 1)]["p50_us"] - base

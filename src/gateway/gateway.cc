@@ -323,6 +323,7 @@ std::optional<Response> Gateway::Impl::Admit(const View& v, const std::string& t
   if (!alias.empty() && !spec->second.Allows(alias)) {
     return Error(403, "tenant '" + tenant + "' may not call '" + alias + "'");
   }
+  if (spec->second.requests_per_second <= 0) return std::nullopt;  // no limit: no bucket to lock
   TokenBucket* bucket = nullptr;
   {
     MutexLock l(&buckets_mu);
