@@ -88,11 +88,6 @@ bool HopByHop(std::string_view name) {
          name == "expect";  // the gateway has the whole body: no 100-continue to the node
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // Whether the Connection header's value names `name` (a lower-case header name) as a token.
 bool NamedByConnection(std::string_view connection, std::string_view name) {
   for (size_t i = 0; i <= connection.size();) {
@@ -297,7 +292,7 @@ std::optional<Response> Gateway::Impl::Authenticate(size_t authorization_count,
         "www-authenticate", "Bearer error=\"invalid_token\", error_description=\"" + reason + "\"");
     return resp;
   };
-  if (header.size() < 7 || Lower(std::string(header.substr(0, 7))) != "bearer ") {
+  if (header.size() < 7 || !EqualsIgnoreCase(header.substr(0, 7), "bearer ")) {
     return refuse("missing", "a bearer token is required (Authorization: Bearer <JWT>)");
   }
   std::shared_ptr<const Jwks> keys = jwks->Current();

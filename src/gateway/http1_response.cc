@@ -2,7 +2,7 @@
 
 #include <llhttp.h>
 
-#include <cctype>
+#include "common/ascii.h"
 
 namespace dais::gateway {
 
@@ -42,9 +42,9 @@ struct Http1ResponseParser::Callbacks {
       self.in_value_ = false;
     }
     std::string& name = self.headers_.back().first;
-    for (size_t i = 0; i < n; ++i) {
-      name.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(at[i]))));
-    }
+    const size_t from = name.size();  // a name can come in pieces
+    name.append(at, n);
+    for (size_t i = from; i < name.size(); ++i) name[i] = AsciiLower(name[i]);
     return 0;
   }
   static int OnHeaderValue(llhttp_t* p, const char* at, size_t n) {

@@ -167,7 +167,16 @@ void Http1RequestParser::Reset() {
   if (state_ == State::kError) return;  // the connection's framing is lost for good
   llhttp_reset(&llhttp_->parser);
   llhttp_->parser.data = this;
-  head_ = Http1RequestHead{};
+  // Every field as constructed but the header slots (64 of them, 2 KiB: clearing them showed in
+  // the gateway's profile): only the first header_count are read, each cleared as a line starts.
+  head_.method = head_.target = {};
+  head_.version_major = head_.version_minor = 1;
+  head_.header_count = 0;
+  head_.head_bytes = 0;
+  head_.content_length = -1;
+  head_.chunked = false;
+  head_.keep_alive = true;
+  head_.expect_continue = false;
   state_ = State::kHead;
   in_value_ = false;
   too_many_headers_ = false;

@@ -41,6 +41,7 @@ struct Http1Header {
   std::string_view name, value;
 };
 
+// (A field added here is also reset in Http1RequestParser::Reset, which does not rebuild the head.)
 struct Http1RequestHead {
   std::string_view method, target;
   int version_major = 1, version_minor = 1;

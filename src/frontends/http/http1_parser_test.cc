@@ -70,6 +70,38 @@ TEST(Http1ParserTest, PipelinedRequestsStopAtEachMessagesEnd) {
   EXPECT_TRUE(rest.empty());
 }
 
+// Reset leaves the header slots of the last request in place: the next head must not see them,
+// nor any other field of the last one.
+TEST(Http1ParserTest, ANextRequestSeesNothingOfTheLastHead) {
+  const std::string one =
+      "POST /a HTTP/1.0\r\nConnection: keep-alive\r\nX-One: 1\r\nExpect: 100-continue\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+  const std::string two = "GET /b HTTP/1.1\r\nX-Two: 2\r\n\r\n";
+  Http1RequestParser p;
+  auto r = p.Parse(one);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+  ASSERT_TRUE(p.head().chunked);
+  ASSERT_TRUE(p.head().expect_continue);
+  r = p.Parse(std::string_view(one).substr(r.consumed));
+  ASSERT_EQ(r.stop, Stop::kMessageComplete) << p.error();
+  p.Reset();
+  r = p.Parse(two);
+  ASSERT_EQ(r.stop, Stop::kHeadComplete) << p.error();
+  const Http1RequestHead& h = p.head();
+  EXPECT_EQ(h.method, "GET");
+  EXPECT_EQ(h.target, "/b");
+  EXPECT_EQ(h.version_minor, 1);
+  EXPECT_EQ(h.header_count, 1u);
+  EXPECT_EQ(h.head_bytes, two.size());
+  EXPECT_EQ(h.Find("x-two"), "2");
+  EXPECT_EQ(h.Find("x-one"), "");
+  EXPECT_EQ(h.Find("expect"), "");
+  EXPECT_EQ(h.content_length, -1);
+  EXPECT_FALSE(h.chunked);
+  EXPECT_FALSE(h.expect_continue);
+  EXPECT_TRUE(h.keep_alive);
+}
+
 // The head split at every byte: the caller keeps the bytes in place and hands over the new ones.
 TEST(Http1ParserTest, AHeadSplitAtEveryByte) {
   const std::string wire =
