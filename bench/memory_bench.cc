@@ -78,9 +78,6 @@ struct Args {
   std::string data;     // vectors from this file (see the usage); empty: the mixture
 };
 
-// A thread that sleeps 1 ms in a loop and records how much longer each sleep took: the time
-// this process's threads wait to run (the cores busy with wrk and the I/O threads, the VM's
-// host), which every request queued behind a stalled I/O thread waits too.
 // The machine's CPU time from /proc/stat's first line, and the part of it the hypervisor gave to
 // other guests ("steal": this VM's vCPUs runnable but not running).
 struct CpuTicks {
@@ -101,6 +98,9 @@ CpuTicks ReadCpuTicks() {
   return t;
 }
 
+// A thread that sleeps 1 ms in a loop and records how much longer each sleep took: the time
+// this process's threads wait to run (the cores busy with wrk and the I/O threads, the VM's
+// host), which every request queued behind a stalled I/O thread waits too.
 class HiccupMeter {
  public:
   HiccupMeter()
