@@ -18,6 +18,7 @@
 // Usage: memory_bench [--n 1000000] [--dim 128] [--queries 1000] [--compare-n 200000]
 //                     [--concurrency 16] [--seconds 10] [--io-threads 0] [--wrk /usr/bin/wrk]
 //                     [--data FILE] [--ef-search 80] [--quantization sq8|none]
+//                     [--cpu-affinity both|on|off] [--sched-slice-us 0[,200...]]
 // --data: vectors from a file instead of (1): --n + --queries rows of --dim float32
 // (little-endian), the data then the queries, normalised here (scripts/gen_item_embeddings.py
 // writes the example model's item embeddings so).
@@ -37,6 +38,7 @@
 #include <future>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +78,12 @@ struct Args {
   double spread = 1.0;  // noise around a centre, per dimension (centres are N(0, 1))
   int io_threads = 0;   // the HTTP server's I/O threads (0: one per core, as dais serve)
   std::string data;     // vectors from this file (see the usage); empty: the mixture
+  // The served runs with the I/O threads placed by the scheduler ("off"), bound to cores
+  // ("on", EndpointOptions::cpu_affinity) or both, one after the other ("both").
+  std::string affinity = "both";
+  // The time slices the I/O threads ask for in the served runs, microseconds (0: the kernel's
+  // default), each with each --cpu-affinity setting (EndpointOptions::sched_slice_us).
+  std::vector<int> slices_us = {0};
 };
 
 // The machine's CPU time from /proc/stat's first line, and the part of it the hypervisor gave to
@@ -366,7 +374,13 @@ Args Parse(int argc, char** argv) {
       a.io_threads = std::stoi(v);
     else if (k == "--data")
       a.data = v;
-    else {
+    else if (k == "--cpu-affinity")
+      a.affinity = v;
+    else if (k == "--sched-slice-us") {
+      a.slices_us.clear();
+      std::stringstream list(v);
+      for (std::string item; std::getline(list, item, ',');) a.slices_us.push_back(std::stoi(item));
+    } else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       std::exit(2);
     }
@@ -452,6 +466,67 @@ std::vector<int64_t> Ids(const std::vector<mem::SearchHit>& hits) {
 }
 
 }  // namespace
+
+// The searches served by dais serve's HTTP and gRPC frontends on `service`, with the I/O threads
+// bound to cores (`bind`, EndpointOptions::cpu_affinity) or placed by the scheduler.
+struct Served {
+  std::string setting;
+  Row http, grpc;
+  int64_t http_errors = 0, grpc_errors = 0;
+  std::string http_stalls, grpc_stalls;
+};
+dais::StatusOr<Served> Serve(const Args& a, mem::MemoryService* service,
+                             const std::vector<float>& queries, bool bind, int slice_us) {
+  Served out;
+  out.setting = bind ? "I/O threads bound to cores" : "I/O threads placed by the scheduler";
+  std::string suffix = bind ? ", bound" : "";
+  if (slice_us > 0) {
+    out.setting += ", time slices of " + std::to_string(slice_us) + " µs";
+    suffix += ", slice " + std::to_string(slice_us) + " µs";
+  }
+  dais::frontends::http::MemoryHttp memory_http(service);
+  dais::frontends::http::Server* io = nullptr;
+  // The memory routes never touch the inference server: none is needed here.
+  dais::frontends::http::KServeHttp kserve(nullptr, &io);
+  kserve.SetMemory(&memory_http);
+  dais::frontends::http::ServerOptions so;
+  so.address = "127.0.0.1";
+  so.threads = a.io_threads;
+  so.cpu_affinity = bind;
+  so.sched_slice_us = static_cast<uint32_t>(slice_us);
+  dais::frontends::http::Server server(
+      so, [&](auto q, auto w) { kserve.Handle(std::move(q), std::move(w)); });
+  io = &server;
+  RETURN_IF_ERROR(server.Start());
+  HiccupMeter hiccups;
+  out.http = Wrk(a, server.port(), queries, a.queries, &out.http_errors);
+  out.http.what += suffix;
+  out.http_stalls = hiccups.Stop();
+  server.Stop();
+#if DAIS_MEMORY_BENCH_GRPC
+  dais::frontends::grpc::MethodTable methods;
+  dais::frontends::grpc::AddMemoryMethods(methods, service);
+  dais::frontends::grpc::H2ServerOptions go;
+  go.address = "127.0.0.1";
+  go.threads = a.io_threads;
+  go.cpu_affinity = bind;
+  go.sched_slice_us = static_cast<uint32_t>(slice_us);
+  dais::frontends::grpc::H2Server grpc_server(go, std::move(methods));
+  RETURN_IF_ERROR(grpc_server.Start());
+  HiccupMeter grpc_hiccups;
+  const GrpcLoadResult g = GrpcSearchLoad(grpc_server.port(), queries, a.dim, a.queries,
+                                          a.ef_search, a.concurrency, a.seconds);
+  out.grpc.what = "dais serve gRPC search, c=" + std::to_string(a.concurrency) +
+                  " (grpc++ client in this process, a connection per call in flight)" + suffix;
+  out.grpc.qps = g.qps;
+  out.grpc.p50_us = g.p50_us;
+  out.grpc.p99_us = g.p99_us;
+  out.grpc_errors = g.errors;
+  out.grpc_stalls = grpc_hiccups.Stop();
+  grpc_server.Stop(1000);
+#endif
+  return out;
+}
 
 int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
@@ -554,72 +629,39 @@ int main(int argc, char** argv) {
                            cores, a.seconds, a.queries, search);
   rows.push_back(in_proc);
 
-  dais::frontends::http::MemoryHttp memory_http(&service);
-  dais::frontends::http::Server* io = nullptr;
-  // The memory routes never touch the inference server: none is needed here.
-  dais::frontends::http::KServeHttp kserve(nullptr, &io);
-  kserve.SetMemory(&memory_http);
-  dais::frontends::http::ServerOptions so;
-  so.address = "127.0.0.1";
-  so.threads = a.io_threads;
-  dais::frontends::http::Server server(
-      so, [&](auto q, auto w) { kserve.Handle(std::move(q), std::move(w)); });
-  io = &server;
-  if (auto s = server.Start(); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
-    return 1;
-  }
-  int64_t errors = 0;
-  HiccupMeter hiccups;
-  Row http = Wrk(a, server.port(), queries, a.queries, &errors);
-  const std::string stalls = hiccups.Stop();
-  rows.push_back(http);
-  server.Stop();
-  Row grpc_row{"dais serve gRPC search, c=" + std::to_string(a.concurrency) +
-               " (grpc++ client in this process, a connection per call in flight)"};
-  int64_t grpc_errors = 0;
-  std::string grpc_stalls;
-#if DAIS_MEMORY_BENCH_GRPC
-  {
-    dais::frontends::grpc::MethodTable methods;
-    dais::frontends::grpc::AddMemoryMethods(methods, &service);
-    dais::frontends::grpc::H2ServerOptions go;
-    go.address = "127.0.0.1";
-    go.threads = a.io_threads;
-    dais::frontends::grpc::H2Server grpc_server(go, std::move(methods));
-    if (auto s = grpc_server.Start(); !s.ok()) {
-      std::fprintf(stderr, "%s\n", s.message().c_str());
-      return 1;
+  std::vector<Served> served;
+  for (const int slice_us : a.slices_us) {
+    for (const bool bind : {false, true}) {
+      if (bind ? a.affinity == "off" : a.affinity == "on") continue;
+      auto r = Serve(a, &service, queries, bind, slice_us);
+      if (!r.ok()) {
+        std::fprintf(stderr, "%s\n", r.status().message().c_str());
+        return 1;
+      }
+      rows.push_back(r->http);
+      if (r->grpc.qps >= 0) rows.push_back(r->grpc);
+      served.push_back(std::move(*r));
     }
-    HiccupMeter grpc_hiccups;
-    const GrpcLoadResult g = GrpcSearchLoad(grpc_server.port(), queries, a.dim, a.queries,
-                                            a.ef_search, a.concurrency, a.seconds);
-    grpc_row.qps = g.qps;
-    grpc_row.p50_us = g.p50_us;
-    grpc_row.p99_us = g.p99_us;
-    grpc_errors = g.errors;
-    grpc_stalls = grpc_hiccups.Stop();
-    grpc_server.Stop(1000);
   }
-  rows.push_back(grpc_row);
-#endif
 
   if (a.compare_n > 0) CompareLibraries(a, data, queries, &rows);
   Print(rows);
-  std::printf("\nDuring the HTTP run, a thread sleeping 1 ms in a loop: %s\n", stalls.c_str());
-  if (!grpc_stalls.empty()) {
-    std::printf("During the gRPC run, the same: %s\n", grpc_stalls.c_str());
+  for (const Served& r : served) {
+    std::printf("\n%s:\n  during the HTTP run, a thread sleeping 1 ms in a loop: %s\n",
+                r.setting.c_str(), r.http_stalls.c_str());
+    if (!r.grpc_stalls.empty())
+      std::printf("  during the gRPC run, the same: %s\n", r.grpc_stalls.c_str());
+    std::printf("  HTTP / in-process (%d threads) queries/s: %.2f; HTTP errors: %lld\n", cores,
+                r.http.qps / in_proc.qps, static_cast<long long>(r.http_errors));
+    if (r.grpc.qps > 0) {
+      std::printf("  gRPC / in-process (%d threads) queries/s: %.2f; gRPC errors: %lld\n", cores,
+                  r.grpc.qps / in_proc.qps, static_cast<long long>(r.grpc_errors));
+    }
   }
   std::printf(
-      "\nHTTP / in-process (%d threads) queries/s: %.2f; HTTP errors: %lld; index memory "
-      "%.0f bytes per vector (%.0f MiB per million; the process grew %.0f MiB per "
-      "million while indexing)\n",
-      cores, http.qps / in_proc.qps, static_cast<long long>(errors),
+      "\nIndex memory %.0f bytes per vector (%.0f MiB per million; the process grew %.0f MiB "
+      "per million while indexing)\n",
       stats.memory_bytes / static_cast<double>(a.n), stats.memory_bytes * 1e6 / a.n / (1 << 20),
       (rss2 - rss1) / 1024.0 * 1e6 / a.n);
-  if (grpc_row.qps > 0) {
-    std::printf("gRPC / in-process (%d threads) queries/s: %.2f; gRPC errors: %lld\n", cores,
-                grpc_row.qps / in_proc.qps, static_cast<long long>(grpc_errors));
-  }
   return 0;
 }

@@ -39,7 +39,8 @@ struct ServeOptions {
   int metrics_port = -1;
   std::string http_address = "0.0.0.0";
   int http_threads = 0;
-  int io_busy_poll_us = 0;  // --io-busy-poll-microseconds (HTTP and gRPC I/O threads)
+  int io_busy_poll_us = 0;       // --io-busy-poll-microseconds (HTTP and gRPC I/O threads)
+  bool io_cpu_affinity = false;  // --io-cpu-affinity (HTTP and gRPC I/O threads)
   int64_t http_max_body_bytes = 64ll << 20;
   int64_t http_max_body_chunks = 65536;
   int http_max_json_depth = 100;

@@ -15,7 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/logging.h"
 #include "common/thread_name.h"
+#include "common/thread_sched.h"
 #include "dais/status.h"
 #include "frontends/connection_limit.h"
 #include "frontends/endpoint.h"
@@ -108,10 +110,19 @@ class Listener {
     accept_loop_ =
         std::make_unique<AcceptLoop>(iocs, acceptor_, *limiter_, strand, std::move(on_connection));
     accept_loop_->Start();
+    const std::vector<int> cpus = options.cpu_affinity ? AllowedCpus() : std::vector<int>{};
     for (size_t i = 0; i < iocs.size(); ++i) {
+      const int cpu = cpus.empty() ? -1 : cpus[i % cpus.size()];
       threads_.emplace_back([ioc = iocs[i], thread_name = name + "-io" + std::to_string(i),
-                             busy_poll_us = options.busy_poll_us] {
+                             busy_poll_us = options.busy_poll_us, cpu,
+                             slice_us = options.sched_slice_us] {
         SetThreadName(thread_name);
+        if (cpu >= 0 && !BindThisThreadToCpu(cpu)) {
+          LOG_WARNING("{}: cannot bind to core {}", thread_name, cpu);
+        }
+        if (slice_us > 0 && !SetThisThreadSlice(std::chrono::microseconds(slice_us))) {
+          LOG_WARNING("{}: the kernel refused a time slice of {} µs", thread_name, slice_us);
+        }
         CurrentIoContext() = ioc;
         RunIoContext(*ioc, std::chrono::microseconds(busy_poll_us));
       });

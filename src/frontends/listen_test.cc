@@ -1,11 +1,19 @@
 #include "frontends/listen.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
+#include <map>
+#include <string>
 #include <thread>
+#include <vector>
+
+#include "common/thread_sched.h"
 
 namespace dais::frontends {
 namespace {
@@ -48,6 +56,111 @@ TEST_P(RunIoContextTest, ReturnsWhenStopped) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BusyPoll, RunIoContextTest, testing::Values(0, 200, 100000));
+
+// The thread ids of this process's threads named `prefix`N, by N (from /proc/self/task).
+std::map<int, pid_t> ThreadsNamed(const std::string& prefix) {
+  std::map<int, pid_t> out;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return out;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::string comm;
+    std::getline(std::ifstream(std::string("/proc/self/task/") + e->d_name + "/comm"), comm);
+    if (comm.rfind(prefix, 0) == 0)
+      out[std::stoi(comm.substr(prefix.size()))] = std::stoi(e->d_name);
+  }
+  closedir(dir);
+  return out;
+}
+
+// The cores each thread named `prefix`N may run on, by N.
+std::map<int, std::vector<int>> CoresOfThreads(const std::string& prefix) {
+  std::map<int, std::vector<int>> out;
+  for (const auto& [n, tid] : ThreadsNamed(prefix)) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(tid, sizeof(set), &set) != 0) continue;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) out[n].push_back(c);
+    }
+  }
+  return out;
+}
+
+// The time slice each thread named `prefix`N holds, in µs, by N.
+std::map<int, int64_t> SlicesOfThreads(const std::string& prefix) {
+  std::map<int, int64_t> out;
+  for (const auto& [n, tid] : ThreadsNamed(prefix)) out[n] = ThreadSlice(tid).count();
+  return out;
+}
+
+// With cpu_affinity, I/O thread i runs on the i-th allowed core only (modulo their number);
+// without it, on every allowed core.
+TEST(ListenerTest, BindsEachIoThreadToACoreOnlyWhenAsked) {
+  const std::vector<int> cpus = AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  const int threads = static_cast<int>(cpus.size()) + 1;  // one more than cores: wraps around
+  for (const bool bind : {false, true}) {
+    SCOPED_TRACE(bind ? "bound" : "not bound");
+    const std::string name = bind ? "bound" : "free";
+    Listener listener;
+    EndpointOptions options;
+    options.address = "127.0.0.1";
+    options.threads = threads;
+    options.cpu_affinity = bind;
+    ASSERT_TRUE(listener.Start(options, name, "test", false, [](auto&&...) {}).ok());
+    std::map<int, std::vector<int>> want;
+    for (int i = 0; i < threads; ++i) {
+      want[i] = bind ? std::vector<int>{cpus[i % cpus.size()]} : cpus;
+    }
+    // A thread names itself, then binds itself: wait for both, for at most 10 s.
+    std::map<int, std::vector<int>> got;
+    const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+    while ((got = CoresOfThreads(name + "-io")) != want &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(got, want);
+    listener.Join(/*stop_now=*/true);
+  }
+}
+
+}  // namespace
+}  // namespace dais::frontends
+
+namespace dais::frontends {
+namespace {
+
+// With sched_slice_us every I/O thread holds that slice, where the kernel keeps slices for
+// normal threads (Linux 6.12 and later: checked first on this thread); without it, none is set.
+TEST(ListenerTest, IoThreadsAskForTheirTimeSlice) {
+  int64_t probe = -1;
+  std::thread reader([&] {
+    (void)SetThisThreadSlice(std::chrono::microseconds(300));
+    probe = ThreadSlice().count();
+  });
+  reader.join();
+  const bool kernel_keeps_slices = probe == 300;
+  Listener listener;
+  EndpointOptions options;
+  options.address = "127.0.0.1";
+  options.threads = 2;
+  options.sched_slice_us = 300;
+  ASSERT_TRUE(listener.Start(options, "sliced", "test", false, [](auto&&...) {}).ok());
+  const std::map<int, int64_t> want = {{0, 300}, {1, 300}};
+  std::map<int, int64_t> got;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while ((got = SlicesOfThreads("sliced-io")).size() < 2 || (kernel_keeps_slices && got != want)) {
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (kernel_keeps_slices) {
+    EXPECT_EQ(got, want);
+  } else {
+    EXPECT_EQ(got.size(), 2u) << "the I/O threads start where the kernel ignores slices";
+  }
+  listener.Join(/*stop_now=*/true);
+}
 
 }  // namespace
 }  // namespace dais::frontends
