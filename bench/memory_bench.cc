@@ -18,7 +18,10 @@
 // Usage: memory_bench [--n 1000000] [--dim 128] [--queries 1000] [--compare-n 200000]
 //                     [--concurrency 16] [--seconds 10] [--io-threads 0] [--wrk /usr/bin/wrk]
 //                     [--data FILE] [--ef-search 80] [--quantization sq8|none]
-//                     [--cpu-affinity both|on|off] [--sched-slice-us 0[,200...]]
+//                     [--cpu-affinity both|on|off]
+//                     [--search-threads -1[,0,N]] (the served runs' search threads, as dais
+//                     serve's --memory-search-threads: -1 none, 0 one per core) [--wrk-threads
+//                     1[,2]]
 // --data: vectors from a file instead of (1): --n + --queries rows of --dim float32
 // (little-endian), the data then the queries, normalised here (scripts/gen_item_embeddings.py
 // writes the example model's item embeddings so).
@@ -80,10 +83,12 @@ struct Args {
   std::string data;     // vectors from this file (see the usage); empty: the mixture
   // The served runs with the I/O threads placed by the scheduler ("off"), bound to cores
   // ("on", EndpointOptions::cpu_affinity) or both, one after the other ("both").
-  std::string affinity = "both";
-  // The time slices the I/O threads ask for in the served runs, microseconds (0: the kernel's
-  // default), each with each --cpu-affinity setting (EndpointOptions::sched_slice_us).
-  std::vector<int> slices_us = {0};
+  std::string affinity = "off";
+  // The search threads of the served runs, as dais serve's --memory-search-threads (-1: none,
+  // the searches run on the I/O threads; 0: one per core), each with each --cpu-affinity.
+  std::vector<int> search_threads = {-1};
+  // wrk's threads (each setting: its own HTTP run; the connections are split between them).
+  std::vector<int> wrk_threads = {1};
 };
 
 // The machine's CPU time from /proc/stat's first line, and the part of it the hypervisor gave to
@@ -286,7 +291,8 @@ Row Throughput(const std::string& what, int threads, double seconds, int nq,
 }
 
 // wrk POSTing the queries (round robin) at `conc` connections; its figures parsed.
-Row Wrk(const Args& a, int port, const std::vector<float>& queries, int nq, int64_t* errors) {
+Row Wrk(const Args& a, int port, const std::vector<float>& queries, int nq, int threads,
+        int64_t* errors) {
   const std::string dir = "/tmp/memory_bench." + std::to_string(getpid());
   std::system(("mkdir -p " + dir).c_str());
   {
@@ -302,13 +308,15 @@ Row Wrk(const Args& a, int port, const std::vector<float>& queries, int nq, int6
         << "  return wrk.format(nil, nil, nil, bodies[i])\nend\n";
   }
   const std::string out = dir + "/wrk.txt";
-  const std::string cmd = a.wrk + " -t1 -c" + std::to_string(a.concurrency) + " -d" +
+  const std::string cmd = a.wrk + " -t" + std::to_string(threads) + " -c" +
+                          std::to_string(a.concurrency) + " -d" +
                           std::to_string(static_cast<int>(a.seconds)) + "s --latency -s " + dir +
                           "/search.lua http://127.0.0.1:" + std::to_string(port) +
                           "/v2/memory/collections/bench/search > " + out;
   Row r{"dais serve HTTP search, c=" + std::to_string(a.concurrency) + ", " +
         (a.io_threads > 0 ? std::to_string(a.io_threads) : std::string("default")) +
-        " I/O threads (wrk)"};
+        " I/O threads (wrk, " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
+        ")"};
   if (std::system(cmd.c_str()) != 0) {
     std::fprintf(stderr, "wrk failed: %s\n", cmd.c_str());
     return r;
@@ -334,6 +342,14 @@ Row Wrk(const Args& a, int port, const std::vector<float>& queries, int nq, int6
   }
   std::system(("rm -rf " + dir).c_str());
   return r;
+}
+
+// "1,2,3" as numbers.
+std::vector<int> IntList(const std::string& v) {
+  std::vector<int> out;
+  std::stringstream list(v);
+  for (std::string item; std::getline(list, item, ',');) out.push_back(std::stoi(item));
+  return out;
 }
 
 Args Parse(int argc, char** argv) {
@@ -376,11 +392,11 @@ Args Parse(int argc, char** argv) {
       a.data = v;
     else if (k == "--cpu-affinity")
       a.affinity = v;
-    else if (k == "--sched-slice-us") {
-      a.slices_us.clear();
-      std::stringstream list(v);
-      for (std::string item; std::getline(list, item, ',');) a.slices_us.push_back(std::stoi(item));
-    } else {
+    else if (k == "--search-threads")
+      a.search_threads = IntList(v);
+    else if (k == "--wrk-threads")
+      a.wrk_threads = IntList(v);
+    else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       std::exit(2);
     }
@@ -471,18 +487,22 @@ std::vector<int64_t> Ids(const std::vector<mem::SearchHit>& hits) {
 // bound to cores (`bind`, EndpointOptions::cpu_affinity) or placed by the scheduler.
 struct Served {
   std::string setting;
-  Row http, grpc;
-  int64_t http_errors = 0, grpc_errors = 0;
-  std::string http_stalls, grpc_stalls;
+  std::vector<Row> http;  // one per --wrk-threads
+  Row grpc;
+  std::vector<int64_t> http_errors;
+  int64_t grpc_errors = 0;
+  std::vector<std::string> http_stalls;
+  std::string grpc_stalls;
 };
 dais::StatusOr<Served> Serve(const Args& a, mem::MemoryService* service,
-                             const std::vector<float>& queries, bool bind, int slice_us) {
+                             const std::vector<float>& queries, bool bind, int search_threads) {
   Served out;
+  service->SetSearchThreads(search_threads);
   out.setting = bind ? "I/O threads bound to cores" : "I/O threads placed by the scheduler";
   std::string suffix = bind ? ", bound" : "";
-  if (slice_us > 0) {
-    out.setting += ", time slices of " + std::to_string(slice_us) + " µs";
-    suffix += ", slice " + std::to_string(slice_us) + " µs";
+  if (search_threads > 0) {
+    out.setting += ", " + std::to_string(search_threads) + " search threads";
+    suffix += ", " + std::to_string(search_threads) + " search threads";
   }
   dais::frontends::http::MemoryHttp memory_http(service);
   dais::frontends::http::Server* io = nullptr;
@@ -493,15 +513,18 @@ dais::StatusOr<Served> Serve(const Args& a, mem::MemoryService* service,
   so.address = "127.0.0.1";
   so.threads = a.io_threads;
   so.cpu_affinity = bind;
-  so.sched_slice_us = static_cast<uint32_t>(slice_us);
   dais::frontends::http::Server server(
       so, [&](auto q, auto w) { kserve.Handle(std::move(q), std::move(w)); });
   io = &server;
   RETURN_IF_ERROR(server.Start());
-  HiccupMeter hiccups;
-  out.http = Wrk(a, server.port(), queries, a.queries, &out.http_errors);
-  out.http.what += suffix;
-  out.http_stalls = hiccups.Stop();
+  for (const int threads : a.wrk_threads) {
+    HiccupMeter hiccups;
+    int64_t errors = 0;
+    out.http.push_back(Wrk(a, server.port(), queries, a.queries, threads, &errors));
+    out.http.back().what += suffix;
+    out.http_errors.push_back(errors);
+    out.http_stalls.push_back(hiccups.Stop());
+  }
   server.Stop();
 #if DAIS_MEMORY_BENCH_GRPC
   dais::frontends::grpc::MethodTable methods;
@@ -510,7 +533,6 @@ dais::StatusOr<Served> Serve(const Args& a, mem::MemoryService* service,
   go.address = "127.0.0.1";
   go.threads = a.io_threads;
   go.cpu_affinity = bind;
-  go.sched_slice_us = static_cast<uint32_t>(slice_us);
   dais::frontends::grpc::H2Server grpc_server(go, std::move(methods));
   RETURN_IF_ERROR(grpc_server.Start());
   HiccupMeter grpc_hiccups;
@@ -630,15 +652,15 @@ int main(int argc, char** argv) {
   rows.push_back(in_proc);
 
   std::vector<Served> served;
-  for (const int slice_us : a.slices_us) {
+  for (const int threads : a.search_threads) {
     for (const bool bind : {false, true}) {
       if (bind ? a.affinity == "off" : a.affinity == "on") continue;
-      auto r = Serve(a, &service, queries, bind, slice_us);
+      auto r = Serve(a, &service, queries, bind, threads == 0 ? cores : std::max(threads, 0));
       if (!r.ok()) {
         std::fprintf(stderr, "%s\n", r.status().message().c_str());
         return 1;
       }
-      rows.push_back(r->http);
+      rows.insert(rows.end(), r->http.begin(), r->http.end());
       if (r->grpc.qps >= 0) rows.push_back(r->grpc);
       served.push_back(std::move(*r));
     }
@@ -647,12 +669,15 @@ int main(int argc, char** argv) {
   if (a.compare_n > 0) CompareLibraries(a, data, queries, &rows);
   Print(rows);
   for (const Served& r : served) {
-    std::printf("\n%s:\n  during the HTTP run, a thread sleeping 1 ms in a loop: %s\n",
-                r.setting.c_str(), r.http_stalls.c_str());
+    std::printf("\n%s:\n", r.setting.c_str());
+    for (size_t i = 0; i < r.http.size(); ++i) {
+      std::printf("  during the HTTP run (wrk -t%d), a thread sleeping 1 ms in a loop: %s\n",
+                  a.wrk_threads[i], r.http_stalls[i].c_str());
+      std::printf("  HTTP / in-process (%d threads) queries/s: %.2f; HTTP errors: %lld\n", cores,
+                  r.http[i].qps / in_proc.qps, static_cast<long long>(r.http_errors[i]));
+    }
     if (!r.grpc_stalls.empty())
       std::printf("  during the gRPC run, the same: %s\n", r.grpc_stalls.c_str());
-    std::printf("  HTTP / in-process (%d threads) queries/s: %.2f; HTTP errors: %lld\n", cores,
-                r.http.qps / in_proc.qps, static_cast<long long>(r.http_errors));
     if (r.grpc.qps > 0) {
       std::printf("  gRPC / in-process (%d threads) queries/s: %.2f; gRPC errors: %lld\n", cores,
                   r.grpc.qps / in_proc.qps, static_cast<long long>(r.grpc_errors));

@@ -2,10 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/logging.h"
 #include "memory/redis_store.h"
@@ -88,6 +90,14 @@ void AddMemoryFlags(CLI::App* app, MemoryFlags* f) {
                   "Seconds between snapshots (0: only at a clean stop).")
       ->check(CLI::Range(0, 86400 * 7))
       ->capture_default_str();
+  app->add_option("--memory-search-threads", f->search_threads,
+                  "Threads that run the searches of the HTTP and gRPC APIs, all from one queue "
+                  "(0: one per core; -1: none, each search runs on the I/O thread that read "
+                  "it). With them a long search (a large ef or k) holds no I/O thread and the "
+                  "time queued counts against timeout_ms; on 2 cores they measured slower than "
+                  "none (docs/memory.md, \"Search threads\").")
+      ->check(CLI::Range(-1, 1024))
+      ->capture_default_str();
 }
 
 StatusOr<memory::CollectionSpecPtr> ParseCollectionYaml(const std::string& text,
@@ -146,6 +156,9 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const MemoryFlags
   }
   memory::MemoryOptions options;
   if (flags.managed) options.cold_tier = flags.snapshot_dir;  // standalone: at start (below)
+  options.search_threads = flags.search_threads == 0
+                               ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                               : std::max(flags.search_threads, 0);
   r->service_ = std::make_unique<memory::MemoryService>(r->store_.get(), options);
   r->api_ = frontends::http::MemoryHttp(r->service_.get());
   if (flags.managed) {

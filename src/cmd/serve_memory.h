@@ -22,6 +22,9 @@ struct MemoryFlags {
   std::vector<std::string> collections;  // spec files (JSON or YAML)
   std::string snapshot_dir;              // the cold tier; empty: none
   int snapshot_secs = 3600;
+  // Threads searching, from one queue (0: one per core; -1, the default: none, each search runs
+  // on the I/O thread that read it; docs/memory.md, "Search threads").
+  int search_threads = -1;
   // `dais node`: holds only the shards the scheduler assigns (memory::MemoryService::Host), no
   // collection of its own; needs --redis.
   bool managed = false;

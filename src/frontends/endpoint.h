@@ -39,11 +39,6 @@ struct EndpointOptions {
   // another core runs something else. For a machine given to dais; where other busy processes
   // share the cores, the scheduler's own placement may do better (docs/memory.md).
   bool cpu_affinity = false;
-  // The time slice each I/O thread asks the scheduler for, in microseconds (0: the kernel's
-  // default, a few milliseconds). Short slices let a thread that wakes beside a busy I/O thread
-  // (the next request's sender, another I/O thread) run sooner; Linux 6.12 and later honour it
-  // (100 to 100000), earlier kernels ignore it (common/thread_sched.h).
-  uint32_t sched_slice_us = 0;
   // TLS on this listener (null: plain text). Shared: the process reloads it (tls/reloader.h).
   std::shared_ptr<tls::ServerContext> tls;
 };

@@ -114,14 +114,10 @@ class Listener {
     for (size_t i = 0; i < iocs.size(); ++i) {
       const int cpu = cpus.empty() ? -1 : cpus[i % cpus.size()];
       threads_.emplace_back([ioc = iocs[i], thread_name = name + "-io" + std::to_string(i),
-                             busy_poll_us = options.busy_poll_us, cpu,
-                             slice_us = options.sched_slice_us] {
+                             busy_poll_us = options.busy_poll_us, cpu] {
         SetThreadName(thread_name);
         if (cpu >= 0 && !BindThisThreadToCpu(cpu)) {
           LOG_WARNING("{}: cannot bind to core {}", thread_name, cpu);
-        }
-        if (slice_us > 0 && !SetThisThreadSlice(std::chrono::microseconds(slice_us))) {
-          LOG_WARNING("{}: the kernel refused a time slice of {} µs", thread_name, slice_us);
         }
         CurrentIoContext() = ioc;
         RunIoContext(*ioc, std::chrono::microseconds(busy_poll_us));

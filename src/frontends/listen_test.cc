@@ -87,13 +87,6 @@ std::map<int, std::vector<int>> CoresOfThreads(const std::string& prefix) {
   return out;
 }
 
-// The time slice each thread named `prefix`N holds, in µs, by N.
-std::map<int, int64_t> SlicesOfThreads(const std::string& prefix) {
-  std::map<int, int64_t> out;
-  for (const auto& [n, tid] : ThreadsNamed(prefix)) out[n] = ThreadSlice(tid).count();
-  return out;
-}
-
 // With cpu_affinity, I/O thread i runs on the i-th allowed core only (modulo their number);
 // without it, on every allowed core.
 TEST(ListenerTest, BindsEachIoThreadToACoreOnlyWhenAsked) {
@@ -123,43 +116,6 @@ TEST(ListenerTest, BindsEachIoThreadToACoreOnlyWhenAsked) {
     EXPECT_EQ(got, want);
     listener.Join(/*stop_now=*/true);
   }
-}
-
-}  // namespace
-}  // namespace dais::frontends
-
-namespace dais::frontends {
-namespace {
-
-// With sched_slice_us every I/O thread holds that slice, where the kernel keeps slices for
-// normal threads (Linux 6.12 and later: checked first on this thread); without it, none is set.
-TEST(ListenerTest, IoThreadsAskForTheirTimeSlice) {
-  int64_t probe = -1;
-  std::thread reader([&] {
-    (void)SetThisThreadSlice(std::chrono::microseconds(300));
-    probe = ThreadSlice().count();
-  });
-  reader.join();
-  const bool kernel_keeps_slices = probe == 300;
-  Listener listener;
-  EndpointOptions options;
-  options.address = "127.0.0.1";
-  options.threads = 2;
-  options.sched_slice_us = 300;
-  ASSERT_TRUE(listener.Start(options, "sliced", "test", false, [](auto&&...) {}).ok());
-  const std::map<int, int64_t> want = {{0, 300}, {1, 300}};
-  std::map<int, int64_t> got;
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  while ((got = SlicesOfThreads("sliced-io")).size() < 2 || (kernel_keeps_slices && got != want)) {
-    if (std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (kernel_keeps_slices) {
-    EXPECT_EQ(got, want);
-  } else {
-    EXPECT_EQ(got.size(), 2u) << "the I/O threads start where the kernel ignores slices";
-  }
-  listener.Join(/*stop_now=*/true);
 }
 
 }  // namespace

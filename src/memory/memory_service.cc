@@ -103,7 +103,17 @@ struct MemoryService::Collection {
 };
 
 MemoryService::MemoryService(MemoryStore* store, MemoryOptions options)
-    : store_(store), options_(std::move(options)) {}
+    : store_(store), options_(std::move(options)) {
+  SetSearchThreads(options_.search_threads);
+}
+
+void MemoryService::SetSearchThreads(int threads) {
+  search_pool_.reset();  // runs what is queued, joins
+  options_.search_threads = threads;
+  if (threads > 0) {
+    search_pool_ = std::make_unique<SearchPool>(threads, options_.max_queued_searches);
+  }
+}
 MemoryService::~MemoryService() = default;
 
 int64_t MemoryService::Now() const {
@@ -442,11 +452,27 @@ StatusOr<std::vector<SearchHit>> MemoryService::Get(const std::string& name,
   return out;
 }
 
+void MemoryService::SearchAsync(std::string name, SearchRequest request, SearchDone done) const {
+  if (request.received == std::chrono::steady_clock::time_point{}) {
+    request.received = std::chrono::steady_clock::now();
+  }
+  if (search_pool_ == nullptr) return done(Search(name, request));
+  auto task = [this, name, request = std::move(request), done]() { done(Search(name, request)); };
+  if (!search_pool_->Post(std::move(task))) {
+    MemoryMetrics::Get().requests.Get({name, "search", "queue_full"}).Increment();
+    done(Unavailable("search of " + name +
+                     " refused: " + std::to_string(options_.max_queued_searches) +
+                     " searches are waiting for a search thread already"));
+  }
+}
+
 StatusOr<std::vector<SearchHit>> MemoryService::Search(const std::string& name,
                                                        const SearchRequest& request) const {
   ASSIGN_OR_RETURN(auto c, Found(name));
   RETURN_IF_ERROR(c->Holds(request.shards));
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = request.received != std::chrono::steady_clock::time_point{}
+                         ? request.received
+                         : std::chrono::steady_clock::now();
   const int64_t now = Now();
   std::vector<SearchHit> hits;
   const auto deadline = start + std::chrono::milliseconds(request.timeout_ms);

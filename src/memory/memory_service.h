@@ -1,7 +1,8 @@
 // The vector collections one process serves (`dais serve`, `dais node`): create / drop, upsert,
 // delete, get and search, each routed to the shard that owns the id (ShardOf) or fanned out to
 // every local shard and merged. Writes go to the durable store first (when there is one) and are
-// applied in the store's order; searches run on the caller's thread. Thread-safe.
+// applied in the store's order; Search runs on the caller's thread, SearchAsync on a search
+// thread. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "memory/collection_spec.h"
 #include "memory/memory_store.h"
 #include "memory/point.h"
+#include "memory/search_pool.h"
 #include "memory/shard.h"
 
 namespace dais::memory {
@@ -30,6 +32,10 @@ struct MemoryOptions {
   // The cold tier (snapshot_files.h) Host rebuilds a shard from when the store never saw a
   // write to it (the store lost it); empty: none.
   std::string cold_tier;
+  // Threads that run SearchAsync's searches, from one queue (search_pool.h); 0: SearchAsync
+  // searches on the caller's thread. At most `max_queued_searches` wait; more are refused.
+  int search_threads = 0;
+  size_t max_queued_searches = 4096;
 };
 
 struct CollectionStats {
@@ -84,6 +90,14 @@ class MemoryService {
   // shard's search itself is not interrupted).
   StatusOr<std::vector<SearchHit>> Search(const std::string& name,
                                           const SearchRequest& request) const;
+  // Search on a search thread (MemoryOptions::search_threads; without any, on this one);
+  // `done` once, on that thread. The request's timeout_ms counts from its `received` time, so
+  // the time queued counts. Unavailable when max_queued_searches wait already.
+  using SearchDone = std::function<void(StatusOr<std::vector<SearchHit>>)>;
+  void SearchAsync(std::string name, SearchRequest request, SearchDone done) const;
+  // Replaces the search threads (MemoryOptions::search_threads; 0: none). Not while searches
+  // may be asked for (before serving, or between two servers as the benchmark does).
+  void SetSearchThreads(int threads);
   // Takes up the collections other processes created in the store (loading them) and forgets
   // those they dropped. Call every few seconds, from CatchUp's thread.
   Status SyncCollections();
@@ -107,9 +121,11 @@ class MemoryService {
   Status WriteBack(const CollectionSpec& spec, Shard* shard, std::vector<StoredPoint> points);
 
   MemoryStore* store_;
-  const MemoryOptions options_;
+  MemoryOptions options_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Collection>> collections_ DAIS_GUARDED_BY(mu_);
+  // Last: destroyed first, running its queued searches while the collections still exist.
+  std::unique_ptr<SearchPool> search_pool_;
 };
 
 }  // namespace dais::memory

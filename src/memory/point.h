@@ -3,6 +3,7 @@
 // refused whole (InvalidArgument naming the field) before anything changes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -47,6 +48,9 @@ struct SearchRequest {
   bool with_vector = false;
   int64_t timeout_ms = 0;   // 0 = the server's default
   std::vector<int> shards;  // only these shards (the gateway's fan-out); empty: all
+  // When the request arrived: timeout_ms counts from it (time queued for a search thread
+  // included); unset: from when the search starts.
+  std::chrono::steady_clock::time_point received{};
 };
 
 inline constexpr int kMaxK = 1000;

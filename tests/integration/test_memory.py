@@ -309,12 +309,16 @@ def test_knn_features_give_a_model_the_nearest_items(start_server, tmp_path):
     assert r.status_code == 400 and "no vector memory" in r.json()["error"], r.text
 
 
-def test_memory_over_grpc(start_server, empty_repo, tmp_path):
+# Searches on the I/O threads (the default), and on two search threads with the I/O threads
+# bound to cores: the same answers and refusals over both protocols.
+@pytest.mark.parametrize("threads", [(), ("--memory-search-threads", "2", "--io-cpu-affinity")],
+                         ids=["on-io-threads", "search-threads"])
+def test_memory_over_grpc(start_server, empty_repo, tmp_path, threads):
     import grpc
     import grpc_client
 
     stubs = grpc_client.generate_stubs(tmp_path / "stubs")
-    srv = start_server(empty_repo, "--memory")
+    srv = start_server(empty_repo, "--memory", *threads)
     assert srv.grpc_port, "the server logged grpc=0: the gRPC frontend was not built"
     spec = {"name": "items", "dimension": 3, "metric": "l2",
             "payload": {"category": "string", "price": "number"}}

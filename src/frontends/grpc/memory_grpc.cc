@@ -183,11 +183,13 @@ void AddMemoryMethods(MethodTable& t, MemoryService* service) {
     auto shards = Shards(req.shards(), **spec);
     if (!shards.ok()) return call->Finish(ToGrpcStatus(shards.status()));
     r->shards = std::move(*shards);
-    auto hits = service->Search(req.collection(), *r);
-    if (!hits.ok()) return call->Finish(ToGrpcStatus(hits.status()));
-    pb::SearchResponse resp;
-    ToProto(*hits, true, resp.mutable_results());
-    call->Reply(resp.SerializeAsString());
+    service->SearchAsync(req.collection(), std::move(*r),
+                         [call](StatusOr<std::vector<memory::SearchHit>> hits) {
+                           if (!hits.ok()) return call->Finish(ToGrpcStatus(hits.status()));
+                           pb::SearchResponse resp;
+                           ToProto(*hits, true, resp.mutable_results());
+                           call->Reply(resp.SerializeAsString());
+                         });
   };
 }
 

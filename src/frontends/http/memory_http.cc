@@ -132,9 +132,11 @@ void MemoryHttp::Points(const Request& request, const std::string& collection,
   auto search = memory::ParseSearch(request.body, **spec);
   if (!search.ok()) return respond(ErrorResponse(search.status()));
   search->shards = std::move(*shards);
-  auto hits = service_->Search(collection, *search);
-  if (!hits.ok()) return respond(ErrorResponse(hits.status()));
-  respond(JsonResponse(200, HitsJson(*hits, true)));
+  service_->SearchAsync(collection, std::move(*search),
+                        [respond](StatusOr<std::vector<memory::SearchHit>> hits) {
+                          if (!hits.ok()) return respond(ErrorResponse(hits.status()));
+                          respond(JsonResponse(200, HitsJson(*hits, true)));
+                        });
 }
 
 }  // namespace dais::frontends::http
