@@ -114,6 +114,7 @@ void MemoryService::SetSearchThreads(int threads) {
     search_pool_ = std::make_unique<SearchPool>(threads, options_.max_queued_searches);
   }
 }
+
 MemoryService::~MemoryService() = default;
 
 int64_t MemoryService::Now() const {
@@ -470,12 +471,13 @@ StatusOr<std::vector<SearchHit>> MemoryService::Search(const std::string& name,
                                                        const SearchRequest& request) const {
   ASSIGN_OR_RETURN(auto c, Found(name));
   RETURN_IF_ERROR(c->Holds(request.shards));
-  const auto start = request.received != std::chrono::steady_clock::time_point{}
-                         ? request.received
-                         : std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
+  // The deadline counts from the request's arrival (a search thread's queue included).
+  const auto received =
+      request.received != std::chrono::steady_clock::time_point{} ? request.received : start;
   const int64_t now = Now();
   std::vector<SearchHit> hits;
-  const auto deadline = start + std::chrono::milliseconds(request.timeout_ms);
+  const auto deadline = received + std::chrono::milliseconds(request.timeout_ms);
   for (const auto& r : c->shards) {
     if (r == nullptr) continue;
     const Shard* shard = r->shard.get();
