@@ -205,6 +205,12 @@ def cpu_seconds(pids):
     return total
 
 
+def median_of(values):
+    """The median of the values that are numbers (NaN: not measured in that run), or NaN."""
+    known = [v for v in values if not math.isnan(v)]
+    return statistics.median(known) if known else float("nan")
+
+
 def metric_value(url, series):
     """The value of `series` (a metric name with its labels, as exposed) in the /metrics of the
     dais process serving `url`, or None (nginx; a series not exposed)."""
@@ -395,8 +401,8 @@ def measure_cell(args, tmp, gateway, name, url, body, header_len, conc, profile,
     allocs_after = heap_allocations(url) if allocs_before is not None else None
     # Tokens verified (not answered from the cache) per request: 0 once the cache holds it.
     misses_after = metric_value(url, JWT_MISSES) if token else None
-    result["jwt_misses"] = ((misses_after - (misses_before or 0)) / max(result["requests"], 1)
-                            if misses_after is not None else float("nan"))
+    result["jwt_misses"] = ((misses_after - misses_before) / max(result["requests"], 1)
+                            if None not in (misses_before, misses_after) else float("nan"))
     result["allocs"] = ((allocs_after - allocs_before) / max(result["requests"], 1)
                         if allocs_after is not None else float("nan"))
     if profiler:
@@ -544,7 +550,7 @@ def tls_cells(args, tmp, gateway, targets, body, header_len, pids):
                 runs.setdefault((name, conc), []).append(measure_cell(
                     args, tmp, gateway, name, url, body, header_len, conc, profile=False,
                     trace=False, cpu_pids=pids.get(name, ())))
-    res = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
+    res = {key: {f: median_of(r[f] for r in rs) for f in rs[0]}
            for key, rs in runs.items()}
     print("\nOver TLS (client to proxy HTTPS, TLS 1.3, P-256 certificate; proxy to node plain):\n")
     print("| path | c=1 p50 µs | p50 / nginx TLS | c=64 req/s | req/s / nginx TLS | "
@@ -575,7 +581,7 @@ def http_cells(args, tmp, gateway, targets, tokens, body, header_len, pids):
                     trace=first and args.strace and name == "gateway" and conc == 1,
                     token=tokens.get(name), cpu_pids=pids.get(name, ())))
     # Each figure: the median over the repeats (runs on this shared machine vary by ±20 %).
-    results = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
+    results = {key: {f: median_of(r[f] for r in rs) for f in rs[0]}
                for key, rs in runs.items()}
     # Allocations counted exactly where perf can (jemalloc's own count lags: a thread's cache
     # merges its counts into the arena's only when it flushes: 4 % to 44 % low in our runs).

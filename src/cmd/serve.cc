@@ -48,11 +48,12 @@ void AddHttpFlags(CLI::App* app, ServeOptions* o) {
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
   app->add_flag("--io-cpu-affinity", o->io_cpu_affinity,
-                "Bind each HTTP and gRPC I/O thread to a core of its own (thread i to the i-th "
-                "core this process may use), as nginx's worker_cpu_affinity: the scheduler then "
-                "never queues two I/O threads on one core while another core is free of them, "
-                "which shortens the latency tail when the handlers are CPU-bound (vector "
-                "search). For a machine given to dais; off by default.");
+                "Bind each HTTP and gRPC I/O thread to one core (thread i of each listener to "
+                "the i-th core this process may use, wrapping around), as nginx's "
+                "worker_cpu_affinity. HTTP and gRPC thread i share core i, and threads an I/O "
+                "thread starts inherit its core. Measured without a consistent effect on 2 "
+                "cores shared with the load generator (docs/memory.md, \"Threads\"); for a "
+                "machine given to dais. Off by default.");
   app->add_option("--http-max-input-size,--http-max-body-bytes", o->http_max_body_bytes,
                   "Largest request body in bytes (Triton's flag name; --http-max-body-bytes is "
                   "the same), as sent and, for Content-Encoding gzip / deflate, once "

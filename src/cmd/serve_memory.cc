@@ -7,9 +7,9 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "common/logging.h"
+#include "common/thread_sched.h"
 #include "memory/redis_store.h"
 
 namespace dais::cmd {
@@ -92,10 +92,11 @@ void AddMemoryFlags(CLI::App* app, MemoryFlags* f) {
       ->capture_default_str();
   app->add_option("--memory-search-threads", f->search_threads,
                   "Threads that run the searches of the HTTP and gRPC APIs, all from one queue "
-                  "(0: one per core; -1: none, each search runs on the I/O thread that read "
+                  "(0: one per core this process may use; -1: none, each search runs on the I/O "
+                  "thread that read "
                   "it). With them a long search (a large ef or k) holds no I/O thread and the "
                   "time queued counts against timeout_ms; on 2 cores they measured slower than "
-                  "none (docs/memory.md, \"Search threads\").")
+                  "none (docs/memory.md, \"Threads\").")
       ->check(CLI::Range(-1, 1024))
       ->capture_default_str();
 }

@@ -23,7 +23,7 @@ struct MemoryFlags {
   std::string snapshot_dir;              // the cold tier; empty: none
   int snapshot_secs = 3600;
   // Threads searching, from one queue (0: one per core; -1, the default: none, each search runs
-  // on the I/O thread that read it; docs/memory.md, "Search threads").
+  // on the I/O thread that read it; docs/memory.md, "Threads").
   int search_threads = -1;
   // `dais node`: holds only the shards the scheduler assigns (memory::MemoryService::Host), no
   // collection of its own; needs --redis.

@@ -35,9 +35,9 @@ struct EndpointOptions {
   // for up to that long after each request (docs/batching.md, "Busy polling").
   uint32_t busy_poll_us = 0;
   // Binds I/O thread i to the i-th core the process may run on (modulo their number), as
-  // nginx's `worker_cpu_affinity auto`: two I/O threads are never queued on one core while
-  // another core runs something else. For a machine given to dais; where other busy processes
-  // share the cores, the scheduler's own placement may do better (docs/memory.md).
+  // nginx's `worker_cpu_affinity auto`. Two listeners' threads i share core i, and a thread an
+  // I/O thread starts inherits the binding. For a machine given to dais (docs/memory.md,
+  // "Threads": no consistent effect measured on 2 shared cores).
   bool cpu_affinity = false;
   // TLS on this listener (null: plain text). Shared: the process reloads it (tls/reloader.h).
   std::shared_ptr<tls::ServerContext> tls;

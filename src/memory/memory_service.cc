@@ -458,6 +458,9 @@ void MemoryService::SearchAsync(std::string name, SearchRequest request, SearchD
     request.received = std::chrono::steady_clock::now();
   }
   if (search_pool_ == nullptr) return done(Search(name, request));
+  // An unknown collection is answered here: it neither waits in the queue nor names a series
+  // of the queue_full count below.
+  if (auto c = Found(name); !c.ok()) return done(c.status());
   auto task = [this, name, request = std::move(request), done]() { done(Search(name, request)); };
   if (!search_pool_->Post(std::move(task))) {
     MemoryMetrics::Get().requests.Get({name, "search", "queue_full"}).Increment();

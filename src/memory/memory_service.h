@@ -2,7 +2,7 @@
 // delete, get and search, each routed to the shard that owns the id (ShardOf) or fanned out to
 // every local shard and merged. Writes go to the durable store first (when there is one) and are
 // applied in the store's order; Search runs on the caller's thread, SearchAsync on a search
-// thread. Thread-safe.
+// thread when there are any (MemoryOptions::search_threads), else on the caller's. Thread-safe.
 #pragma once
 
 #include <chrono>

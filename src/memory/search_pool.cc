@@ -29,7 +29,7 @@ SearchPool::~SearchPool() {
 bool SearchPool::Post(std::function<void()> task) {
   {
     MutexLock lock(&mu_);
-    if (queue_.size() >= max_queued_) return false;
+    if (stopping_ || queue_.size() >= max_queued_) return false;
     queue_.push_back(std::move(task));
   }
   cv_.Signal();

@@ -1,5 +1,5 @@
 // Threads that run vector searches off the I/O threads, all from one queue (docs/memory.md,
-// "Search threads"). A search costs a hundred microseconds or more; run on the I/O thread that
+// "Threads"). A search costs a hundred microseconds or more; run on the I/O thread that
 // read it, every connection of that thread waits behind it, and when the scheduler takes that
 // thread off its core they all wait for its next turn. From one queue, a search goes to
 // whichever search thread is free: one preempted thread delays only the search it holds.
@@ -26,7 +26,7 @@ class SearchPool {
   ~SearchPool();
 
   // Queues `task` for the next free thread, first in first out; false (and `task` not kept)
-  // when max_queued tasks wait already.
+  // when max_queued tasks wait already (0: every task is refused) or the pool is stopping.
   bool Post(std::function<void()> task);
   size_t queued() const;
   int threads() const { return static_cast<int>(threads_.size()); }

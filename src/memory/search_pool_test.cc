@@ -104,7 +104,7 @@ TEST(SearchPoolTest, TheDeadlineCountsFromTheRequestsArrival) {
 TEST(SearchPoolTest, SearchAsyncRefusesWhenTheQueueIsFull) {
   MemoryOptions options;
   options.search_threads = 1;
-  options.max_queued_searches = 0;  // nothing may wait
+  options.max_queued_searches = 0;  // every search refused: the queue is always full
   MemoryService service(nullptr, options);
   ASSERT_TRUE(service.Create(Spec()).ok());
   SearchRequest r;
