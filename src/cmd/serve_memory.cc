@@ -93,10 +93,9 @@ void AddMemoryFlags(CLI::App* app, MemoryFlags* f) {
   app->add_option("--memory-search-threads", f->search_threads,
                   "Threads that run the searches of the HTTP and gRPC APIs, all from one queue "
                   "(0: one per core this process may use; -1: none, each search runs on the I/O "
-                  "thread that read "
-                  "it). With them a long search (a large ef or k) holds no I/O thread and the "
-                  "time queued counts against timeout_ms; on 2 cores they measured slower than "
-                  "none (docs/memory.md, \"Threads\").")
+                  "thread that read it). With them a long search (a large ef or k) holds no I/O "
+                  "thread and the time queued counts against timeout_ms; on 2 cores they "
+                  "measured slower than none (docs/memory.md, \"Threads\").")
       ->check(CLI::Range(-1, 1024))
       ->capture_default_str();
 }
@@ -158,7 +157,7 @@ StatusOr<std::unique_ptr<MemoryRuntime>> MemoryRuntime::Create(const MemoryFlags
   memory::MemoryOptions options;
   if (flags.managed) options.cold_tier = flags.snapshot_dir;  // standalone: at start (below)
   options.search_threads = flags.search_threads == 0
-                               ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                               ? std::max(static_cast<int>(AllowedCpus().size()), 1)
                                : std::max(flags.search_threads, 0);
   r->service_ = std::make_unique<memory::MemoryService>(r->store_.get(), options);
   r->api_ = frontends::http::MemoryHttp(r->service_.get());

@@ -2,7 +2,9 @@
 // "Threads"). A search costs a hundred microseconds or more; run on the I/O thread that
 // read it, every connection of that thread waits behind it, and when the scheduler takes that
 // thread off its core they all wait for its next turn. From one queue, a search goes to
-// whichever search thread is free: one preempted thread delays only the search it holds.
+// whichever search thread is free: one preempted thread delays only the search it holds. On 2
+// cores shared with the load generator the hand-off measured slower than searching on the I/O
+// threads (docs/benchmarks.md, "Threads and the tail"): off by default.
 #pragma once
 
 #include <cstddef>
